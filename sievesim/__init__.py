@@ -1,0 +1,13 @@
+"""sievesim: MoE decoding on GPUs with HBM-PIM, from DRAM commands up to expert-partitioning policies.
+
+Layers point down (see docs/architecture.md): cli -> report/sweep -> system -> dag/policies/costs ->
+workload/models/hardware -> dram -> _core (Cython engine). Importing :mod:`sievesim` is cheap; the
+engine is loaded when a DRAM/PIM function is first used.
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from .errors import ConfigError, SievesimError, TraceError
+
+__all__ = ["__version__", "SievesimError", "ConfigError", "TraceError"]
