@@ -1,0 +1,965 @@
+"""MoE model specifications: presets, TOML files and Hugging Face ``config.json``.
+
+A :class:`ModelSpec` carries exactly what the simulator needs about one Mixture-of-Experts
+transformer: the kind of every layer (attention: full / sliding-window / linear (Gated DeltaNet) /
+MLA; MLP: MoE or dense), the tensor shapes, and the storage widths. Everything else -- parameter
+counts, bytes per expert, KV-cache bytes, linear-attention state -- is *derived* from those shapes
+by the properties below, never stored.
+
+Units: sizes called ``*_size`` / ``*_dim`` / ``*_rank`` are element counts; ``*_bytes`` are bytes;
+parameter counts are numbers of scalar weights; ``sliding_window`` is in tokens.
+
+Three ways to get a spec (see ``docs/models.md``)::
+
+    get_model("gpt-oss-120b")               # a preset (sievesim/data/models/<name>.toml)
+    get_model("my_model.toml")              # a TOML file in sievesim's own schema
+    get_model("path/to/config.json")        # a Hugging Face config.json, as published
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+try:  # Python >= 3.11
+    import tomllib as _toml_reader
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as _toml_reader  # type: ignore[no-redef]
+
+from .errors import ConfigError, field_error
+
+__all__ = [
+    "ATTENTION_KINDS",
+    "MLP_KINDS",
+    "ModelSpec",
+    "from_hf_config",
+    "get_model",
+    "list_models",
+    "load_model_toml",
+    "model_from_dict",
+    "model_to_dict",
+    "save_model_toml",
+]
+
+#: Per-layer attention kinds. ``full``: softmax attention over the whole context (GQA/MHA/MQA);
+#: ``sliding``: softmax attention over the last ``sliding_window`` tokens; ``linear``: Gated
+#: DeltaNet (Qwen3-Next / Qwen3.5), a fixed-size recurrent state instead of a KV cache; ``mla``:
+#: DeepSeek multi-head latent attention (compressed KV cache of ``kv_lora_rank + qk_rope_head_dim``).
+ATTENTION_KINDS: tuple[str, ...] = ("full", "sliding", "linear", "mla")
+#: Per-layer MLP kinds: ``moe`` (router + routed experts (+ shared experts)) or ``dense`` (one SwiGLU FFN).
+MLP_KINDS: tuple[str, ...] = ("moe", "dense")
+
+_PRESET_DIR = Path(__file__).resolve().parent / "data" / "models"
+
+# Fields that must be positive integers, with a short description used in error messages.
+_POSITIVE_INT_FIELDS = {
+    "num_layers": "number of transformer layers",
+    "hidden_size": "model width (elements)",
+    "num_attention_heads": "number of query heads",
+    "num_kv_heads": "number of key/value heads",
+    "head_dim": "elements per attention head",
+    "num_experts": "number of routed experts per MoE layer",
+    "top_k": "routed experts activated per token",
+    "moe_intermediate_size": "intermediate size of one routed expert (elements)",
+    "vocab_size": "vocabulary size (tokens)",
+}
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Shapes of one MoE transformer (decoder only; embeddings, layers, final norm, LM head).
+
+    Every routed/shared expert and every dense FFN is a SwiGLU block of three matrices
+    (gate ``h x I``, up ``h x I``, down ``I x h``). Construction validates all fields and raises
+    :class:`~sievesim.errors.ConfigError` naming the first bad field and its value.
+    """
+
+    name: str
+    #: Number of transformer layers (MTP / draft layers excluded, see ``num_mtp_layers``).
+    num_layers: int
+    #: Model width ``h`` (elements).
+    hidden_size: int
+    #: Query heads of softmax-attention layers (full / sliding / MLA).
+    num_attention_heads: int
+    #: Key/value heads of full/sliding layers (GQA groups). For MLA equal to the query heads.
+    num_kv_heads: int
+    #: Elements per query/key/value head of full/sliding layers (explicit ``head_dim`` in the HF
+    #: config wins over ``hidden_size / num_attention_heads``). For MLA: ``qk_nope + qk_rope``.
+    head_dim: int
+    #: Attention kind of every layer, one of :data:`ATTENTION_KINDS`.
+    layer_attention: tuple[str, ...]
+    #: MLP kind of every layer, one of :data:`MLP_KINDS`.
+    layer_mlp: tuple[str, ...]
+    #: Routed experts per MoE layer.
+    num_experts: int
+    #: Routed experts activated per token (the config's value; ``with_top_k`` overrides it).
+    top_k: int
+    #: Intermediate size ``I`` of one routed expert (elements).
+    moe_intermediate_size: int
+    #: Vocabulary size (tokens); embedding and LM head are ``vocab_size x hidden_size``.
+    vocab_size: int
+    #: Shared (always-active) experts per MoE layer.
+    num_shared_experts: int = 0
+    #: Intermediate size of *one* shared expert (elements); 0 when there is none.
+    shared_expert_intermediate_size: int = 0
+    #: Intermediate size of the dense FFN of ``dense`` layers (elements); 0 when there is none.
+    dense_intermediate_size: int = 0
+    #: True when the LM head shares the input-embedding matrix.
+    tie_word_embeddings: bool = False
+    #: Window of ``sliding`` layers (tokens); None when there is no sliding layer.
+    sliding_window: int | None = None
+    #: Bytes per stored element of weights and activations (2 = bf16, the default everywhere).
+    dtype_bytes: float = 2.0
+    #: Per-part override: bytes per routed/shared-expert weight (e.g. 0.53125 for MXFP4); None = dtype_bytes.
+    expert_dtype_bytes: float | None = None
+    #: Per-part override: bytes per KV-cache element; None = dtype_bytes.
+    kv_dtype_bytes: float | None = None
+    #: Bytes per element of the linear-attention recurrent state (often fp32 = 4); None = dtype_bytes.
+    state_dtype_bytes: float | None = None
+    # --- attention details (parameter counting) ---
+    #: q/k/v/o projections carry biases (GPT-OSS).
+    attention_bias: bool = False
+    #: One learned attention-sink logit per query head per layer (GPT-OSS).
+    attention_sinks: bool = False
+    #: RMSNorm on q and k per head (Qwen3): ``2 * head_dim`` weights per layer.
+    qk_norm: bool = False
+    #: Sigmoid output gate on full-attention layers (Qwen3-Next / Qwen3.5): q projection is doubled.
+    attention_output_gate: bool = False
+    # --- MLA (DeepSeek-V2/V3); all 0 when absent ---
+    #: Rank of the query compression (0 = q is projected directly from the hidden state).
+    q_lora_rank: int = 0
+    #: Rank of the compressed KV latent (elements cached per token per MLA layer, with the rope part).
+    kv_lora_rank: int = 0
+    #: Per-head q/k dimension without rotary embedding (elements).
+    qk_nope_head_dim: int = 0
+    #: Per-head q/k rotary dimension (elements; the rope key is shared by all heads and cached).
+    qk_rope_head_dim: int = 0
+    #: Per-head value dimension (elements).
+    v_head_dim: int = 0
+    # --- Gated DeltaNet linear attention (Qwen3-Next / Qwen3.5); all 0 when absent ---
+    linear_num_key_heads: int = 0
+    linear_num_value_heads: int = 0
+    #: Elements per linear-attention key head.
+    linear_key_head_dim: int = 0
+    #: Elements per linear-attention value head.
+    linear_value_head_dim: int = 0
+    #: Causal depthwise convolution width (taps) over q/k/v.
+    linear_conv_kernel_dim: int = 0
+    # --- MoE details ---
+    #: Routed experts carry biases on gate/up (``2I``) and down (``h``) projections (GPT-OSS).
+    expert_bias: bool = False
+    #: The router has one bias (or score-correction bias, DeepSeek-V3) per expert.
+    router_bias: bool = False
+    #: A scalar sigmoid gate ``h -> 1`` on the shared-expert output (Qwen2-MoE / Qwen3-Next / 3.5).
+    shared_expert_gate: bool = False
+    #: Multi-token-prediction layers shipped with the checkpoint; not simulated and not counted.
+    num_mtp_layers: int = 0
+    #: Where the values come from (free text, for humans; not part of equality or hashing).
+    source: str = field(default="", compare=False)
+
+    # ------------------------------------------------------------------ validation
+    def __post_init__(self) -> None:
+        src = f"model {self.name!r}"
+        if not isinstance(self.name, str) or not self.name:
+            raise field_error("name", self.name, "a non-empty string", source="model")
+        for fname, what in _POSITIVE_INT_FIELDS.items():
+            value = getattr(self, fname)
+            if not _is_int(value):
+                raise field_error(fname, value, f"an integer ({what})", source=src)
+            if value <= 0:
+                raise field_error(fname, value, f"a positive integer ({what})", source=src)
+        for fname in ("num_shared_experts", "shared_expert_intermediate_size", "dense_intermediate_size",
+                      "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+                      "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+                      "linear_value_head_dim", "linear_conv_kernel_dim", "num_mtp_layers"):
+            value = getattr(self, fname)
+            if not _is_int(value):
+                raise field_error(fname, value, "an integer", source=src)
+            if value < 0:
+                raise field_error(fname, value, "a non-negative integer", source=src)
+        for fname in ("tie_word_embeddings", "attention_bias", "attention_sinks", "qk_norm",
+                      "attention_output_gate", "expert_bias", "router_bias", "shared_expert_gate"):
+            value = getattr(self, fname)
+            if not isinstance(value, bool):
+                raise field_error(fname, value, "true or false", source=src)
+        for fname in ("dtype_bytes", "expert_dtype_bytes", "kv_dtype_bytes", "state_dtype_bytes"):
+            value = getattr(self, fname)
+            if value is None and fname != "dtype_bytes":
+                continue
+            if not _is_number(value) or not math.isfinite(value) or value <= 0:
+                raise field_error(fname, value, "a positive number of bytes per element (2 = bf16)", source=src)
+        if not isinstance(self.source, str):
+            raise field_error("source", self.source, "a string", source=src)
+
+        # Per-layer kinds: accept any sequence, store tuples (the dataclass is frozen and hashable).
+        for fname, kinds in (("layer_attention", ATTENTION_KINDS), ("layer_mlp", MLP_KINDS)):
+            value = getattr(self, fname)
+            if isinstance(value, str) or not isinstance(value, (list, tuple)):
+                raise field_error(fname, value, f"a list of one of {list(kinds)} per layer", source=src)
+            value = tuple(value)
+            object.__setattr__(self, fname, value)
+            if len(value) != self.num_layers:
+                raise field_error(fname, f"<{len(value)} entries>",
+                                  f"one entry per layer (num_layers = {self.num_layers})", source=src)
+            for i, kind in enumerate(value):
+                if kind not in kinds:
+                    close = difflib.get_close_matches(str(kind), kinds, n=1)
+                    hint = f" (did you mean {close[0]!r}?)" if close else ""
+                    raise field_error(f"{fname}[{i}]", kind, f"one of {list(kinds)}{hint}", source=src)
+
+        if self.top_k > self.num_experts:
+            raise field_error("top_k", self.top_k,
+                              f"at most num_experts = {self.num_experts}", source=src)
+        if "moe" not in self.layer_mlp:
+            raise field_error("layer_mlp", "<no 'moe' layer>",
+                              "at least one MoE layer (sievesim simulates MoE models)", source=src)
+        if "dense" in self.layer_mlp and self.dense_intermediate_size <= 0:
+            raise field_error("dense_intermediate_size", self.dense_intermediate_size,
+                              "a positive integer (the model has dense layers)", source=src)
+        if self.num_shared_experts > 0 and self.shared_expert_intermediate_size <= 0:
+            raise field_error("shared_expert_intermediate_size", self.shared_expert_intermediate_size,
+                              f"a positive integer (num_shared_experts = {self.num_shared_experts})", source=src)
+        if self.num_shared_experts == 0 and self.shared_expert_gate:
+            raise field_error("shared_expert_gate", True, "false when num_shared_experts = 0", source=src)
+        kinds_present = set(self.layer_attention)
+        if kinds_present & {"full", "sliding"}:
+            if self.num_attention_heads % self.num_kv_heads:
+                raise field_error("num_kv_heads", self.num_kv_heads,
+                                  f"a divisor of num_attention_heads = {self.num_attention_heads}", source=src)
+        if "sliding" in kinds_present:
+            if not _is_int(self.sliding_window) or self.sliding_window <= 0:
+                raise field_error("sliding_window", self.sliding_window,
+                                  "a positive window in tokens (the model has sliding layers)", source=src)
+        elif self.sliding_window is not None and (not _is_int(self.sliding_window) or self.sliding_window <= 0):
+            raise field_error("sliding_window", self.sliding_window, "a positive integer or none", source=src)
+        if "mla" in kinds_present:
+            for fname in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+                if getattr(self, fname) <= 0:
+                    raise field_error(fname, getattr(self, fname),
+                                      "a positive integer (the model has MLA layers)", source=src)
+        if "linear" in kinds_present:
+            for fname in ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+                          "linear_value_head_dim", "linear_conv_kernel_dim"):
+                if getattr(self, fname) <= 0:
+                    raise field_error(fname, getattr(self, fname),
+                                      "a positive integer (the model has linear-attention layers)", source=src)
+            if self.linear_num_value_heads % self.linear_num_key_heads:
+                raise field_error("linear_num_value_heads", self.linear_num_value_heads,
+                                  f"a multiple of linear_num_key_heads = {self.linear_num_key_heads}", source=src)
+
+    # ------------------------------------------------------------------ layers
+    @property
+    def moe_layer_indices(self) -> tuple[int, ...]:
+        """Indices (0-based) of the MoE layers, in order."""
+        return tuple(i for i, kind in enumerate(self.layer_mlp) if kind == "moe")
+
+    @property
+    def num_moe_layers(self) -> int:
+        """Number of MoE layers."""
+        return len(self.moe_layer_indices)
+
+    @property
+    def num_dense_layers(self) -> int:
+        """Number of layers with a dense FFN instead of MoE."""
+        return self.num_layers - self.num_moe_layers
+
+    def layers_of_kind(self, kind: str) -> tuple[int, ...]:
+        """Indices of the layers whose attention kind is ``kind`` (one of :data:`ATTENTION_KINDS`)."""
+        if kind not in ATTENTION_KINDS:
+            raise field_error("attention kind", kind, f"one of {list(ATTENTION_KINDS)}")
+        return tuple(i for i, k in enumerate(self.layer_attention) if k == kind)
+
+    def _check_layer(self, layer: int) -> int:
+        if not _is_int(layer) or not 0 <= layer < self.num_layers:
+            raise field_error("layer", layer, f"a layer index in [0, {self.num_layers})", source=f"model {self.name!r}")
+        return layer
+
+    # ------------------------------------------------------------------ widths
+    @property
+    def expert_bytes_per_param(self) -> float:
+        """Bytes per routed/shared-expert weight (``expert_dtype_bytes`` or ``dtype_bytes``)."""
+        return self.dtype_bytes if self.expert_dtype_bytes is None else self.expert_dtype_bytes
+
+    @property
+    def kv_bytes_per_element(self) -> float:
+        """Bytes per KV-cache element (``kv_dtype_bytes`` or ``dtype_bytes``)."""
+        return self.dtype_bytes if self.kv_dtype_bytes is None else self.kv_dtype_bytes
+
+    @property
+    def state_bytes_per_element(self) -> float:
+        """Bytes per element of the linear-attention recurrent state."""
+        return self.dtype_bytes if self.state_dtype_bytes is None else self.state_dtype_bytes
+
+    # ------------------------------------------------------------------ experts
+    @property
+    def params_per_expert(self) -> int:
+        """Weights of one routed expert: ``3 * h * I`` (+ ``2I + h`` biases when ``expert_bias``)."""
+        h, i = self.hidden_size, self.moe_intermediate_size
+        return 3 * h * i + ((2 * i + h) if self.expert_bias else 0)
+
+    @property
+    def bytes_per_expert(self) -> float:
+        """Bytes of one routed expert's weights (``params_per_expert * expert_bytes_per_param``)."""
+        return self.params_per_expert * self.expert_bytes_per_param
+
+    @property
+    def flops_per_token_per_expert(self) -> int:
+        """FLOPs one token spends in one routed expert: ``2 * 3 * h * I`` (multiply-adds x 2)."""
+        return 2 * 3 * self.hidden_size * self.moe_intermediate_size
+
+    @property
+    def shared_expert_params(self) -> int:
+        """Weights of all shared experts of one MoE layer (+ the ``h -> 1`` gate when present)."""
+        per = 3 * self.hidden_size * self.shared_expert_intermediate_size
+        return self.num_shared_experts * per + (self.hidden_size if self.shared_expert_gate else 0)
+
+    @property
+    def shared_expert_bytes(self) -> float:
+        """Bytes of all shared experts of one MoE layer."""
+        return self.shared_expert_params * self.expert_bytes_per_param
+
+    @property
+    def router_params(self) -> int:
+        """Weights of one MoE layer's router (``h * E`` + ``E`` bias when ``router_bias``)."""
+        return self.hidden_size * self.num_experts + (self.num_experts if self.router_bias else 0)
+
+    @property
+    def routed_expert_params_per_layer(self) -> int:
+        """Weights of all routed experts of one MoE layer."""
+        return self.num_experts * self.params_per_expert
+
+    @property
+    def dense_mlp_params(self) -> int:
+        """Weights of the dense SwiGLU FFN of one ``dense`` layer (0 when there is none)."""
+        return 3 * self.hidden_size * self.dense_intermediate_size
+
+    # ------------------------------------------------------------------ attention
+    def attention_params_per_layer(self, layer: int) -> int:
+        """Weights of the attention block of ``layer`` (projections, biases, sinks, q/k norms).
+
+        ``full``/``sliding``: ``h*(nq*d*(2 if output gate)) + 2*h*nkv*d + nq*d*h``;
+        ``mla``: q (low-rank or direct), kv_a (latent + rope key), kv_b, o, latent norms;
+        ``linear`` (Gated DeltaNet): qkvz and ba input projections, depthwise conv, ``A_log``,
+        ``dt_bias``, gated RMSNorm, output projection. Layer norms are counted separately.
+        """
+        kind = self.layer_attention[self._check_layer(layer)]
+        return self._attention_params(kind)
+
+    def _attention_params(self, kind: str) -> int:
+        h = self.hidden_size
+        if kind in ("full", "sliding"):
+            nq, nkv, d = self.num_attention_heads, self.num_kv_heads, self.head_dim
+            q_out = nq * d * (2 if self.attention_output_gate else 1)
+            params = h * q_out + 2 * h * nkv * d + nq * d * h
+            if self.attention_bias:
+                params += q_out + 2 * nkv * d + h
+            if self.attention_sinks:
+                params += nq
+            if self.qk_norm:
+                params += 2 * d
+            return params
+        if kind == "mla":
+            nq = self.num_attention_heads
+            qk = self.qk_nope_head_dim + self.qk_rope_head_dim
+            if self.q_lora_rank:
+                q = h * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * nq * qk
+            else:
+                q = h * nq * qk
+            kv = (h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank
+                  + self.kv_lora_rank * nq * (self.qk_nope_head_dim + self.v_head_dim))
+            o = nq * self.v_head_dim * h
+            return q + kv + o
+        if kind == "linear":
+            nk, nv = self.linear_num_key_heads, self.linear_num_value_heads
+            key_dim, value_dim = nk * self.linear_key_head_dim, nv * self.linear_value_head_dim
+            in_qkvz = h * (2 * key_dim + 2 * value_dim)
+            in_ba = h * 2 * nv
+            conv = (2 * key_dim + value_dim) * self.linear_conv_kernel_dim
+            out = value_dim * h
+            return in_qkvz + in_ba + conv + 2 * nv + self.linear_value_head_dim + out
+        raise AssertionError(kind)  # pragma: no cover - validated in __post_init__
+
+    def kv_bytes_per_token(self, layer: int) -> float:
+        """KV-cache bytes one token adds at ``layer``: ``2*nkv*d`` elements (full/sliding),
+        ``kv_lora_rank + qk_rope_head_dim`` (MLA), 0 (linear attention keeps a fixed state)."""
+        kind = self.layer_attention[self._check_layer(layer)]
+        return self._kv_elements(kind) * self.kv_bytes_per_element
+
+    def _kv_elements(self, kind: str) -> int:
+        if kind in ("full", "sliding"):
+            return 2 * self.num_kv_heads * self.head_dim
+        if kind == "mla":
+            return self.kv_lora_rank + self.qk_rope_head_dim
+        return 0
+
+    @property
+    def kv_bytes_per_token_per_layer(self) -> tuple[float, ...]:
+        """KV-cache bytes per token of every layer (a tuple of ``num_layers`` values; 0 for linear)."""
+        return tuple(self._kv_elements(k) * self.kv_bytes_per_element for k in self.layer_attention)
+
+    @property
+    def kv_bytes_per_token_all_layers(self) -> float:
+        """KV-cache bytes one token adds over all layers (sliding layers counted in full)."""
+        return float(sum(self.kv_bytes_per_token_per_layer))
+
+    def kv_tokens_held(self, layer: int, context_len: int) -> int:
+        """Tokens whose K/V ``layer`` keeps for a request of ``context_len`` tokens
+        (``min(context_len, sliding_window)`` for sliding layers, 0 for linear layers)."""
+        kind = self.layer_attention[self._check_layer(layer)]
+        if not _is_int(context_len) or context_len < 0:
+            raise field_error("context_len", context_len, "a non-negative integer (tokens)")
+        if kind == "linear":
+            return 0
+        if kind == "sliding":
+            return min(context_len, int(self.sliding_window or context_len))
+        return context_len
+
+    @property
+    def linear_state_bytes_per_layer(self) -> float:
+        """Bytes of one request's Gated-DeltaNet state in one linear layer: recurrent state
+        ``nv * dk * dv`` (state dtype) + convolution state ``(2*nk*dk + nv*dv) * (kernel - 1)`` (model dtype).
+        0 when the model has no linear layer."""
+        if "linear" not in self.layer_attention:
+            return 0.0
+        nk, nv = self.linear_num_key_heads, self.linear_num_value_heads
+        dk, dv = self.linear_key_head_dim, self.linear_value_head_dim
+        recurrent = nv * dk * dv * self.state_bytes_per_element
+        conv = (2 * nk * dk + nv * dv) * (self.linear_conv_kernel_dim - 1) * self.dtype_bytes
+        return float(recurrent + conv)
+
+    @property
+    def linear_state_bytes_per_request(self) -> float:
+        """Bytes of one request's linear-attention state over all linear layers (independent of length)."""
+        return self.linear_state_bytes_per_layer * self.layer_attention.count("linear")
+
+    def kv_cache_bytes_per_request(self, context_len: int) -> float:
+        """Bytes of one request's KV cache + linear state over all layers at ``context_len`` tokens."""
+        total = 0.0
+        for layer, kind in enumerate(self.layer_attention):
+            total += self.kv_tokens_held(layer, context_len) * self._kv_elements(kind) * self.kv_bytes_per_element
+        return total + self.linear_state_bytes_per_request
+
+    # ------------------------------------------------------------------ totals
+    @property
+    def embedding_params(self) -> int:
+        """Weights of the input embedding (``vocab_size * hidden_size``)."""
+        return self.vocab_size * self.hidden_size
+
+    @property
+    def lm_head_params(self) -> int:
+        """Weights the LM head reads per token (``vocab_size * hidden_size``, tied or not)."""
+        return self.vocab_size * self.hidden_size
+
+    def layer_params(self, layer: int) -> int:
+        """All weights of ``layer``: attention, two RMSNorms, and its MLP (all experts)."""
+        layer = self._check_layer(layer)
+        mlp = (self.router_params + self.routed_expert_params_per_layer + self.shared_expert_params
+               if self.layer_mlp[layer] == "moe" else self.dense_mlp_params)
+        return self._attention_params(self.layer_attention[layer]) + 2 * self.hidden_size + mlp
+
+    def active_layer_params(self, layer: int) -> int:
+        """Weights of ``layer`` that one token reads: as :meth:`layer_params` with ``top_k`` routed experts."""
+        layer = self._check_layer(layer)
+        mlp = (self.router_params + self.top_k * self.params_per_expert + self.shared_expert_params
+               if self.layer_mlp[layer] == "moe" else self.dense_mlp_params)
+        return self._attention_params(self.layer_attention[layer]) + 2 * self.hidden_size + mlp
+
+    @property
+    def total_params(self) -> int:
+        """All weights: embedding, layers, final norm, and the LM head unless tied (MTP layers excluded)."""
+        layers = sum(self.layer_params(i) for i in range(self.num_layers))
+        head = 0 if self.tie_word_embeddings else self.lm_head_params
+        return self.embedding_params + layers + self.hidden_size + head
+
+    @property
+    def active_params(self) -> int:
+        """Weights one decode token reads: layers with ``top_k`` routed experts (+ shared, router),
+        final norm and LM head; the input embedding is a row lookup and is *not* counted."""
+        layers = sum(self.active_layer_params(i) for i in range(self.num_layers))
+        return layers + self.hidden_size + self.lm_head_params
+
+    @property
+    def active_params_with_embedding(self) -> int:
+        """``active_params`` plus the input-embedding matrix (Qwen/Mistral model-card convention)."""
+        return self.active_params + (0 if self.tie_word_embeddings else self.embedding_params)
+
+    @property
+    def routed_expert_params(self) -> int:
+        """Weights of all routed experts of all MoE layers."""
+        return self.num_moe_layers * self.routed_expert_params_per_layer
+
+    @property
+    def non_embedding_params(self) -> int:
+        """``total_params`` without the embedding and (untied) LM head."""
+        return self.total_params - self.embedding_params - (0 if self.tie_word_embeddings else self.lm_head_params)
+
+    @property
+    def total_bytes(self) -> float:
+        """Bytes of all weights, experts at ``expert_bytes_per_param``, the rest at ``dtype_bytes``."""
+        expert = self.num_moe_layers * (self.routed_expert_params_per_layer + self.shared_expert_params)
+        return expert * self.expert_bytes_per_param + (self.total_params - expert) * self.dtype_bytes
+
+    # ------------------------------------------------------------------ variants
+    def with_top_k(self, k: int) -> "ModelSpec":
+        """A copy that activates ``k`` routed experts per token (validated: ``1 <= k <= num_experts``)."""
+        return dataclasses.replace(self, top_k=k)
+
+    def replace(self, **changes: Any) -> "ModelSpec":
+        """A validated copy with ``changes`` applied (``dataclasses.replace``)."""
+        unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(self)})
+        if unknown:
+            raise _unknown_field(unknown[0], f"model {self.name!r}")
+        return dataclasses.replace(self, **changes)
+
+    def summary(self) -> dict[str, Any]:
+        """All fields plus the derived figures, JSON-ready (what ``sievesim model show --json`` prints)."""
+        out: dict[str, Any] = {"name": self.name}
+        out.update(model_to_dict(self, compact=False))
+        out["layer_attention"] = list(self.layer_attention)
+        out["layer_mlp"] = list(self.layer_mlp)
+        out.update({
+            "moe_layers": self.num_moe_layers,
+            "moe_layer_indices": list(self.moe_layer_indices),
+            "dense_layers": self.num_dense_layers,
+            "attention_layer_counts": {k: self.layer_attention.count(k) for k in ATTENTION_KINDS
+                                       if k in self.layer_attention},
+            "params_per_expert": self.params_per_expert,
+            "bytes_per_expert": self.bytes_per_expert,
+            "shared_expert_params_per_layer": self.shared_expert_params,
+            "routed_expert_params": self.routed_expert_params,
+            "total_params": self.total_params,
+            "active_params": self.active_params,
+            "active_params_with_embedding": self.active_params_with_embedding,
+            "non_embedding_params": self.non_embedding_params,
+            "total_bytes": self.total_bytes,
+            "kv_bytes_per_token_all_layers": self.kv_bytes_per_token_all_layers,
+            "linear_state_bytes_per_request": self.linear_state_bytes_per_request,
+        })
+        return out
+
+
+# ====================================================================== dict / TOML
+_FIELD_NAMES = tuple(f.name for f in dataclasses.fields(ModelSpec))
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelSpec) if f.default is not dataclasses.MISSING}
+# Keys of the compact TOML layout that stand for layer_attention / layer_mlp.
+_LAYOUT_KEYS = ("attention", "attention_pattern", "dense_layers")
+
+
+def _unknown_field(key: str, source: str | None) -> ConfigError:
+    close = difflib.get_close_matches(key, _FIELD_NAMES + _LAYOUT_KEYS, n=3)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    return field_error(key, "<unknown field>", f"one of the ModelSpec fields{hint}", source=source)  # type: ignore[return-value]
+
+
+def _shortest_period(seq: tuple[str, ...]) -> tuple[str, ...]:
+    n = len(seq)
+    for p in range(1, n + 1):
+        if n % p == 0 and seq == seq[:p] * (n // p):
+            return seq[:p]
+    return seq  # pragma: no cover - p = n always matches
+
+
+def model_to_dict(spec: ModelSpec, *, compact: bool = True) -> dict[str, Any]:
+    """The spec as a plain dict (TOML/JSON-ready; ``None`` values are left out).
+
+    With ``compact`` the per-layer lists are written as ``attention_pattern`` (the shortest
+    repeating pattern of ``layer_attention``) and ``dense_layers`` (indices of the dense layers),
+    and fields equal to their default are left out; :func:`model_from_dict` reads both forms.
+    """
+    out: dict[str, Any] = {}
+    for fname in _FIELD_NAMES:
+        value = getattr(spec, fname)
+        if value is None:
+            continue
+        if compact and fname in _DEFAULTS and value == _DEFAULTS[fname] and type(value) is type(_DEFAULTS[fname]):
+            continue
+        if fname == "layer_attention" and compact:
+            pattern = _shortest_period(value)
+            if len(pattern) == 1:
+                out["attention"] = pattern[0]
+            elif len(pattern) < len(value):
+                out["attention_pattern"] = list(pattern)
+            else:
+                out["layer_attention"] = list(value)
+            continue
+        if fname == "layer_mlp" and compact:
+            out["dense_layers"] = [i for i, k in enumerate(value) if k == "dense"]
+            continue
+        out[fname] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def model_from_dict(data: Mapping[str, Any], *, source: str | None = None) -> ModelSpec:
+    """Build a spec from a dict in sievesim's schema (see :func:`model_to_dict`); unknown keys are errors.
+
+    ``num_layers`` plus one of ``layer_attention`` (per layer), ``attention_pattern`` (repeated
+    over the layers) or ``attention`` (one kind for all layers); ``layer_mlp`` (per layer) or
+    ``dense_layers`` (indices; all other layers are MoE; default none).
+    """
+    if not isinstance(data, Mapping):
+        raise field_error("model", type(data).__name__, "a table of ModelSpec fields", source=source)
+    src = source or f"model {data.get('name', '?')!r}"
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in _FIELD_NAMES and key not in _LAYOUT_KEYS:
+            raise _unknown_field(key, src)
+        if key not in _LAYOUT_KEYS:
+            kwargs[key] = value
+    for required in ("name", "num_layers", "hidden_size", "num_attention_heads", "num_kv_heads",
+                     "num_experts", "top_k", "moe_intermediate_size", "vocab_size"):
+        if required not in kwargs:
+            raise field_error(required, "<missing>", "a value (required field)", source=src)
+    n = kwargs["num_layers"]
+    if not _is_int(n) or n <= 0:
+        raise field_error("num_layers", n, "a positive integer (number of transformer layers)", source=src)
+    if "head_dim" not in kwargs:
+        h, nq = kwargs["hidden_size"], kwargs["num_attention_heads"]
+        if not (_is_int(h) and _is_int(nq) and nq > 0 and h > 0):
+            raise field_error("hidden_size", h, "a positive integer", source=src)
+        if h % nq:
+            raise field_error("num_attention_heads", nq,
+                              f"a divisor of hidden_size = {h} (or give head_dim explicitly)", source=src)
+        kwargs["head_dim"] = h // nq
+    given = [k for k in ("layer_attention", "attention_pattern", "attention") if k in data]
+    if len(given) != 1:
+        raise field_error("layer_attention", given or "<missing>",
+                          "exactly one of layer_attention, attention_pattern, attention", source=src)
+    if "attention" in data:
+        kwargs["layer_attention"] = (data["attention"],) * n
+    elif "attention_pattern" in data:
+        pattern = data["attention_pattern"]
+        if isinstance(pattern, str) or not isinstance(pattern, (list, tuple)) or not pattern or n % len(pattern):
+            raise field_error("attention_pattern", pattern,
+                              f"a non-empty list whose length divides num_layers = {n}", source=src)
+        kwargs["layer_attention"] = tuple(pattern) * (n // len(pattern))
+    if "layer_mlp" in data and "dense_layers" in data:
+        raise field_error("dense_layers", data["dense_layers"], "not given together with layer_mlp", source=src)
+    if "layer_mlp" not in data:
+        dense = data.get("dense_layers", [])
+        if isinstance(dense, str) or not isinstance(dense, (list, tuple)) \
+                or not all(_is_int(i) and 0 <= i < n for i in dense):
+            raise field_error("dense_layers", dense, f"a list of layer indices in [0, {n})", source=src)
+        kwargs["layer_mlp"] = tuple("dense" if i in set(dense) else "moe" for i in range(n))
+    if isinstance(kwargs.get("sliding_window"), bool):
+        raise field_error("sliding_window", kwargs["sliding_window"], "a positive integer or none", source=src)
+    try:
+        return ModelSpec(**kwargs)
+    except TypeError as exc:  # pragma: no cover - all keys are checked above
+        raise ConfigError(f"{src}: {exc}") from None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            return _toml_reader.load(fh)
+    except FileNotFoundError:
+        raise field_error("path", str(path), "an existing TOML file") from None
+    except _toml_reader.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+
+
+def load_model_toml(path: str | os.PathLike[str]) -> ModelSpec:
+    """Read a model spec from a TOML file (keys as in :func:`model_to_dict`, optionally under ``[model]``)."""
+    path = Path(path)
+    data = _read_toml(path)
+    if set(data) == {"model"} and isinstance(data["model"], dict):
+        data = data["model"]
+    return model_from_dict(data, source=str(path))
+
+
+def save_model_toml(spec: ModelSpec, path: str | os.PathLike[str]) -> None:
+    """Write ``spec`` to ``path`` as TOML (compact layout; :func:`load_model_toml` reads it back equal)."""
+    import tomli_w
+
+    text = f"# sievesim model spec (see docs/models.md); sizes in elements, *_bytes in bytes\n"
+    text += tomli_w.dumps(model_to_dict(spec, compact=True))
+    Path(path).write_text(text, encoding="utf-8")
+
+
+# ====================================================================== presets
+def list_models() -> list[str]:
+    """Names of the preset models (``sievesim/data/models/*.toml``), sorted."""
+    return sorted(p.stem for p in _PRESET_DIR.glob("*.toml"))
+
+
+def _preset_path(name: str) -> Path | None:
+    key = name.strip().lower()
+    path = _PRESET_DIR / f"{key}.toml"
+    return path if path.is_file() else None
+
+
+def get_model(name_or_path: str | os.PathLike[str], *, top_k: int | None = None) -> ModelSpec:
+    """A spec from a preset name (case-insensitive), a ``.toml`` file, or an HF ``config.json``
+    (a ``.json`` file or a directory holding ``config.json``). ``top_k`` overrides the routed top-k.
+
+    An unknown name raises :class:`ConfigError` listing the nearest preset names.
+    """
+    text = os.fspath(name_or_path)
+    spec: ModelSpec
+    preset = _preset_path(text) if isinstance(name_or_path, str) else None
+    if preset is not None:
+        spec = load_model_toml(preset)
+    else:
+        path = Path(text)
+        if path.is_dir() and (path / "config.json").is_file():
+            path = path / "config.json"
+        if path.is_file() and path.suffix.lower() == ".toml":
+            spec = load_model_toml(path)
+        elif path.is_file() and path.suffix.lower() == ".json":
+            spec = from_hf_config(path)
+        elif path.is_file():
+            raise field_error("model", text, "a .toml spec or a Hugging Face config.json")
+        else:
+            names = list_models()
+            close = difflib.get_close_matches(text.lower(), names, n=3, cutoff=0.4)
+            hint = f"; nearest: {', '.join(close)}" if close else ""
+            raise field_error("model", text, f"a preset name ({', '.join(names)}), a .toml file "
+                              f"or a config.json path{hint}")
+    return spec.with_top_k(top_k) if top_k is not None else spec
+
+
+# ====================================================================== Hugging Face config.json
+_EXPERT_COUNT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
+_TOP_K_KEYS = ("num_experts_per_tok", "experts_per_token", "moe_topk", "num_experts_per_token")
+_TORCH_DTYPE_BYTES = {"bfloat16": 2.0, "float16": 2.0, "float32": 4.0, "float8_e4m3fn": 1.0}
+
+
+class _HF:
+    """Reads fields of one config dict, with errors naming the field and the file."""
+
+    def __init__(self, cfg: Mapping[str, Any], source: str) -> None:
+        self.cfg, self.source = cfg, source
+
+    def has(self, key: str) -> bool:
+        return self.cfg.get(key) is not None
+
+    def first(self, keys: Iterable[str]) -> str | None:
+        return next((k for k in keys if self.has(k)), None)
+
+    def int(self, key: str, default: Any = dataclasses.MISSING, *, what: str = "a non-negative integer",
+            allow_zero: bool = True) -> Any:
+        if not self.has(key):
+            if default is dataclasses.MISSING:
+                raise field_error(key, "<missing>", f"{what} (required for this architecture)", source=self.source)
+            return default
+        value = self.cfg[key]
+        if not _is_int(value):
+            raise field_error(key, value, f"an integer ({what})", source=self.source)
+        if value < 0 or (value == 0 and not allow_zero):
+            raise field_error(key, value, what, source=self.source)
+        return value
+
+    def bool(self, key: str, default: bool) -> bool:
+        if key not in self.cfg or self.cfg[key] is None:
+            return default
+        value = self.cfg[key]
+        if not isinstance(value, bool):
+            raise field_error(key, value, "true or false", source=self.source)
+        return value
+
+    def list(self, key: str) -> list[Any] | None:
+        if not self.has(key):
+            return None
+        value = self.cfg[key]
+        if not isinstance(value, list):
+            raise field_error(key, value, "a list", source=self.source)
+        return value
+
+
+_HF_LAYER_TYPES = {
+    "full_attention": "full", "attention": "full", "global_attention": "full",
+    "sliding_attention": "sliding", "sliding_window_attention": "sliding", "local_attention": "sliding",
+    "linear_attention": "linear",
+}
+
+
+def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, name: str | None = None,
+                   dtype_bytes: float = 2.0) -> ModelSpec:
+    """Build a spec from a Hugging Face ``config.json`` as published (or the parsed dict).
+
+    Understands the GPT-OSS, Mixtral, Qwen2-MoE / Qwen3-MoE / Qwen3-Next / Qwen3.5-MoE and
+    DeepSeek-V2/V3 field names, a nested ``text_config`` (multimodal checkpoints), ``layer_types``,
+    ``full_attention_interval``, ``first_k_dense_replace``, ``moe_layer_freq``,
+    ``decoder_sparse_step`` and ``mlp_only_layers``. Weights are bf16 (``dtype_bytes = 2``) unless
+    told otherwise, as in the Sieve paper; ``mamba_ssm_dtype`` sets the linear-attention state width.
+    A dense model (no expert-count field) or a config missing a needed field raises
+    :class:`ConfigError` naming that field; nothing is guessed.
+    """
+    if isinstance(path_or_dict, Mapping):
+        raw: Mapping[str, Any] = path_or_dict
+        source = name or "config.json"
+    else:
+        path = Path(path_or_dict)
+        if path.is_dir():
+            path = path / "config.json"
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise field_error("path", str(path), "an existing config.json") from None
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path}: not valid JSON: {exc}") from None
+        source = str(path)
+        if not isinstance(raw, Mapping):
+            raise field_error("config.json", type(raw).__name__, "a JSON object", source=source)
+        if name is None:
+            name = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
+    cfg: dict[str, Any] = dict(raw)
+    if isinstance(raw.get("text_config"), Mapping):  # multimodal: the language model lives here
+        text_cfg = dict(raw["text_config"])
+        for key in ("tie_word_embeddings",):
+            if key in raw and key not in text_cfg:
+                text_cfg[key] = raw[key]
+        cfg = text_cfg
+    hf = _HF(cfg, source)
+    model_type = str(cfg.get("model_type") or raw.get("model_type") or "")
+    archs = raw.get("architectures") or []
+
+    expert_key = hf.first(_EXPERT_COUNT_KEYS)
+    if expert_key is None or cfg[expert_key] == 0:
+        raise field_error(" / ".join(_EXPERT_COUNT_KEYS), "<missing>",
+                          f"a routed-expert count: sievesim simulates MoE models and this config "
+                          f"(model_type {model_type or '?'!r}, architectures {archs}) looks dense or unknown",
+                          source=source)
+    num_experts = hf.int(expert_key, what="a positive number of routed experts", allow_zero=False)
+    top_key = hf.first(_TOP_K_KEYS)
+    if top_key is None:
+        raise field_error(" / ".join(_TOP_K_KEYS), "<missing>", "experts activated per token", source=source)
+    top_k = hf.int(top_key, what="a positive number of experts per token", allow_zero=False)
+
+    num_layers = hf.int("num_hidden_layers", what="a positive number of layers", allow_zero=False)
+    hidden = hf.int("hidden_size", what="a positive model width", allow_zero=False)
+    heads = hf.int("num_attention_heads", what="a positive number of heads", allow_zero=False)
+    kv_heads = hf.int("num_key_value_heads", heads, what="a positive number of KV heads", allow_zero=False)
+    vocab = hf.int("vocab_size", what="a positive vocabulary size", allow_zero=False)
+
+    is_mla = hf.has("kv_lora_rank")
+    kw: dict[str, Any] = {}
+    if is_mla:
+        kw.update(q_lora_rank=hf.int("q_lora_rank", 0), kv_lora_rank=hf.int("kv_lora_rank"),
+                  qk_nope_head_dim=hf.int("qk_nope_head_dim"), qk_rope_head_dim=hf.int("qk_rope_head_dim"),
+                  v_head_dim=hf.int("v_head_dim"))
+        head_dim = kw["qk_nope_head_dim"] + kw["qk_rope_head_dim"]
+    elif hf.has("head_dim"):
+        head_dim = hf.int("head_dim", what="a positive head size", allow_zero=False)
+    else:
+        if hidden % heads:
+            raise field_error("num_attention_heads", heads,
+                              f"a divisor of hidden_size = {hidden} (config has no head_dim)", source=source)
+        head_dim = hidden // heads
+
+    # ---- attention kind per layer
+    layer_types = hf.list("layer_types")
+    if layer_types is not None:
+        if len(layer_types) < num_layers:
+            raise field_error("layer_types", f"<{len(layer_types)} entries>",
+                              f"one entry per layer (num_hidden_layers = {num_layers})", source=source)
+        attention = []
+        for i, t in enumerate(layer_types[:num_layers]):
+            if t not in _HF_LAYER_TYPES:
+                raise field_error(f"layer_types[{i}]", t, f"one of {sorted(_HF_LAYER_TYPES)}", source=source)
+            attention.append(_HF_LAYER_TYPES[t])
+        if is_mla:
+            attention = ["mla" if a == "full" else a for a in attention]
+    elif hf.has("full_attention_interval"):
+        interval = hf.int("full_attention_interval", what="a positive layer interval", allow_zero=False)
+        attention = ["full" if (i + 1) % interval == 0 else "linear" for i in range(num_layers)]
+    elif is_mla:
+        attention = ["mla"] * num_layers
+    else:
+        use_sw = hf.bool("use_sliding_window", True)
+        window = cfg.get("sliding_window")
+        if use_sw and window:
+            max_window_layers = hf.int("max_window_layers", num_layers)
+            # Qwen2/3 convention: layers >= max_window_layers use the sliding window.
+            attention = ["sliding" if (i >= max_window_layers or "max_window_layers" not in cfg) else "full"
+                         for i in range(num_layers)]
+            if model_type.startswith("mixtral") or model_type.startswith("mistral"):
+                attention = ["sliding"] * num_layers
+        else:
+            attention = ["full"] * num_layers
+    if "sliding" in attention:
+        kw["sliding_window"] = hf.int("sliding_window", what="a positive window (tokens)", allow_zero=False)
+    if "linear" in attention:
+        kw.update(linear_num_key_heads=hf.int("linear_num_key_heads"),
+                  linear_num_value_heads=hf.int("linear_num_value_heads"),
+                  linear_key_head_dim=hf.int("linear_key_head_dim"),
+                  linear_value_head_dim=hf.int("linear_value_head_dim"),
+                  linear_conv_kernel_dim=hf.int("linear_conv_kernel_dim"))
+        state_dtype = cfg.get("mamba_ssm_dtype")
+        if state_dtype is not None:
+            if state_dtype not in _TORCH_DTYPE_BYTES:
+                raise field_error("mamba_ssm_dtype", state_dtype, f"one of {sorted(_TORCH_DTYPE_BYTES)}",
+                                  source=source)
+            kw["state_dtype_bytes"] = _TORCH_DTYPE_BYTES[state_dtype]
+
+    # ---- MLP kind per layer
+    if model_type.startswith("deepseek") or hf.has("first_k_dense_replace") or hf.has("moe_layer_freq"):
+        first_dense = hf.int("first_k_dense_replace", 0)
+        freq = hf.int("moe_layer_freq", 1, what="a positive layer frequency", allow_zero=False)
+        mlp = ["moe" if (i >= first_dense and i % freq == 0) else "dense" for i in range(num_layers)]
+    else:
+        step = hf.int("decoder_sparse_step", 1, what="a positive layer step", allow_zero=False)
+        only = hf.list("mlp_only_layers") or []
+        if not all(_is_int(i) for i in only):
+            raise field_error("mlp_only_layers", only, "a list of layer indices", source=source)
+        mlp = ["moe" if (i not in only and (i + 1) % step == 0) else "dense" for i in range(num_layers)]
+
+    # ---- expert sizes
+    if hf.has("moe_intermediate_size"):
+        moe_inter = hf.int("moe_intermediate_size", what="a positive expert width", allow_zero=False)
+    else:  # GPT-OSS, Mixtral: intermediate_size is the expert's
+        moe_inter = hf.int("intermediate_size", what="a positive expert width (no moe_intermediate_size)",
+                           allow_zero=False)
+    dense_inter = 0
+    if "dense" in mlp:
+        if not hf.has("moe_intermediate_size"):
+            raise field_error("moe_intermediate_size", "<missing>",
+                              "the expert width, distinct from intermediate_size (config has dense layers)",
+                              source=source)
+        dense_inter = hf.int("intermediate_size", what="a positive dense FFN width (config has dense layers)",
+                             allow_zero=False)
+    n_shared, shared_inter, shared_gate = 0, 0, False
+    if hf.has("n_shared_experts"):  # DeepSeek: n shared experts of moe_intermediate_size each
+        n_shared = hf.int("n_shared_experts")
+        shared_inter = moe_inter if n_shared else 0
+    elif hf.has("shared_expert_intermediate_size") and cfg["shared_expert_intermediate_size"] != 0:
+        n_shared = 1  # Qwen2-MoE / Qwen3-Next / Qwen3.5: one gated shared expert
+        shared_inter = hf.int("shared_expert_intermediate_size")
+        shared_gate = True
+
+    gpt_oss = model_type == "gpt_oss"
+    deepseek = model_type.startswith("deepseek")
+    gated = model_type.startswith(("qwen3_next", "qwen3_5")) and hf.bool("attn_output_gate", True)
+    kw.update(
+        name=name or model_type or "hf-model",
+        num_layers=num_layers, hidden_size=hidden, num_attention_heads=heads,
+        num_kv_heads=heads if is_mla else kv_heads, head_dim=head_dim,
+        layer_attention=tuple(attention), layer_mlp=tuple(mlp),
+        num_experts=num_experts, top_k=top_k, moe_intermediate_size=moe_inter,
+        num_shared_experts=n_shared, shared_expert_intermediate_size=shared_inter,
+        shared_expert_gate=shared_gate, dense_intermediate_size=dense_inter, vocab_size=vocab,
+        tie_word_embeddings=hf.bool("tie_word_embeddings", False), dtype_bytes=dtype_bytes,
+        attention_bias=hf.bool("attention_bias", gpt_oss) or model_type == "qwen2_moe",
+        attention_sinks=gpt_oss, qk_norm=model_type.startswith(("qwen3", "qwen3_5")),
+        attention_output_gate=gated, expert_bias=gpt_oss,
+        router_bias=gpt_oss or (deepseek and cfg.get("topk_method") == "noaux_tc"),
+        num_mtp_layers=hf.int("num_nextn_predict_layers", 0) or hf.int("mtp_num_hidden_layers", 0),
+        source=f"Hugging Face config ({source}; model_type {model_type or '?'})",
+    )
+    if kw["num_kv_heads"] and heads % kw["num_kv_heads"] and not is_mla:
+        raise field_error("num_key_value_heads", kw["num_kv_heads"],
+                          f"a divisor of num_attention_heads = {heads}", source=source)
+    return ModelSpec(**kw)
