@@ -1,0 +1,736 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Cycle-accurate DRAM command engine (request mode).
+
+The engine is generic over a compiled timing table (see ``sievesim.dram.config.DRAMConfig.compile``):
+it knows levels, node counts, commands with flags, and rows ``(level, preceding) -> (following,
+latency, window, sibling)``. It never sees a model, a policy or a file.
+
+Semantics follow Ramulator 2.0's GenericDRAMSystem / Generic controller / FRFCFS scheduler tick by
+tick (one command per controller per cycle, active buffer first, then the priority buffer, then
+reads or writes by watermark), but the loop is event-driven: a controller that cannot issue
+anything before cycle T is not visited before T. Skipping is exact because nothing a controller
+decides can change between its own issues, arrivals and refresh deadlines (docs/dram.md).
+
+All times are in memory (command clock) cycles.
+"""
+import numpy as np
+cimport numpy as cnp
+from libc.stdint cimport int64_t, int32_t, int8_t
+from libc.stdlib cimport malloc, realloc, free
+from libc.string cimport memmove
+
+cnp.import_array()
+
+cdef enum:
+    BUF_READ = 0
+    BUF_WRITE = 1
+    BUF_ACTIVE = 2
+    BUF_PRIO = 3
+    NBUF = 4
+    T_READ = 0
+    T_WRITE = 1
+    T_REFRESH = 2
+    T_CLOSE = 3
+    F_OPENING = 1
+    F_CLOSING = 2
+    F_ACCESSING = 4
+    F_REFRESHING = 8
+    A_OPEN = 1
+    A_CLOSE = 2
+    A_CLOSE_ALL = 3
+    P_ROW_OPEN = 1
+    P_ALL_CLOSED = 2
+    MAX_ADDR = 16
+
+cdef int64_t NEVER = 0x3FFFFFFFFFFFFFFF
+
+
+cdef inline int64_t i64max(int64_t a, int64_t b) noexcept nogil:
+    return a if a > b else b
+
+
+cdef inline int64_t i64min(int64_t a, int64_t b) noexcept nogil:
+    return a if a < b else b
+
+
+cdef class Engine:
+    """One memory system: controllers, banks and timing state, driven by a request stream.
+
+    Build it from ``DRAMConfig.compile()`` and call :meth:`run` once with the mapped requests.
+    """
+    # ---- compiled standard
+    cdef int n_lv, A, n_cmd, n_nodes, n_banks, ctrl_level, row_lv, n_ctrl, hist_w
+    cdef int cmd_act, cmd_pre, cmd_prea, cmd_rd, cmd_wr, cmd_ref
+    cdef int64_t read_latency, write_latency, refresh_interval
+    cdef int qcap[NBUF]
+    cdef float wr_low, wr_high
+    cdef bint closed_row, end_on_accept
+    cdef int64_t row_cap
+    cdef int clock_ratio, mem_ratio
+    cdef int64_t* counts
+    cdef int64_t* node_off
+    cdef int64_t* sub_span        # sub_span[L * n_lv + L2]: nodes at level L2 below one node at level L
+    cdef int32_t* cmd_check
+    cdef int32_t* cmd_scope
+    cdef int32_t* cmd_flags
+    cdef int32_t* cmd_action
+    cdef int32_t* cmd_prereq
+    cdef int32_t* cons_start
+    cdef int32_t* cons_follow
+    cdef int64_t* cons_latency
+    cdef int32_t* cons_window
+    cdef int32_t* cons_sibling
+    cdef int32_t* hist_window
+    cdef int32_t* has_sibling     # per (level, cmd)
+    # ---- state
+    cdef int64_t* ready           # (n_nodes, n_cmd)
+    cdef int64_t* hist            # (n_nodes, n_cmd, hist_w)
+    cdef int32_t* open_row        # (n_banks,)
+    cdef int64_t* col_access      # (n_banks,) closed-row policy counters
+    cdef int32_t* buf             # (n_ctrl, NBUF, stride)
+    cdef int32_t* bsize           # (n_ctrl, NBUF)
+    cdef int stride
+    cdef int8_t* write_mode
+    cdef int64_t* wake
+    cdef int64_t* next_refresh
+    # ---- requests (trace requests first, then a pool of maintenance requests)
+    cdef int n_req, n_total, pool_free_top
+    cdef int32_t* pool_free
+    cdef int32_t* addr            # (n_total, A)
+    cdef int64_t* key
+    cdef int8_t* rtype
+    cdef int32_t* final_cmd
+    cdef int32_t* cur_cmd
+    cdef int32_t* ctrl_of
+    cdef int64_t* arrive
+    cdef int64_t* depart
+    cdef int64_t* arrival
+    cdef int8_t* row_class        # -1 not yet, 0 hit, 1 miss, 2 conflict
+    cdef int8_t* forwarded
+    # ---- command log
+    cdef bint log_on
+    cdef int64_t log_n, log_cap
+    cdef int64_t* log_clk
+    cdef int32_t* log_addr
+    cdef int8_t* log_cmd
+    # ---- counters
+    cdef int64_t n_commands, n_refresh, clk_end, last_issue
+    cdef int error_code
+    cdef bint skip_idle
+    cdef object _keep             # keeps numpy buffers alive
+
+    def __cinit__(self):
+        self.log_clk = NULL
+        self.log_addr = NULL
+        self.log_cmd = NULL
+
+    def __dealloc__(self):
+        free(self.log_clk)
+        free(self.log_addr)
+        free(self.log_cmd)
+
+    def __init__(self, dict spec, cnp.ndarray addr_vecs, cnp.ndarray keys, cnp.ndarray is_write,
+                 cnp.ndarray arrival, bint log_commands=False, int maintenance_slots=4096,
+                 bint skip_idle=True):
+        keep = []
+
+        def arr(x, dtype):
+            a = np.ascontiguousarray(x, dtype=dtype)
+            keep.append(a)
+            return a
+
+        cdef cnp.ndarray a
+        self.n_lv = spec["n_levels"]
+        self.A = spec["addr_len"]
+        if self.A > MAX_ADDR:
+            raise ValueError("too many levels")
+        self.row_lv = self.n_lv
+        self.n_cmd = spec["n_cmd"]
+        self.n_nodes = spec["n_nodes"]
+        self.n_banks = spec["n_banks"]
+        self.ctrl_level = spec["ctrl_level"]
+        self.cmd_act = spec["cmd_act"]; self.cmd_pre = spec["cmd_pre"]; self.cmd_prea = spec["cmd_prea"]
+        self.cmd_rd = spec["cmd_rd"]; self.cmd_wr = spec["cmd_wr"]; self.cmd_ref = spec["cmd_ref"]
+        self.read_latency = spec["read_latency"]
+        self.write_latency = spec["write_latency"]
+        self.refresh_interval = spec["refresh_interval"]
+        self.qcap[BUF_READ] = spec["read_queue_size"] + 1     # Ramulator: enqueue if size <= max_size
+        self.qcap[BUF_WRITE] = spec["write_queue_size"] + 1
+        self.qcap[BUF_ACTIVE] = spec["active_queue_size"] + 1
+        self.qcap[BUF_PRIO] = spec["priority_queue_size"] + 1
+        self.wr_low = spec["wr_low"]
+        self.wr_high = spec["wr_high"]
+        self.closed_row = spec["closed_row"]
+        self.row_cap = spec["row_policy_cap"]
+        self.clock_ratio = spec["clock_ratio"]
+        self.mem_ratio = spec["memory_clock_ratio"]
+        self.end_on_accept = spec["end_on_accept"]
+
+        a = arr(spec["counts"], np.int64); self.counts = <int64_t*> a.data
+        a = arr(spec["node_offset"], np.int64); self.node_off = <int64_t*> a.data
+        span = np.zeros((self.n_lv, self.n_lv), dtype=np.int64)
+        counts = np.asarray(spec["counts"], dtype=np.int64)
+        for L in range(self.n_lv):
+            for L2 in range(L, self.n_lv):
+                span[L, L2] = int(np.prod(counts[L + 1:L2 + 1]))
+        a = arr(span, np.int64); self.sub_span = <int64_t*> a.data
+        a = arr(spec["cmd_check"], np.int32); self.cmd_check = <int32_t*> a.data
+        a = arr(spec["cmd_scope"], np.int32); self.cmd_scope = <int32_t*> a.data
+        a = arr(spec["cmd_flags"], np.int32); self.cmd_flags = <int32_t*> a.data
+        a = arr(spec["cmd_action"], np.int32); self.cmd_action = <int32_t*> a.data
+        a = arr(spec["cmd_prereq"], np.int32); self.cmd_prereq = <int32_t*> a.data
+        a = arr(spec["cons_start"], np.int32); self.cons_start = <int32_t*> a.data
+        a = arr(spec["cons_follow"], np.int32); self.cons_follow = <int32_t*> a.data
+        a = arr(spec["cons_latency"], np.int64); self.cons_latency = <int64_t*> a.data
+        a = arr(spec["cons_window"], np.int32); self.cons_window = <int32_t*> a.data
+        a = arr(spec["cons_sibling"], np.int32); self.cons_sibling = <int32_t*> a.data
+        a = arr(spec["hist_window"], np.int32); self.hist_window = <int32_t*> a.data
+        self.hist_w = max(1, int(np.max(spec["hist_window"])) if len(spec["hist_window"]) else 1)
+        has_sib = np.zeros(self.n_lv * self.n_cmd, dtype=np.int32)
+        starts = np.asarray(spec["cons_start"]); sib = np.asarray(spec["cons_sibling"])
+        for k in range(self.n_lv * self.n_cmd):
+            has_sib[k] = int(sib[starts[k]:starts[k + 1]].sum() > 0)
+        a = arr(has_sib, np.int32); self.has_sibling = <int32_t*> a.data
+
+        # state
+        a = arr(np.full(self.n_nodes * self.n_cmd, -1, dtype=np.int64), np.int64); self.ready = <int64_t*> a.data
+        a = arr(np.full(self.n_nodes * self.n_cmd * self.hist_w, -1, dtype=np.int64), np.int64); self.hist = <int64_t*> a.data
+        a = arr(np.full(self.n_banks, -1, dtype=np.int32), np.int32); self.open_row = <int32_t*> a.data
+        a = arr(np.zeros(self.n_banks, dtype=np.int64), np.int64); self.col_access = <int64_t*> a.data
+        n_ctrl = int(np.prod(counts[:self.ctrl_level + 1]))
+        self.n_ctrl = n_ctrl
+        self.stride = max(self.qcap[BUF_READ], self.qcap[BUF_WRITE], self.qcap[BUF_ACTIVE], self.qcap[BUF_PRIO])
+        a = arr(np.zeros(n_ctrl * NBUF * self.stride, dtype=np.int32), np.int32); self.buf = <int32_t*> a.data
+        a = arr(np.zeros(n_ctrl * NBUF, dtype=np.int32), np.int32); self.bsize = <int32_t*> a.data
+        a = arr(np.zeros(n_ctrl, dtype=np.int8), np.int8); self.write_mode = <int8_t*> a.data
+        a = arr(np.full(n_ctrl, NEVER, dtype=np.int64), np.int64); self.wake = <int64_t*> a.data
+        nr = np.full(n_ctrl, NEVER, dtype=np.int64)
+        if self.refresh_interval > 0:
+            nr[:] = self.refresh_interval
+        a = arr(nr, np.int64); self.next_refresh = <int64_t*> a.data
+        if self.refresh_interval > 0:
+            for c in range(n_ctrl):
+                self.wake[c] = self.refresh_interval
+
+        # requests
+        n = addr_vecs.shape[0]
+        self.n_req = n
+        self.n_total = n + maintenance_slots
+        av = np.full((self.n_total, self.A), -1, dtype=np.int32)
+        av[:n] = addr_vecs
+        a = arr(av, np.int32); self.addr = <int32_t*> a.data
+        k = np.zeros(self.n_total, dtype=np.int64); k[:n] = keys
+        a = arr(k, np.int64); self.key = <int64_t*> a.data
+        rt = np.full(self.n_total, T_REFRESH, dtype=np.int8); rt[:n] = np.where(is_write, T_WRITE, T_READ)
+        a = arr(rt, np.int8); self.rtype = <int8_t*> a.data
+        fc = np.full(self.n_total, self.cmd_ref, dtype=np.int32)
+        fc[:n] = np.where(is_write, self.cmd_wr, self.cmd_rd)
+        a = arr(fc, np.int32); self.final_cmd = <int32_t*> a.data
+        a = arr(fc.copy(), np.int32); self.cur_cmd = <int32_t*> a.data
+        # controller of each request: flat index of its address prefix down to the controller level
+        ctrl = np.zeros(self.n_total, dtype=np.int32)
+        if n:
+            flat = np.zeros(n, dtype=np.int64)
+            for L in range(self.ctrl_level + 1):
+                flat = flat * counts[L] + addr_vecs[:, L]
+            ctrl[:n] = flat
+        a = arr(ctrl, np.int32); self.ctrl_of = <int32_t*> a.data
+        a = arr(np.full(self.n_total, -1, dtype=np.int64), np.int64); self.arrive = <int64_t*> a.data
+        a = arr(np.full(self.n_total, -1, dtype=np.int64), np.int64); self.depart = <int64_t*> a.data
+        a = arr(np.asarray(arrival, dtype=np.int64), np.int64); self.arrival = <int64_t*> a.data
+        a = arr(np.full(self.n_total, -1, dtype=np.int8), np.int8); self.row_class = <int8_t*> a.data
+        a = arr(np.zeros(self.n_total, dtype=np.int8), np.int8); self.forwarded = <int8_t*> a.data
+        a = arr(np.arange(self.n_total - 1, n - 1, -1, dtype=np.int32), np.int32); self.pool_free = <int32_t*> a.data
+        self.pool_free_top = maintenance_slots
+        self._keep = keep
+
+        self.log_on = log_commands
+        self.log_n = 0
+        self.log_cap = 0
+        self.n_commands = 0
+        self.n_refresh = 0
+        self.clk_end = 0
+        self.last_issue = 0
+        self.error_code = 0
+        self.skip_idle = skip_idle
+
+    # ------------------------------------------------------------------ timing state
+    cdef inline int64_t ready_time(self, int cmd, int32_t* av) noexcept nogil:
+        """Earliest cycle at which ``cmd`` to address ``av`` satisfies every timing row (max of ready times)."""
+        cdef int64_t rt = -1, idx = 0, span, base, j
+        cdef int L, L2, depth = self.cmd_check[cmd], n_cmd = self.n_cmd
+        for L in range(depth + 1):
+            if av[L] < 0:
+                # broadcast below here: every node of the subtree of node idx (level L-1)
+                for L2 in range(L, depth + 1):
+                    span = self.sub_span[(L - 1) * self.n_lv + L2]
+                    base = self.node_off[L2] + idx * span
+                    for j in range(span):
+                        rt = i64max(rt, self.ready[(base + j) * n_cmd + cmd])
+                return rt
+            idx = idx * self.counts[L] + av[L]
+            rt = i64max(rt, self.ready[(self.node_off[L] + idx) * n_cmd + cmd])
+        return rt
+
+    cdef inline void apply_rows(self, int L, int64_t node, int cmd, int64_t clk, bint sibling) noexcept nogil:
+        cdef int k = L * self.n_cmd + cmd
+        cdef int s = self.cons_start[k], e = self.cons_start[k + 1], t, w, hw
+        cdef int64_t past, v, hbase
+        cdef int64_t* rd
+        if s == e:
+            return
+        rd = self.ready + node * self.n_cmd
+        if sibling:
+            for t in range(s, e):
+                if self.cons_sibling[t]:
+                    v = clk + self.cons_latency[t]
+                    if v > rd[self.cons_follow[t]]:
+                        rd[self.cons_follow[t]] = v
+            return
+        hw = self.hist_window[k]
+        hbase = (node * self.n_cmd + cmd) * self.hist_w
+        if hw > 1:
+            memmove(&self.hist[hbase + 1], &self.hist[hbase], (hw - 1) * sizeof(int64_t))
+            self.hist[hbase] = clk
+        for t in range(s, e):
+            if self.cons_sibling[t]:
+                continue
+            w = self.cons_window[t]
+            if w == 1:
+                past = clk
+            else:
+                past = self.hist[hbase + w - 1]
+                if past < 0:
+                    continue
+            v = past + self.cons_latency[t]
+            if v > rd[self.cons_follow[t]]:
+                rd[self.cons_follow[t]] = v
+
+    cdef void update_timing(self, int cmd, int32_t* av, int64_t clk) noexcept nogil:
+        cdef int64_t idx = 0, span, base, j, parent
+        cdef int L, L2, c
+        for L in range(self.n_lv):
+            if av[L] < 0:
+                for L2 in range(L, self.n_lv):
+                    span = self.sub_span[(L - 1) * self.n_lv + L2]
+                    base = idx * span
+                    for j in range(span):
+                        self.apply_rows(L2, base + j + self.node_off[L2], cmd, clk, False)
+                return
+            parent = idx
+            idx = idx * self.counts[L] + av[L]
+            if L > 0 and self.has_sibling[L * self.n_cmd + cmd]:
+                for c in range(self.counts[L]):
+                    if c != av[L]:
+                        self.apply_rows(L, self.node_off[L] + parent * self.counts[L] + c, cmd, clk, True)
+            self.apply_rows(L, self.node_off[L] + idx, cmd, clk, False)
+
+    cdef inline int64_t bank_of(self, int32_t* av) noexcept nogil:
+        cdef int64_t idx = 0
+        cdef int L
+        for L in range(self.n_lv):
+            idx = idx * self.counts[L] + av[L]
+        return idx
+
+    cdef inline void bank_range(self, int32_t* av, int level, int64_t* lo, int64_t* hi) noexcept nogil:
+        """Banks below the node that ``av`` addresses at ``level`` (or above, where ``av`` is -1)."""
+        cdef int64_t idx = 0, span
+        cdef int L, last = -1
+        for L in range(level + 1):
+            if av[L] < 0:
+                break
+            idx = idx * self.counts[L] + av[L]
+            last = L
+        span = self.sub_span[last * self.n_lv + self.n_lv - 1]
+        lo[0] = idx * span
+        hi[0] = (idx + 1) * span
+
+    cdef void update_states(self, int cmd, int32_t* av) noexcept nogil:
+        cdef int act = self.cmd_action[cmd]
+        cdef int64_t lo, hi, b
+        if act == A_OPEN:
+            self.open_row[self.bank_of(av)] = av[self.row_lv]
+        elif act == A_CLOSE:
+            self.open_row[self.bank_of(av)] = -1
+        elif act == A_CLOSE_ALL:
+            self.bank_range(av, self.cmd_scope[cmd], &lo, &hi)
+            for b in range(lo, hi):
+                self.open_row[b] = -1
+
+    cdef inline int prereq(self, int cmd, int32_t* av) noexcept nogil:
+        cdef int kind = self.cmd_prereq[cmd]
+        cdef int32_t r
+        cdef int64_t lo, hi, b
+        if kind == P_ROW_OPEN:
+            r = self.open_row[self.bank_of(av)]
+            if r < 0:
+                return self.cmd_act
+            if r == av[self.row_lv]:
+                return cmd
+            return self.cmd_pre
+        if kind == P_ALL_CLOSED:
+            self.bank_range(av, self.cmd_scope[cmd], &lo, &hi)
+            for b in range(lo, hi):
+                if self.open_row[b] >= 0:
+                    return self.cmd_prea
+        return cmd
+
+    # ------------------------------------------------------------------ buffers
+    cdef inline int32_t* bptr(self, int c, int b) noexcept nogil:
+        return self.buf + (c * NBUF + b) * self.stride
+
+    cdef inline void bremove(self, int c, int b, int pos) noexcept nogil:
+        cdef int32_t* p = self.bptr(c, b)
+        cdef int n = self.bsize[c * NBUF + b]
+        memmove(p + pos, p + pos + 1, (n - pos - 1) * sizeof(int32_t))
+        self.bsize[c * NBUF + b] = n - 1
+
+    cdef inline bint bpush(self, int c, int b, int32_t r) noexcept nogil:
+        cdef int n = self.bsize[c * NBUF + b]
+        if n >= self.qcap[b]:
+            return False
+        self.bptr(c, b)[n] = r
+        self.bsize[c * NBUF + b] = n + 1
+        return True
+
+    cdef int best_of(self, int c, int b, int64_t clk, bint* is_ready, int64_t* min_ready) noexcept nogil:
+        """FR-FCFS: the oldest ready request, else the oldest; sets each request's next command."""
+        cdef int32_t* p = self.bptr(c, b)
+        cdef int n = self.bsize[c * NBUF + b], k, best = -1, cmd
+        cdef int32_t r
+        cdef int64_t rt
+        cdef bint rdy, best_rdy = False
+        for k in range(n):
+            r = p[k]
+            cmd = self.prereq(self.final_cmd[r], self.addr + r * self.A)
+            self.cur_cmd[r] = cmd
+            rt = self.ready_time(cmd, self.addr + r * self.A)
+            if rt < min_ready[0]:
+                min_ready[0] = rt
+            rdy = clk >= rt
+            if best < 0:
+                best = k
+                best_rdy = rdy
+            elif rdy != best_rdy:
+                if rdy:
+                    best = k
+                    best_rdy = True
+            elif self.arrive[p[best]] > self.arrive[r]:
+                best = k
+        is_ready[0] = best_rdy
+        return best
+
+    cdef inline void set_write_mode(self, int c) noexcept nogil:
+        cdef int w = self.bsize[c * NBUF + BUF_WRITE], rd = self.bsize[c * NBUF + BUF_READ]
+        cdef float wmax = <float> (self.qcap[BUF_WRITE] - 1)
+        if not self.write_mode[c]:
+            if <float> w > self.wr_high * wmax or rd == 0:
+                self.write_mode[c] = 1
+        else:
+            if <float> w < self.wr_low * wmax and rd != 0:
+                self.write_mode[c] = 0
+
+    cdef int new_maintenance(self, int c, int kind, int32_t* av_src) noexcept nogil:
+        cdef int32_t r
+        cdef int L
+        if self.pool_free_top == 0:
+            self.error_code = 1
+            return -1
+        self.pool_free_top -= 1
+        r = self.pool_free[self.pool_free_top]
+        self.rtype[r] = kind
+        self.ctrl_of[r] = c
+        self.forwarded[r] = 0
+        self.row_class[r] = -1
+        for L in range(self.A):
+            self.addr[r * self.A + L] = av_src[L]
+        self.final_cmd[r] = self.cmd_ref if kind == T_REFRESH else self.cmd_pre
+        if not self.bpush(c, BUF_PRIO, r):
+            self.error_code = 2
+            return -1
+        return r
+
+    # ------------------------------------------------------------------ one controller cycle
+    cdef bint tick(self, int c, int64_t clk) noexcept nogil:
+        """Ramulator 2.0 GenericDRAMController::tick for controller ``c`` at cycle ``clk``.
+
+        Returns True when a command was issued.
+        """
+        cdef int32_t av_ref[MAX_ADDR]
+        cdef int L, pos = -1, src = -1, k, cmd, n_act
+        cdef int32_t r = -1, o
+        cdef int32_t* p
+        cdef int32_t* ra
+        cdef int32_t* oa
+        cdef bint found = False, rdy = False, match
+        cdef int64_t min_ready = NEVER, lo, hi, b, bank, flat
+        # refresh manager
+        if self.refresh_interval > 0 and clk == self.next_refresh[c]:
+            self.next_refresh[c] += self.refresh_interval
+            flat = c
+            for L in range(self.A - 1, -1, -1):
+                av_ref[L] = -1
+            for L in range(self.ctrl_level, -1, -1):
+                av_ref[L] = <int32_t> (flat % self.counts[L])
+                flat //= self.counts[L]
+            self.new_maintenance(c, T_REFRESH, av_ref)
+            self.n_refresh += 1
+        # 2.1 active buffer
+        if self.bsize[c * NBUF + BUF_ACTIVE] > 0:
+            pos = self.best_of(c, BUF_ACTIVE, clk, &rdy, &min_ready)
+            if rdy:
+                found = True
+                src = BUF_ACTIVE
+        if not found:
+            # 2.2.1 priority buffer: its head blocks everything until it can issue
+            if self.bsize[c * NBUF + BUF_PRIO] > 0:
+                r = self.bptr(c, BUF_PRIO)[0]
+                cmd = self.prereq(self.final_cmd[r], self.addr + r * self.A)
+                self.cur_cmd[r] = cmd
+                if clk >= self.ready_time(cmd, self.addr + r * self.A):
+                    found = True
+                    src = BUF_PRIO
+                    pos = 0
+                else:
+                    self.schedule_wake(c, clk, NEVER)
+                    return False
+            if not found:
+                self.set_write_mode(c)
+                src = BUF_WRITE if self.write_mode[c] else BUF_READ
+                if self.bsize[c * NBUF + src] > 0:
+                    pos = self.best_of(c, src, clk, &rdy, &min_ready)
+                    found = rdy
+        if found:
+            r = self.bptr(c, src)[pos]
+            cmd = self.cur_cmd[r]
+            ra = self.addr + r * self.A
+            # 2.3 never close a row that a request in the active buffer has opened
+            if self.cmd_flags[cmd] & F_CLOSING:
+                p = self.bptr(c, BUF_ACTIVE)
+                n_act = self.bsize[c * NBUF + BUF_ACTIVE]
+                for k in range(n_act):
+                    oa = self.addr + p[k] * self.A
+                    match = True
+                    for L in range(self.n_lv):
+                        if oa[L] != ra[L] and oa[L] != -1 and ra[L] != -1:
+                            match = False
+                            break
+                    if match:
+                        found = False
+                        break
+        if not found:
+            self.schedule_wake(c, clk, min_ready)
+            return False
+        # row policy (closed: close a bank after row_cap column accesses)
+        if self.closed_row:
+            if self.cmd_flags[cmd] & (F_CLOSING | F_REFRESHING):
+                self.bank_range(ra, self.cmd_scope[cmd] if self.cmd_scope[cmd] < self.n_lv else self.n_lv - 1, &lo, &hi)
+                for b in range(lo, hi):
+                    self.col_access[b] = 0
+            elif self.cmd_flags[cmd] & F_ACCESSING:
+                bank = self.bank_of(ra)
+                self.col_access[bank] += 1
+                if self.col_access[bank] >= self.row_cap:
+                    self.new_maintenance(c, T_CLOSE, ra)
+                    self.col_access[bank] = 0
+        # statistics: row hit / miss / conflict of a request's first command
+        if self.row_class[r] < 0 and self.rtype[r] <= T_WRITE:
+            o = self.open_row[self.bank_of(ra)]
+            self.row_class[r] = 0 if o == ra[self.row_lv] else (2 if o >= 0 else 1)
+        self.issue(cmd, ra, clk)
+        if cmd == self.final_cmd[r]:
+            if self.rtype[r] == T_READ:
+                self.depart[r] = clk + self.read_latency
+            elif self.rtype[r] == T_WRITE:
+                self.depart[r] = clk + self.write_latency
+            else:
+                self.pool_free[self.pool_free_top] = r
+                self.pool_free_top += 1
+            self.bremove(c, src, pos)
+        elif self.cmd_flags[cmd] & F_OPENING:
+            if self.bpush(c, BUF_ACTIVE, r):
+                self.bremove(c, src, pos)
+        self.wake[c] = clk + 1
+        return True
+
+    cdef void schedule_wake(self, int c, int64_t clk, int64_t min_ready) noexcept nogil:
+        """Next cycle at which controller ``c`` could issue: no earlier than every ready time."""
+        cdef int b, k, n, cmd
+        cdef int32_t r
+        cdef int32_t* p
+        cdef int64_t t = min_ready, rt
+        for b in range(NBUF):
+            n = self.bsize[c * NBUF + b]
+            p = self.bptr(c, b)
+            for k in range(n):
+                r = p[k]
+                cmd = self.prereq(self.final_cmd[r], self.addr + r * self.A)
+                rt = self.ready_time(cmd, self.addr + r * self.A)
+                if rt < t:
+                    t = rt
+        t = i64max(t, clk + 1)
+        if self.next_refresh[c] < t:
+            t = self.next_refresh[c]
+        self.wake[c] = t
+
+    cdef void issue(self, int cmd, int32_t* av, int64_t clk) noexcept nogil:
+        cdef int L
+        self.update_timing(cmd, av, clk)
+        self.update_states(cmd, av)
+        self.n_commands += 1
+        self.last_issue = clk
+        if self.log_on:
+            if self.log_n == self.log_cap:
+                self.log_cap = self.log_cap * 2 + 4096
+                self.log_clk = <int64_t*> realloc(self.log_clk, self.log_cap * sizeof(int64_t))
+                self.log_addr = <int32_t*> realloc(self.log_addr, self.log_cap * self.A * sizeof(int32_t))
+                self.log_cmd = <int8_t*> realloc(self.log_cmd, self.log_cap * sizeof(int8_t))
+                if self.log_clk == NULL or self.log_addr == NULL or self.log_cmd == NULL:
+                    self.error_code = 3
+                    self.log_on = False
+                    return
+            self.log_clk[self.log_n] = clk
+            for L in range(self.A):
+                self.log_addr[self.log_n * self.A + L] = av[L]
+            self.log_cmd[self.log_n] = cmd
+            self.log_n += 1
+
+    # ------------------------------------------------------------------ frontend
+    cdef bint try_send(self, int32_t r, int64_t clk) noexcept nogil:
+        """MemorySystem::send + Controller::send for trace request ``r`` at controller cycle ``clk``."""
+        cdef int c = self.ctrl_of[r], k, n, b
+        cdef int32_t* p
+        if self.rtype[r] == T_READ:
+            p = self.bptr(c, BUF_WRITE)
+            n = self.bsize[c * NBUF + BUF_WRITE]
+            for k in range(n):
+                if self.key[p[k]] == self.key[r]:
+                    self.forwarded[r] = 1
+                    self.arrive[r] = clk
+                    self.depart[r] = clk + 1
+                    return True
+        b = BUF_WRITE if self.rtype[r] == T_WRITE else BUF_READ
+        if not self.bpush(c, b, r):
+            return False
+        self.arrive[r] = clk
+        if self.wake[c] > clk + 1:
+            self.wake[c] = clk + 1
+        return True
+
+    cdef bint idle(self) noexcept nogil:
+        cdef int i
+        for i in range(self.n_ctrl * NBUF):
+            if self.bsize[i]:
+                return False
+        return True
+
+    cdef int64_t run_loop(self) noexcept nogil:
+        """Ramulator 2.0's main loop (frontend and memory ticks by clock ratio), skipping idle cycles."""
+        cdef int64_t i = 0, clk = 0, target, w, mem_ticks_per_period, k, q
+        cdef int f = self.clock_ratio, m = self.mem_ratio, c
+        cdef int64_t period = <int64_t> f * m, phase
+        cdef int32_t head = 0
+        cdef bint stalled
+        cdef int64_t mem_phase[64]
+        cdef int n_mem_phase = 0
+        for phase in range(period):
+            if phase % f == 0 and n_mem_phase < 64:
+                mem_phase[n_mem_phase] = phase
+                n_mem_phase += 1
+        mem_ticks_per_period = n_mem_phase
+        while True:
+            phase = i % period
+            if phase % m == 0:
+                # frontend tick: offer the next request
+                if head < self.n_req and self.arrival[head] <= clk:
+                    if self.try_send(head, clk):
+                        head += 1
+                if head >= self.n_req and self.end_on_accept:
+                    break
+            if phase % f == 0:
+                clk += 1
+                for c in range(self.n_ctrl):
+                    if self.wake[c] <= clk or not self.skip_idle:
+                        self.tick(c, clk)
+                if self.error_code:
+                    break
+                if head >= self.n_req and not self.end_on_accept and self.idle():
+                    break
+                # fast-forward over cycles where no controller can act and the frontend is stuck
+                stalled = head >= self.n_req
+                if not self.skip_idle:
+                    stalled = False
+                elif not stalled:
+                    if self.arrival[head] > clk:
+                        stalled = True
+                    else:
+                        stalled = not self.can_accept(head)
+                if stalled:
+                    target = NEVER
+                    for c in range(self.n_ctrl):
+                        if self.wake[c] < target:
+                            target = self.wake[c]
+                    if head < self.n_req and self.arrival[head] > clk and self.arrival[head] < target:
+                        target = self.arrival[head]
+                    if target == NEVER:
+                        if head >= self.n_req:
+                            break
+                        self.error_code = 4   # deadlock: should not happen
+                        break
+                    if target > clk + 1:
+                        # jump to the iteration of the memory tick that produces cycle `target`
+                        k = target - 1      # memory ticks already done before it
+                        q = k // mem_ticks_per_period
+                        i = q * period + mem_phase[k % mem_ticks_per_period]
+                        clk = target - 1
+                        continue
+            i += 1
+        self.clk_end = clk
+        return clk
+
+    cdef bint can_accept(self, int32_t r) noexcept nogil:
+        cdef int c = self.ctrl_of[r], k, n, b
+        cdef int32_t* p
+        if self.rtype[r] == T_READ:
+            p = self.bptr(c, BUF_WRITE)
+            n = self.bsize[c * NBUF + BUF_WRITE]
+            for k in range(n):
+                if self.key[p[k]] == self.key[r]:
+                    return True
+        b = BUF_WRITE if self.rtype[r] == T_WRITE else BUF_READ
+        return self.bsize[c * NBUF + b] < self.qcap[b]
+
+    # ------------------------------------------------------------------ Python face
+    def run(self):
+        """Simulate until the end condition; returns a dict of raw per-request arrays and counters."""
+        cdef int64_t clk
+        with nogil:
+            clk = self.run_loop()
+        if self.error_code == 1:
+            raise RuntimeError("maintenance request pool exhausted")
+        if self.error_code == 2:
+            raise RuntimeError("priority buffer overflow")
+        if self.error_code == 3:
+            raise MemoryError("command log")
+        if self.error_code == 4:
+            raise RuntimeError("engine deadlock: no controller can make progress")
+        n = self.n_req
+        out = dict(
+            clk=int(clk),
+            last_issue=int(self.last_issue),
+            n_commands=int(self.n_commands),
+            n_refresh=int(self.n_refresh),
+            arrive=np.asarray(<int64_t[:self.n_total]> self.arrive)[:n].copy(),
+            depart=np.asarray(<int64_t[:self.n_total]> self.depart)[:n].copy(),
+            row_class=np.asarray(<int8_t[:self.n_total]> self.row_class)[:n].copy(),
+            forwarded=np.asarray(<int8_t[:self.n_total]> self.forwarded)[:n].copy(),
+        )
+        if self.log_on and self.log_n:
+            out["log_clk"] = np.asarray(<int64_t[:self.log_n]> self.log_clk).copy()
+            out["log_addr"] = np.asarray(<int32_t[:self.log_n * self.A]> self.log_addr).reshape(-1, self.A).copy()
+            out["log_cmd"] = np.asarray(<int8_t[:self.log_n]> self.log_cmd).copy()
+        elif self.log_on:
+            out["log_clk"] = np.zeros(0, dtype=np.int64)
+            out["log_addr"] = np.zeros((0, self.A), dtype=np.int32)
+            out["log_cmd"] = np.zeros(0, dtype=np.int8)
+        return out

@@ -1,0 +1,282 @@
+"""Memory-system configurations: a standard, an organisation, timings and a controller.
+
+A :class:`DRAMConfig` is what ``sievesim dram run --config`` names. It comes from a built-in name
+(:data:`BUILTIN_CONFIGS`), a sievesim TOML file, or a Ramulator 2.0 YAML file
+(:func:`sievesim.dram.ramulator_yaml.load_ramulator_yaml`). :meth:`DRAMConfig.compile` produces the
+flat arrays that :mod:`sievesim._core` consumes.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import pathlib
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..errors import ConfigError, field_error
+from .standards import Standard, eval_latency, get_standard
+
+__all__ = ["DRAMConfig", "BUILTIN_CONFIGS", "get_config", "MAPPERS", "ROW_POLICIES"]
+
+MAPPERS = ("RoBaRaCoCh", "ChRaBaRoCo", "MOP4CLXOR")
+ROW_POLICIES = ("open", "closed")
+END_CONDITIONS = ("completed", "accepted")
+
+# Command flag bits shared with the engine (sievesim/_core/_engine.pyx).
+FLAG_OPENING, FLAG_CLOSING, FLAG_ACCESSING, FLAG_REFRESHING = 1, 2, 4, 8
+ACTION_CODES = {None: 0, "open": 1, "close": 2, "close_all": 3}
+PREREQ_CODES = {None: 0, "row_open": 1, "all_closed": 2}
+
+
+@dataclass(frozen=True)
+class DRAMConfig:
+    """One memory system: ``standard`` + ``org`` (count per level) + ``timings`` (cycles) + controller.
+
+    Units: every timing is in cycles of the command clock (tCK = ``timings['tCK_ps']`` ps);
+    queue sizes in requests; watermarks as fractions of the write queue size.
+    ``clock_ratio``: frontend ticks per memory tick (Ramulator 2.0's frontend ``clock_ratio``).
+    ``end``: ``completed`` (run until every request is served) or ``accepted`` (stop when the last
+    request enters a queue, as Ramulator 2.0's LoadStoreTrace does).
+    ``row_policy_cap``: with the closed-row policy, column accesses to a bank before it is closed.
+    """
+
+    name: str
+    standard: Standard
+    org: Mapping[str, int]
+    timings: Mapping[str, int]
+    mapper: str = "RoBaRaCoCh"
+    row_policy: str = "open"
+    row_policy_cap: int = 1
+    refresh: bool = True
+    read_queue_size: int = 32
+    write_queue_size: int = 32
+    active_queue_size: int = 32
+    priority_queue_size: int = 512 * 3 + 32
+    wr_low_watermark: float = 0.2
+    wr_high_watermark: float = 0.8
+    clock_ratio: int = 1
+    memory_clock_ratio: int = 1
+    end: str = "completed"
+    source: str = "built-in"
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    # ---------------------------------------------------------------- validation
+    def validate(self) -> None:
+        src = self.source
+        std = self.standard
+        for level in std.levels:
+            n = self.org.get(level)
+            if n is None:
+                raise field_error(f"org.{level}", None, "a positive power of two", source=src)
+            pow2_only = std.prefetch > 1 or level in ("row", "column")
+            if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n <= 0 or (
+                    pow2_only and n & (n - 1)):
+                raise field_error(f"org.{level}", n, "a positive power of two" if pow2_only
+                                  else "a positive integer", source=src)
+        for name in std.timing_names:
+            if name not in self.timings:
+                raise field_error(f"timing.{name}", None, "an integer number of cycles", source=src)
+            v = self.timings[name]
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
+                raise field_error(f"timing.{name}", v, "an integer number of cycles", source=src)
+            if v < 0 and name not in ("nRFCSB", "nREFISB", "nRFC") :
+                raise field_error(f"timing.{name}", v, "a non-negative number of cycles", source=src)
+        for c in std.constraints:
+            lat = eval_latency(c.latency, self.timings)
+            if lat < 0:
+                raise field_error(f"timing constraint {c.preceding}->{c.following} at {c.level}", lat,
+                                  f"a non-negative latency ({c.latency})", source=src)
+        if self.refresh and std.refresh and self.timings.get("nREFI", 0) <= 0:
+            raise field_error("timing.nREFI", self.timings.get("nREFI"), "a positive number of cycles", source=src)
+        if self.mapper not in MAPPERS:
+            raise field_error("mapper", self.mapper, f"one of {list(MAPPERS)}", source=src)
+        if self.mapper == "MOP4CLXOR" and any(r & (r - 1) for r in self.address_radix):
+            raise field_error("mapper", self.mapper, "RoBaRaCoCh or ChRaBaRoCo: MOP4CLXOR needs "
+                              f"power-of-two counts at every level, got {dict(self.org)}", source=src)
+        if self.row_policy not in ROW_POLICIES:
+            raise field_error("row_policy", self.row_policy, f"one of {list(ROW_POLICIES)}", source=src)
+        if self.end not in END_CONDITIONS:
+            raise field_error("end", self.end, f"one of {list(END_CONDITIONS)}", source=src)
+        for fname in ("read_queue_size", "write_queue_size", "active_queue_size", "priority_queue_size",
+                      "clock_ratio", "memory_clock_ratio", "row_policy_cap"):
+            v = getattr(self, fname)
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
+                raise field_error(fname, v, "a positive integer", source=src)
+        if not (0.0 <= self.wr_low_watermark <= self.wr_high_watermark <= 1.0):
+            raise field_error("wr_low_watermark/wr_high_watermark",
+                              (self.wr_low_watermark, self.wr_high_watermark),
+                              "0 <= low <= high <= 1", source=src)
+
+    def replace(self, **changes: Any) -> "DRAMConfig":
+        return dataclasses.replace(self, **changes)
+
+    # ---------------------------------------------------------------- derived figures
+    @property
+    def tck_ns(self) -> float:
+        """Command clock period in ns."""
+        return self.timings["tCK_ps"] / 1000.0
+
+    @property
+    def tx_bytes(self) -> int:
+        """Bytes moved by one RD or WR."""
+        return self.standard.prefetch * self.standard.channel_width_bits // 8
+
+    @property
+    def address_radix(self) -> list[int]:
+        """Values each level's address field takes (columns counted in transactions).
+
+        For power-of-two counts this is ``2**bits`` of Ramulator 2.0's linear mappers; other
+        counts (3 SIDs in a 12-high HBM3E stack) are mapped in mixed radix.
+        """
+        radix = [int(self.org[lv]) for lv in self.standard.levels]
+        radix[-1] //= self.standard.prefetch
+        return radix
+
+    @property
+    def capacity_bytes(self) -> int:
+        """Bytes addressable through the mapper."""
+        return int(np.prod(self.address_radix, dtype=object)) * self.tx_bytes
+
+    @property
+    def num_controllers(self) -> int:
+        lv = self.standard.levels
+        return int(np.prod([self.org[l] for l in lv[: lv.index(self.standard.controller_level) + 1]]))
+
+    def timing_values(self) -> dict[str, int]:
+        """Every timing value in cycles, named as Ramulator 2.0 names them (for the command log)."""
+        return {k: int(v) for k, v in self.timings.items() if k not in ("rate", "tCK_ps")} | {
+            "tCK_ps": int(self.timings["tCK_ps"])}
+
+    # ---------------------------------------------------------------- compilation
+    def compile(self) -> dict[str, Any]:
+        """Flatten standard + organisation + timings into arrays for the engine."""
+        std = self.standard
+        levels = std.levels
+        node_levels = std.node_levels
+        n_lv = len(node_levels)
+        lidx = {name: i for i, name in enumerate(levels)}
+        counts = np.array([self.org[l] for l in levels], dtype=np.int64)
+        names = [c.name for c in std.commands]
+        cidx = {n: i for i, n in enumerate(names)}
+        n_cmd = len(names)
+
+        def node_level_of(level_name: str) -> int:
+            return min(lidx[level_name], n_lv - 1)
+
+        cmd_scope = np.array([lidx[c.scope] for c in std.commands], dtype=np.int32)
+        cmd_check = np.array([node_level_of(c.check_level or c.scope) for c in std.commands], dtype=np.int32)
+        cmd_flags = np.array([FLAG_OPENING * c.opening | FLAG_CLOSING * c.closing |
+                              FLAG_ACCESSING * c.accessing | FLAG_REFRESHING * c.refreshing
+                              for c in std.commands], dtype=np.int32)
+        cmd_action = np.array([ACTION_CODES[c.action] for c in std.commands], dtype=np.int32)
+        cmd_prereq = np.array([PREREQ_CODES[c.prereq] for c in std.commands], dtype=np.int32)
+
+        # Timing rows grouped by (level, preceding command), in declaration order.
+        buckets: list[list[tuple[int, int, int, int]]] = [[] for _ in range(n_lv * n_cmd)]
+        for c in std.constraints:
+            lv = lidx[c.level]
+            lat = eval_latency(c.latency, self.timings)
+            for p in c.preceding:
+                for f in c.following:
+                    buckets[lv * n_cmd + cidx[p]].append((cidx[f], lat, c.window, int(c.sibling)))
+        starts = np.zeros(n_lv * n_cmd + 1, dtype=np.int32)
+        rows: list[tuple[int, int, int, int]] = []
+        for k, b in enumerate(buckets):
+            starts[k] = len(rows)
+            rows.extend(b)
+        starts[-1] = len(rows)
+        rows_arr = np.array(rows, dtype=np.int64).reshape(-1, 4)
+        hist_window = np.array([max([r[2] for r in b if not r[3]], default=0) for b in buckets], dtype=np.int32)
+
+        # Node bookkeeping: nodes per node level, flat offsets.
+        nodes_per_level = np.cumprod(counts[:n_lv])
+        node_offset = np.concatenate([[0], np.cumsum(nodes_per_level)[:-1]]).astype(np.int64)
+        refresh_on = bool(self.refresh and std.refresh)
+        return dict(
+            n_levels=n_lv,
+            addr_len=len(levels),
+            counts=counts,
+            node_offset=node_offset,
+            n_nodes=int(nodes_per_level.sum()),
+            n_banks=int(nodes_per_level[-1]),
+            n_cmd=n_cmd,
+            cmd_scope=cmd_scope,
+            cmd_check=cmd_check,
+            cmd_flags=cmd_flags,
+            cmd_action=cmd_action,
+            cmd_prereq=cmd_prereq,
+            cmd_act=cidx["ACT"], cmd_pre=cidx["PRE"], cmd_prea=cidx["PREA"],
+            cmd_rd=cidx["RD"], cmd_wr=cidx["WR"], cmd_ref=cidx["REFab"],
+            cons_start=starts,
+            cons_follow=np.ascontiguousarray(rows_arr[:, 0]).astype(np.int32),
+            cons_latency=np.ascontiguousarray(rows_arr[:, 1]),
+            cons_window=np.ascontiguousarray(rows_arr[:, 2]).astype(np.int32),
+            cons_sibling=np.ascontiguousarray(rows_arr[:, 3]).astype(np.int32),
+            hist_window=hist_window,
+            ctrl_level=lidx[std.controller_level],
+            read_latency=eval_latency(std.read_latency, self.timings),
+            write_latency=eval_latency(std.write_latency, self.timings),
+            refresh_interval=int(self.timings["nREFI"]) if refresh_on else 0,
+            read_queue_size=self.read_queue_size,
+            write_queue_size=self.write_queue_size,
+            active_queue_size=self.active_queue_size,
+            priority_queue_size=self.priority_queue_size,
+            wr_low=float(np.float32(self.wr_low_watermark)),
+            wr_high=float(np.float32(self.wr_high_watermark)),
+            closed_row=self.row_policy == "closed",
+            row_policy_cap=self.row_policy_cap,
+            clock_ratio=self.clock_ratio,
+            memory_clock_ratio=self.memory_clock_ratio,
+            end_on_accept=self.end == "accepted",
+            command_names=names,
+        )
+
+
+def _jedec(name: str, std_name: str, org: str, timing: str, **kw: Any) -> DRAMConfig:
+    std = get_standard(std_name)
+    return DRAMConfig(name=name, standard=std, org=dict(std.org_presets[org]),
+                      timings=dict(std.timing_presets[timing]), **kw)
+
+
+def _ramulator(name: str, std_name: str, org: str, timing: str, channels: int) -> DRAMConfig:
+    from .standards import _r2_finish_timings
+    std = get_standard(std_name)
+    org_d = dict(std.org_presets[org])
+    density = org_d.pop("density")
+    org_d.pop("dq")
+    org_d["channel"] = channels
+    return DRAMConfig(name=name, standard=std, org=org_d,
+                      timings=_r2_finish_timings(dict(std.timing_presets[timing]), density),
+                      refresh=True, end="accepted", row_policy_cap=10_000_000)
+
+
+BUILTIN_CONFIGS: dict[str, callable] = {
+    "hbm3-6400": lambda: _jedec("hbm3-6400", "hbm3", "HBM3_16Gb_8hi", "HBM3_6400"),
+    "hbm3e-8000": lambda: _jedec("hbm3e-8000", "hbm3", "HBM3E_24Gb_12hi", "HBM3E_8000"),
+    "hbm2-2000": lambda: _jedec("hbm2-2000", "hbm2", "HBM2_8Gb", "HBM2_2000"),
+    "ramulator2-hbm3": lambda: _ramulator("ramulator2-hbm3", "ramulator2-hbm3", "HBM3_8Gb", "HBM3_2Gbps", 8),
+    "ramulator2-hbm2": lambda: _ramulator("ramulator2-hbm2", "ramulator2-hbm2", "HBM2_8Gb", "HBM2_2Gbps", 8),
+}
+
+
+def get_config(name_or_path: str | pathlib.Path) -> DRAMConfig:
+    """A built-in configuration name, a sievesim ``.toml`` file or a Ramulator 2.0 ``.yaml`` file."""
+    key = str(name_or_path)
+    if key in BUILTIN_CONFIGS:
+        return BUILTIN_CONFIGS[key]()
+    path = pathlib.Path(key)
+    if path.suffix.lower() in (".yaml", ".yml"):
+        from .ramulator_yaml import load_ramulator_yaml
+        return load_ramulator_yaml(path)
+    if path.suffix.lower() == ".toml":
+        from .toml_config import load_dram_toml
+        return load_dram_toml(path)
+    near = difflib.get_close_matches(key, list(BUILTIN_CONFIGS), n=3)
+    hint = f" (did you mean {', '.join(near)}?)" if near else ""
+    raise ConfigError(f"config = {key!r}: expected a built-in name {sorted(BUILTIN_CONFIGS)}, "
+                      f"a .toml file or a Ramulator .yaml file{hint}")

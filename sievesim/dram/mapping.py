@@ -1,0 +1,68 @@
+"""Address mappers: physical byte addresses -> address vectors (one field per level).
+
+The three mappers of Ramulator 2.0 (src/addr_mapper/impl/linear_mappers.cpp), vectorised with
+numpy. For power-of-two organisations they slice bits exactly as Ramulator does; levels with other
+counts (3 SIDs) are split in mixed radix, which is the same arithmetic with ``divmod``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import TraceError
+from .config import DRAMConfig
+
+__all__ = ["map_addresses"]
+
+
+def map_addresses(config: DRAMConfig, addrs: np.ndarray, *, source: str = "trace") -> np.ndarray:
+    """Map byte addresses (int64, shape (n,)) to address vectors (int32, shape (n, levels))."""
+    addrs = np.asarray(addrs, dtype=np.int64)
+    if addrs.size and addrs.min() < 0:
+        bad = int(np.argmax(addrs < 0))
+        raise TraceError(f"{source}: request {bad}: address = {int(addrs[bad])}: expected a non-negative byte address")
+    tx_shift = int(config.tx_bytes).bit_length() - 1
+    capacity = config.capacity_bytes
+    if addrs.size and addrs.max() >= capacity:
+        bad = int(np.argmax(addrs >= capacity))
+        raise TraceError(f"{source}: request {bad}: address = {hex(int(addrs[bad]))}: expected an address "
+                         f"below the capacity of {config.name}, {hex(capacity)} ({capacity} bytes)")
+    rest = addrs >> tx_shift
+    radix = config.address_radix
+    levels = config.standard.levels
+    n_lv = len(levels)
+    row, col = levels.index("row"), n_lv - 1
+    out = np.empty((addrs.size, n_lv), dtype=np.int64)
+
+    def take(level: int, r: np.ndarray, base: int | None = None) -> np.ndarray:
+        b = radix[level] if base is None else base
+        out[:, level] = r % b
+        return r // b
+
+    if config.mapper == "ChRaBaRoCo":
+        for lv in range(n_lv - 1, -1, -1):
+            rest = take(lv, rest)
+    elif config.mapper == "RoBaRaCoCh":
+        rest = take(0, rest)
+        rest = take(col, rest)
+        for lv in range(1, row + 1):
+            rest = take(lv, rest)
+    elif config.mapper == "MOP4CLXOR":
+        col_bits = int(radix[col]).bit_length() - 1
+        low = rest % 4
+        rest = rest // 4
+        for lv in range(0, row):
+            rest = take(lv, rest)
+        high = rest % (1 << (col_bits - 2))
+        rest = rest >> (col_bits - 2)
+        out[:, col] = low + (high << 2)
+        out[:, row] = rest
+        xor_index = 0
+        for lv in range(0, col):
+            bits = int(radix[lv]).bit_length() - 1
+            if bits > 0:
+                mask = (out[:, col] >> xor_index) & ((1 << bits) - 1)
+                out[:, lv] ^= mask
+                xor_index += bits
+    else:  # validated by DRAMConfig
+        raise AssertionError(config.mapper)
+    return out.astype(np.int32)
