@@ -143,6 +143,12 @@ class DRAMConfig:
         return int(np.prod(self.address_radix, dtype=object)) * self.tx_bytes
 
     @property
+    def peak_bandwidth_gbps(self) -> float:
+        """Data-bus peak: one transaction per nBL cycles on every pseudo-channel (GB/s)."""
+        pcs = self.org["channel"] * self.org["pseudochannel"]
+        return pcs * self.tx_bytes / (self.timings["nBL"] * self.tck_ns)
+
+    @property
     def num_controllers(self) -> int:
         lv = self.standard.levels
         return int(np.prod([self.org[l] for l in lv[: lv.index(self.standard.controller_level) + 1]]))

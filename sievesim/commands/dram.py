@@ -1,0 +1,102 @@
+"""``sievesim dram``: run request traces on the cycle-accurate DRAM engine."""
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+
+from ..errors import field_error
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("dram", help="cycle-accurate DRAM engine (request mode)")
+    sub = p.add_subparsers(dest="dram_command", metavar="SUBCOMMAND")
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+    run = sub.add_parser("run", help="run a request trace; print cycles, row hits, latency, bandwidth")
+    run.add_argument("trace", metavar="TRACE",
+                     help="LoadStoreTrace (LD/ST addr) or ReadWriteTrace (R/W a0,a1,..) file, "
+                          "or synthetic:stream|random|hotrow[:N]")
+    run.add_argument("--config", default="hbm3e-8000",
+                     help="built-in name (hbm3-6400, hbm3e-8000, hbm2-2000, ramulator2-hbm3, ramulator2-hbm2), "
+                          "a sievesim .toml or a Ramulator 2.0 .yaml (default: hbm3e-8000)")
+    run.add_argument("--clock-ratio", type=int, default=None,
+                     help="frontend ticks per memory tick (default: the config's, usually 1)")
+    run.add_argument("--seed", type=int, default=0, help="seed for synthetic traces")
+    run.add_argument("--json", action="store_true", help="print one JSON object")
+    run.add_argument("--log-commands", metavar="FILE", help="write the command log as CSV")
+    run.set_defaults(func=_run)
+
+    lst = sub.add_parser("configs", help="list built-in memory configurations")
+    lst.add_argument("--json", action="store_true")
+    lst.set_defaults(func=_configs)
+
+    gen = sub.add_parser("gen-trace", help="write a synthetic LoadStoreTrace")
+    gen.add_argument("kind", choices=["stream", "random", "hotrow"])
+    gen.add_argument("--requests", type=int, default=100_000)
+    gen.add_argument("--config", default="hbm3e-8000", help="sets the address range (capacity)")
+    gen.add_argument("--write-fraction", type=float, default=0.2)
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("-o", "--output", required=True)
+    gen.set_defaults(func=_gen)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..dram.config import get_config
+    from ..dram.engine import simulate, write_command_log
+    from ..dram.synthetic import parse_synthetic
+    from ..dram.traces import read_trace
+
+    config = get_config(args.config)
+    if args.clock_ratio is not None:
+        if args.clock_ratio < 1:
+            raise field_error("--clock-ratio", args.clock_ratio, "a positive integer")
+        config = config.replace(clock_ratio=args.clock_ratio)
+    if args.trace.startswith("synthetic:"):
+        trace = parse_synthetic(args.trace, config, seed=args.seed)
+    else:
+        trace = read_trace(args.trace, len(config.standard.levels))
+    result = simulate(config, trace, log_commands=bool(args.log_commands))
+    if args.log_commands:
+        write_command_log(result, config, args.log_commands)
+    d = result.to_dict()
+    if args.json:
+        print(json.dumps(d, indent=2))
+    else:
+        width = max(len(k) for k in d)
+        for k, v in d.items():
+            print(f"{k:<{width}}  {v:.4f}" if isinstance(v, float) else f"{k:<{width}}  {v}")
+    return 0
+
+
+def _configs(args: argparse.Namespace) -> int:
+    from ..dram.config import BUILTIN_CONFIGS
+
+    rows = []
+    for name, make in BUILTIN_CONFIGS.items():
+        c = make()
+        rows.append(dict(name=name, standard=c.standard.name, controllers=c.num_controllers,
+                         capacity_gib=c.capacity_bytes / 2**30, tck_ps=c.timings["tCK_ps"],
+                         peak_bandwidth_gbps=c.peak_bandwidth_gbps,
+                         refresh=c.refresh and c.standard.refresh, end=c.end,
+                         description=c.standard.description))
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        for r in rows:
+            print(f"{r['name']:<16} {r['standard']:<16} {r['controllers']:>3} controllers  "
+                  f"{r['capacity_gib']:6.1f} GiB  tCK {r['tck_ps']} ps  "
+                  f"peak {r['peak_bandwidth_gbps']:7.1f} GB/s  {r['description']}")
+    return 0
+
+
+def _gen(args: argparse.Namespace) -> int:
+    from ..dram.config import get_config
+    from ..dram.synthetic import make_trace
+    from ..dram.traces import write_loadstore_trace
+
+    config = get_config(args.config)
+    t = make_trace(args.kind, args.requests, config, seed=args.seed, write_fraction=args.write_fraction)
+    write_loadstore_trace(pathlib.Path(args.output), t.addresses, t.is_write)
+    print(f"wrote {len(t)} requests to {args.output}")
+    return 0
