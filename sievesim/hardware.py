@@ -1,0 +1,455 @@
+"""Hardware specifications: GPU, HBM-PIM stack, interconnect, system; presets and TOML files.
+
+Units are in the field names: ``*_flops*`` in FLOP/s, ``*_bytes_per_s*`` in bytes per second,
+``*_bytes`` in bytes, ``*_s`` in seconds; ratios and efficiencies are dimensionless.
+
+::
+
+    hw = get_hardware("b200")          # preset (sievesim/data/hardware/b200.toml)
+    hw = get_hardware("my_hw.toml")    # a TOML file in the same schema
+    hw.pim_peak_flops                   # PIM FLOP/s of all stacks of one GPU
+
+This module only stores the *name* of the engine's DRAM configuration (``PIMSpec.dram_config``,
+e.g. ``"hbm3e-8000"``); timings and organisation live in :mod:`sievesim.dram`, which checks the name
+when a PIM program is compiled.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+try:  # Python >= 3.11
+    import tomllib as _toml_reader
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as _toml_reader  # type: ignore[no-redef]
+
+from .errors import ConfigError, field_error
+
+__all__ = [
+    "PU_PLACEMENTS",
+    "BANKS_PER_PU",
+    "GPUSpec",
+    "PIMSpec",
+    "InterconnectSpec",
+    "HardwareSpec",
+    "SystemSpec",
+    "get_hardware",
+    "list_hardware",
+    "load_hardware_toml",
+    "save_hardware_toml",
+    "hardware_to_dict",
+    "hardware_from_dict",
+]
+
+_PRESET_DIR = Path(__file__).resolve().parent / "data" / "hardware"
+
+#: Where the processing units sit: one per bank (AttAcc 1P1B, NeuPIMs, Duplex bank-PIM), one per
+#: pair of banks (Samsung HBM-PIM / Aquabolt-XL), one per bank group (AttAcc BG-PIM).
+PU_PLACEMENTS: tuple[str, ...] = ("bank", "bank_pair", "bankgroup")
+#: Banks that share one PU, per placement (bank groups of 4 banks, as in HBM3/HBM3E).
+BANKS_PER_PU: dict[str, int] = {"bank": 1, "bank_pair": 2, "bankgroup": 4}
+TOPOLOGIES: tuple[str, ...] = ("switch",)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _positive(obj: Any, fname: str, what: str, src: str, *, integer: bool = False) -> None:
+    value = getattr(obj, fname)
+    ok = _is_int(value) if integer else _is_number(value)
+    if not ok or value <= 0:
+        kind = "a positive integer" if integer else "a positive number"
+        raise field_error(fname, value, f"{kind} ({what})", source=src)
+
+
+def _fraction(obj: Any, fname: str, src: str) -> None:
+    value = getattr(obj, fname)
+    if not _is_number(value) or not 0 < value <= 1:
+        raise field_error(fname, value, "a fraction in (0, 1] (share of the peak that is reached)", source=src)
+
+
+def _boolean(obj: Any, fname: str, src: str) -> None:
+    value = getattr(obj, fname)
+    if not isinstance(value, bool):
+        raise field_error(fname, value, "true or false", source=src)
+
+
+@dataclass(frozen=True)
+class GPUSpec:
+    """One GPU, as the roofline cost model sees it (Duplex style: ``t = max(flops/peak, bytes/bw)``)."""
+
+    name: str
+    #: Dense bf16 tensor-core peak, FLOP/s.
+    peak_flops_bf16: float
+    #: HBM bandwidth of all stacks together, bytes/s.
+    hbm_bandwidth_bytes_per_s: float
+    #: HBM capacity, bytes.
+    hbm_capacity_bytes: int
+    #: HBM stacks attached to the GPU (each is one HBM-PIM stack when PIM is present).
+    num_hbm_stacks: int
+    #: Fraction of ``peak_flops_bf16`` that GEMMs reach (1.0 = Duplex; AttAcc uses 0.8).
+    compute_efficiency: float = 1.0
+    #: Fraction of ``hbm_bandwidth_bytes_per_s`` that streaming reaches (1.0 = Duplex; AttAcc uses 0.85).
+    memory_efficiency: float = 1.0
+
+    def __post_init__(self) -> None:
+        src = f"gpu {self.name!r}"
+        if not isinstance(self.name, str) or not self.name:
+            raise field_error("gpu.name", self.name, "a non-empty string")
+        _positive(self, "peak_flops_bf16", "FLOP/s", src)
+        _positive(self, "hbm_bandwidth_bytes_per_s", "bytes/s", src)
+        _positive(self, "hbm_capacity_bytes", "bytes", src, integer=True)
+        _positive(self, "num_hbm_stacks", "HBM stacks per GPU", src, integer=True)
+        _fraction(self, "compute_efficiency", src)
+        _fraction(self, "memory_efficiency", src)
+
+    @property
+    def effective_flops(self) -> float:
+        """Reachable bf16 FLOP/s (``peak_flops_bf16 * compute_efficiency``)."""
+        return self.peak_flops_bf16 * self.compute_efficiency
+
+    @property
+    def effective_bandwidth_bytes_per_s(self) -> float:
+        """Reachable HBM bytes/s (``hbm_bandwidth_bytes_per_s * memory_efficiency``)."""
+        return self.hbm_bandwidth_bytes_per_s * self.memory_efficiency
+
+    @property
+    def hbm_bandwidth_per_stack(self) -> float:
+        """External (GPU-visible) bandwidth of one stack, bytes/s."""
+        return self.hbm_bandwidth_bytes_per_s / self.num_hbm_stacks
+
+    @property
+    def ridge_flops_per_byte(self) -> float:
+        """Roofline ridge point, FLOP/byte (peak FLOP/s over bandwidth, both at their efficiencies)."""
+        return self.effective_flops / self.effective_bandwidth_bytes_per_s
+
+
+@dataclass(frozen=True)
+class PIMSpec:
+    """The processing-in-memory logic of one HBM-PIM stack.
+
+    The internal bandwidth is ``internal_bandwidth_ratio`` x the GPU's external bandwidth per
+    stack (16x for bank-level PIM with one 16-MAC PU per bank at ``tCCD_AB``); the PU does one
+    multiply-accumulate (2 FLOP) per weight element it reads, so the peak is
+    ``internal bandwidth / operand_bytes * 2`` FLOP/s (= internal bytes/s for bf16, op/B = 1).
+    """
+
+    #: Engine DRAM configuration name (timing + organisation), e.g. ``"hbm3e-8000"``, ``"hbm3-6400"``.
+    dram_config: str = "hbm3e-8000"
+    #: One of :data:`PU_PLACEMENTS`: ``"bank"``, ``"bank_pair"`` or ``"bankgroup"``.
+    pu_placement: str = "bank"
+    #: MACs one PU performs per all-bank MAC command (NeuPIMs ``pim_comp_coverage`` = 16 bf16).
+    macs_per_command: int = 16
+    #: Internal (PU-visible) over external (GPU-visible) bandwidth of one stack, dimensionless.
+    internal_bandwidth_ratio: float = 16.0
+    #: Global (vector) buffer of one PIM channel (pseudo-channel), bytes; holds the broadcast token vector.
+    global_buffer_bytes: int = 2048
+    #: True when the PU applies the SwiGLU activation itself (else the GPU does, between the GEMVs).
+    activation_on_pim: bool = False
+    #: True when a PU can apply one weight read to several token vectors (multi-token GEMV);
+    #: False = one GEMV per token, as in the Sieve paper.
+    multi_vector_pu: bool = False
+    #: Bytes per weight element the PU reads (2 = bf16).
+    operand_bytes: float = 2.0
+    #: Dual row buffers (NeuPIMs): PIM and normal reads keep separate open rows in a bank.
+    dual_row_buffer: bool = True
+    #: External bandwidth of one stack, bytes/s; set by :class:`HardwareSpec` from the GPU
+    #: (``hbm_bandwidth_bytes_per_s / num_hbm_stacks``); None for a PIMSpec on its own.
+    external_bandwidth_bytes_per_s_per_stack: float | None = None
+
+    def __post_init__(self) -> None:
+        src = "pim"
+        if not isinstance(self.dram_config, str) or not self.dram_config.strip():
+            raise field_error("dram_config", self.dram_config,
+                              "an engine DRAM configuration name such as 'hbm3e-8000'", source=src)
+        if self.pu_placement not in PU_PLACEMENTS:
+            close = difflib.get_close_matches(str(self.pu_placement), PU_PLACEMENTS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise field_error("pu_placement", self.pu_placement, f"one of {list(PU_PLACEMENTS)}{hint}", source=src)
+        _positive(self, "macs_per_command", "MACs per PU per command", src, integer=True)
+        _positive(self, "internal_bandwidth_ratio", "internal / external bandwidth", src)
+        _positive(self, "global_buffer_bytes", "bytes per PIM channel", src, integer=True)
+        _positive(self, "operand_bytes", "bytes per weight element", src)
+        for fname in ("activation_on_pim", "multi_vector_pu", "dual_row_buffer"):
+            _boolean(self, fname, src)
+        if self.external_bandwidth_bytes_per_s_per_stack is not None:
+            _positive(self, "external_bandwidth_bytes_per_s_per_stack", "bytes/s", src)
+
+    @property
+    def banks_per_pu(self) -> int:
+        """Banks that share one PU (1, 2 or 4)."""
+        return BANKS_PER_PU[self.pu_placement]
+
+    @property
+    def internal_bandwidth_bytes_per_s_per_stack(self) -> float:
+        """Bandwidth the PUs of one stack read weights at, bytes/s (external per stack x ratio)."""
+        if self.external_bandwidth_bytes_per_s_per_stack is None:
+            raise field_error("external_bandwidth_bytes_per_s_per_stack", None,
+                              "a value: use HardwareSpec(...).pim, which sets it from the GPU", source="pim")
+        return self.external_bandwidth_bytes_per_s_per_stack * self.internal_bandwidth_ratio
+
+    @property
+    def peak_flops_per_stack(self) -> float:
+        """PIM FLOP/s of one stack: 2 FLOP per MAC, one MAC per weight element read."""
+        return self.internal_bandwidth_bytes_per_s_per_stack / self.operand_bytes * 2.0
+
+    def implied_internal_bandwidth_bytes_per_s_per_stack(self, banks_per_stack: int,
+                                                         command_interval_s: float) -> float:
+        """Internal bandwidth implied by the organisation: PUs per stack x ``macs_per_command`` x
+        ``operand_bytes`` per all-bank MAC command, one command every ``command_interval_s`` seconds
+        (``tCCD_AB``). Used to check that ``internal_bandwidth_ratio`` agrees with the engine."""
+        if not _is_int(banks_per_stack) or banks_per_stack <= 0:
+            raise field_error("banks_per_stack", banks_per_stack, "a positive integer")
+        if not _is_number(command_interval_s) or command_interval_s <= 0:
+            raise field_error("command_interval_s", command_interval_s, "a positive time in seconds")
+        pus = banks_per_stack // self.banks_per_pu
+        return pus * self.macs_per_command * self.operand_bytes / command_interval_s
+
+
+@dataclass(frozen=True)
+class InterconnectSpec:
+    """GPU-to-GPU links (NVLink through a switch: every GPU pair at full per-direction bandwidth)."""
+
+    #: Bandwidth one GPU can send (and, at the same time, receive), bytes/s.
+    bandwidth_bytes_per_s_per_direction: float
+    #: Latency of one transfer (start-up), seconds.
+    latency_s: float
+    #: ``"switch"``: all-to-all through an NVLink switch (the only topology modelled).
+    topology: str = "switch"
+
+    def __post_init__(self) -> None:
+        src = "interconnect"
+        _positive(self, "bandwidth_bytes_per_s_per_direction", "bytes/s per direction", src)
+        if not _is_number(self.latency_s) or self.latency_s < 0:
+            raise field_error("latency_s", self.latency_s, "a non-negative time in seconds", source=src)
+        if self.topology not in TOPOLOGIES:
+            raise field_error("topology", self.topology, f"one of {list(TOPOLOGIES)}", source=src)
+
+    def transfer_time_s(self, num_bytes: float) -> float:
+        """Seconds to send ``num_bytes`` from one GPU: ``latency_s + bytes / bandwidth`` (0 for 0 bytes)."""
+        if not _is_number(num_bytes) or num_bytes < 0:
+            raise field_error("num_bytes", num_bytes, "a non-negative number of bytes")
+        return 0.0 if num_bytes == 0 else self.latency_s + num_bytes / self.bandwidth_bytes_per_s_per_direction
+
+
+@dataclass(frozen=True)
+class HardwareSpec:
+    """One node type: a GPU, the PIM logic of each of its HBM stacks (None = plain HBM), its links."""
+
+    name: str
+    gpu: GPUSpec
+    pim: PIMSpec | None
+    interconnect: InterconnectSpec
+    #: Free text: where the values come from (not part of equality).
+    description: str = dataclasses.field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise field_error("name", self.name, "a non-empty string", source="hardware")
+        src = f"hardware {self.name!r}"
+        for fname, cls in (("gpu", GPUSpec), ("interconnect", InterconnectSpec)):
+            if not isinstance(getattr(self, fname), cls):
+                raise field_error(fname, getattr(self, fname), f"a {cls.__name__}", source=src)
+        if self.pim is not None:
+            if not isinstance(self.pim, PIMSpec):
+                raise field_error("pim", self.pim, "a PIMSpec or None", source=src)
+            per_stack = self.gpu.hbm_bandwidth_per_stack
+            given = self.pim.external_bandwidth_bytes_per_s_per_stack
+            if given is None:
+                object.__setattr__(self, "pim", dataclasses.replace(
+                    self.pim, external_bandwidth_bytes_per_s_per_stack=per_stack))
+            elif not math.isclose(given, per_stack, rel_tol=1e-9):
+                raise field_error("pim.external_bandwidth_bytes_per_s_per_stack", given,
+                                  f"the GPU's bandwidth per stack, {per_stack:g} bytes/s "
+                                  f"(gpu.hbm_bandwidth_bytes_per_s / gpu.num_hbm_stacks)", source=src)
+
+    @property
+    def has_pim(self) -> bool:
+        """True when the HBM stacks carry PIM logic."""
+        return self.pim is not None
+
+    @property
+    def hbm_bandwidth_per_stack(self) -> float:
+        """External bandwidth of one HBM stack, bytes/s."""
+        return self.gpu.hbm_bandwidth_per_stack
+
+    def _need_pim(self) -> PIMSpec:
+        if self.pim is None:
+            raise field_error("pim", None, "a PIM section (this hardware has plain HBM)", source=f"hardware {self.name!r}")
+        return self.pim
+
+    @property
+    def pim_internal_bandwidth_bytes_per_s(self) -> float:
+        """PIM weight-read bandwidth of all stacks of one GPU, bytes/s."""
+        return self._need_pim().internal_bandwidth_bytes_per_s_per_stack * self.gpu.num_hbm_stacks
+
+    @property
+    def pim_peak_flops(self) -> float:
+        """PIM FLOP/s of all stacks of one GPU."""
+        return self._need_pim().peak_flops_per_stack * self.gpu.num_hbm_stacks
+
+    def summary(self) -> dict[str, Any]:
+        """All fields plus derived figures, JSON-ready (what ``sievesim hardware show --json`` prints)."""
+        out = hardware_to_dict(self)
+        out["derived"] = {
+            "hbm_bandwidth_per_stack_bytes_per_s": self.hbm_bandwidth_per_stack,
+            "gpu_ridge_flops_per_byte": self.gpu.ridge_flops_per_byte,
+        }
+        if self.pim is not None:
+            out["derived"].update({
+                "pim_internal_bandwidth_bytes_per_s_per_stack": self.pim.internal_bandwidth_bytes_per_s_per_stack,
+                "pim_internal_bandwidth_bytes_per_s": self.pim_internal_bandwidth_bytes_per_s,
+                "pim_peak_flops_per_stack": self.pim.peak_flops_per_stack,
+                "pim_peak_flops": self.pim_peak_flops,
+            })
+        return out
+
+
+@dataclass(frozen=True)
+class SystemSpec:
+    """``num_gpus`` identical nodes: attention data-parallel (``"dp"``), routed experts expert-parallel (``"ep"``)."""
+
+    hardware: HardwareSpec
+    num_gpus: int
+    attention: str = "dp"
+    experts: str = "ep"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.hardware, HardwareSpec):
+            raise field_error("hardware", self.hardware, "a HardwareSpec", source="system")
+        _positive(self, "num_gpus", "GPUs in the system", "system", integer=True)
+        if self.attention != "dp":
+            raise field_error("attention", self.attention, "'dp' (data-parallel attention)", source="system")
+        if self.experts != "ep":
+            raise field_error("experts", self.experts, "'ep' (expert parallelism)", source="system")
+
+    def experts_per_gpu(self, num_experts: int) -> int:
+        """Routed experts each GPU owns under EP (``num_experts`` must divide evenly)."""
+        if not _is_int(num_experts) or num_experts <= 0 or num_experts % self.num_gpus:
+            raise field_error("num_experts", num_experts,
+                              f"a positive multiple of num_gpus = {self.num_gpus} (even expert parallelism)",
+                              source="system")
+        return num_experts // self.num_gpus
+
+
+# ====================================================================== dict / TOML
+_SECTIONS: dict[str, type] = {"gpu": GPUSpec, "pim": PIMSpec, "interconnect": InterconnectSpec}
+
+
+def _section_from_dict(key: str, data: Any, src: str) -> Any:
+    cls = _SECTIONS[key]
+    if not isinstance(data, Mapping):
+        raise field_error(key, data, f"a table of {cls.__name__} fields", source=src)
+    names = [f.name for f in dataclasses.fields(cls)]
+    for k in data:
+        if k not in names:
+            close = difflib.get_close_matches(k, names, n=2)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise field_error(f"{key}.{k}", "<unknown field>", f"one of the {cls.__name__} fields{hint}", source=src)
+    required = [f.name for f in dataclasses.fields(cls)
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]  # type: ignore[misc]
+    for r in required:
+        if r not in data:
+            raise field_error(f"{key}.{r}", "<missing>", "a value (required field)", source=src)
+    try:
+        return cls(**dict(data))
+    except ConfigError as exc:
+        raise ConfigError(f"{src}: [{key}] {exc}") from None
+
+
+def hardware_from_dict(data: Mapping[str, Any], *, source: str | None = None) -> HardwareSpec:
+    """Build a :class:`HardwareSpec` from ``{name, description?, gpu: {...}, pim?: {...}, interconnect: {...}}``."""
+    src = source or "hardware"
+    if not isinstance(data, Mapping):
+        raise field_error("hardware", type(data).__name__, "a table", source=src)
+    allowed = {"name", "description", "gpu", "pim", "interconnect"}
+    for k in data:
+        if k not in allowed:
+            close = difflib.get_close_matches(k, sorted(allowed), n=2)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise field_error(k, "<unknown field>", f"one of {sorted(allowed)}{hint}", source=src)
+    for r in ("name", "gpu", "interconnect"):
+        if r not in data:
+            raise field_error(r, "<missing>", "a value (required)", source=src)
+    gpu = _section_from_dict("gpu", data["gpu"], src)
+    pim = _section_from_dict("pim", data["pim"], src) if data.get("pim") is not None else None
+    link = _section_from_dict("interconnect", data["interconnect"], src)
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise field_error("description", description, "a string", source=src)
+    try:
+        return HardwareSpec(name=data["name"], gpu=gpu, pim=pim, interconnect=link, description=description)
+    except ConfigError as exc:
+        raise ConfigError(f"{src}: {exc}") from None
+
+
+def hardware_to_dict(hw: HardwareSpec) -> dict[str, Any]:
+    """The spec as nested plain dicts (TOML/JSON-ready). The PIM external bandwidth is left out: it
+    is derived from the GPU when the dict is read back."""
+    out: dict[str, Any] = {"name": hw.name}
+    if hw.description:
+        out["description"] = hw.description
+    out["gpu"] = dataclasses.asdict(hw.gpu)
+    if hw.pim is not None:
+        pim = dataclasses.asdict(hw.pim)
+        pim.pop("external_bandwidth_bytes_per_s_per_stack")
+        out["pim"] = pim
+    out["interconnect"] = dataclasses.asdict(hw.interconnect)
+    return out
+
+
+def load_hardware_toml(path: str | os.PathLike[str]) -> HardwareSpec:
+    """Read a hardware spec from TOML (top-level ``name``, tables ``[gpu]``, ``[pim]``, ``[interconnect]``)."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as fh:
+            data = _toml_reader.load(fh)
+    except FileNotFoundError:
+        raise field_error("path", str(path), "an existing TOML file") from None
+    except _toml_reader.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    return hardware_from_dict(data, source=str(path))
+
+
+def save_hardware_toml(hw: HardwareSpec, path: str | os.PathLike[str]) -> None:
+    """Write ``hw`` to ``path`` as TOML; :func:`load_hardware_toml` reads back an equal spec."""
+    import tomli_w
+
+    text = ("# sievesim hardware spec (see docs/hardware.md): FLOP/s, bytes/s, bytes, seconds, "
+            "as the field names say\n")
+    Path(path).write_text(text + tomli_w.dumps(hardware_to_dict(hw)), encoding="utf-8")
+
+
+def list_hardware() -> list[str]:
+    """Names of the hardware presets (``sievesim/data/hardware/*.toml``), sorted."""
+    return sorted(p.stem for p in _PRESET_DIR.glob("*.toml"))
+
+
+def get_hardware(name_or_path: str | os.PathLike[str]) -> HardwareSpec:
+    """A hardware spec from a preset name (case-insensitive) or a TOML file path.
+
+    An unknown name raises :class:`ConfigError` listing the nearest preset names.
+    """
+    text = os.fspath(name_or_path)
+    preset = _PRESET_DIR / f"{text.strip().lower()}.toml"
+    if isinstance(name_or_path, str) and "/" not in text and preset.is_file():
+        return load_hardware_toml(preset)
+    path = Path(text)
+    if path.is_file():
+        if path.suffix.lower() != ".toml":
+            raise field_error("hardware", text, "a preset name or a .toml file")
+        return load_hardware_toml(path)
+    names = list_hardware()
+    close = difflib.get_close_matches(text.lower(), names, n=3, cutoff=0.4)
+    hint = f"; nearest: {', '.join(close)}" if close else ""
+    raise field_error("hardware", text, f"a preset name ({', '.join(names)}) or a .toml file{hint}")
