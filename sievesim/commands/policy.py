@@ -1,0 +1,214 @@
+"""``sievesim policy``: run an expert-partitioning policy on one layer's token counts, time the
+policies, compare them."""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import pathlib
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError, field_error
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"expected non-negative integers, got {text!r}")
+    return values
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("policy", help="expert-partitioning policies (Sieve, NoExp, AllExp, PIMoE, Oracle)")
+    sub = p.add_subparsers(dest="policy_command", metavar="SUBCOMMAND")
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+    d = sub.add_parser("decide", help="which experts of one GPU run on PIM at one layer")
+    d.add_argument("--model", required=True, help="preset name, .toml or HF config.json")
+    d.add_argument("--hardware", default="b200", help="preset name or .toml (default: b200)")
+    d.add_argument("--gpus", type=int, default=1, help="GPUs G (experts E/G per GPU; default 1)")
+    d.add_argument("--policy", default="sieve", help="registered policy name (default: sieve)")
+    d.add_argument("--counts", required=True, metavar="FILE",
+                   help="JSON list of token counts per expert of one GPU (index = local expert id), "
+                        "or an object {id: count}; '-' reads stdin")
+    d.add_argument("--context-len", type=int, default=0, metavar="L",
+                   help="context length of every request of this GPU (tokens; default 0)")
+    d.add_argument("--batch", type=int, default=None, metavar="B",
+                   help="global batch B (default: max(largest count, ceil(G * sum / top_k)))")
+    d.add_argument("--layer", type=int, default=None,
+                   help="layer index (default: first MoE layer with full/MLA attention)")
+    d.add_argument("--unit", default=None, help="PIMoE placement unit: pseudo_channel, channel, stack")
+    d.add_argument("--json", action="store_true", help="print one JSON object")
+    d.set_defaults(func=_decide)
+
+    b = sub.add_parser("bench", help="median decision latency per policy (microseconds)")
+    b.add_argument("--experts", type=_int_list, default=[128, 256, 512],
+                   help="expert counts (128, 256, 512; default all)")
+    b.add_argument("--batch", type=_int_list, default=[1, 16, 64, 256], help="batch sizes (default 1,16,64,256)")
+    b.add_argument("--policies", default="sieve,noexp,allexp,pimoe,oracle", help="comma-separated names")
+    b.add_argument("--hardware", default="b200")
+    b.add_argument("--repeat", type=int, default=7, help="runs per median (default 7)")
+    b.add_argument("--inner", type=int, default=200, help="calls per run (default 200)")
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(func=_bench)
+
+    c = sub.add_parser("compare", help="estimated T_total of the policies on synthetic routing")
+    c.add_argument("--model", required=True)
+    c.add_argument("--hardware", default="b200")
+    c.add_argument("--gpus", type=int, default=1)
+    c.add_argument("--batch", type=_int_list, default=[1, 4, 16, 64, 256])
+    c.add_argument("--context-len", type=int, default=4096)
+    c.add_argument("--units", action="store_true", help="PIMoE at every placement unit (docs/policies.md)")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=_compare)
+
+    lst = sub.add_parser("list", help="registered policies")
+    lst.set_defaults(func=_list)
+
+
+def _read_counts(path: str) -> tuple[np.ndarray, np.ndarray | None]:
+    import sys
+
+    try:
+        text = sys.stdin.read() if path == "-" else pathlib.Path(path).read_text()
+    except OSError as exc:
+        raise field_error("--counts", path, f"a readable JSON file ({exc.strerror})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise field_error("--counts", path, f"valid JSON ({exc.msg} at line {exc.lineno})") from None
+    if isinstance(data, dict):
+        ids, counts = [], []
+        for key, value in data.items():
+            try:
+                ids.append(int(key))
+            except ValueError:
+                raise field_error("expert id", key, "an integer expert id") from None
+            counts.append(value)
+        values, id_arr = counts, np.asarray(ids, dtype=np.int64)
+    elif isinstance(data, list):
+        values, id_arr = data, None
+    else:
+        raise field_error("--counts", type(data).__name__, "a JSON list of token counts or an object {id: count}")
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not v.is_integer()):
+            raise field_error(f"counts[{i}]", v, "an integer number of tokens")
+    return np.asarray(values, dtype=np.int64).reshape(-1), id_arr
+
+
+def _decide(args: argparse.Namespace) -> int:
+    from ..costs import build_context
+    from ..hardware import get_hardware
+    from ..models import get_model
+    from ..policies import get_policy
+
+    model = get_model(args.model)
+    hw = get_hardware(args.hardware)
+    if args.gpus < 1 or model.num_experts % args.gpus:
+        raise field_error("--gpus", args.gpus, f"a positive divisor of the model's {model.num_experts} experts")
+    e_local = model.num_experts // args.gpus
+    counts, ids = _read_counts(args.counts)
+    if ids is None and counts.size != e_local:
+        raise field_error("number of counts", counts.size,
+                          f"{e_local}: one per expert of one GPU ({model.num_experts} experts / {args.gpus} GPUs)")
+    if counts.size and counts.min() < 0:
+        i = int(np.argmin(counts))
+        raise field_error(f"counts[{i}]", int(counts[i]), "a non-negative number of tokens")
+    if args.context_len < 0:
+        raise field_error("--context-len", args.context_len, "a non-negative number of tokens")
+    total = int(counts.sum())
+    batch = args.batch
+    if batch is None:
+        batch = max(int(counts.max()) if counts.size else 0, math.ceil(args.gpus * total / model.top_k))
+    kwargs = {}
+    if args.unit is not None:
+        if args.policy.lower() != "pimoe":
+            raise field_error("--unit", args.unit, "only with --policy pimoe")
+        kwargs["unit"] = args.unit
+    policy = get_policy(args.policy, **kwargs)
+    ctx = build_context(model, hw, args.gpus, batch, layer=args.layer, context_lens=args.context_len,
+                        counts=counts)
+    part = policy.decide(counts, ctx, ids)
+    est = part.evaluate(ctx)
+    out: dict[str, Any] = {
+        "policy": policy.name, "model": model.name, "hardware": hw.name, "gpus": args.gpus,
+        "batch": batch, "context_len": args.context_len,
+        "pim_experts": part.pim_experts.tolist(), "gpu_experts": part.gpu_experts.tolist(),
+        **est.as_dict(), "placement": part.placement,
+    }
+    if part.unit is not None:
+        out["unit"] = part.unit
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(f"policy {policy.name} ({model.name} on {args.gpus} x {hw.name}, B = {batch}, L = {args.context_len})")
+    print(f"  GPU experts ({len(out['gpu_experts'])}): {out['gpu_experts']}")
+    print(f"  PIM experts ({len(out['pim_experts'])}): {out['pim_experts']}"
+          + (f" (expert-parallel on {part.unit}s)" if part.unit else ""))
+    print(f"  T_total {est.t_total_s * 1e6:.3f} us = max(T_comm {est.t_comm_s * 1e6:.3f}, "
+          f"T_GPU {est.t_gpu_s * 1e6:.3f} [offchip {est.t_offchip_s * 1e6:.3f}, comp {est.t_comp_s * 1e6:.3f}], "
+          f"T_PIM {est.t_pim_s * 1e6:.3f} [attention {est.t_attention_s * 1e6:.3f}])")
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from ..policies import policy_class
+    from ..policies.bench import bench, bench_model_for
+
+    names = [n.strip().lower() for n in args.policies.split(",") if n.strip()]
+    for n in names:
+        policy_class(n)
+    for e in args.experts:
+        bench_model_for(e)
+    if args.repeat < 1 or args.inner < 1:
+        raise ConfigError("--repeat and --inner must be positive")
+    rows = bench(args.experts, args.batch, names, args.hardware, args.repeat, args.inner)
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    print(f"{'policy':8s} {'experts':>7s} {'batch':>5s} {'active':>6s} {'on GPU':>6s} "
+          f"{'median_us':>9s} {'+checks_us':>10s}")
+    for r in rows:
+        print(f"{r['policy']:8s} {r['experts']:7d} {r['batch']:5d} {r['active_experts']:6d} {r['gpu_experts']:6d} "
+              f"{r['median_us']:9.2f} {r['median_us_validated']:10.2f}")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from ..policies.bench import compare_policies, unit_sensitivity
+
+    if args.units:
+        rows = unit_sensitivity(args.model, args.gpus, args.batch, hardware=args.hardware,
+                                context_len=args.context_len)
+    else:
+        rows = compare_policies(args.model, args.gpus, args.batch, hardware=args.hardware,
+                                context_len=args.context_len)
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    labels = list(dict.fromkeys(r["policy"] for r in rows))
+    print("T_total estimate [us], mean of 3 synthetic routings (busiest/mean unit in brackets)")
+    print(f"{'B':>5s} " + " ".join(f"{lab:>24s}" for lab in labels))
+    for b in args.batch:
+        cells = []
+        for lab in labels:
+            r = next(x for x in rows if x["policy"] == lab and x["batch"] == b)
+            cell = f"{r['t_total_us']:.2f}"
+            if "busiest_over_mean_unit" in r:
+                cell += f" [{r['busiest_over_mean_unit']:.1f}x]"
+            cells.append(f"{cell:>24s}")
+        print(f"{b:5d} " + " ".join(cells))
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    from ..policies import available_policies, policy_class
+
+    for name in available_policies():
+        print(f"{name:8s} {policy_class(name).description}")
+    return 0

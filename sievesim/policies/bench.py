@@ -1,0 +1,143 @@
+"""Decision-latency benchmark and the PIMoE placement-unit study (used by ``sievesim policy bench``,
+``benchmarks/benchmarks_policies.py`` and docs/policies.md).
+
+The token counts are synthetic and deterministic: each of ``B`` tokens picks ``top_k`` distinct
+experts with probabilities from a rank-Zipf popularity (exponent ``skew``, ranks shuffled by the
+seed). This is a stand-in for real routing (``sievesim.workload``) that keeps this module free
+of other packages' choices; it has the bimodal shape the paper describes (a few popular experts,
+a long tail with one or two tokens).
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..costs import UNITS, CostContext, build_context
+from .base import get_policy
+
+__all__ = ["synthetic_counts", "bench_model_for", "bench_context", "decision_latency_us", "bench",
+           "compare_policies", "unit_sensitivity"]
+
+#: Preset model used by the latency benchmark for each expert count (one GPU holds them all).
+BENCH_MODELS = {128: "qwen3-30b-a3b", 256: "deepseek-v3", 512: "qwen3-next-80b-a3b"}
+
+
+def synthetic_counts(num_experts: int, batch: int, top_k: int, seed: int = 0, skew: float = 1.0) -> np.ndarray:
+    """Tokens per expert of one layer: ``batch`` tokens, each picking ``top_k`` distinct experts
+    with rank-Zipf(``skew``) popularity; deterministic in ``seed``."""
+    rng = np.random.default_rng(seed)
+    pop = 1.0 / np.arange(1, num_experts + 1, dtype=np.float64) ** skew
+    pop = pop[rng.permutation(num_experts)]
+    pop /= pop.sum()
+    counts = np.zeros(num_experts, dtype=np.int64)
+    k = min(top_k, num_experts)
+    for _ in range(batch):
+        counts[rng.choice(num_experts, size=k, replace=False, p=pop)] += 1
+    return counts
+
+
+def bench_model_for(num_experts: int) -> str:
+    """Preset model name used for ``num_experts`` experts (``BENCH_MODELS``)."""
+    if num_experts not in BENCH_MODELS:
+        from ..errors import field_error
+        raise field_error("experts", num_experts, f"one of {sorted(BENCH_MODELS)}")
+    return BENCH_MODELS[num_experts]
+
+
+def bench_context(model: Any, hardware: Any, batch: int, counts: np.ndarray, num_gpus: int = 1,
+                  context_len: int = 4096) -> CostContext:
+    """The cost context of the benchmark: default layer, every request at ``context_len`` tokens."""
+    return build_context(model, hardware, num_gpus, batch, counts=counts, context_lens=context_len)
+
+
+def decision_latency_us(policy: Any, counts: np.ndarray, ctx: CostContext, *, validate: bool = False,
+                        repeat: int = 7, inner: int = 200) -> float:
+    """Median over ``repeat`` runs of the mean time of one ``decide`` call [us] (context prebuilt;
+    ``validate=False`` times the decision alone, ``True`` adds the input checks)."""
+    policy.decide(counts, ctx, validate=validate)  # warm the context's tables
+    samples = []
+    decide = policy.decide
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            decide(counts, ctx, validate=validate)
+        samples.append((time.perf_counter() - t0) / inner * 1e6)
+    return statistics.median(samples)
+
+
+def bench(experts: Sequence[int] = (128, 256, 512), batches: Sequence[int] = (1, 16, 64, 256),
+          policies: Sequence[str] = ("sieve", "noexp", "allexp", "pimoe", "oracle"),
+          hardware: str = "b200", repeat: int = 7, inner: int = 200, seed: int = 0) -> list[dict[str, Any]]:
+    """Median decision latency per (policy, experts, batch); one dict per row."""
+    from ..hardware import get_hardware
+    from ..models import get_model
+
+    hw = get_hardware(hardware)
+    rows = []
+    for e in experts:
+        model = get_model(bench_model_for(int(e)))
+        for b in batches:
+            counts = synthetic_counts(model.num_experts, int(b), model.top_k, seed=seed)
+            ctx = bench_context(model, hw, int(b), counts)
+            for name in policies:
+                pol = get_policy(name)
+                part = pol.decide(counts, ctx)
+                rows.append({
+                    "policy": name, "experts": int(e), "batch": int(b), "model": model.name,
+                    "median_us": decision_latency_us(pol, counts, ctx, repeat=repeat, inner=inner),
+                    "median_us_validated": decision_latency_us(pol, counts, ctx, validate=True,
+                                                               repeat=repeat, inner=inner),
+                    "active_experts": int(np.count_nonzero(counts)),
+                    "gpu_experts": int(part.gpu_experts.size),
+                })
+    return rows
+
+
+def compare_policies(model_name: str, num_gpus: int, batches: Sequence[int], *, hardware: str = "b200",
+                     policies: Sequence[Any] = ("noexp", "allexp", "sieve", "pimoe", "oracle"),
+                     context_len: int = 4096, seeds: Sequence[int] = (0, 1, 2), skew: float = 1.0
+                     ) -> list[dict[str, Any]]:
+    """Estimated ``T_total`` of each policy, averaged over ``seeds`` (one layer of GPU 0).
+
+    The global routing of ``B`` tokens is synthetic; GPU 0 holds experts ``0..E/G-1``. A policy is
+    a name or ``(label, policy instance)``. Returns rows with ``policy``, ``batch``,
+    ``t_total_us`` and, for expert-parallel placements, the busiest/mean unit ratio.
+    """
+    from ..hardware import get_hardware
+    from ..models import get_model
+
+    hw = get_hardware(hardware)
+    model = get_model(model_name)
+    e_local = model.num_experts // num_gpus
+    rows = []
+    for b in batches:
+        acc: dict[str, list[float]] = {}
+        imb: dict[str, list[float]] = {}
+        for seed in seeds:
+            counts = synthetic_counts(model.num_experts, int(b), model.top_k, seed=seed, skew=skew)[:e_local]
+            ctx = build_context(model, hw, num_gpus, int(b), counts=counts, context_lens=context_len)
+            for item in policies:
+                label, pol = (item, get_policy(item)) if isinstance(item, str) else item
+                part = pol.decide(counts, ctx)
+                est = part.evaluate(ctx)
+                acc.setdefault(label, []).append(est.t_total_s)
+                if est.unit_busy_s is not None and est.unit_busy_s.mean() > 0:
+                    imb.setdefault(label, []).append(float(est.unit_busy_s.max() / est.unit_busy_s.mean()))
+        for label, vals in acc.items():
+            row = {"policy": label, "batch": int(b), "t_total_us": 1e6 * float(np.mean(vals))}
+            if label in imb:
+                row["busiest_over_mean_unit"] = float(np.mean(imb[label]))
+            rows.append(row)
+    return rows
+
+
+def unit_sensitivity(model_name: str, num_gpus: int, batches: Sequence[int] = (1, 4, 16, 64, 256),
+                     **kwargs: Any) -> list[dict[str, Any]]:
+    """:func:`compare_policies` with PIMoE at every placement unit, next to AllExp and Sieve."""
+    from .baselines import PIMoE
+
+    policies: list[Any] = ["allexp", "sieve"] + [(f"pimoe[{u}]", PIMoE(unit=u)) for u in UNITS]
+    return compare_policies(model_name, num_gpus, batches, policies=policies, **kwargs)
