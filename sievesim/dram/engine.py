@@ -42,11 +42,11 @@ class DRAMResult:
     wall_s: float
     end: str
     command_log: dict[str, np.ndarray] | None = field(default=None, repr=False)
+    request_arrays: dict[str, np.ndarray] | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d.pop("command_log")
-        return d
+        """Scalars only (what ``--json`` prints)."""
+        return {k: v for k, v in asdict(self).items() if k not in ("command_log", "request_arrays")}
 
 
 def _to_vectors(config: DRAMConfig, trace: RequestTrace) -> tuple[np.ndarray, np.ndarray]:
@@ -118,6 +118,8 @@ def simulate(config: DRAMConfig, trace: RequestTrace, *, log_commands: bool = Fa
         wall_s=wall,
         end=config.end,
         command_log=log,
+        request_arrays={"arrive": arrive, "depart": depart, "forwarded": raw["forwarded"],
+                         "row_class": row_class, "addr_vectors": vecs},
     )
 
 
