@@ -318,3 +318,13 @@ def test_every_builtin_config_runs():
         from sievesim.dram.synthetic import make_trace
         r = simulate(c, make_trace("random", 500, c, seed=1))
         assert r.reads + r.writes == 500 and r.cycles > 0
+
+
+@pytest.mark.parametrize("name", ["hbm3-6400", "ramulator2-hbm2"])
+@pytest.mark.parametrize("policy", ["open", "closed"])
+def test_pure_python_reference_gives_the_same_cycles(name, policy):
+    from sievesim.dram.reference import reference_cycles
+    from sievesim.dram.synthetic import make_trace
+    c = get_config(name).replace(row_policy=policy, row_policy_cap=2, clock_ratio=4, end="completed")
+    t = make_trace("hotrow", 600, c, seed=5, write_fraction=0.3)
+    assert reference_cycles(c, t) == simulate(c, t).cycles

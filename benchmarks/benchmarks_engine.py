@@ -1,0 +1,62 @@
+"""Engine throughput (asv-style). ``python benchmarks/run.py engine`` runs them without asv.
+
+track_requests_per_second / track_cycles_per_second: simulated requests and memory cycles per wall
+second on 200k-request stream / random / hot-row traces (clock ratio 8, hbm3e-8000 and the
+Ramulator 2.0 mirror). track_speedup_vs_python_reference: wall time of the pure-Python reference
+controller over the engine's, on the same 2000-request trace.
+"""
+import time
+
+from sievesim.dram.config import get_config
+from sievesim.dram.engine import simulate
+from sievesim.dram.reference import reference_cycles
+from sievesim.dram.synthetic import make_trace
+
+
+class EngineThroughput:
+    params = (["hbm3e-8000", "ramulator2-hbm3"], ["stream", "random", "hotrow"])
+    param_names = ["config", "trace"]
+    repeat = 3
+    timeout = 300
+
+    def setup(self, config, trace):
+        self.config = get_config(config).replace(clock_ratio=8)
+        self.trace = make_trace(trace, 200_000, self.config, seed=1)
+
+    def time_simulate(self, config, trace):
+        simulate(self.config, self.trace)
+
+    def track_requests_per_second(self, config, trace):
+        res = simulate(self.config, self.trace)
+        return len(self.trace) / res.wall_s
+
+    track_requests_per_second.unit = "requests/s"
+
+    def track_cycles_per_second(self, config, trace):
+        res = simulate(self.config, self.trace)
+        return res.cycles / res.wall_s
+
+    track_cycles_per_second.unit = "cycles/s"
+
+    def peakmem_simulate(self, config, trace):
+        simulate(self.config, self.trace)
+
+
+class EngineVsPythonReference:
+    params = (["hbm3-6400", "ramulator2-hbm3"],)
+    param_names = ["config"]
+    timeout = 300
+
+    def setup(self, config):
+        self.config = get_config(config).replace(clock_ratio=8, end="completed")
+        self.trace = make_trace("random", 2000, self.config, seed=1)
+
+    def track_speedup_vs_python_reference(self, config):
+        t0 = time.perf_counter()
+        ref = reference_cycles(self.config, self.trace)
+        t_ref = time.perf_counter() - t0
+        best = min(simulate(self.config, self.trace).wall_s for _ in range(5))
+        assert simulate(self.config, self.trace).cycles == ref
+        return t_ref / best
+
+    track_speedup_vs_python_reference.unit = "x"
