@@ -1,0 +1,133 @@
+"""``sievesim trace-stats``: Figure 3 / Figure 5 statistics of routing (trace, dump or synthetic)."""
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ..errors import ConfigError, field_error
+
+DEFAULT_BATCH_SIZES = (1, 4, 16, 64, 256)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "trace-stats", help="expert token-count bins (Fig. 5) and activated ratios (Fig. 3) per batch size",
+        description="Per batch size: shares of activated (layer, batch, expert) triples with N = 1, 2, "
+                    "3-4, >4 tokens, the activated-expert ratio and, with a model, the activated-"
+                    "parameter ratio.")
+    p.add_argument("source", metavar="SOURCE",
+                   help="routing trace .npz, SGLang dump (.pt needs torch, or a converted .npz), "
+                        "or synthetic:MODEL")
+    p.add_argument("--batch-sizes", default=None,
+                   help="comma-separated batch sizes (default 1,4,16,64,256; for per-pass dumps: "
+                        "the recorded ones)")
+    p.add_argument("--mode", default=None, choices=["distinct", "random", "consecutive", "recorded"],
+                   help="batch formation (default: distinct; per-pass dumps: recorded)")
+    p.add_argument("--batches", type=int, default=64, help="steps measured per batch size (default 64)")
+    p.add_argument("--seed", type=int, default=0, help="seed of batch formation / generator")
+    p.add_argument("--model", default=None,
+                   help="model preset (sievesim models): checks experts/top-k against the trace and "
+                        "adds the activated-parameter ratio (default for synthetic:MODEL: MODEL)")
+    p.add_argument("--phase", default="auto", choices=["auto", "decode", "prefill"],
+                   help="which trace tokens form batches (auto: decode if any, else prompt tokens)")
+    p.add_argument("--allow-reuse", action="store_true",
+                   help="allow a request (or token) to appear more than once when the trace is too small")
+    p.add_argument("--top-k", type=int, default=None, help="top-k for SGLang dumps that do not record it")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=_run)
+
+
+def _parse_sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise field_error("--batch-sizes", text, "comma-separated positive integers") from None
+    if not sizes or any(b < 1 for b in sizes):
+        raise field_error("--batch-sizes", text, "comma-separated positive integers")
+    return sizes
+
+
+def _load_model(name: str | None) -> Any:
+    if name is None:
+        return None
+    from ..models import get_model  # noqa: PLC0415
+
+    return get_model(name)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..workload.batches import PassCountSource, TraceSource, open_source  # noqa: PLC0415
+    from ..workload.routing import RoutingStep  # noqa: PLC0415
+    from ..workload.stats import routing_stats, stats_of_steps  # noqa: PLC0415
+    from ..workload.traces import check_model  # noqa: PLC0415
+
+    if args.batches < 1:
+        raise field_error("--batches", args.batches, "an integer >= 1")
+    model_name = args.model
+    if model_name is None and args.source.startswith("synthetic:"):
+        from ..models import get_model  # noqa: PLC0415
+
+        try:
+            get_model(args.source.split(":", 1)[1])
+            model_name = args.source.split(":", 1)[1]
+        except Exception:  # noqa: BLE001 - synthetic preset without a model preset (e.g. llama-4)
+            model_name = None
+    model = _load_model(model_name)
+    src = open_source(args.source, phase=args.phase, top_k=args.top_k,
+                      **({"seed": args.seed} if args.source.startswith("synthetic:") else {}))
+    if model is not None:
+        if isinstance(src, TraceSource):
+            check_model(src.trace, model.num_experts, model.top_k, model.name)
+        elif isinstance(src, PassCountSource):
+            check_model(src.pc, model.num_experts, model.top_k, model.name)
+        elif src.num_experts != model.num_experts or src.top_k != model.top_k:
+            raise ConfigError(f"{args.source}: num_experts/top_k = {src.num_experts}/{src.top_k} differ "
+                              f"from model {model.name} ({model.num_experts}/{model.top_k})")
+    if isinstance(src, PassCountSource):
+        import numpy as np  # noqa: PLC0415
+
+        mode = "recorded"
+        recorded = src.pc.batch_sizes() if src.top_k else None
+        if recorded is None:
+            raise field_error("--top-k", None, f"the model's top-k ({args.source} does not record it)")
+        sizes = _parse_sizes(args.batch_sizes) if args.batch_sizes else sorted(set(recorded.tolist()))
+        results = []
+        for b in sizes:
+            idx = np.flatnonzero(recorded == b)
+            if idx.size == 0:
+                raise field_error("--batch-sizes", b, f"a batch size recorded in {args.source}")
+            steps = (RoutingStep(counts=src.pc.counts[i]) for i in idx)
+            results.append(stats_of_steps(steps, src.num_experts, b, model))
+        n_batches = None
+    else:
+        sizes = _parse_sizes(args.batch_sizes) if args.batch_sizes else list(DEFAULT_BATCH_SIZES)
+        mode = args.mode or src.modes()[0]
+        opts = {"allow_reuse": True} if args.allow_reuse and isinstance(src, TraceSource) else {}
+        results = routing_stats(src, sizes, batches=args.batches, seed=args.seed, mode=mode,
+                                model=model, **opts)
+        n_batches = args.batches
+    header = {"source": args.source, "name": src.name, "num_experts": src.num_experts,
+              "top_k": src.top_k, "num_layers": src.num_layers, "mode": mode,
+              "batches": n_batches, "seed": args.seed, "model": model.name if model else None}
+    if args.json:
+        print(json.dumps({**header, "results": [r.as_dict() for r in results]}, indent=1))
+        return 0
+    print(f"{args.source}: {src.name}, E={src.num_experts}, k={src.top_k}, {src.num_layers} MoE layers; "
+          f"mode {mode}" + (f", {n_batches} batches per B, seed {args.seed}" if n_batches else "")
+          + (f"; model {model.name}" if model else ""))
+    print("Expert computations by tokens per expert N (share of activated (layer, batch, expert)):")
+    cols = f"{'B':>6} {'N=1':>7} {'N=2':>7} {'N=3-4':>7} {'N>4':>7} | {'N<=4':>7} {'tok/exp':>8} {'act-exp':>8}"
+    if model:
+        cols += f" {'act-param':>9}"
+    print(cols)
+    for r in results:
+        line = (f"{r.batch_size:>6} {100 * r.frac_1:6.1f}% {100 * r.frac_2:6.1f}% {100 * r.frac_3_4:6.1f}% "
+                f"{100 * r.frac_gt4:6.1f}% | {100 * r.frac_memory_bound:6.1f}% {r.tokens_per_active:8.2f} "
+                f"{100 * r.activated_ratio:7.1f}%")
+        if model and r.act_param_ratio is not None:
+            line += f" {100 * r.act_param_ratio:8.1f}%"
+        print(line)
+    print("N<=4 = memory-bound (paper Fig. 5); act-exp = activated experts / experts (mean over layers "
+          "and batches); act-param = activated parameters / total (paper Fig. 3)")
+    return 0
