@@ -20,6 +20,7 @@ _COMMAND_MODULES = [
     "models",
     "hardware",
     "policy",
+    "trace_stats",
 ]
 
 
