@@ -598,17 +598,12 @@ cdef class Engine:
     # ------------------------------------------------------------------ frontend
     cdef bint try_send(self, int32_t r, int64_t clk) noexcept nogil:
         """MemorySystem::send + Controller::send for trace request ``r`` at controller cycle ``clk``."""
-        cdef int c = self.ctrl_of[r], k, n, b
-        cdef int32_t* p
-        if self.rtype[r] == T_READ:
-            p = self.bptr(c, BUF_WRITE)
-            n = self.bsize[c * NBUF + BUF_WRITE]
-            for k in range(n):
-                if self.key[p[k]] == self.key[r]:
-                    self.forwarded[r] = 1
-                    self.arrive[r] = clk
-                    self.depart[r] = clk + 1
-                    return True
+        cdef int c = self.ctrl_of[r], b
+        if self.write_pending(r):
+            self.forwarded[r] = 1
+            self.arrive[r] = clk
+            self.depart[r] = clk + 1
+            return True
         b = BUF_WRITE if self.rtype[r] == T_WRITE else BUF_READ
         if not self.bpush(c, b, r):
             return False
@@ -689,16 +684,22 @@ cdef class Engine:
         return clk
 
     cdef bint can_accept(self, int32_t r) noexcept nogil:
-        cdef int c = self.ctrl_of[r], k, n, b
+        cdef int c = self.ctrl_of[r]
+        cdef int b = BUF_WRITE if self.rtype[r] == T_WRITE else BUF_READ
+        return self.write_pending(r) or self.bsize[c * NBUF + b] < self.qcap[b]
+
+    cdef inline bint write_pending(self, int32_t r) noexcept nogil:
+        """A read whose address has a write waiting in its controller's queue (forwarded)."""
+        cdef int c = self.ctrl_of[r], k, n
         cdef int32_t* p
-        if self.rtype[r] == T_READ:
-            p = self.bptr(c, BUF_WRITE)
-            n = self.bsize[c * NBUF + BUF_WRITE]
-            for k in range(n):
-                if self.key[p[k]] == self.key[r]:
-                    return True
-        b = BUF_WRITE if self.rtype[r] == T_WRITE else BUF_READ
-        return self.bsize[c * NBUF + b] < self.qcap[b]
+        if self.rtype[r] != T_READ:
+            return False
+        p = self.bptr(c, BUF_WRITE)
+        n = self.bsize[c * NBUF + BUF_WRITE]
+        for k in range(n):
+            if self.key[p[k]] == self.key[r]:
+                return True
+        return False
 
     # ------------------------------------------------------------------ Python face
     def run(self):
