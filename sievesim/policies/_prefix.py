@@ -5,7 +5,7 @@ import numpy as np
 
 from ..costs import _DEFAULT_IDS, default_ids
 
-__all__ = ["sorted_active", "prefix_on_pim", "first_non_decrease", "default_ids"]
+__all__ = ["sorted_active", "prefix_on_pim", "first_non_decrease", "best_cuts", "default_ids"]
 
 
 def sorted_active(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -38,12 +38,21 @@ def prefix_on_pim(counts: np.ndarray, expert_ids: np.ndarray, s_asc: np.ndarray,
     return on_pim
 
 
-def first_non_decrease(totals: np.ndarray, start: int = 0) -> int:
-    """Smallest ``k >= start`` with ``totals[k + 1] >= totals[k]`` (or the last index)."""
+def first_non_decrease(totals: np.ndarray, start: int = 0, tol: float = 0.0) -> int:
+    """Smallest ``k >= start`` with ``totals[k + 1] >= totals[k] - tol`` (or the last index)."""
     m = totals.size - 1
     if start >= m:
         return m
-    dec = totals[start + 1:] < totals[start:-1]
+    dec = totals[start + 1:] < totals[start:-1] - tol
     k = int(np.argmin(dec))
     return start + k if not dec[k] else m
 
+
+
+def best_cuts(totals: np.ndarray, tol: float) -> list[int]:
+    """Cut indices ordered by estimate, values within ``tol`` of each other counting as equal
+    (then fewer experts on the GPU first)."""
+    if tol > 0:
+        key = np.floor((totals - totals.min()) / tol)
+        return np.lexsort((np.arange(totals.size), key)).tolist()
+    return np.argsort(totals, kind="stable").tolist()

@@ -1,6 +1,8 @@
 """The baselines of the paper's evaluation: NoExp, AllExp and PIMoE."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..costs import UNITS, CostContext
@@ -42,10 +44,11 @@ class PIMoE(Policy):
     Experts are placed on PIM units by expert parallelism (expert id ``i`` on unit
     ``i mod U``, ``U`` units of kind ``unit`` in one GPU's PIM; static, so a unit's load follows the
     routing). Start with all activated experts on PIM; while the GPU time does not exceed the PIM
-    time, move the most popular expert of the busiest unit to the GPU. Both times are of the MoE
-    operation alone: PIMoE ignores the attention already on PIM and the interconnect. The move
-    that makes the GPU time exceed the PIM time is kept. Ties: lower unit index, then lower
-    expert id.
+    time, move the most popular expert of the busiest unit to the GPU. The PIM time is the
+    busiest unit's expert work alone: PIMoE ignores the attention already on PIM, and it ignores
+    the interconnect. The GPU time is ``T_GPU(G)`` as Sieve sees it (the layer's non-MoE GPU work
+    included). The move that makes the GPU time exceed the PIM time is kept. Ties: lower unit
+    index, then lower expert id.
 
     Parameters
     ----------
@@ -70,25 +73,28 @@ class PIMoE(Policy):
         table = ctx.pim_times(self.unit)
         on_pim = counts > 0
         act = np.flatnonzero(on_pim)
-        t_e = table[counts]
-        load = np.bincount(unit_of[act], weights=t_e[act], minlength=n_units)
+        t_e = table[counts].tolist()
         # per-unit queues, most popular first (ties: lower id)
         order = act[np.lexsort((expert_ids[act], -counts[act]))]
         queues: list[list[int]] = [[] for _ in range(n_units)]
         for i, u in zip(order.tolist(), unit_of[order].tolist()):
             queues[u].append(i)
+        # unit loads as correctly rounded sums (math.fsum), so that equal loads are equal whatever
+        # the order the experts were listed in, and the busiest unit does not depend on it
+        load = np.array([math.fsum(t_e[i] for i in q) for q in queues], dtype=np.float64)
         heads = [0] * n_units
         n_gpu = 0
         tok = 0
         while True:
             u = int(np.argmax(load))
             t_pim = float(load[u])
-            if t_pim <= 0.0 or ctx.moe_gpu_time_s(n_gpu, tok) > t_pim:
+            if t_pim <= 0.0 or ctx.gpu_time_s(n_gpu, tok)[0] > t_pim:
                 break
-            i = queues[u][heads[u]]
+            q = queues[u]
+            i = q[heads[u]]
             heads[u] += 1
             on_pim[i] = False
             n_gpu += 1
             tok += int(counts[i])
-            load[u] = 0.0 if heads[u] == len(queues[u]) else load[u] - t_e[i]
+            load[u] = math.fsum(t_e[j] for j in q[heads[u]:])
         return Partition(counts, expert_ids, on_pim, unit=self.unit, unit_of=unit_of)

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..costs import CostContext
 from ..errors import field_error
-from ._prefix import prefix_on_pim, sorted_active
+from ._prefix import best_cuts, prefix_on_pim, sorted_active
 from .base import Partition, Policy, register_policy
 
 __all__ = ["Oracle"]
@@ -21,26 +21,30 @@ class Oracle(Policy):
     With ``verify`` (a callable ``partition -> seconds``, e.g. one that runs the layer on the
     engine; the policy never imports it) the ``candidates`` best cuts by estimate are checked and
     the one with the lowest verified time wins (ties: the better estimate). ``partition.info``
-    then holds ``{"verified": {k: seconds}}``. Ties in the estimate: fewer experts on the GPU.
+    then holds ``{"verified": {k: seconds}}``. Estimates within ``rel_tol`` of the all-on-PIM
+    estimate count as ties (rounding noise); ties go to fewer experts on the GPU.
     """
 
     name = "oracle"
     description = "best prefix cut of the sorted list (optionally verified on the engine)"
 
-    def __init__(self, verify: Callable[[Partition], float] | None = None, candidates: int = 3) -> None:
+    def __init__(self, verify: Callable[[Partition], float] | None = None, candidates: int = 3,
+                 rel_tol: float = 1e-12) -> None:
         if int(candidates) < 1:
             raise field_error("oracle candidates", candidates, "a positive integer")
         self.verify = verify
         self.candidates = int(candidates)
+        self.rel_tol = float(rel_tol)
 
     def _decide(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> Partition:
         s, desc = sorted_active(counts)
         totals = ctx.prefix_totals(desc)
+        tol = self.rel_tol * float(totals[0])
         if self.verify is None:
-            k = int(np.argmin(totals))
+            k = int(np.flatnonzero(totals <= totals.min() + tol)[0])
             return Partition(counts, expert_ids, prefix_on_pim(counts, expert_ids, s, desc, k),
                              info={"cut": k, "estimate_s": float(totals[k])})
-        cands = np.argsort(totals, kind="stable")[: self.candidates].tolist()
+        cands = best_cuts(totals, tol)[: self.candidates]
         verified: dict[int, float] = {}
         best: tuple[float, int] | None = None
         best_part: Partition | None = None

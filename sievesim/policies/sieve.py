@@ -23,13 +23,19 @@ class Sieve(Policy):
     remaining prefix cut is computed as one vector (cumulative sums over the sorted list) and the
     first non-decrease is taken from it. Both paths compute bit-identical ``T_total`` values, so
     the result is exactly the greedy rule's. Ties in count are broken by lower expert id first.
+
+    "Strictly decreases" means by more than floating-point rounding: a move counts as a decrease
+    when ``T_new < T_old - rel_tol * T_start`` (``T_start``: all on PIM, the largest value the
+    walk sees). With the default ``1e-12`` this only removes decisions made by rounding noise
+    (e.g. ``6e-6 - 4e-6 > 2e-6`` in binary), never a real decrease.
     """
 
     name = "sieve"
     description = "greedy: move the most popular experts to the GPU while T_total strictly decreases"
 
-    def __init__(self, scalar_steps: int = 8) -> None:
+    def __init__(self, scalar_steps: int = 8, rel_tol: float = 1e-12) -> None:
         self.scalar_steps = int(scalar_steps)
+        self.rel_tol = float(rel_tol)
 
     def _decide(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> np.ndarray:
         s, desc = sorted_active(counts)
@@ -42,6 +48,7 @@ class Sieve(Policy):
         offbase, off_t = ctx._offbase, ctx._off_t
         comp0, comp_t = ctx._comp0, ctx._comp_t
         prev = max(comm, ctx._off0, comp0, p_all)
+        tol = self.rel_tol * prev
         steps = min(m, self.scalar_steps)
         top = desc[:steps].tolist()
         ptl = pt[:steps].tolist()
@@ -53,28 +60,29 @@ class Sieve(Policy):
             tok += top[k]
             pc += ptl[k]
             cur = max(comm, offl[k] + off_t * tok, comp0 + comp_t * tok, p_all - pc)
-            if not cur < prev:
+            if not cur < prev - tol:
                 break
             prev = cur
             k += 1
         else:
             if k < m:  # not stopped within the scalar walk: vectorise the rest
-                k = first_non_decrease(ctx.prefix_totals(desc, pt, p_all), k)
+                k = first_non_decrease(ctx.prefix_totals(desc, pt, p_all), k, tol)
         return prefix_on_pim(counts, expert_ids, s, desc, k)
 
 
-def sieve_reference(counts: Any, ctx: CostContext, expert_ids: Any = None) -> Partition:
+def sieve_reference(counts: Any, ctx: CostContext, expert_ids: Any = None, rel_tol: float = 1e-12) -> Partition:
     """The greedy rule written literally (for tests): every step re-prices the whole partition
     with :meth:`CostContext.evaluate`. Slow, but independent of the fast path's algebra."""
     c, ids = validate_counts(counts, ctx, expert_ids)
     order = sorted((i for i in range(c.size) if c[i] > 0), key=lambda i: (-int(c[i]), int(ids[i])))
     on_pim = c > 0
     best = ctx.evaluate(c, on_pim).t_total_s
+    tol = rel_tol * best
     for i in order:
         trial = on_pim.copy()
         trial[i] = False
         t = ctx.evaluate(c, trial).t_total_s
-        if not t < best:
+        if not t < best - tol:
             break
         on_pim, best = trial, t
     return Partition(c, ids, on_pim)

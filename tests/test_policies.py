@@ -1,0 +1,480 @@
+"""Expert-partitioning policies: worked examples, properties, registry, CLI."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from sievesim.cli import main
+from sievesim.costs import CostContext, GpuWork, PimOrganisation, RooflinePimCost, build_context
+from sievesim.errors import ConfigError
+from sievesim.hardware import get_hardware
+from sievesim.models import get_model
+from sievesim.policies import (
+    AllExp,
+    NoExp,
+    Oracle,
+    Partition,
+    PIMoE,
+    Policy,
+    Sieve,
+    available_policies,
+    get_policy,
+    register_policy,
+    sieve_reference,
+)
+from sievesim.policies import base as policy_base
+
+ONE_UNIT = PimOrganisation(stacks=1, channels_per_stack=1, pseudo_channels_per_channel=1)
+
+
+def ctx_numbers(**over) -> CostContext:
+    """1 us to load an expert, 0.01 us GPU compute and 0.5 us PIM per token, nothing else."""
+    org = over.pop("organisation", PimOrganisation())
+    kw = dict(t_comm_s=0.0, t_attention_s=0.0, gpu_fixed=GpuWork(0.0, 0.0), gpu_flops_per_s=1e17,
+              gpu_bytes_per_s=1e12, expert_bytes=1e6, expert_flops_per_token=1e9,
+              expert_io_bytes_per_token=0.0, pim=RooflinePimCost(1e9, 2e15, organisation=org), batch=16,
+              top_k=4, num_experts=8, organisation=org)
+    kw.update(over)
+    return CostContext(**kw)
+
+
+def t_total(policy: Policy, counts, ctx, ids=None) -> float:
+    return policy.decide(counts, ctx, ids).evaluate(ctx).t_total_s
+
+
+# ------------------------------------------------------------------------------ worked examples
+def test_worked_example_sieve_keeps_the_popular_expert_on_the_gpu():
+    """Counts [8, 2, 1, 1]. All on PIM: 12 tokens x 0.5 us = 6 us.
+    Move expert 0 (8 tokens): GPU 1 us (one weight load), PIM 4 x 0.5 = 2 us -> 2 us < 6: keep.
+    Move expert 1 (2 tokens): GPU 2 us, PIM 1 us -> 2 us, not < 2: stop."""
+    ctx = ctx_numbers()
+    counts = [8, 2, 1, 1]
+    part = Sieve().decide(counts, ctx)
+    assert part.gpu_experts.tolist() == [0]
+    assert part.pim_experts.tolist() == [1, 2, 3]
+    est = part.evaluate(ctx)
+    assert est.t_gpu_s == pytest.approx(1e-6) and est.t_pim_s == pytest.approx(2e-6)
+    assert est.t_total_s == pytest.approx(2e-6)
+    assert t_total(AllExp(), counts, ctx) == pytest.approx(6e-6)
+    assert t_total(NoExp(), counts, ctx) == pytest.approx(4e-6)
+    # Oracle: cuts k = 0..4 give 6, 2, 2, 3, 4 us; the first minimum is k = 1 (same as Sieve)
+    assert ctx.prefix_totals(np.array([8, 2, 1, 1])).tolist() == pytest.approx([6e-6, 2e-6, 2e-6, 3e-6, 4e-6])
+    assert Oracle().decide(counts, ctx).gpu_experts.tolist() == [0]
+
+
+def test_worked_example_pimoe_overloads_pim_because_it_ignores_attention():
+    """Same counts, 3 us of attention already on PIM, one PIM unit (so the placement does not
+    matter and only attention separates the two). Sieve: cuts 0..4 cost 9, 5, 4, 3.5, 4 us ->
+    stops with 3 experts on the GPU (3.5 us). PIMoE balances the MoE alone: 6 vs 0 -> move
+    expert 0 (PIM 2, GPU 1) -> move expert 1 (PIM 1, GPU 2) -> GPU > PIM, stop; with attention
+    its PIM takes 3 + 1 = 4 us, the bottleneck."""
+    ctx = ctx_numbers(t_attention_s=3e-6, organisation=ONE_UNIT)
+    counts = [8, 2, 1, 1]
+    sieve = Sieve().decide(counts, ctx)
+    assert sieve.gpu_experts.tolist() == [0, 1, 2]  # tie between experts 2 and 3: lower id first
+    assert sieve.evaluate(ctx).t_total_s == pytest.approx(3.5e-6)
+    pimoe = PIMoE(unit="stack").decide(counts, ctx)
+    assert pimoe.gpu_experts.tolist() == [0, 1]
+    est = pimoe.evaluate(ctx)
+    assert est.t_gpu_s == pytest.approx(2e-6)
+    assert est.t_pim_s == pytest.approx(4e-6) and est.t_total_s == pytest.approx(4e-6)
+    # without the attention PIMoE's choice would have been as good as Sieve's
+    ctx0 = ctx_numbers(organisation=ONE_UNIT)
+    assert t_total(PIMoE(), counts, ctx0) == pytest.approx(t_total(Sieve(), counts, ctx0))
+
+
+def test_worked_example_sieve_stops_at_communication():
+    """With T_comm = 5 us the link dominates once PIM is below it: Sieve moves expert 0 (PIM 2 us,
+    T_total = 5 us), then moving expert 1 gives max(5, 2, 1) = 5, not a decrease."""
+    ctx = ctx_numbers(t_comm_s=5e-6)
+    part = Sieve().decide([8, 2, 1, 1], ctx)
+    assert part.gpu_experts.tolist() == [0]
+    assert part.evaluate(ctx).t_total_s == pytest.approx(5e-6)
+    ctx2 = ctx_numbers(t_comm_s=7e-6)  # link above everything: moving anything never helps
+    assert Sieve().decide([8, 2, 1, 1], ctx2).gpu_experts.tolist() == []
+
+
+def test_pimoe_expert_parallel_placement_and_unit_imbalance():
+    org = PimOrganisation(stacks=2, channels_per_stack=1, pseudo_channels_per_channel=1)
+    ctx = ctx_numbers(organisation=org)
+    # stack 0 holds even ids, stack 1 odd ids; a stack token costs 1 us
+    counts = [4, 1, 3, 1, 0, 0]
+    part = PIMoE(unit="stack").decide(counts, ctx)
+    # loads 7 / 2 us: move expert 0 (GPU 1 us, loads 3 / 2) -> move expert 2 (GPU 2 us, 0 / 2)
+    # -> GPU 2 us is not above PIM 2 us: move expert 1 from stack 1 (GPU 3, PIM 1) -> stop
+    assert part.gpu_experts.tolist() == [0, 1, 2]
+    assert part.pim_experts.tolist() == [3]
+    assert part.unit == "stack" and part.unit_of.tolist() == [0, 1, 0, 1, 0, 1]
+    est = part.evaluate(ctx)
+    assert est.unit_busy_s.tolist() == pytest.approx([0.0, 1e-6])
+    with pytest.raises(ConfigError, match="pimoe unit"):
+        PIMoE(unit="bank")
+
+
+def test_pimoe_default_unit_and_finer_units_are_slower():
+    model, hw = get_model("qwen3-30b-a3b"), get_hardware("b200")
+    from sievesim.policies.bench import synthetic_counts
+
+    counts = synthetic_counts(128, 16, model.top_k, seed=3)
+    ctx = build_context(model, hw, 1, 16, counts=counts, context_lens=2048)
+    times = {u: t_total(PIMoE(unit=u), counts, ctx) for u in ("stack", "channel", "pseudo_channel")}
+    assert times["stack"] < times["channel"] < times["pseudo_channel"]
+    assert PIMoE().unit == "stack"
+
+
+# ------------------------------------------------------------------------------ properties
+@st.composite
+def scenarios(draw, max_experts: int = 24):
+    """A random context with realistic ratios and a valid count vector.
+
+    Expert FLOPs per token are 0.5..4 x the expert's weight bytes (bf16 = 1, fp8 = 2, fp4 = 4),
+    on the GPU and on PIM alike; per-token activation traffic is at most 1 % of the weights; the
+    GPU's ridge point is 100..600 FLOP/B and the PIM peak 2..32 x the HBM bandwidth (op/B = 1).
+    Outside such ratios (e.g. a GPU that is compute-bound at a few tokens per expert) a
+    non-prefix partition can beat every prefix cut; see docs/policies.md.
+    """
+    n = draw(st.integers(0, max_experts))
+    batch = draw(st.integers(1, 64))
+    counts = draw(st.lists(st.integers(0, batch), min_size=n, max_size=n))
+    top_k = max(1, math.ceil(sum(counts) / batch))
+    logu = lambda lo, hi: 10 ** draw(st.floats(lo, hi))  # noqa: E731
+    org = PimOrganisation(stacks=draw(st.sampled_from([1, 2, 8])), channels_per_stack=16,
+                          pseudo_channels_per_channel=2)
+    expert_bytes = logu(5, 9)
+    fpt = expert_bytes * draw(st.sampled_from([0.5, 1.0, 2.0, 4.0]))
+    gpu_flops = logu(14.5, 16)
+    gpu_bw = gpu_flops / draw(st.floats(100, 600))  # ridge point of real GPUs: 100..600 FLOP/B
+    fixed_bytes = logu(5, 9)
+    ctx = CostContext(
+        t_comm_s=draw(st.sampled_from([0.0, logu(-7, -4)])),
+        t_attention_s=draw(st.sampled_from([0.0, logu(-7, -4)])),
+        gpu_fixed=GpuWork(fixed_bytes * draw(st.floats(0, 64)), fixed_bytes),  # decode GEMMs: <= B FLOP/B
+        gpu_flops_per_s=gpu_flops, gpu_bytes_per_s=gpu_bw,
+        expert_bytes=expert_bytes, expert_flops_per_token=fpt,
+        expert_io_bytes_per_token=draw(st.sampled_from([0.0, expert_bytes * logu(-5, -2)])),
+        pim=RooflinePimCost(fpt, gpu_bw * draw(st.floats(2, 32)), organisation=org),  # PIM: 2..32x bw
+        batch=batch, top_k=top_k, num_experts=max(n, 1), organisation=org)
+    return np.array(counts, dtype=np.int64), ctx
+
+
+PROPS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@PROPS
+@given(scenarios())
+def test_sieve_is_the_literal_greedy_rule(sc):
+    counts, ctx = sc
+    fast = Sieve().decide(counts, ctx)
+    ref = sieve_reference(counts, ctx)
+    assert np.array_equal(fast.on_pim, ref.on_pim)
+
+
+@PROPS
+@given(scenarios(), st.integers(0, 30))
+def test_sieve_fast_path_does_not_depend_on_the_scalar_walk_length(sc, steps):
+    counts, ctx = sc
+    assert np.array_equal(Sieve(scalar_steps=steps).decide(counts, ctx).on_pim,
+                          Sieve().decide(counts, ctx).on_pim)
+
+
+@PROPS
+@given(scenarios())
+def test_sieve_never_worse_than_its_start_and_stops_at_a_non_decrease(sc):
+    counts, ctx = sc
+    part = Sieve().decide(counts, ctx)
+    t = part.evaluate(ctx).t_total_s
+    assert t <= t_total(AllExp(), counts, ctx)  # AllExp is Sieve's starting point
+    desc = np.sort(counts[counts > 0])[::-1]
+    totals = ctx.prefix_totals(desc)
+    tol = 1e-12 * totals[0]
+    k = part.gpu_experts.size
+    assert t == pytest.approx(totals[k], rel=1e-12)
+    assert all(totals[i + 1] < totals[i] - tol for i in range(k))  # every move decreased T_total
+    assert k == desc.size or not totals[k + 1] < totals[k] - tol   # the next one would not
+
+
+@PROPS
+@given(scenarios())
+def test_oracle_bounds_every_policy(sc):
+    counts, ctx = sc
+    best = t_total(Oracle(), counts, ctx)
+    tol = 1e-11 * t_total(AllExp(), counts, ctx)  # Oracle treats rounding-level differences as ties
+    for pol in (Sieve(), NoExp(), AllExp(), PIMoE("stack"), PIMoE("channel"), PIMoE("pseudo_channel")):
+        assert best <= t_total(pol, counts, ctx) + tol, pol
+
+
+@PROPS
+@given(scenarios())
+def test_moves_along_the_sorted_list_never_beat_oracle(sc):
+    """Moving the next expert to the GPU or the last moved one back gives a prefix cut: never
+    below Oracle (and, by the greedy rule, the next move is no decrease)."""
+    counts, ctx = sc
+    part = Sieve().decide(counts, ctx)
+    best = t_total(Oracle(), counts, ctx)
+    tol = 1e-11 * t_total(AllExp(), counts, ctx)
+    desc = np.sort(counts[counts > 0])[::-1]
+    totals = ctx.prefix_totals(desc)
+    k = part.gpu_experts.size
+    for j in (k - 1, k + 1):
+        if 0 <= j <= desc.size:
+            assert totals[j] >= best - tol
+
+
+PRESET_SYSTEMS = [("gpt-oss-120b", 4), ("qwen3.5-397b-a17b", 8), ("qwen3-30b-a3b", 1), ("qwen3-next-80b-a3b", 1)]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(PRESET_SYSTEMS), st.integers(1, 256), st.integers(0, 2**16), st.integers(0, 8192))
+def test_single_moves_from_sieve_never_beat_oracle_on_real_configs(system, batch, seed, context_len):
+    """Flipping any one expert of Sieve's result (PIM <-> GPU) never lowers T_total below Oracle's,
+    for the paper's models on B200 with synthetic routing."""
+    from sievesim.policies.bench import synthetic_counts
+
+    name, gpus = system
+    model = get_model(name)
+    counts = synthetic_counts(model.num_experts, batch, model.top_k, seed=seed)[: model.num_experts // gpus]
+    ctx = build_context(model, get_hardware("b200"), gpus, batch, counts=counts, context_lens=context_len)
+    part = Sieve().decide(counts, ctx)
+    best = t_total(Oracle(), counts, ctx)
+    tol = 1e-11 * t_total(AllExp(), counts, ctx)
+    for i in np.flatnonzero(counts > 0):
+        moved = part.on_pim.copy()
+        moved[i] = not moved[i]
+        assert ctx.evaluate(counts, moved).t_total_s >= best - tol
+
+
+def test_oracle_is_the_best_prefix_cut_not_the_best_partition():
+    """A single non-prefix move can beat every prefix cut when equal counts make the cut coarse
+    (found by hypothesis; docs/policies.md). 1 us per expert load, 0.01 us of activation traffic
+    per token, 1/14 us of PIM per token; counts [2, 20 x 8]. Best prefix: 4 experts of 20 on
+    the GPU, max(0.01 + 4 + 0.8, 82 / 14) = 5.857 us; adding the 2-token expert as well:
+    max(0.01 + 5 + 0.82, 80 / 14) = 5.83 us."""
+    ctx = ctx_numbers(gpu_flops_per_s=1e15, gpu_bytes_per_s=1e13, expert_bytes=1e7, expert_flops_per_token=1e7,
+                      expert_io_bytes_per_token=1e5, pim=RooflinePimCost(1e7, 1.4e14), batch=20,
+                      top_k=9, num_experts=9, gpu_fixed=GpuWork(0.0, 1e5))
+    counts = np.array([2] + [20] * 8)
+    oracle = Oracle().decide(counts, ctx).evaluate(ctx).t_total_s
+    sieve = Sieve().decide(counts, ctx)
+    assert sieve.evaluate(ctx).t_total_s == pytest.approx(oracle)
+    assert oracle == pytest.approx(82 / 14 * 1e-6)
+    assert sieve.gpu_experts.tolist() == [1, 2, 3, 4]
+    flipped = sieve.on_pim.copy()
+    flipped[0] = False  # the 2-token expert joins the GPU side as well
+    assert ctx.evaluate(counts, flipped).t_total_s == pytest.approx(5.83e-6)
+
+
+POLICIES = [Sieve(), NoExp(), AllExp(), PIMoE(), PIMoE("channel"), Oracle()]
+
+
+@PROPS
+@given(scenarios(), st.randoms(use_true_random=False))
+def test_policies_are_deterministic_and_invariant_to_expert_order(sc, rnd):
+    counts, ctx = sc
+    perm = np.array(rnd.sample(range(counts.size), counts.size), dtype=np.int64)
+    ids = np.arange(counts.size)
+    for pol in POLICIES:
+        a = pol.decide(counts, ctx)
+        b = pol.decide(counts, ctx)
+        assert np.array_equal(a.on_pim, b.on_pim)
+        c = pol.decide(counts[perm], ctx, ids[perm])  # same experts listed in another order
+        assert c.pim_experts.tolist() == a.pim_experts.tolist()
+        assert c.gpu_experts.tolist() == a.gpu_experts.tolist()
+
+
+@PROPS
+@given(scenarios(), st.randoms(use_true_random=False))
+def test_tensor_parallel_policies_are_invariant_to_expert_ids(sc, rnd):
+    """Relabelling the experts changes which ids are chosen only among equal counts: the counts
+    on each side and the estimate stay the same (PIMoE's static placement depends on ids)."""
+    counts, ctx = sc
+    relabel = np.array(rnd.sample(range(counts.size), counts.size), dtype=np.int64)
+    for pol in (Sieve(), NoExp(), AllExp(), Oracle()):
+        a = pol.decide(counts, ctx)
+        b = pol.decide(counts, ctx, relabel)
+        assert sorted(counts[a.on_pim].tolist()) == sorted(counts[b.on_pim].tolist())
+        assert a.evaluate(ctx).t_total_s == pytest.approx(b.evaluate(ctx).t_total_s, rel=1e-12)
+
+
+@pytest.mark.parametrize("pol", POLICIES, ids=repr)
+def test_empty_zero_and_one_expert(pol):
+    ctx = ctx_numbers(t_attention_s=1e-6)
+    for counts in ([], [0, 0, 0]):
+        part = pol.decide(counts, ctx)
+        assert part.pim_experts.size == 0 and part.gpu_experts.size == 0
+        assert part.evaluate(ctx).t_total_s == pytest.approx(1e-6)  # attention only
+    part = pol.decide([5], ctx)
+    assert part.pim_experts.size + part.gpu_experts.size == 1
+    assert part.evaluate(ctx).t_total_s > 0
+
+
+def test_one_expert_sieve_decision_by_hand():
+    ctx = ctx_numbers()
+    # 1 token: PIM 0.5 us < GPU load 1 us -> stays; 5 tokens: PIM 2.5 us > 1 us -> GPU
+    assert Sieve().decide([1], ctx).pim_experts.tolist() == [0]
+    assert Sieve().decide([5], ctx).gpu_experts.tolist() == [0]
+
+
+def test_bad_input_is_rejected_by_every_policy():
+    ctx = ctx_numbers(batch=4, top_k=2, num_experts=4)
+    for pol in POLICIES:
+        with pytest.raises(ConfigError, match="non-negative"):
+            pol.decide([1, -2, 0], ctx)
+        with pytest.raises(ConfigError, match="B x top_k"):
+            pol.decide([4, 4, 1], ctx)
+        with pytest.raises(ConfigError, match="expert_ids"):
+            pol.decide([1, 2], ctx, [0, 1, 2])
+        with pytest.raises(ConfigError, match="unique"):
+            pol.decide([1, 2], ctx, [3, 3])
+
+
+# ------------------------------------------------------------------------------ oracle verify
+def test_oracle_verify_checks_the_best_cuts_on_a_callable():
+    ctx = ctx_numbers()
+    calls: list[list[int]] = []
+
+    def verify(part: Partition) -> float:  # a fake engine that prefers more experts on the GPU
+        calls.append(part.gpu_experts.tolist())
+        return 10.0 - part.gpu_experts.size
+
+    part = Oracle(verify=verify, candidates=3).decide([8, 2, 1, 1], ctx)
+    # estimates 6, 2, 2, 3, 4 us: candidates k = 1, 2, 3 in estimate order
+    assert calls == [[0], [0, 1], [0, 1, 2]]
+    assert part.gpu_experts.tolist() == [0, 1, 2]
+    assert part.info["verified"] == {1: 9.0, 2: 8.0, 3: 7.0}
+    with pytest.raises(ConfigError, match="candidates"):
+        Oracle(candidates=0)
+
+
+# ------------------------------------------------------------------------------ registry
+def test_registry_and_a_user_policy():
+    assert {"sieve", "noexp", "allexp", "pimoe", "oracle"} <= set(available_policies())
+    assert isinstance(get_policy("SIEVE"), Sieve)
+    assert get_policy("pimoe", unit="channel").unit == "channel"
+    with pytest.raises(ConfigError, match="policy = 'nope'"):
+        get_policy("nope")
+    with pytest.raises(ConfigError, match="policy 'sieve'"):
+        get_policy("sieve", bogus=1)
+
+    try:
+        @register_policy
+        class Threshold(Policy):
+            name = "threshold-test"
+            description = "experts with fewer than min_tokens tokens on PIM"
+
+            def __init__(self, min_tokens: int = 4) -> None:
+                self.min_tokens = min_tokens
+
+            def _decide(self, counts, ctx, expert_ids):
+                return (counts > 0) & (counts < self.min_tokens)
+
+        part = get_policy("threshold-test", min_tokens=3).decide([8, 2, 1, 0], ctx_numbers())
+        assert part.pim_experts.tolist() == [1, 2] and part.gpu_experts.tolist() == [0]
+        with pytest.raises(ConfigError, match="already taken"):
+            @register_policy
+            class Other(Threshold):
+                name = "threshold-test"
+        with pytest.raises(ConfigError, match="lower-case"):
+            @register_policy
+            class Bad(Threshold):
+                name = "Bad"
+    finally:
+        policy_base._REGISTRY.pop("threshold-test", None)
+
+
+def test_policies_react_to_the_cost_table():
+    from sievesim.costs import PimCostTable
+
+    table = PimCostTable(RooflinePimCost(1e9, 2e15), alpha=1.0)
+    ctx = ctx_numbers(pim=table)
+    # roofline: 8 tokens take 4 us on PIM > 1 us weight load -> GPU
+    assert Sieve().decide([8, 1], ctx).gpu_experts.tolist() == [0]
+    table.update(("expert", 8), 0.5e-6)  # the engine says 8 tokens take 0.5 us on PIM after all
+    # all on PIM: 0.5 + 0.5 = 1 us; moving expert 0 gives max(1 us GPU, 0.5 us PIM): no decrease
+    assert Sieve().decide([8, 1], ctx).gpu_experts.tolist() == []
+
+
+def test_paper_trend_on_qwen3_single_gpu():
+    """Comparable at small B, PIMoE falls behind Sieve as B grows (paper Figure 9 trend)."""
+    from sievesim.policies.bench import compare_policies
+
+    rows = compare_policies("qwen3-30b-a3b", 1, [4, 256], policies=("allexp", "sieve", "pimoe"))
+    t = {(r["policy"], r["batch"]): r["t_total_us"] for r in rows}
+    assert t[("pimoe", 4)] < 1.25 * t[("sieve", 4)]
+    assert t[("allexp", 4)] < 1.25 * t[("sieve", 4)]
+    assert t[("pimoe", 256)] > 1.1 * t[("sieve", 256)]
+    assert t[("allexp", 256)] > t[("pimoe", 256)]
+
+
+# ------------------------------------------------------------------------------ CLI
+def run_cli(capsys, *argv):
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_cli_decide_json(tmp_path, capsys):
+    counts = [0] * 32
+    counts[:4] = [40, 3, 1, 1]
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps(counts))
+    rc, out, err = run_cli(capsys, "policy", "decide", "--model", "gpt-oss-120b", "--gpus", "4",
+                           "--policy", "sieve", "--counts", str(f), "--context-len", "1024",
+                           "--batch", "64", "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    for key in ("pim_experts", "gpu_experts", "t_total_s", "t_comm_s", "t_gpu_s", "t_pim_s"):
+        assert key in d
+    assert sorted(d["pim_experts"] + d["gpu_experts"]) == [0, 1, 2, 3]
+    assert d["t_total_s"] == max(d["t_comm_s"], d["t_gpu_s"], d["t_pim_s"])
+    # the same through the API
+    ctx = build_context(get_model("gpt-oss-120b"), get_hardware("b200"), 4, 64, counts=counts, context_lens=1024)
+    assert Sieve().decide(counts, ctx).gpu_experts.tolist() == d["gpu_experts"]
+    rc, out, _ = run_cli(capsys, "policy", "decide", "--model", "gpt-oss-120b", "--gpus", "4",
+                         "--policy", "pimoe", "--unit", "channel", "--counts", str(f))
+    assert rc == 0 and "channel" in out and "T_total" in out
+
+
+@pytest.mark.parametrize("content,msg", [
+    ("[1, -1" + ", 0" * 30 + "]", "counts[1] = -1"),
+    ("[1, 2, 3]", "number of counts = 3: expected 32"),
+    ('{"40": 1}', "expert id = 40"),
+    ('{"3": 1, "x": 2}', "expert id = 'x'"),
+    ("[1.5" + ", 0" * 31 + "]", "integer number of tokens"),
+    ("{oops", "valid JSON"),
+])
+def test_cli_decide_bad_counts(tmp_path, capsys, content, msg):
+    f = tmp_path / "c.json"
+    f.write_text(content)
+    rc, _, err = run_cli(capsys, "policy", "decide", "--model", "gpt-oss-120b", "--gpus", "4",
+                         "--counts", str(f))
+    assert rc == 2 and msg in err
+
+
+def test_cli_decide_sum_above_batch_times_topk(tmp_path, capsys):
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps([4] * 32))
+    rc, _, err = run_cli(capsys, "policy", "decide", "--model", "gpt-oss-120b", "--gpus", "4",
+                         "--counts", str(f), "--batch", "8")
+    assert rc == 2 and "sum of counts = 128: expected at most B x top_k = 8 x 4 = 32" in err
+
+
+def test_cli_bench_json(capsys):
+    rc, out, err = run_cli(capsys, "policy", "bench", "--experts", "128", "--batch", "1,16",
+                           "--policies", "sieve,noexp", "--repeat", "1", "--inner", "3", "--json")
+    assert rc == 0, err
+    rows = json.loads(out)
+    assert len(rows) == 4
+    for r in rows:
+        assert {"policy", "experts", "batch", "median_us"} <= set(r) and r["median_us"] > 0
+    rc, _, err = run_cli(capsys, "policy", "bench", "--experts", "100")
+    assert rc == 2 and "experts = 100" in err
+
+
+def test_cli_list(capsys):
+    rc, out, _ = run_cli(capsys, "policy", "list")
+    assert rc == 0 and "sieve" in out and "pimoe" in out
