@@ -210,6 +210,16 @@ def test_oracle_bounds_every_policy(sc):
 
 @PROPS
 @given(scenarios())
+def test_sieve_finds_the_best_prefix_cut(sc):
+    """T(k) = max(T_comm, T_GPU(k), T_PIM(k)) with T_GPU non-decreasing and T_PIM decreasing in k,
+    so the first non-decrease is the minimum over prefix cuts: Sieve's estimate equals Oracle's."""
+    counts, ctx = sc
+    tol = 1e-11 * t_total(AllExp(), counts, ctx)
+    assert abs(t_total(Sieve(), counts, ctx) - t_total(Oracle(), counts, ctx)) <= tol
+
+
+@PROPS
+@given(scenarios())
 def test_moves_along_the_sorted_list_never_beat_oracle(sc):
     """Moving the next expert to the GPU or the last moved one back gives a prefix cut: never
     below Oracle (and, by the greedy rule, the next move is no decrease)."""
