@@ -712,6 +712,10 @@ def build_context(model: Any, hardware: Any, num_gpus: int, batch: int, *,
         layer = next((i for i in moe if kinds[i] in ("full", "mla")), moe[0] if moe else 0)
     if kinds and not (0 <= layer < len(kinds)):
         raise field_error("layer", layer, f"a layer index in [0, {len(kinds)})")
+    mlp_kinds = tuple(getattr(model, "layer_mlp", ()) or ())
+    if mlp_kinds and layer < len(mlp_kinds) and mlp_kinds[layer] != "moe":
+        raise field_error("layer", layer, f"a MoE layer (layer {layer} of {getattr(model, 'name', 'the model')} "
+                          f"is {mlp_kinds[layer]!r})")
     local = -(-batch // num_gpus)  # ceil: the busiest GPU's requests
     if context_lens is None:
         lens = np.zeros(local, dtype=np.int64)

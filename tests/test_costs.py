@@ -217,6 +217,9 @@ def test_build_context_bad_input():
         build_context(model, hw, 4, 16, layer=999)
     with pytest.raises(ConfigError, match="context length"):
         build_context(model, hw, 4, 16, context_lens=[-5])
+    with pytest.raises(ConfigError, match="a MoE layer"):
+        build_context(get_model("deepseek-v3"), hw, 8, 16, layer=0)  # a dense layer
+    assert build_context(get_model("deepseek-v3"), hw, 8, 16).t_attention_s == 0.0  # context 0
 
 
 def test_build_context_with_routing_uses_exact_volumes():

@@ -35,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     d.add_argument("--policy", default="sieve", help="registered policy name (default: sieve)")
     d.add_argument("--counts", required=True, metavar="FILE",
                    help="JSON list of token counts per expert of one GPU (index = local expert id), "
-                        "or an object {id: count}; '-' reads stdin")
+                        "or an object {local expert id: count}; '-' reads stdin")
     d.add_argument("--context-len", type=int, default=0, metavar="L",
                    help="context length of every request of this GPU (tokens; default 0)")
     d.add_argument("--batch", type=int, default=None, metavar="B",
