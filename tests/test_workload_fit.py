@@ -32,7 +32,8 @@ def test_stored_parameters_reproduce_paper_targets(group: str) -> None:
         if t.kind == "ge":
             assert got >= t.value - 0.1, (group, t)
         else:
-            assert got == pytest.approx(t.value, abs=TOL.get(t.quantity, 0.06)), (group, t.quantity, t.batch_size)
+            tol = max(TOL.get(t.quantity, 0.06), t.tol)  # loose targets (qualitative) keep their own
+            assert got == pytest.approx(t.value, abs=tol), (group, t.quantity, t.batch_size)
 
 
 def test_paper_b1_activated_ratio_is_k_over_e() -> None:

@@ -17,6 +17,7 @@ and the field.
 from __future__ import annotations
 
 import json
+import sys
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -524,7 +525,11 @@ def _main(argv: list[str] | None = None) -> int:
     c.add_argument("--top-k", type=int)
     c.add_argument("--num-experts", type=int)
     args = ap.parse_args(argv)
-    r = convert_sglang_dump(args.dump, args.out, top_k=args.top_k, num_experts=args.num_experts)
+    try:
+        r = convert_sglang_dump(args.dump, args.out, top_k=args.top_k, num_experts=args.num_experts)
+    except TraceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(f"wrote {args.out}: {type(r).__name__}")
     return 0
 
