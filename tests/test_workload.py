@@ -307,6 +307,8 @@ def test_pt_dump(tmp_path: Path) -> None:
         p.write_bytes(b"not a torch file")
         with pytest.raises(TraceError, match="dump.pt: reading SGLang .pt dumps needs torch"):
             load_routing(p)
+        from sievesim.workload.convert import main as convert_main
+        assert convert_main([str(p), str(tmp_path / "out.npz")]) == 2
         return
     dump = _sglang_per_token()
     dump["records"] = [{k: (torch.as_tensor(v) if isinstance(v, np.ndarray) else v) for k, v in r.items()}
@@ -314,6 +316,9 @@ def test_pt_dump(tmp_path: Path) -> None:
     dump["last_physical_to_logical_map"] = torch.as_tensor(dump["last_physical_to_logical_map"])
     torch.save(dump, p)
     assert load_routing(p).num_tokens == 5
+    from sievesim.workload.convert import main as convert_main
+    assert convert_main([str(p), str(tmp_path / "out.npz")]) == 0
+    assert load_routing(tmp_path / "out.npz").num_tokens == 5
 
 
 # ---------------------------------------------------------------------------------------------

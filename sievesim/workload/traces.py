@@ -17,7 +17,6 @@ and the field.
 from __future__ import annotations
 
 import json
-import sys
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -329,7 +328,7 @@ def _torch_load(path: Path) -> Any:
     except ImportError:
         raise TraceError(f"{path}: reading SGLang .pt dumps needs torch (pip install "
                          "'sievesim[torch]'); or convert it once where torch is installed with "
-                         "`python -m sievesim.workload.traces convert DUMP.pt OUT.npz`") from None
+                         "`python -m sievesim.workload.convert DUMP.pt OUT.npz`") from None
     if not path.exists():
         raise TraceError(f"{path}: file not found")
     try:
@@ -511,28 +510,3 @@ def convert_sglang_dump(pt_path: str | Path, out_path: str | Path, *, top_k: int
                                      top_k=top_k, num_experts=num_experts)
     save_trace(routing, out_path)
     return routing
-
-
-def _main(argv: list[str] | None = None) -> int:
-    import argparse  # noqa: PLC0415
-
-    ap = argparse.ArgumentParser(prog="python -m sievesim.workload.traces",
-                                 description="Convert an SGLang expert-distribution dump to .npz")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    c = sub.add_parser("convert")
-    c.add_argument("dump")
-    c.add_argument("out")
-    c.add_argument("--top-k", type=int)
-    c.add_argument("--num-experts", type=int)
-    args = ap.parse_args(argv)
-    try:
-        r = convert_sglang_dump(args.dump, args.out, top_k=args.top_k, num_experts=args.num_experts)
-    except TraceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(f"wrote {args.out}: {type(r).__name__}")
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(_main())
