@@ -107,6 +107,8 @@ cdef class Engine:
     cdef int64_t* arrival
     cdef int8_t* row_class        # -1 not yet, 0 hit, 1 miss, 2 conflict
     cdef int8_t* forwarded
+    cdef int64_t* rnode           # (n_total, n_lv): (node offset) * n_cmd per level, -1 below a broadcast
+    cdef int64_t* rbank           # (n_total,): bank index, -1 for broadcast requests
     # ---- command log
     cdef bint log_on
     cdef int64_t log_n, log_cap
@@ -235,6 +237,17 @@ cdef class Engine:
                 flat = flat * counts[L] + addr_vecs[:, L]
             ctrl[:n] = flat
         a = arr(ctrl, np.int32); self.ctrl_of = <int32_t*> a.data
+        # per-request node offsets (precomputed once: the inner loop does no address arithmetic)
+        rnode = np.full((self.n_total, self.n_lv), -1, dtype=np.int64)
+        rbank = np.full(self.n_total, -1, dtype=np.int64)
+        if n:
+            flat = np.zeros(n, dtype=np.int64)
+            for L in range(self.n_lv):
+                flat = flat * counts[L] + addr_vecs[:, L]
+                rnode[:n, L] = (np.asarray(spec["node_offset"])[L] + flat) * self.n_cmd
+            rbank[:n] = flat
+        a = arr(rnode, np.int64); self.rnode = <int64_t*> a.data
+        a = arr(rbank, np.int64); self.rbank = <int64_t*> a.data
         a = arr(np.full(self.n_total, -1, dtype=np.int64), np.int64); self.arrive = <int64_t*> a.data
         a = arr(np.full(self.n_total, -1, dtype=np.int64), np.int64); self.depart = <int64_t*> a.data
         a = arr(np.asarray(arrival, dtype=np.int64), np.int64); self.arrival = <int64_t*> a.data
@@ -271,6 +284,32 @@ cdef class Engine:
             idx = idx * self.counts[L] + av[L]
             rt = i64max(rt, self.ready[(self.node_off[L] + idx) * n_cmd + cmd])
         return rt
+
+    cdef inline int64_t req_ready(self, int cmd, int32_t r) noexcept nogil:
+        """ready_time for a queued request, through its precomputed node offsets."""
+        cdef int64_t rt = -1, v
+        cdef int L
+        cdef int64_t* nodes = self.rnode + <int64_t> r * self.n_lv
+        if self.rbank[r] < 0:
+            return self.ready_time(cmd, self.addr + r * self.A)
+        for L in range(self.cmd_check[cmd] + 1):
+            v = self.ready[nodes[L] + cmd]
+            if v > rt:
+                rt = v
+        return rt
+
+    cdef inline int req_prereq(self, int32_t r) noexcept nogil:
+        """Next command of request ``r`` (prerequisite rule of its final command)."""
+        cdef int cmd = self.final_cmd[r]
+        cdef int32_t row
+        if self.cmd_prereq[cmd] == P_ROW_OPEN and self.rbank[r] >= 0:
+            row = self.open_row[self.rbank[r]]
+            if row < 0:
+                return self.cmd_act
+            if row == self.addr[r * self.A + self.row_lv]:
+                return cmd
+            return self.cmd_pre
+        return self.prereq(cmd, self.addr + r * self.A)
 
     cdef inline void apply_rows(self, int L, int64_t node, int cmd, int64_t clk, bint sibling) noexcept nogil:
         cdef int k = L * self.n_cmd + cmd
@@ -394,27 +433,36 @@ cdef class Engine:
         return True
 
     cdef int best_of(self, int c, int b, int64_t clk, bint* is_ready, int64_t* min_ready) noexcept nogil:
-        """FR-FCFS: the oldest ready request, else the oldest; sets each request's next command."""
+        """FR-FCFS: the oldest ready request, else the oldest; sets each scanned request's next command.
+
+        Read and write queues are in arrival order (appended on arrival, removed in place), so the
+        first ready request is the oldest ready one and the scan stops there; the active buffer is
+        filled in ACT order and is scanned whole.
+        """
         cdef int32_t* p = self.bptr(c, b)
         cdef int n = self.bsize[c * NBUF + b], k, best = -1, cmd
         cdef int32_t r
         cdef int64_t rt
-        cdef bint rdy, best_rdy = False
+        cdef bint rdy, best_rdy = False, fifo = b != BUF_ACTIVE
         for k in range(n):
             r = p[k]
-            cmd = self.prereq(self.final_cmd[r], self.addr + r * self.A)
+            cmd = self.req_prereq(r)
             self.cur_cmd[r] = cmd
-            rt = self.ready_time(cmd, self.addr + r * self.A)
+            rt = self.req_ready(cmd, r)
             if rt < min_ready[0]:
                 min_ready[0] = rt
             rdy = clk >= rt
             if best < 0:
                 best = k
                 best_rdy = rdy
+                if rdy and fifo:
+                    break
             elif rdy != best_rdy:
                 if rdy:
                     best = k
                     best_rdy = True
+                    if fifo:
+                        break
             elif self.arrive[p[best]] > self.arrive[r]:
                 best = k
         is_ready[0] = best_rdy
@@ -429,6 +477,18 @@ cdef class Engine:
         else:
             if <float> w < self.wr_low * wmax and rd != 0:
                 self.write_mode[c] = 0
+
+    cdef void set_nodes(self, int32_t r) noexcept nogil:
+        cdef int64_t idx = 0
+        cdef int L
+        cdef int32_t* av = self.addr + r * self.A
+        self.rbank[r] = -1
+        for L in range(self.n_lv):
+            if av[L] < 0:
+                return
+            idx = idx * self.counts[L] + av[L]
+            self.rnode[<int64_t> r * self.n_lv + L] = (self.node_off[L] + idx) * self.n_cmd
+        self.rbank[r] = idx
 
     cdef int new_maintenance(self, int c, int kind, int32_t* av_src) noexcept nogil:
         cdef int32_t r
@@ -445,6 +505,7 @@ cdef class Engine:
         for L in range(self.A):
             self.addr[r * self.A + L] = av_src[L]
         self.final_cmd[r] = self.cmd_ref if kind == T_REFRESH else self.cmd_pre
+        self.set_nodes(r)
         if not self.bpush(c, BUF_PRIO, r):
             self.error_code = 2
             return -1
@@ -463,7 +524,7 @@ cdef class Engine:
         cdef int32_t* ra
         cdef int32_t* oa
         cdef bint found = False, rdy = False, match
-        cdef int64_t min_ready = NEVER, lo, hi, b, bank, flat
+        cdef int64_t min_ready = NEVER, lo, hi, b, bank, flat, rt
         # refresh manager
         if self.refresh_interval > 0 and clk == self.next_refresh[c]:
             self.next_refresh[c] += self.refresh_interval
@@ -485,14 +546,16 @@ cdef class Engine:
             # 2.2.1 priority buffer: its head blocks everything until it can issue
             if self.bsize[c * NBUF + BUF_PRIO] > 0:
                 r = self.bptr(c, BUF_PRIO)[0]
-                cmd = self.prereq(self.final_cmd[r], self.addr + r * self.A)
+                cmd = self.req_prereq(r)
                 self.cur_cmd[r] = cmd
-                if clk >= self.ready_time(cmd, self.addr + r * self.A):
+                rt = self.req_ready(cmd, r)
+                if clk >= rt:
                     found = True
                     src = BUF_PRIO
                     pos = 0
                 else:
-                    self.schedule_wake(c, clk, NEVER)
+                    # the head blocks the read and write queues: only it and the active buffer count
+                    self.schedule_wake(c, clk, i64min(min_ready, rt))
                     return False
             if not found:
                 self.set_write_mode(c)
@@ -553,25 +616,18 @@ cdef class Engine:
         self.wake[c] = clk + 1
         return True
 
-    cdef void schedule_wake(self, int c, int64_t clk, int64_t min_ready) noexcept nogil:
-        """Next cycle at which controller ``c`` could issue: no earlier than every ready time."""
-        cdef int b, k, n, cmd
-        cdef int32_t r
-        cdef int32_t* p
-        cdef int64_t t = min_ready, rt
-        for b in range(NBUF):
-            n = self.bsize[c * NBUF + b]
-            p = self.bptr(c, b)
-            for k in range(n):
-                r = p[k]
-                cmd = self.prereq(self.final_cmd[r], self.addr + r * self.A)
-                rt = self.ready_time(cmd, self.addr + r * self.A)
-                if rt < t:
-                    t = rt
-        t = i64max(t, clk + 1)
+    cdef inline void schedule_wake(self, int c, int64_t clk, int64_t min_ready) noexcept nogil:
+        """Controller ``c`` issued nothing at ``clk``: sleep until a queued command can be ready.
+
+        ``min_ready`` is the earliest ready cycle over everything this tick looked at: the active
+        buffer (scanned whole), the priority head, and the read or write queue chosen by the write
+        mode (scanned whole when nothing in it was ready). The other queue cannot be chosen before
+        queue sizes change, which needs an issue or an arrival, and both wake the controller.
+        """
+        cdef int64_t t = min_ready
         if self.next_refresh[c] < t:
             t = self.next_refresh[c]
-        self.wake[c] = t
+        self.wake[c] = i64max(t, clk + 1)
 
     cdef void issue(self, int cmd, int32_t* av, int64_t clk) noexcept nogil:
         cdef int L
@@ -625,7 +681,7 @@ cdef class Engine:
         cdef int f = self.clock_ratio, m = self.mem_ratio, c
         cdef int64_t period = <int64_t> f * m, phase
         cdef int32_t head = 0
-        cdef bint stalled
+        cdef bint stalled, refused = False
         cdef int64_t mem_phase[64]
         cdef int n_mem_phase = 0
         for phase in range(period):
@@ -640,6 +696,9 @@ cdef class Engine:
                 if head < self.n_req and self.arrival[head] <= clk:
                     if self.try_send(head, clk):
                         head += 1
+                        refused = False
+                    else:
+                        refused = True
                 if head >= self.n_req and self.end_on_accept:
                     break
             if phase % f == 0:
@@ -652,13 +711,14 @@ cdef class Engine:
                 if head >= self.n_req and not self.end_on_accept and self.idle():
                     break
                 # fast-forward over cycles where no controller can act and the frontend is stuck
+                # (only a request refused at the last frontend tick can still be refused)
                 stalled = head >= self.n_req
                 if not self.skip_idle:
                     stalled = False
                 elif not stalled:
                     if self.arrival[head] > clk:
                         stalled = True
-                    else:
+                    elif refused:
                         stalled = not self.can_accept(head)
                 if stalled:
                     target = NEVER

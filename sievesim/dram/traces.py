@@ -58,7 +58,7 @@ class RequestTrace:
 _LS_LINE = re.compile(rb"^(LD|ST) (0[xX][0-9a-fA-F]+|[0-9]+)\r?$")
 
 
-def _lines(path: pathlib.Path) -> list[bytes]:
+def _read(path: pathlib.Path) -> tuple[bytes, list[bytes]]:
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -66,13 +66,34 @@ def _lines(path: pathlib.Path) -> list[bytes]:
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
-    return lines
+    return data, lines
+
+
+_FAST_UNSAFE = (b"_", b"\t", b"  ", b"0b", b"0B", b"0o", b"0O", b" \r", b"+", b"-")
+
+
+def _loadstore_fast(data: bytes, lines: list[bytes]) -> tuple[np.ndarray, np.ndarray] | None:
+    """Whole-file fast path; None when any line needs the strict per-line parser (and its message)."""
+    if any(tok in data for tok in _FAST_UNSAFE):
+        return None
+    ops = [line[:3] for line in lines]
+    if not set(ops) <= {b"LD ", b"ST "}:
+        return None
+    try:
+        addrs = np.array([int(line[3:], 0) for line in lines], dtype=np.int64)
+    except (ValueError, OverflowError):
+        return None
+    return np.array([op == b"ST " for op in ops], dtype=bool), addrs
 
 
 def read_loadstore_trace(path: str | pathlib.Path) -> RequestTrace:
     """Read ``LD addr`` / ``ST addr`` lines (addr decimal or 0x-hex), as Ramulator 2.0 does."""
     path = pathlib.Path(path)
-    lines = _lines(path)
+    data, lines = _read(path)
+    fast = _loadstore_fast(data, lines)
+    if fast is not None:
+        return RequestTrace(is_write=fast[0], arrival=np.zeros(len(lines), dtype=np.int64), addresses=fast[1],
+                            source=str(path))
     n = len(lines)
     is_write = np.empty(n, dtype=bool)
     addrs = np.empty(n, dtype=np.int64)
@@ -92,7 +113,7 @@ def read_loadstore_trace(path: str | pathlib.Path) -> RequestTrace:
 def read_readwrite_trace(path: str | pathlib.Path, num_levels: int) -> RequestTrace:
     """Read ``R a0,a1,...`` / ``W a0,a1,...`` lines (address vectors, one field per level)."""
     path = pathlib.Path(path)
-    lines = _lines(path)
+    _, lines = _read(path)
     n = len(lines)
     is_write = np.empty(n, dtype=bool)
     vecs = np.empty((n, num_levels), dtype=np.int32)
