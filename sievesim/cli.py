@@ -17,6 +17,7 @@ from .errors import SievesimError
 # Modules under sievesim.commands, in the order their subcommands are listed in --help.
 _COMMAND_MODULES = [
     "dram",
+    "pim",
     "models",
     "hardware",
     "policy",

@@ -37,12 +37,45 @@ def read_log(path) -> Log:
     return Log(timings, config, rows)
 
 
-def _rules(family: str, t: dict) -> list[tuple[tuple, tuple, str, int]]:
+def _pim_rules(t: dict, single_buffer: bool) -> list[tuple[tuple, tuple, str, int]]:
+    """PIM all-bank commands act on a whole pseudo-channel (docs/pim.md)."""
+    nBL, nCWL = t["nBL"], t["nCWL"]
+    rows = [
+        (("MACAB",), ("ACTAB",), "pc", t["nRCDRD"]),
+        (("PREAB",), ("ACTAB",), "pc", t["nRAS"]),
+        (("ACTAB",), ("ACTAB",), "pc", t["nRC"]),
+        (("ACTAB",), ("PREAB",), "pc", t["nRP"]),
+        (("MACAB",), ("MACAB",), "pc", t["nCCDAB"]),
+        (("PREAB",), ("MACAB",), "pc", t["nRTPL"]),
+        (("RDRES",), ("MACAB",), "pc", t["nCCDAB"]),
+        (("ACTAB",), ("ACT",), "pc", t["nRRDS"]), (("ACT",), ("ACTAB",), "pc", t["nRRDS"]),
+        (("ACT", "PRE", "PREA", "REFab", "PREAB"), ("ACTAB",), "pc", 2),
+        (("GWRITE",), ("GWRITE", "WR", "WRA"), "pc", nBL), (("WR", "WRA"), ("GWRITE",), "pc", nBL),
+        (("MACAB",), ("GWRITE",), "pc", nCWL + nBL),
+        (("GWRITE",), ("RD", "RDA", "RDRES"), "pc", t["nRTW"]),
+        (("RD", "RDA", "RDRES"), ("GWRITE", "WR", "WRA"), "pc", nCWL + nBL + t["nWTRS"]),
+        (("RDRES",), ("RDRES", "RD", "RDA"), "pc", nBL), (("RD", "RDA"), ("RDRES",), "pc", nBL),
+        (("WR", "WRA"), ("RDRES",), "pc", t["nRTW"]),
+        (("REFab",), ("ACTAB",), "pc", t["nRC"]), (("REFab",), ("PREAB",), "pc", t["nRP"]),
+        (("ACTAB",), ("REFab",), "pc", t["nRFC"]),
+    ]
+    if single_buffer:
+        rows += [
+            (("ACT",), ("PREAB",), "pc", t["nRP"]),
+            (("ACTAB",), ("PRE", "PREA"), "pc", t["nRP"]),
+            (("ACTAB",), ("RD",), "pc", t["nRTPL"] + t["nRP"]),
+            (("ACTAB",), ("WR",), "pc", nCWL + nBL + t["nWR"] + t["nRP"]),
+        ]
+    return rows
+
+
+def _rules(family: str, t: dict, single_buffer: bool = False) -> list[tuple[tuple, tuple, str, int]]:
     """(following commands, preceding commands, relation, latency) rows."""
     nBL, nCL, nCWL = t["nBL"], t["nCL"], t["nCWL"]
     wr_rec = nCWL + nBL + t["nWR"]
     if family == "jedec":
-        return [
+        pim = _pim_rules(t, single_buffer) if "nCCDAB" in t else []
+        return pim + [
             # same pseudo-channel
             (("ACT", "PRE", "PREA", "REFab"), ("ACT",), "pc", 2),
             (("ACT",), ("ACT",), "pc", t["nRRDS"]),
@@ -97,10 +130,14 @@ def _rules(family: str, t: dict) -> list[tuple[tuple, tuple, str, int]]:
     raise ValueError(family)
 
 
-def check(log: Log, family: str, banks_per_pc: dict | None = None) -> list[str]:
-    """Replay ``log``; return human-readable violations (empty list = clean)."""
+def check(log: Log, family: str, single_buffer: bool = False) -> list[str]:
+    """Replay ``log``; return human-readable violations (empty list = clean).
+
+    ``single_buffer``: PIM and normal rows share each bank's row buffer (else PIM rows have their own).
+    """
     t = log.timings
-    rules = _rules(family, t)
+    rules = _rules(family, t, single_buffer)
+    pim_row = {}                  # (ch, pc) -> open PIM row
     by_following = collections.defaultdict(list)
     for fol, pre, rel, lat in rules:
         for f in fol:
@@ -111,7 +148,7 @@ def check(log: Log, family: str, banks_per_pc: dict | None = None) -> list[str]:
     per_cycle = set()
     bad: list[str] = []
     prev_cycle = -1
-    broadcast = {"PREA", "REFab"}
+    broadcast = {"PREA", "REFab", "ACTAB", "PREAB", "MACAB", "GWRITE", "RDRES"}
     for i, (cyc, ch, pc, sid, bg, bank, row, col, cmd) in enumerate(log.rows):
         where = f"row {i + 1}: {cmd} at cycle {cyc} (ch {ch} pc {pc} sid {sid} bg {bg} bank {bank} row {row})"
         if cyc < prev_cycle:
@@ -131,6 +168,16 @@ def check(log: Log, family: str, banks_per_pc: dict | None = None) -> list[str]:
             bad.append(f"{where}: column command but bank holds row {open_row.get(bk)}")
         if cmd == "REFab" and any(k[:2] == (ch, pc) for k in open_row):
             bad.append(f"{where}: REFab with open banks in the pseudo-channel")
+        if cmd == "REFab" and (ch, pc) in pim_row:
+            bad.append(f"{where}: REFab with the PIM row {pim_row[(ch, pc)]} open")
+        if cmd == "ACTAB" and (ch, pc) in pim_row:
+            bad.append(f"{where}: ACTAB with the PIM row {pim_row[(ch, pc)]} already open")
+        if cmd == "MACAB" and pim_row.get((ch, pc)) != row:
+            bad.append(f"{where}: MACAB but the PIM row buffer holds {pim_row.get((ch, pc))}")
+        if single_buffer and cmd == "ACT" and (ch, pc) in pim_row:
+            bad.append(f"{where}: ACT while the shared row buffer holds PIM row {pim_row[(ch, pc)]}")
+        if single_buffer and cmd == "ACTAB" and any(k[:2] == (ch, pc) for k in open_row):
+            bad.append(f"{where}: ACTAB while normal rows are open in the shared row buffer")
         # timing rules
         for pre, rel, lat in by_following[cmd]:
             for p in pre:
@@ -159,6 +206,10 @@ def check(log: Log, family: str, banks_per_pc: dict | None = None) -> list[str]:
             last[(cmd, key)] = cyc
         if cmd in broadcast:
             last[(cmd, ("pcwide", ch, pc))] = cyc
+        if cmd == "ACTAB":
+            pim_row[(ch, pc)] = row
+        elif cmd == "PREAB":
+            pim_row.pop((ch, pc), None)
         if cmd == "ACT":
             open_row[bk] = row
         elif cmd in ("PRE", "RDA", "WRA"):

@@ -38,8 +38,11 @@ cdef enum:
     A_OPEN = 1
     A_CLOSE = 2
     A_CLOSE_ALL = 3
+    A_PIM_OPEN = 4
+    A_PIM_CLOSE = 5
     P_ROW_OPEN = 1
     P_ALL_CLOSED = 2
+    P_PIM_ROW_OPEN = 3
     MAX_ADDR = 16
 
 cdef int64_t NEVER = 0x3FFFFFFFFFFFFFFF
@@ -61,6 +64,21 @@ cdef class Engine:
     # ---- compiled standard
     cdef int n_lv, A, n_cmd, n_nodes, n_banks, ctrl_level, row_lv, n_ctrl, hist_w
     cdef int cmd_act, cmd_pre, cmd_prea, cmd_rd, cmd_wr, cmd_ref
+    cdef int cmd_actab, cmd_preab, cmd_macab, cmd_gwrite, cmd_rdres
+    cdef bint dual_buf
+    cdef int64_t n_rfc
+    cdef int32_t* has_rows        # per (level, cmd): any rows (skips empty levels of broadcasts)
+    # ---- PIM programs: per controller, ops [start, end) issued in order
+    cdef int32_t* pim_row         # per node: open PIM row (-1 closed)
+    cdef int64_t* prog_start
+    cdef int64_t* prog_end
+    cdef int64_t* prog_head
+    cdef int64_t* prog_done
+    cdef int64_t* prog_stall
+    cdef int64_t* pim_counts      # (n_ctrl, 5): ACTAB, PREAB, MACAB, GWRITE, RDRES issued
+    cdef int32_t* prog_final
+    cdef int32_t* prog_rowcol     # (n_ops, 2)
+    cdef int64_t n_prog_ops
     cdef int64_t read_latency, write_latency, refresh_interval
     cdef int qcap[NBUF]
     cdef float wr_low, wr_high
@@ -153,6 +171,11 @@ cdef class Engine:
         self.ctrl_level = spec["ctrl_level"]
         self.cmd_act = spec["cmd_act"]; self.cmd_pre = spec["cmd_pre"]; self.cmd_prea = spec["cmd_prea"]
         self.cmd_rd = spec["cmd_rd"]; self.cmd_wr = spec["cmd_wr"]; self.cmd_ref = spec["cmd_ref"]
+        self.cmd_actab = spec.get("cmd_actab", -1); self.cmd_preab = spec.get("cmd_preab", -1)
+        self.cmd_macab = spec.get("cmd_macab", -1); self.cmd_gwrite = spec.get("cmd_gwrite", -1)
+        self.cmd_rdres = spec.get("cmd_rdres", -1)
+        self.dual_buf = spec.get("dual_row_buffer", True)
+        self.n_rfc = spec.get("nRFC", 0)
         self.read_latency = spec["read_latency"]
         self.write_latency = spec["write_latency"]
         self.refresh_interval = spec["refresh_interval"]
@@ -193,18 +216,31 @@ cdef class Engine:
         for k in range(self.n_lv * self.n_cmd):
             has_sib[k] = int(sib[starts[k]:starts[k + 1]].sum() > 0)
         a = arr(has_sib, np.int32); self.has_sibling = <int32_t*> a.data
+        a = arr((np.diff(starts) > 0).astype(np.int32), np.int32); self.has_rows = <int32_t*> a.data
 
         # state
         a = arr(np.full(self.n_nodes * self.n_cmd, -1, dtype=np.int64), np.int64); self.ready = <int64_t*> a.data
         a = arr(np.full(self.n_nodes * self.n_cmd * self.hist_w, -1, dtype=np.int64), np.int64); self.hist = <int64_t*> a.data
         a = arr(np.full(self.n_banks, -1, dtype=np.int32), np.int32); self.open_row = <int32_t*> a.data
         a = arr(np.zeros(self.n_banks, dtype=np.int64), np.int64); self.col_access = <int64_t*> a.data
+        a = arr(np.full(self.n_nodes, -1, dtype=np.int32), np.int32); self.pim_row = <int32_t*> a.data
         n_ctrl = int(np.prod(counts[:self.ctrl_level + 1]))
         self.n_ctrl = n_ctrl
         self.stride = max(self.qcap[BUF_READ], self.qcap[BUF_WRITE], self.qcap[BUF_ACTIVE], self.qcap[BUF_PRIO])
         a = arr(np.zeros(n_ctrl * NBUF * self.stride, dtype=np.int32), np.int32); self.buf = <int32_t*> a.data
         a = arr(np.zeros(n_ctrl * NBUF, dtype=np.int32), np.int32); self.bsize = <int32_t*> a.data
         a = arr(np.zeros(n_ctrl, dtype=np.int8), np.int8); self.write_mode = <int8_t*> a.data
+        for name in ("prog_start", "prog_end", "prog_head", "prog_done", "prog_stall"):
+            a = arr(np.zeros(n_ctrl, dtype=np.int64), np.int64)
+            if name == "prog_start": self.prog_start = <int64_t*> a.data
+            elif name == "prog_end": self.prog_end = <int64_t*> a.data
+            elif name == "prog_head": self.prog_head = <int64_t*> a.data
+            elif name == "prog_done": self.prog_done = <int64_t*> a.data
+            else: self.prog_stall = <int64_t*> a.data
+        a = arr(np.zeros(n_ctrl * 5, dtype=np.int64), np.int64); self.pim_counts = <int64_t*> a.data
+        a = arr(np.zeros(1, dtype=np.int32), np.int32); self.prog_final = <int32_t*> a.data
+        a = arr(np.zeros(2, dtype=np.int32), np.int32); self.prog_rowcol = <int32_t*> a.data
+        self.n_prog_ops = 0
         a = arr(np.full(n_ctrl, NEVER, dtype=np.int64), np.int64); self.wake = <int64_t*> a.data
         nr = np.full(n_ctrl, NEVER, dtype=np.int64)
         if self.refresh_interval > 0:
@@ -267,6 +303,39 @@ cdef class Engine:
         self.error_code = 0
         self.skip_idle = skip_idle
 
+    def load_pim_programs(self, cnp.ndarray controllers, cnp.ndarray ops, cnp.ndarray rowcol):
+        """Give controller ``controllers[i]`` the i-th program; ``ops`` lists each program's final
+        commands (MACAB, GWRITE, RDRES, PREAB) back to back, ``rowcol`` their (row, column).
+
+        ``controllers`` (int, (k,)) are controller indices; the programs are split by
+        ``np.cumsum`` of the lengths given as the second column of ``controllers``.
+        """
+        cdef cnp.ndarray a
+        ctrl = np.asarray(controllers, dtype=np.int64).reshape(-1, 2)
+        ops = np.ascontiguousarray(ops, dtype=np.int32)
+        rowcol = np.ascontiguousarray(rowcol, dtype=np.int32).reshape(-1, 2)
+        if ops.shape[0] != rowcol.shape[0] or int(ctrl[:, 1].sum()) != ops.shape[0]:
+            raise ValueError("program lengths do not match the op arrays")
+        for k in (self.cmd_macab, self.cmd_actab):
+            if k < 0:
+                raise ValueError("this standard has no PIM commands")
+        self._keep.extend([ops, rowcol])
+        self.prog_final = <int32_t*> (<cnp.ndarray> ops).data
+        self.prog_rowcol = <int32_t*> (<cnp.ndarray> rowcol).data
+        self.n_prog_ops = ops.shape[0]
+        pos = 0
+        for c, n in ctrl:
+            if not 0 <= c < self.n_ctrl:
+                raise ValueError(f"controller {c} out of range")
+            if self.prog_end[c] > self.prog_start[c]:
+                raise ValueError(f"controller {c} has two programs")
+            self.prog_start[c] = pos
+            self.prog_head[c] = pos
+            self.prog_end[c] = pos + n
+            pos += n
+            if n:
+                self.wake[c] = 1
+
     # ------------------------------------------------------------------ timing state
     cdef inline int64_t ready_time(self, int cmd, int32_t* av) noexcept nogil:
         """Earliest cycle at which ``cmd`` to address ``av`` satisfies every timing row (max of ready times)."""
@@ -302,7 +371,7 @@ cdef class Engine:
         """Next command of request ``r`` (prerequisite rule of its final command)."""
         cdef int cmd = self.final_cmd[r]
         cdef int32_t row
-        if self.cmd_prereq[cmd] == P_ROW_OPEN and self.rbank[r] >= 0:
+        if self.cmd_prereq[cmd] == P_ROW_OPEN and self.rbank[r] >= 0 and (self.dual_buf or self.cmd_actab < 0):
             row = self.open_row[self.rbank[r]]
             if row < 0:
                 return self.cmd_act
@@ -351,6 +420,8 @@ cdef class Engine:
         for L in range(self.n_lv):
             if av[L] < 0:
                 for L2 in range(L, self.n_lv):
+                    if not self.has_rows[L2 * self.n_cmd + cmd]:
+                        continue
                     span = self.sub_span[(L - 1) * self.n_lv + L2]
                     base = idx * span
                     for j in range(span):
@@ -395,12 +466,35 @@ cdef class Engine:
             self.bank_range(av, self.cmd_scope[cmd], &lo, &hi)
             for b in range(lo, hi):
                 self.open_row[b] = -1
+        elif act == A_PIM_OPEN:
+            self.pim_row[self.node_at(av, self.cmd_scope[cmd])] = av[self.row_lv]
+        elif act == A_PIM_CLOSE:
+            self.pim_row[self.node_at(av, self.cmd_scope[cmd])] = -1
+
+    cdef inline int64_t node_at(self, int32_t* av, int level) noexcept nogil:
+        """Flat node index (into per-node arrays) of the node ``av`` addresses at ``level``."""
+        cdef int64_t idx = 0
+        cdef int L
+        for L in range(level + 1):
+            idx = idx * self.counts[L] + av[L]
+        return self.node_off[level] + idx
+
+    cdef inline bint any_bank_open(self, int32_t* av, int level) noexcept nogil:
+        cdef int64_t lo, hi, b
+        self.bank_range(av, level, &lo, &hi)
+        for b in range(lo, hi):
+            if self.open_row[b] >= 0:
+                return True
+        return False
 
     cdef inline int prereq(self, int cmd, int32_t* av) noexcept nogil:
         cdef int kind = self.cmd_prereq[cmd]
         cdef int32_t r
-        cdef int64_t lo, hi, b
+        cdef int pim_level
         if kind == P_ROW_OPEN:
+            if not self.dual_buf and self.cmd_actab >= 0:
+                if self.pim_row[self.node_at(av, self.cmd_scope[self.cmd_actab])] >= 0:
+                    return self.cmd_preab
             r = self.open_row[self.bank_of(av)]
             if r < 0:
                 return self.cmd_act
@@ -408,10 +502,21 @@ cdef class Engine:
                 return cmd
             return self.cmd_pre
         if kind == P_ALL_CLOSED:
-            self.bank_range(av, self.cmd_scope[cmd], &lo, &hi)
-            for b in range(lo, hi):
-                if self.open_row[b] >= 0:
-                    return self.cmd_prea
+            if self.any_bank_open(av, self.cmd_scope[cmd]):
+                return self.cmd_prea
+            if self.cmd_actab >= 0 and self.pim_row[self.node_at(av, self.cmd_scope[self.cmd_actab])] >= 0:
+                return self.cmd_preab
+            return cmd
+        if kind == P_PIM_ROW_OPEN:
+            pim_level = self.cmd_scope[cmd]
+            if not self.dual_buf and self.any_bank_open(av, pim_level):
+                return self.cmd_prea
+            r = self.pim_row[self.node_at(av, pim_level)]
+            if r < 0:
+                return self.cmd_actab
+            if r == av[self.row_lv]:
+                return cmd
+            return self.cmd_preab
         return cmd
 
     # ------------------------------------------------------------------ buffers
@@ -518,7 +623,10 @@ cdef class Engine:
         Returns True when a command was issued.
         """
         cdef int32_t av_ref[MAX_ADDR]
+        cdef int32_t av_pim[MAX_ADDR]
         cdef int L, pos = -1, src = -1, k, cmd, n_act
+        cdef bint pim = False
+        cdef int64_t op
         cdef int32_t r = -1, o
         cdef int32_t* p
         cdef int32_t* ra
@@ -534,7 +642,9 @@ cdef class Engine:
             for L in range(self.ctrl_level, -1, -1):
                 av_ref[L] = <int32_t> (flat % self.counts[L])
                 flat //= self.counts[L]
-            self.new_maintenance(c, T_REFRESH, av_ref)
+            r = self.new_maintenance(c, T_REFRESH, av_ref)
+            if r >= 0:
+                self.arrive[r] = clk
             self.n_refresh += 1
         # 2.1 active buffer
         if self.bsize[c * NBUF + BUF_ACTIVE] > 0:
@@ -557,16 +667,30 @@ cdef class Engine:
                     # the head blocks the read and write queues: only it and the active buffer count
                     self.schedule_wake(c, clk, i64min(min_ready, rt))
                     return False
+            if not found and self.prog_head[c] < self.prog_end[c]:
+                # PIM program: its next op goes before new reads and writes
+                op = self.prog_head[c]
+                self.pim_address(c, op, av_pim)
+                cmd = self.prereq(self.prog_final[op], av_pim)
+                rt = self.ready_time(cmd, av_pim)
+                if clk >= rt:
+                    found = True
+                    pim = True
+                elif rt < min_ready:
+                    min_ready = rt
             if not found:
                 self.set_write_mode(c)
                 src = BUF_WRITE if self.write_mode[c] else BUF_READ
                 if self.bsize[c * NBUF + src] > 0:
                     pos = self.best_of(c, src, clk, &rdy, &min_ready)
                     found = rdy
-        if found:
+        if pim:
+            ra = av_pim
+        elif found:
             r = self.bptr(c, src)[pos]
             cmd = self.cur_cmd[r]
             ra = self.addr + r * self.A
+        if found:
             # 2.3 never close a row that a request in the active buffer has opened
             if self.cmd_flags[cmd] & F_CLOSING:
                 p = self.bptr(c, BUF_ACTIVE)
@@ -584,6 +708,16 @@ cdef class Engine:
         if not found:
             self.schedule_wake(c, clk, min_ready)
             return False
+        if pim:
+            self.issue(cmd, ra, clk)
+            self.pim_counts[c * 5 + self.pim_slot(cmd)] += 1
+            if cmd == self.prog_final[self.prog_head[c]]:
+                self.prog_head[c] += 1
+                if self.prog_head[c] == self.prog_end[c]:
+                    self.prog_done[c] = clk + (self.read_latency if cmd == self.cmd_rdres else
+                                               (self.write_latency if cmd == self.cmd_gwrite else 0))
+            self.wake[c] = clk + 1
+            return True
         # row policy (closed: close a bank after row_cap column accesses)
         if self.closed_row:
             if self.cmd_flags[cmd] & (F_CLOSING | F_REFRESHING):
@@ -607,6 +741,10 @@ cdef class Engine:
             elif self.rtype[r] == T_WRITE:
                 self.depart[r] = clk + self.write_latency
             else:
+                if self.rtype[r] == T_REFRESH and self.prog_head[c] < self.prog_end[c] \
+                        and self.prog_head[c] > self.prog_start[c]:
+                    # a running PIM program waited from the refresh request until tRFC is over
+                    self.prog_stall[c] += clk - self.arrive[r] + self.n_rfc
                 self.pool_free[self.pool_free_top] = r
                 self.pool_free_top += 1
             self.bremove(c, src, pos)
@@ -615,6 +753,25 @@ cdef class Engine:
                 self.bremove(c, src, pos)
         self.wake[c] = clk + 1
         return True
+
+    cdef inline void pim_address(self, int c, int64_t op, int32_t* av) noexcept nogil:
+        """Address of PIM op ``op`` of controller ``c``: the controller's node, all banks below it."""
+        cdef int64_t flat = c
+        cdef int L
+        for L in range(self.A):
+            av[L] = -1
+        for L in range(self.ctrl_level, -1, -1):
+            av[L] = <int32_t> (flat % self.counts[L])
+            flat //= self.counts[L]
+        av[self.row_lv] = self.prog_rowcol[2 * op]
+        av[self.row_lv + 1] = self.prog_rowcol[2 * op + 1]
+
+    cdef inline int pim_slot(self, int cmd) noexcept nogil:
+        if cmd == self.cmd_actab: return 0
+        if cmd == self.cmd_preab: return 1
+        if cmd == self.cmd_macab: return 2
+        if cmd == self.cmd_gwrite: return 3
+        return 4
 
     cdef inline void schedule_wake(self, int c, int64_t clk, int64_t min_ready) noexcept nogil:
         """Controller ``c`` issued nothing at ``clk``: sleep until a queued command can be ready.
@@ -672,6 +829,9 @@ cdef class Engine:
         cdef int i
         for i in range(self.n_ctrl * NBUF):
             if self.bsize[i]:
+                return False
+        for i in range(self.n_ctrl):
+            if self.prog_head[i] < self.prog_end[i]:
                 return False
         return True
 
@@ -785,6 +945,11 @@ cdef class Engine:
             depart=np.asarray(<int64_t[:self.n_total]> self.depart)[:n].copy(),
             row_class=np.asarray(<int8_t[:self.n_total]> self.row_class)[:n].copy(),
             forwarded=np.asarray(<int8_t[:self.n_total]> self.forwarded)[:n].copy(),
+            pim_done=np.asarray(<int64_t[:self.n_ctrl]> self.prog_done).copy(),
+            pim_stall=np.asarray(<int64_t[:self.n_ctrl]> self.prog_stall).copy(),
+            pim_counts=np.asarray(<int64_t[:self.n_ctrl * 5]> self.pim_counts).reshape(self.n_ctrl, 5).copy(),
+            pim_has_program=(np.asarray(<int64_t[:self.n_ctrl]> self.prog_end)
+                             > np.asarray(<int64_t[:self.n_ctrl]> self.prog_start)).copy(),
         )
         if self.log_on and self.log_n:
             out["log_clk"] = np.asarray(<int64_t[:self.log_n]> self.log_clk).copy()

@@ -27,8 +27,9 @@ END_CONDITIONS = ("completed", "accepted")
 
 # Command flag bits shared with the engine (sievesim/_core/_engine.pyx).
 FLAG_OPENING, FLAG_CLOSING, FLAG_ACCESSING, FLAG_REFRESHING = 1, 2, 4, 8
-ACTION_CODES = {None: 0, "open": 1, "close": 2, "close_all": 3}
-PREREQ_CODES = {None: 0, "row_open": 1, "all_closed": 2}
+ACTION_CODES = {None: 0, "open": 1, "close": 2, "close_all": 3, "pim_open": 4, "pim_close": 5}
+PREREQ_CODES = {None: 0, "row_open": 1, "all_closed": 2, "pim_row_open": 3}
+PIM_COMMANDS = ("ACTAB", "PREAB", "MACAB", "GWRITE", "RDRES")
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,8 @@ class DRAMConfig:
     ``end``: ``completed`` (run until every request is served) or ``accepted`` (stop when the last
     request enters a queue, as Ramulator 2.0's LoadStoreTrace does).
     ``row_policy_cap``: with the closed-row policy, column accesses to a bank before it is closed.
+    ``dual_row_buffer``: PIM rows have their own row buffer (NeuPIMs); False makes PIM and normal
+    rows share one, so each closes the other's.
     """
 
     name: str
@@ -60,6 +63,7 @@ class DRAMConfig:
     clock_ratio: int = 1
     memory_clock_ratio: int = 1
     end: str = "completed"
+    dual_row_buffer: bool = True
     source: str = "built-in"
 
     def __post_init__(self) -> None:
@@ -185,6 +189,8 @@ class DRAMConfig:
         # Timing rows grouped by (level, preceding command), in declaration order.
         buckets: list[list[tuple[int, int, int, int]]] = [[] for _ in range(n_lv * n_cmd)]
         for c in std.constraints:
+            if c.single_buffer_only and self.dual_row_buffer:
+                continue
             lv = lidx[c.level]
             lat = eval_latency(c.latency, self.timings)
             for p in c.preceding:
@@ -218,6 +224,8 @@ class DRAMConfig:
             cmd_prereq=cmd_prereq,
             cmd_act=cidx["ACT"], cmd_pre=cidx["PRE"], cmd_prea=cidx["PREA"],
             cmd_rd=cidx["RD"], cmd_wr=cidx["WR"], cmd_ref=cidx["REFab"],
+            **{f"cmd_{n.lower()}": cidx.get(n, -1) for n in PIM_COMMANDS},
+            dual_row_buffer=self.dual_row_buffer,
             cons_start=starts,
             cons_follow=np.ascontiguousarray(rows_arr[:, 0]).astype(np.int32),
             cons_latency=np.ascontiguousarray(rows_arr[:, 1]),

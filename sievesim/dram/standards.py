@@ -39,6 +39,7 @@ class TimingConstraint:
     latency: str
     window: int = 1
     sibling: bool = False
+    single_buffer_only: bool = False   # PIM: applies only when PIM and normal rows share one buffer
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,9 @@ class Command:
     (PREA if any bank below the scope node is open), or ``None``.
     ``check_level``: deepest level whose ready times are checked before issue (default: the
     scope, clipped to the bank level).
+    PIM commands (``pim=True``) act on every bank of their scope node at once: ``pim_open`` /
+    ``pim_close`` open and close the PIM row buffer, ``pim_row_open`` is the prerequisite of an
+    all-bank MAC (ACTAB if the PIM row is closed, PREAB if another row is open).
     """
 
     name: str
@@ -64,6 +68,7 @@ class Command:
     action: str | None = None
     prereq: str | None = None
     check_level: str | None = None
+    pim: bool = False
 
 
 @dataclass(frozen=True)
@@ -130,13 +135,14 @@ def eval_latency(expr: str, timings: Mapping[str, int]) -> int:
     return ev(ast.parse(expr, mode="eval"))
 
 
-def _rows(level: str, rows: Sequence[tuple]) -> list[TimingConstraint]:
+def _rows(level: str, rows: Sequence[tuple], single_buffer_only: bool = False) -> list[TimingConstraint]:
     out = []
     for row in rows:
         pre, fol, lat, *rest = row
         window = rest[0] if rest else 1
         sibling = rest[1] if len(rest) > 1 else False
-        out.append(TimingConstraint(level, tuple(pre.split()), tuple(fol.split()), lat, window, sibling))
+        out.append(TimingConstraint(level, tuple(pre.split()), tuple(fol.split()), lat, window, sibling,
+                                    single_buffer_only))
     return out
 
 
@@ -290,13 +296,58 @@ _JEDEC_COMMANDS = (
     Command("REFab", "pseudochannel", refreshing=True, prereq="all_closed", check_level="bank"),
 )
 
+# Bank-level PIM (AttAcc / NeuPIMs / Duplex style): all-bank commands on one pseudo-channel.
+_PIM_COMMANDS = (
+    Command("ACTAB", "pseudochannel", action="pim_open", pim=True),      # same row, every bank
+    Command("PREAB", "pseudochannel", action="pim_close", pim=True),     # close the PIM rows
+    Command("MACAB", "pseudochannel", prereq="pim_row_open", pim=True),  # one column per bank, 16 MACs per PU
+    Command("GWRITE", "pseudochannel", pim=True),                        # 32 B of input into the global buffer
+    Command("RDRES", "pseudochannel", pim=True),                         # 32 B of accumulators to the GPU
+)
+
 _JEDEC_TIMINGS = ("rate", "tCK_ps", "nBL", "nCL", "nCWL", "nRCDRD", "nRCDWR", "nRP", "nRAS", "nRC",
                   "nWR", "nRTPS", "nRTPL", "nCCDS", "nCCDL", "nCCDR", "nRRDS", "nRRDL", "nWTRS",
                   "nWTRL", "nRTW", "nFAW", "nPPD", "nRFC", "nREFI")
 
 
+def _pim_constraints() -> list[TimingConstraint]:
+    """PIM rows, all at the pseudo-channel (every bank moves in lockstep). See docs/pim.md."""
+    rows = _rows("pseudochannel", [
+        ("ACTAB", "MACAB", "nRCDRD"),
+        ("ACTAB", "PREAB", "nRAS"),
+        ("ACTAB", "ACTAB", "nRC"),
+        ("PREAB", "ACTAB", "nRP"),
+        ("MACAB", "MACAB", "nCCDAB"),
+        ("MACAB", "PREAB", "nRTPL"),
+        ("MACAB", "RDRES", "nCCDAB"),                 # last MAC retired before its result is read
+        ("ACT", "ACTAB", "nRRDS"), ("ACTAB", "ACT", "nRRDS"),
+        ("ACTAB", "ACT PRE PREA REFab PREAB", "2"),   # row command bus, as ACT
+        # data bus: GWRITE is a write burst, RDRES a read burst
+        ("GWRITE", "GWRITE", "nBL"),
+        ("GWRITE", "MACAB", "nCWL + nBL"),            # input must be in the global buffer
+        ("WR WRA", "GWRITE", "nBL"), ("GWRITE", "WR WRA", "nBL"),
+        ("RD RDA RDRES", "GWRITE", "nRTW"),
+        ("GWRITE", "RD RDA RDRES", "nCWL + nBL + nWTRS"),
+        ("RDRES", "RDRES", "nBL"), ("RD RDA", "RDRES", "nBL"), ("RDRES", "RD RDA", "nBL"),
+        ("RDRES", "WR WRA", "nRTW"),
+        ("WR WRA", "RDRES", "nCWL + nBL + nWTRS"),
+        # refresh closes PIM rows too
+        ("ACTAB", "REFab", "nRC"),
+        ("PREAB", "REFab", "nRP"),
+        ("REFab", "ACTAB", "nRFC"),
+    ])
+    # one row buffer per bank: normal and PIM rows exclude each other
+    rows += _rows("pseudochannel", [
+        ("PREAB", "ACT", "nRP"),
+        ("PRE PREA", "ACTAB", "nRP"),
+        ("RD", "ACTAB", "nRTPL + nRP"),
+        ("WR", "ACTAB", "nCWL + nBL + nWR + nRP"),
+    ], single_buffer_only=True)
+    return rows
+
+
 def _jedec_constraints(with_sid: bool) -> tuple[TimingConstraint, ...]:
-    rows: list[TimingConstraint] = []
+    rows: list[TimingConstraint] = _pim_constraints() if with_sid else []
     rows += _rows("pseudochannel", [
         ("ACT", "ACT PRE PREA REFab", "2"),          # ACT occupies the row command bus 2 CK
         ("ACT", "ACT", "nRRDS"),
@@ -341,10 +392,10 @@ def _jedec_constraints(with_sid: bool) -> tuple[TimingConstraint, ...]:
 
 HBM3 = Standard(
     name="hbm3",
-    description="HBM3 per JEDEC JESD238: 16 channels x 2 pseudo-channels, SIDs, all-bank refresh",
+    description="HBM3 per JEDEC JESD238: 16 channels x 2 pseudo-channels, SIDs, all-bank refresh, bank-level PIM",
     levels=("channel", "pseudochannel", "sid", "bankgroup", "bank", "row", "column"),
-    commands=_JEDEC_COMMANDS,
-    timing_names=_JEDEC_TIMINGS,
+    commands=_JEDEC_COMMANDS + _PIM_COMMANDS,
+    timing_names=_JEDEC_TIMINGS + ("nCCDAB",),
     constraints=_jedec_constraints(with_sid=True),
     org_presets={
         # per stack: 16 channels x 2 PCs; 32 columns of 32 B (DQ 32 x BL8) = 1 KB row per PC
@@ -358,14 +409,14 @@ HBM3 = Standard(
         "HBM3_6400": dict(rate=6400, tCK_ps=625, nBL=2, nCL=20, nCWL=10, nRCDRD=31, nRCDWR=15, nRP=26,
                           nRAS=45, nRC=72, nWR=33, nRTPS=9, nRTPL=9, nCCDS=2, nCCDL=4, nCCDR=3,
                           nRRDS=4, nRRDL=5, nWTRS=7, nWTRL=10, nRTW=20, nFAW=24, nPPD=2, nRFC=720,
-                          nREFI=6240),
+                          nREFI=6240, nCCDAB=6),
         # HBM3E 8.0 Gb/s (facts.md section 3: LLMSimulator/Duplex HBM3_8.0Gbps), tCK 500 ps.
         # nRTW = nCL + nBL + 2 - nCWL (the patch's nRTW 3 is unused by its rules); nCCDR = nCCDS + 1;
         # nRFC: tRFC 450 ns (12 Gb channel) / 0.5 ns; nREFI 7800 = 3.9 us.
         "HBM3E_8000": dict(rate=8000, tCK_ps=500, nBL=2, nCL=28, nCWL=8, nRCDRD=28, nRCDWR=28, nRP=28,
                            nRAS=68, nRC=96, nWR=32, nRTPS=8, nRTPL=12, nCCDS=2, nCCDL=4, nCCDR=3,
                            nRRDS=2, nRRDL=4, nWTRS=12, nWTRL=16, nRTW=24, nFAW=60, nPPD=2, nRFC=900,
-                           nREFI=7800),
+                           nREFI=7800, nCCDAB=6),
     },
     controller_level="pseudochannel",
     refresh=True,

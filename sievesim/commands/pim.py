@@ -1,0 +1,147 @@
+"""``sievesim pim``: GEMVs and experts on HBM-PIM, priced by the cycle-accurate engine."""
+from __future__ import annotations
+
+import argparse
+import json
+
+from ..errors import field_error
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("pim", help="GEMVs, experts and attention on HBM-PIM (cycle-accurate)")
+    sub = p.add_subparsers(dest="pim_command", metavar="SUBCOMMAND")
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+    g = sub.add_parser("gemv", help="one GEMV with N tokens")
+    g.add_argument("--hardware", default="b200", help="hardware preset or TOML (default b200)")
+    g.add_argument("--d-in", type=int, required=True, help="input size (elements)")
+    g.add_argument("--d-out", type=int, required=True, help="output size (elements)")
+    g.add_argument("--tokens", type=int, default=1, help="input vectors (tokens)")
+    g.add_argument("--placement", choices=["tp", "ep"], default="tp",
+                   help="tp: across every pseudo-channel of the GPU; ep: inside one placement unit")
+    g.add_argument("--unit", choices=["pseudo_channel", "channel", "stack"], default="stack",
+                   help="placement unit for --placement ep (default stack)")
+    g.add_argument("--single-row-buffer", action="store_true", help="PIM and normal rows share one row buffer")
+    g.add_argument("--json", action="store_true")
+    g.add_argument("--log-commands", metavar="FILE", help="write the simulated pseudo-channel's command log (CSV)")
+    g.set_defaults(func=_gemv)
+
+    e = sub.add_parser("expert", help="one SwiGLU expert of a model with N tokens")
+    e.add_argument("--model", required=True, help="model preset, TOML or HF config.json")
+    e.add_argument("--hardware", default="b200")
+    e.add_argument("--tokens", type=int, default=1)
+    e.add_argument("--placement", choices=["tp", "ep"], default="tp")
+    e.add_argument("--unit", choices=["pseudo_channel", "channel", "stack"], default="stack")
+    e.add_argument("--json", action="store_true")
+    e.set_defaults(func=_expert)
+
+    t = sub.add_parser("table", help="expert time on PIM vs roofline and GPU for N = 1..32 (docs/pim.md)")
+    t.add_argument("--models", default="qwen3-30b-a3b,gpt-oss-120b,qwen3.5-397b-a17b")
+    t.add_argument("--hardware", default="b200")
+    t.add_argument("--tokens", default="1,2,4,8,16,32")
+    t.add_argument("--json", action="store_true")
+    t.set_defaults(func=_table)
+
+
+def _device(hw_name: str, single: bool = False):
+    from ..hardware import get_hardware
+    from ..pim.expert import PIMDevice
+    import dataclasses
+    dev = PIMDevice.from_hardware(get_hardware(hw_name))
+    return dataclasses.replace(dev, dual_row_buffer=not single) if single else dev
+
+
+def _result_dict(res, device) -> dict:
+    d = res.to_dict()
+    d["time_ns"] = res.cycles * device.tck_s * 1e9
+    return d
+
+
+def _gemv(args: argparse.Namespace) -> int:
+    from ..dram.engine import write_command_log
+    from ..pim.engine import run_programs
+    from ..pim.expert import gemv
+    from ..pim.program import gemv_program, plan_gemv
+
+    for name in ("d_in", "d_out", "tokens"):
+        if getattr(args, name) < 1:
+            raise field_error(f"--{name.replace('_', '-')}", getattr(args, name), "a positive integer")
+    dev = _device(args.hardware, args.single_row_buffer)
+    pcs = dev.unit_pcs("gpu" if args.placement == "tp" else args.unit)
+    if args.log_commands:
+        plan = plan_gemv(args.d_in, args.d_out, args.tokens, pcs, dev.geometry, dict(dev.config.timings))
+        res = run_programs(dev.config, [gemv_program(plan, dev.geometry)], log_commands=True)
+
+        class _R:  # write_command_log reads .command_log
+            command_log = res.command_log
+        write_command_log(_R, dev.config, args.log_commands)
+    else:
+        res = gemv(dev, args.d_in, args.d_out, args.tokens, pcs)
+    d = _result_dict(res, dev) | {"pseudo_channels": pcs, "d_in": args.d_in, "d_out": args.d_out,
+                                  "tokens": args.tokens, "roofline_ns": 2.0 * args.d_in * args.d_out * args.tokens
+                                  / (dev.peak_flops() * pcs / dev.unit_pcs("gpu")) * 1e9}
+    _print(d, args.json)
+    return 0
+
+
+def _expert(args: argparse.Namespace) -> int:
+    from ..hardware import get_hardware
+    from ..models import get_model
+    from ..pim.expert import EnginePimCost
+
+    if args.tokens < 1:
+        raise field_error("--tokens", args.tokens, "a positive integer")
+    model, hw = get_model(args.model), get_hardware(args.hardware)
+    cost = EnginePimCost.for_model(model, hw)
+    pcs = cost.device.unit_pcs("gpu" if args.placement == "tp" else args.unit)
+    gu, dn = cost.expert_result(args.tokens, pcs)
+    tck_ns = cost.device.tck_s * 1e9
+    cycles = gu.cycles + dn.cycles
+    d = {"model": model.name, "tokens": args.tokens, "pseudo_channels": pcs, "cycles": cycles,
+         "time_ns": cycles * tck_ns,
+         "macab_utilization": (gu.macab_utilization * gu.cycles + dn.macab_utilization * dn.cycles) / cycles,
+         "activations": gu.activations + dn.activations,
+         "refresh_stall_cycles": gu.refresh_stall_cycles + dn.refresh_stall_cycles,
+         "gate_up": _result_dict(gu, cost.device), "down": _result_dict(dn, cost.device)}
+    _print(d, args.json)
+    return 0
+
+
+def _table(args: argparse.Namespace) -> int:
+    from ..hardware import get_hardware
+    from ..models import get_model
+    from ..pim.expert import EnginePimCost
+
+    hw = get_hardware(args.hardware)
+    tokens = [int(x) for x in args.tokens.split(",")]
+    rows = []
+    for name in args.models.split(","):
+        model = get_model(name)
+        cost = EnginePimCost.for_model(model, hw)
+        params = model.params_per_expert
+        for n in tokens:
+            pim = cost.expert_time_s(n)
+            roof = cost.roofline_expert_s(n)
+            gpu = max(2.0 * params * n / (hw.gpu.peak_flops_bf16 * hw.gpu.compute_efficiency),
+                      model.bytes_per_expert / (hw.gpu.hbm_bandwidth_bytes_per_s * hw.gpu.memory_efficiency))
+            rows.append({"model": name, "tokens": n, "pim_engine_us": pim * 1e6, "pim_roofline_us": roof * 1e6,
+                         "roofline_over_engine": roof / pim, "gpu_roofline_us": gpu * 1e6})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print("| model | N | PIM engine (us) | PIM roofline (us) | roofline / engine | GPU roofline (us) |")
+        print("|---|---|---|---|---|---|")
+        for r in rows:
+            print(f"| {r['model']} | {r['tokens']} | {r['pim_engine_us']:.3f} | {r['pim_roofline_us']:.3f} | "
+                  f"{r['roofline_over_engine']:.2f} | {r['gpu_roofline_us']:.3f} |")
+    return 0
+
+
+def _print(d: dict, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(d, indent=2))
+        return
+    for k, v in d.items():
+        if isinstance(v, dict):
+            continue
+        print(f"{k:<22}  {v:.4f}" if isinstance(v, float) else f"{k:<22}  {v}")

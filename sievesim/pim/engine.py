@@ -1,0 +1,111 @@
+"""Run PIM programs on the cycle-accurate engine (optionally beside normal traffic)."""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..dram.config import DRAMConfig, get_config
+from ..dram.engine import _to_vectors
+from ..dram.traces import RequestTrace
+from ..errors import field_error
+from .program import OP_GWRITE, OP_MACAB, OP_PREAB, OP_RDRES, PIMGeometry
+
+__all__ = ["PIMResult", "pim_config", "geometry_for", "run_programs"]
+
+
+@dataclass
+class PIMResult:
+    """One engine run of PIM programs. Cycles are memory command-clock cycles (tCK)."""
+
+    cycles: int                      # until every program's last command (and result data) is done
+    time_ns: float
+    macabs: int
+    activations: int                 # ACTAB commands
+    precharges: int                  # PREAB commands
+    gwrites: int
+    rdres: int
+    macab_utilization: float         # MACAB issue slots used / available (one per nCCDAB), busiest unit
+    refresh_stall_cycles: int        # busiest unit: from a refresh request to tRFC's end, mid-program
+    refreshes: int
+    per_unit_busy_cycles: list[int]  # program completion cycle of each simulated pseudo-channel
+    commands: int
+    normal_requests: int = 0
+    normal_cycles: int = 0           # completion of the background (GPU) requests, if any
+    wall_s: float = 0.0
+    command_log: dict | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d.pop("command_log")
+        return d
+
+
+def pim_config(dram_config: str | DRAMConfig, units: int = 1, *, dual_row_buffer: bool = True) -> DRAMConfig:
+    """The DRAM configuration reduced to ``units`` pseudo-channels (one channel per unit).
+
+    Tensor-parallel programs are the same in every pseudo-channel, so one unit stands for all;
+    expert-parallel placements give each unit its own program.
+    """
+    base = get_config(dram_config) if isinstance(dram_config, str) else dram_config
+    if "ACTAB" not in [c.name for c in base.standard.commands]:
+        raise field_error("dram_config", base.name, "a configuration whose standard has PIM commands (hbm3-6400, hbm3e-8000)")
+    org = dict(base.org)
+    org["channel"], org["pseudochannel"] = units, 1
+    return base.replace(org=org, dual_row_buffer=dual_row_buffer, end="completed", name=f"{base.name}-pim")
+
+
+def geometry_for(config: DRAMConfig, *, banks_per_pu: int = 1, macs_per_command: int = 16, operand_bytes: int = 2,
+                 global_buffer_bytes: int = 2048, accumulators: int = 8) -> PIMGeometry:
+    levels = config.standard.levels
+    banks = int(np.prod([config.org[l] for l in levels[levels.index("pseudochannel") + 1: levels.index("row")]]))
+    return PIMGeometry(banks=banks, banks_per_pu=banks_per_pu, macs_per_command=macs_per_command,
+                       operand_bytes=operand_bytes, row_bytes=config.org["column"] * config.tx_bytes,
+                       burst_bytes=config.tx_bytes, global_buffer_bytes=global_buffer_bytes,
+                       accumulators=accumulators)
+
+
+def run_programs(config: DRAMConfig, programs: list[tuple[np.ndarray, np.ndarray]], *,
+                 background: RequestTrace | None = None, log_commands: bool = False) -> PIMResult:
+    """Program ``i`` runs on pseudo-channel ``i`` of ``config`` (see :func:`pim_config`)."""
+    from .._core import Engine
+
+    spec = config.compile()
+    if len(programs) > config.num_controllers:
+        raise field_error("programs", len(programs), f"at most {config.num_controllers} (one per pseudo-channel)")
+    code = np.array([spec["cmd_macab"], spec["cmd_gwrite"], spec["cmd_rdres"], spec["cmd_preab"]], dtype=np.int32)
+    lengths = np.array([[i, len(ops)] for i, (ops, _) in enumerate(programs)], dtype=np.int64).reshape(-1, 2)
+    ops = code[np.concatenate([o for o, _ in programs])] if programs else np.zeros(0, np.int32)
+    rowcol = np.concatenate([rc for _, rc in programs]) if programs else np.zeros((0, 2), np.int32)
+    if background is not None:
+        vecs, keys = _to_vectors(config, background)
+        is_write, arrival = background.is_write, background.arrival
+    else:
+        vecs = np.zeros((0, len(config.standard.levels)), np.int32)
+        keys, is_write, arrival = np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, np.int64)
+    t0 = time.perf_counter()
+    engine = Engine(spec | {"nRFC": int(config.timings["nRFC"])}, vecs, keys, is_write, arrival, log_commands)
+    engine.load_pim_programs(lengths, ops, rowcol)
+    raw = engine.run()
+    wall = time.perf_counter() - t0
+    has = raw["pim_has_program"]
+    done = raw["pim_done"]
+    counts = raw["pim_counts"]
+    busiest = int(np.argmax(np.where(has, done, -1))) if has.any() else 0
+    cycles = int(max(done.max(initial=0), raw["depart"].max(initial=0)))
+    n_ccdab = int(config.timings["nCCDAB"])
+    util = counts[busiest, 2] * n_ccdab / done[busiest] if has.any() and done[busiest] else 0.0
+    log = None
+    if log_commands:
+        log = {"cycle": raw["log_clk"], "addr": raw["log_addr"], "command": raw["log_cmd"], "names": spec["command_names"]}
+    return PIMResult(
+        cycles=cycles, time_ns=cycles * config.tck_ns, macabs=int(counts[:, 2].sum()),
+        activations=int(counts[:, 0].sum()), precharges=int(counts[:, 1].sum()), gwrites=int(counts[:, 3].sum()),
+        rdres=int(counts[:, 4].sum()), macab_utilization=float(util),
+        refresh_stall_cycles=int(raw["pim_stall"][busiest]), refreshes=raw["n_refresh"],
+        per_unit_busy_cycles=[int(d) for d, h in zip(done, has) if h], commands=raw["n_commands"],
+        normal_requests=int(len(arrival)), normal_cycles=int(raw["depart"].max(initial=0)), wall_s=wall,
+        command_log=log)

@@ -1,0 +1,167 @@
+"""Compile GEMVs into PIM command programs for one pseudo-channel.
+
+A program is the ordered list of *final* PIM commands one pseudo-channel issues (GWRITE, MACAB at a
+(row, column), RDRES, PREAB); the engine inserts the ACTAB / PREAB (and, with a single row buffer,
+PREA) each MACAB needs, and interleaves refresh and normal traffic. See docs/pim.md for the model.
+
+Layout (same in every pseudo-channel, so one is simulated for tensor parallelism): a GEMV
+``y = W x`` with ``W`` of shape (d_out, d_in) is tiled over the P pseudo-channels as
+``P = P_out x P_in``: each holds ``o = ceil(d_out / P_out)`` outputs over ``k = ceil(d_in / P_in)``
+inputs. Inside a pseudo-channel the outputs are spread over the PUs (one per bank, bank pair or
+bank group); every PU keeps the same output *slot* at the same (row, column) positions, so one
+all-bank MAC advances every PU by ``macs_per_command`` multiply-accumulates of its own output.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import field_error
+
+__all__ = ["PIMGeometry", "GemvPlan", "plan_gemv", "gemv_program", "OP_MACAB", "OP_GWRITE", "OP_RDRES", "OP_PREAB"]
+
+OP_MACAB, OP_GWRITE, OP_RDRES, OP_PREAB = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class PIMGeometry:
+    """What one pseudo-channel's PIM offers.
+
+    ``banks``: banks per pseudo-channel; ``banks_per_pu``: 1 (bank), 2 (bank pair) or 4 (bank group);
+    ``macs_per_command``: multiply-accumulates per PU per MACAB; ``operand_bytes``: bytes per weight
+    (2 for bf16); ``row_bytes``: DRAM row per bank; ``burst_bytes``: bytes per GWRITE / RDRES;
+    ``global_buffer_bytes``: input vector storage per pseudo-channel; ``accumulators``: output
+    registers per PU; ``result_bytes``: bytes read back per output (4: fp32 partial sums).
+    """
+
+    banks: int
+    banks_per_pu: int = 1
+    macs_per_command: int = 16
+    operand_bytes: int = 2
+    row_bytes: int = 1024
+    burst_bytes: int = 32
+    global_buffer_bytes: int = 2048
+    accumulators: int = 8
+    result_bytes: int = 4
+
+    @property
+    def pus(self) -> int:
+        return self.banks // self.banks_per_pu
+
+    @property
+    def steps_per_row(self) -> int:
+        """MACABs one opened row feeds a PU (all banks of the PU's group hold that row open)."""
+        return self.row_bytes * self.banks_per_pu // (self.macs_per_command * self.operand_bytes)
+
+
+@dataclass(frozen=True)
+class GemvPlan:
+    """Tiling of one GEMV over ``pcs`` pseudo-channels; sizes are elements."""
+
+    d_in: int
+    d_out: int
+    tokens: int
+    pcs: int
+    pcs_out: int
+    pcs_in: int
+    outputs_per_pc: int
+    inputs_per_pc: int
+    slots: int                 # outputs per PU
+    steps_per_output: int      # MACABs per output per token
+    input_bursts: int          # GWRITEs per token (per slot block when the input is segmented)
+    tokens_per_pass: int       # tokens whose inputs share the global buffer (rows reused)
+    segments: int = 1          # input slices that do not fit the global buffer are streamed in segments
+
+    @property
+    def macs_per_token(self) -> int:
+        return self.slots * self.steps_per_output
+
+
+def plan_gemv(d_in: int, d_out: int, tokens: int, pcs: int, geo: PIMGeometry,
+              timings: dict[str, int] | None = None) -> GemvPlan:
+    """Choose ``pcs_in`` (a divisor of ``pcs``) minimising an issue-time estimate.
+
+    The estimate counts MACABs x nCCDAB, bursts x nBL and row switches x (nRCDRD + nRP). An input
+    slice larger than the global buffer is streamed in segments, re-written for every slot block.
+    """
+    for name, v in (("d_in", d_in), ("d_out", d_out), ("tokens", tokens), ("pcs", pcs)):
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
+            raise field_error(name, v, "a positive integer")
+    t = timings or {"nCCDAB": 6, "nBL": 2, "nRCDRD": 28, "nRP": 28}
+    best = None
+    for pcs_in in (d for d in range(1, pcs + 1) if pcs % d == 0):
+        k = math.ceil(d_in / pcs_in)
+        bursts = math.ceil(k * geo.operand_bytes / geo.burst_bytes)
+        gb_bursts = geo.global_buffer_bytes // geo.burst_bytes
+        if gb_bursts < 1:
+            raise field_error("global_buffer_bytes", geo.global_buffer_bytes, f">= {geo.burst_bytes} (one burst)")
+        segments = math.ceil(bursts / gb_bursts)
+        o = math.ceil(d_out / (pcs // pcs_in))
+        slots = math.ceil(o / geo.pus)
+        steps = math.ceil(k / geo.macs_per_command)
+        rows = math.ceil(slots * steps / geo.steps_per_row)
+        result = math.ceil(o * geo.result_bytes / geo.burst_bytes)
+        blocks = math.ceil(slots / geo.accumulators) if segments > 1 else 1
+        est = (slots * steps * t["nCCDAB"] + (bursts * blocks + result) * t["nBL"]
+               + rows * (t["nRCDRD"] + t["nRP"]))
+        if best is None or est < best[0]:
+            best = (est, pcs_in, o, k, slots, steps, bursts, segments)
+    _, pcs_in, o, k, slots, steps, bursts, segments = best
+    per_pass = 1 if segments > 1 else max(1, min(tokens, geo.global_buffer_bytes // (bursts * geo.burst_bytes),
+                                                 geo.accumulators))
+    return GemvPlan(d_in=d_in, d_out=d_out, tokens=tokens, pcs=pcs, pcs_out=pcs // pcs_in, pcs_in=pcs_in,
+                    outputs_per_pc=o, inputs_per_pc=k, slots=slots, steps_per_output=steps, input_bursts=bursts,
+                    tokens_per_pass=per_pass, segments=segments)
+
+
+def gemv_program(plan: GemvPlan, geo: PIMGeometry, *, row_base: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Ops (OP_* codes) and (row, column) pairs of one pseudo-channel's program for ``plan``.
+
+    Per pass of ``g`` tokens: GWRITE their inputs; then, slot block by slot block (``accumulators //
+    g`` slots per block), every MAC step of the block for each of the g tokens back to back (the
+    row stays open across tokens), and RDRES of the block's results. A final PREAB closes the row.
+    """
+    steps = plan.steps_per_output
+    ops_parts: list[np.ndarray] = []
+    rc_parts: list[np.ndarray] = []
+
+    def gwrite(n: int) -> None:
+        ops_parts.append(np.full(n, OP_GWRITE, dtype=np.int32))
+        rc_parts.append(np.zeros((n, 2), dtype=np.int32))
+
+    def macs(step_idx: np.ndarray) -> None:
+        rows = row_base + step_idx // geo.steps_per_row
+        ops_parts.append(np.full(step_idx.size, OP_MACAB, dtype=np.int32))
+        rc_parts.append(np.column_stack([rows, step_idx % geo.steps_per_row]).astype(np.int32))
+
+    seg_bursts = math.ceil(plan.input_bursts / plan.segments)
+    seg_steps = math.ceil(steps / plan.segments)
+    remaining = plan.tokens
+    while remaining > 0:
+        g = min(plan.tokens_per_pass, remaining)
+        remaining -= g
+        if plan.segments == 1:
+            gwrite(g * plan.input_bursts)
+        block = max(1, geo.accumulators // g)
+        for s0 in range(0, plan.slots, block):
+            s1 = min(plan.slots, s0 + block)
+            if plan.segments == 1:
+                step_idx = np.arange(s0 * steps, s1 * steps, dtype=np.int64)
+                macs(np.repeat(step_idx, g))                       # token innermost: row reuse
+            else:                                                  # g == 1: stream the input in segments
+                for seg in range(plan.segments):
+                    lo, hi = seg * seg_steps, min(steps, (seg + 1) * seg_steps)
+                    if lo >= hi:
+                        break
+                    gwrite(min(seg_bursts, plan.input_bursts - seg * seg_bursts))
+                    slot_base = np.arange(s0, s1, dtype=np.int64)[:, None] * steps
+                    macs((slot_base + np.arange(lo, hi, dtype=np.int64)[None, :]).ravel())
+            outputs = min((s1 - s0) * geo.pus, plan.outputs_per_pc - s0 * geo.pus) * g
+            n_res = math.ceil(outputs * geo.result_bytes / geo.burst_bytes)
+            ops_parts.append(np.full(n_res, OP_RDRES, dtype=np.int32))
+            rc_parts.append(np.zeros((n_res, 2), dtype=np.int32))
+    ops_parts.append(np.array([OP_PREAB], dtype=np.int32))
+    rc_parts.append(np.zeros((1, 2), dtype=np.int32))
+    return np.concatenate(ops_parts), np.concatenate(rc_parts)

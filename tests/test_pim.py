@@ -1,0 +1,144 @@
+"""PIM on the engine: programs obey every rule, physical bounds, token scaling, dual row buffers."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from sievesim.cli import main
+from sievesim.dram.engine import write_command_log
+from sievesim.dram.traces import RequestTrace
+from sievesim.pim import gemv_program, geometry_for, pim_config, plan_gemv, run_programs
+from sievesim.pim.expert import EnginePimCost, PIMDevice, gemv
+
+from dram_checker import check, read_log
+
+
+class _Logged:
+    def __init__(self, res):
+        self.command_log = res.command_log
+
+
+def _checked(cfg, programs, tmp_path, background=None, single=False):
+    res = run_programs(cfg, programs, background=background, log_commands=True)
+    path = tmp_path / "pim.csv"
+    write_command_log(_Logged(res), cfg, path)
+    log = read_log(path)
+    return res, log, check(log, "jedec", single_buffer=single)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(d_in=st.integers(1, 6000), d_out=st.integers(1, 3000), tokens=st.integers(1, 9),
+       pcs=st.sampled_from([1, 2, 32, 256]), banks_per_pu=st.sampled_from([1, 2, 4]),
+       gb=st.sampled_from([256, 2048, 8192]), single=st.booleans(), reads=st.integers(0, 300),
+       config=st.sampled_from(["hbm3e-8000", "hbm3-6400"]))
+def test_pim_programs_obey_every_rule(tmp_path, d_in, d_out, tokens, pcs, banks_per_pu, gb, single, reads, config):
+    cfg = pim_config(config, 1, dual_row_buffer=not single)
+    geo = geometry_for(cfg, banks_per_pu=banks_per_pu, global_buffer_bytes=gb)
+    plan = plan_gemv(d_in, d_out, tokens, pcs, geo, dict(cfg.timings))
+    prog = gemv_program(plan, geo)
+    background = None
+    if reads:   # the GPU reads other rows of the same banks while the PIM computes
+        rng = np.random.default_rng(reads)
+        addrs = rng.integers(0, cfg.capacity_bytes // cfg.tx_bytes, reads) * cfg.tx_bytes
+        background = RequestTrace.from_arrays(np.sort(rng.integers(0, 4 * reads, reads)), addrs, rng.random(reads) < 0.2)
+    res, log, violations = _checked(cfg, [prog], tmp_path, background, single)
+    assert violations == []
+    assert res.macabs == plan.tokens * plan.macs_per_token
+    names = [r[8] for r in log.rows]
+    assert names.count("RD") + names.count("WR") == reads
+    assert res.cycles >= res.macabs * cfg.timings["nCCDAB"] - cfg.timings["nCCDAB"]
+
+
+def _bound_cycles(cfg, plan, geo, res):
+    """docs/pim.md: row period, data-bus bursts and refresh losses for a one-token GEMV."""
+    t = cfg.timings
+    s = geo.steps_per_row
+    rows = math.ceil(plan.slots * plan.steps_per_output / s)
+    period = max(max(t["nRCDRD"] + (s - 1) * t["nCCDAB"] + t["nRTPL"], t["nRAS"]) + t["nRP"], t["nRC"])
+    bursts = (res.gwrites + res.rdres) * t["nBL"]
+    busy = rows * period + bursts
+    per_refresh = t["nRFC"] + t["nRP"] + t["nRCDRD"] + t["nRTPL"]
+    refreshes = busy // (t["nREFI"] - per_refresh)
+    return busy + refreshes * per_refresh
+
+
+@pytest.mark.parametrize("config", ["hbm3e-8000", "hbm3-6400"])
+def test_large_gemv_utilization_matches_the_row_switch_and_refresh_bound(config):
+    cfg = pim_config(config)
+    geo = geometry_for(cfg)
+    plan = plan_gemv(1024, 48 * 600, 1, 1, geo, dict(cfg.timings))   # 600 outputs per PU, 2 rows each
+    res = run_programs(cfg, [gemv_program(plan, geo)])
+    bound = res.macabs * cfg.timings["nCCDAB"] / _bound_cycles(cfg, plan, geo, res)
+    assert res.refreshes > 10
+    assert abs(res.macab_utilization - bound) / bound < 0.05, (res.macab_utilization, bound)
+
+
+def test_expert_time_grows_with_tokens_and_two_tokens_cost_less_than_twice_one():
+    cost = EnginePimCost(PIMDevice(), 4096, 1024)
+    times = [cost.expert_time_s(n) for n in (1, 2, 4, 8, 16, 32)]
+    assert all(a < b for a, b in zip(times, times[1:]))
+    assert times[1] / times[0] < 2.0
+
+
+def test_dual_row_buffers_let_pim_and_gpu_reads_share_banks():
+    rng = np.random.default_rng(0)
+    times = {}
+    for dual in (True, False):
+        cfg = pim_config("hbm3e-8000", 1, dual_row_buffer=dual)
+        geo = geometry_for(cfg)
+        plan = plan_gemv(1024, 48 * 40, 4, 1, geo, dict(cfg.timings))
+        n = 2000
+        bg = RequestTrace.from_arrays(np.arange(n) * 4, rng.integers(0, cfg.capacity_bytes // 32, n) * 32,
+                                      np.zeros(n, bool))
+        res = run_programs(cfg, [gemv_program(plan, geo)], background=bg)
+        times[dual] = max(res.per_unit_busy_cycles)
+    assert times[True] < times[False]
+
+
+def test_identical_programs_are_simulated_once():
+    dev = PIMDevice()
+    a = gemv(dev, 2048, 1536, 3, 256)
+    b = gemv(dev, 2048, 1536, 3, 256)
+    assert a is b
+
+
+def test_expert_parallel_unit_is_slower_than_tensor_parallel():
+    cost = EnginePimCost(PIMDevice(), 2048, 768)
+    assert cost.expert_time_on_unit_s(2, "pseudo_channel") > cost.expert_time_on_unit_s(2, "stack") \
+        > cost.expert_time_s(2)
+
+
+def test_attention_grows_with_context_and_batch():
+    cost = EnginePimCost(PIMDevice(), 4096, 1024, attention_heads=32, kv_heads=2, head_dim=256)
+    assert cost.attention_time_s([512] * 8) < cost.attention_time_s([4096] * 8)
+    assert cost.attention_time_s([1024] * 8) < cost.attention_time_s([1024] * 600)
+    windowed = EnginePimCost(PIMDevice(), 4096, 1024, attention_heads=32, kv_heads=2, head_dim=256, window=128)
+    assert windowed.attention_time_s([4096] * 8) == windowed.attention_time_s([128] * 8)
+
+
+def test_cli_pim_gemv_and_expert_json(capsys, tmp_path):
+    assert main(["pim", "gemv", "--d-in", "2048", "--d-out", "1536", "--tokens", "2", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    for k in ("cycles", "time_ns", "macab_utilization", "activations", "refresh_stall_cycles"):
+        assert k in d
+    assert main(["pim", "expert", "--model", "qwen3-30b-a3b", "--tokens", "4", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["cycles"] > 0 and 0 < d["macab_utilization"] <= 1
+    log = tmp_path / "log.csv"
+    assert main(["pim", "gemv", "--d-in", "512", "--d-out", "96", "--log-commands", str(log)]) == 0
+    assert check(read_log(log), "jedec") == []
+
+
+@pytest.mark.parametrize("args, expect", [
+    (["pim", "gemv", "--d-in", "0", "--d-out", "8"], "--d-in = 0"),
+    (["pim", "expert", "--model", "qwen3-30b", "--tokens", "1"], "qwen3-30b"),
+    (["pim", "gemv", "--d-in", "8", "--d-out", "8", "--hardware", "b300"], "b300"),
+])
+def test_cli_bad_input_exits_2(capsys, args, expect):
+    assert main(args) == 2
+    assert expect in capsys.readouterr().err
