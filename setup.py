@@ -11,6 +11,11 @@ extensions = [
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         extra_compile_args=["-O3"],
     ),
+    Extension(
+        "sievesim.policies._sieve_kernel",
+        ["sievesim/policies/_sieve_kernel.pyx"],
+        extra_compile_args=["-O3"],
+    ),
 ]
 
 setup(

@@ -72,3 +72,32 @@ class SieveVsOracle:
         return sieve / oracle
 
     track_sieve_over_oracle.unit = "ratio"
+
+
+class SieveKernelVsNumpy:
+    """Sieve's decision with the compiled counting-sort kernel vs the numpy path (same partition):
+    ``track_kernel_us``, ``track_numpy_us`` and their ratio ``track_numpy_over_kernel``."""
+
+    params = (EXPERTS, BATCHES)
+    param_names = ["experts", "batch"]
+
+    def setup(self, experts: int, batch: int) -> None:
+        from sievesim.policies.sieve import Sieve
+        self.counts, self.ctx = _setup(experts, batch)
+        self.kernel, self.numpy = Sieve(use_kernel=True), Sieve(use_kernel=False)
+        self.kernel.decide(self.counts, self.ctx)
+
+    def track_kernel_us(self, experts: int, batch: int) -> float:
+        return decision_latency_us(self.kernel, self.counts, self.ctx)
+
+    track_kernel_us.unit = "us"
+
+    def track_numpy_us(self, experts: int, batch: int) -> float:
+        return decision_latency_us(self.numpy, self.counts, self.ctx)
+
+    track_numpy_us.unit = "us"
+
+    def track_numpy_over_kernel(self, experts: int, batch: int) -> float:
+        return decision_latency_us(self.numpy, self.counts, self.ctx) / decision_latency_us(self.kernel, self.counts, self.ctx)
+
+    track_numpy_over_kernel.unit = "x"

@@ -499,3 +499,15 @@ def test_cli_bench_json(capsys):
 def test_cli_list(capsys):
     rc, out, _ = run_cli(capsys, "policy", "list")
     assert rc == 0 and "sieve" in out and "pimoe" in out
+
+
+@PROPS
+@given(scenarios(), st.randoms(use_true_random=False))
+def test_sieve_kernel_and_numpy_paths_agree(sc, rnd):
+    counts, ctx = sc
+    ids = list(range(len(counts)))
+    rnd.shuffle(ids)
+    for expert_ids in (None, np.asarray(ids, dtype=np.int64)):
+        fast = Sieve(use_kernel=True).decide(counts, ctx, expert_ids)
+        slow = Sieve(use_kernel=False).decide(counts, ctx, expert_ids)
+        assert np.array_equal(fast.on_pim, slow.on_pim)

@@ -5,9 +5,14 @@ from typing import Any
 
 import numpy as np
 
-from ..costs import CostContext, validate_counts
+from ..costs import CostContext, default_ids, validate_counts
 from ._prefix import first_non_decrease, prefix_on_pim, sorted_active
 from .base import Partition, Policy, register_policy
+
+try:  # compiled with the package (setup.py); the numpy path below computes the same partition
+    from ._sieve_kernel import sieve_walk as _sieve_walk
+except ImportError:  # pragma: no cover - only when running from an unbuilt source tree
+    _sieve_walk = None
 
 __all__ = ["Sieve", "sieve_reference"]
 
@@ -33,11 +38,34 @@ class Sieve(Policy):
     name = "sieve"
     description = "greedy: move the most popular experts to the GPU while T_total strictly decreases"
 
-    def __init__(self, scalar_steps: int = 8, rel_tol: float = 1e-12) -> None:
+    def __init__(self, scalar_steps: int = 8, rel_tol: float = 1e-12, use_kernel: bool = True) -> None:
         self.scalar_steps = int(scalar_steps)
         self.rel_tol = float(rel_tol)
+        self.use_kernel = bool(use_kernel) and _sieve_walk is not None
 
     def _decide(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> np.ndarray:
+        if self.use_kernel:
+            return self._decide_kernel(counts, ctx, expert_ids)
+        return self._decide_numpy(counts, ctx, expert_ids)
+
+    def _decide_kernel(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> np.ndarray:
+        """Counting sort + greedy walk in C (sievesim/policies/_sieve_kernel.pyx)."""
+        c = np.ascontiguousarray(counts, dtype=np.int64)
+        perm = None
+        if expert_ids is not default_ids(c.size) and c.size > 1 and np.any(np.diff(expert_ids) < 0):
+            perm = np.argsort(expert_ids, kind="stable")     # ties go to the lower id first
+            c = np.ascontiguousarray(c[perm])
+        out = np.empty(c.size, dtype=np.uint8)
+        _sieve_walk(c, ctx.pim_times(), ctx.t_attention_s, ctx.t_comm_s, ctx._off0, ctx._off_e, ctx._off_t,
+                    ctx._comp0, ctx._comp_t, self.rel_tol, out)
+        on_pim = out.view(bool)
+        if perm is not None:
+            unpermuted = np.empty_like(on_pim)
+            unpermuted[perm] = on_pim
+            on_pim = unpermuted
+        return on_pim
+
+    def _decide_numpy(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> np.ndarray:
         s, desc = sorted_active(counts)
         m = desc.size
         if m == 0:

@@ -1,0 +1,77 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Sieve's greedy rule in one pass of C (no Python objects per expert).
+
+Counting sort of the token counts (bounded by the batch), then the greedy walk over the experts in
+descending count (ties: lower position first, i.e. lower expert id when ids are ascending), moving
+each to the GPU while ``T_total`` strictly decreases. Mirrors :class:`sievesim.policies.Sieve`.
+"""
+from libc.stdlib cimport malloc, free
+from libc.stdint cimport int64_t, uint8_t
+
+
+cdef inline double dmax(double a, double b) noexcept nogil:
+    return a if a > b else b
+
+
+def sieve_walk(const int64_t[::1] counts, const double[::1] pim_time_by_count, double attention_s,
+               double comm_s, double off0, double off_e, double off_t, double comp0, double comp_t,
+               double rel_tol, uint8_t[::1] on_pim):
+    """Fill ``on_pim`` (1 = PIM) for ``counts``; return the number of experts moved to the GPU.
+
+    ``pim_time_by_count[n]``: PIM time of one expert with n tokens [s], for n = 0..max count.
+    T_total(k experts, x tokens on the GPU) = max(comm, off0 + off_e k + off_t x, comp0 + comp_t x,
+    attention + PIM time of the rest).
+    """
+    cdef Py_ssize_t n = counts.shape[0], i, j
+    cdef int64_t maxc = 0, c, tok = 0
+    cdef Py_ssize_t k = 0, m = 0
+    cdef double p_all = attention_s, prev, cur, tol, pc = 0.0
+    for i in range(n):
+        c = counts[i]
+        if c > maxc:
+            maxc = c
+        if c > 0:
+            p_all += pim_time_by_count[c]
+            m += 1
+    if maxc >= pim_time_by_count.shape[0]:
+        raise ValueError("a count exceeds the PIM time table")
+    # bucket starts (descending count), then positions in ascending order within a bucket
+    cdef Py_ssize_t* start = <Py_ssize_t*> malloc((maxc + 2) * sizeof(Py_ssize_t))
+    cdef Py_ssize_t* order = <Py_ssize_t*> malloc((m + 1) * sizeof(Py_ssize_t))
+    if start == NULL or order == NULL:
+        free(start); free(order)
+        raise MemoryError()
+    try:
+        with nogil:
+            for j in range(maxc + 2):
+                start[j] = 0
+            for i in range(n):
+                if counts[i] > 0:
+                    start[maxc - counts[i] + 1] += 1
+            for j in range(1, maxc + 2):
+                start[j] += start[j - 1]
+            for i in range(n):
+                c = counts[i]
+                if c > 0:
+                    order[start[maxc - c]] = i
+                    start[maxc - c] += 1
+            prev = dmax(dmax(comm_s, off0), dmax(comp0, p_all))
+            tol = rel_tol * prev
+            while k < m:
+                c = counts[order[k]]
+                tok += c
+                pc += pim_time_by_count[c]
+                cur = dmax(dmax(comm_s, off0 + off_e * <double> (k + 1) + off_t * <double> tok),
+                           dmax(comp0 + comp_t * <double> tok, p_all - pc))
+                if not cur < prev - tol:
+                    break
+                prev = cur
+                k += 1
+            for i in range(n):
+                on_pim[i] = 1 if counts[i] > 0 else 0
+            for j in range(k):
+                on_pim[order[j]] = 0
+    finally:
+        free(start)
+        free(order)
+    return k
