@@ -127,6 +127,11 @@ cdef class Engine:
     cdef int8_t* forwarded
     cdef int64_t* rnode           # (n_total, n_lv): (node offset) * n_cmd per level, -1 below a broadcast
     cdef int64_t* rbank           # (n_total,): bank index, -1 for broadcast requests
+    # FR-FCFS cache: a request's last computed (command, ready time) stays a valid lower bound of its
+    # ready time until its bank changes state (ready times only grow), tracked by a per-bank epoch
+    cdef int64_t* c_rt
+    cdef int32_t* c_epoch
+    cdef int32_t* bank_epoch
     # ---- command log
     cdef bint log_on
     cdef int64_t log_n, log_cap
@@ -284,6 +289,9 @@ cdef class Engine:
             rbank[:n] = flat
         a = arr(rnode, np.int64); self.rnode = <int64_t*> a.data
         a = arr(rbank, np.int64); self.rbank = <int64_t*> a.data
+        a = arr(np.full(self.n_total, -1, dtype=np.int64), np.int64); self.c_rt = <int64_t*> a.data
+        a = arr(np.full(self.n_total, -1, dtype=np.int32), np.int32); self.c_epoch = <int32_t*> a.data
+        a = arr(np.zeros(self.n_banks, dtype=np.int32), np.int32); self.bank_epoch = <int32_t*> a.data
         a = arr(np.full(self.n_total, -1, dtype=np.int64), np.int64); self.arrive = <int64_t*> a.data
         a = arr(np.full(self.n_total, -1, dtype=np.int64), np.int64); self.depart = <int64_t*> a.data
         a = arr(np.asarray(arrival, dtype=np.int64), np.int64); self.arrival = <int64_t*> a.data
@@ -429,6 +437,8 @@ cdef class Engine:
                 return
             parent = idx
             idx = idx * self.counts[L] + av[L]
+            if not self.has_rows[L * self.n_cmd + cmd]:
+                continue
             if L > 0 and self.has_sibling[L * self.n_cmd + cmd]:
                 for c in range(self.counts[L]):
                     if c != av[L]:
@@ -459,17 +469,24 @@ cdef class Engine:
         cdef int act = self.cmd_action[cmd]
         cdef int64_t lo, hi, b
         if act == A_OPEN:
-            self.open_row[self.bank_of(av)] = av[self.row_lv]
+            b = self.bank_of(av)
+            self.open_row[b] = av[self.row_lv]
+            self.bank_epoch[b] += 1
         elif act == A_CLOSE:
-            self.open_row[self.bank_of(av)] = -1
+            b = self.bank_of(av)
+            self.open_row[b] = -1
+            self.bank_epoch[b] += 1
         elif act == A_CLOSE_ALL:
             self.bank_range(av, self.cmd_scope[cmd], &lo, &hi)
             for b in range(lo, hi):
                 self.open_row[b] = -1
-        elif act == A_PIM_OPEN:
-            self.pim_row[self.node_at(av, self.cmd_scope[cmd])] = av[self.row_lv]
-        elif act == A_PIM_CLOSE:
-            self.pim_row[self.node_at(av, self.cmd_scope[cmd])] = -1
+                self.bank_epoch[b] += 1
+        elif act == A_PIM_OPEN or act == A_PIM_CLOSE:
+            self.pim_row[self.node_at(av, self.cmd_scope[cmd])] = av[self.row_lv] if act == A_PIM_OPEN else -1
+            # a shared row buffer makes every bank's prerequisite depend on the PIM row
+            self.bank_range(av, self.cmd_scope[cmd], &lo, &hi)
+            for b in range(lo, hi):
+                self.bank_epoch[b] += 1
 
     cdef inline int64_t node_at(self, int32_t* av, int level) noexcept nogil:
         """Flat node index (into per-node arrays) of the node ``av`` addresses at ``level``."""
@@ -547,13 +564,20 @@ cdef class Engine:
         cdef int32_t* p = self.bptr(c, b)
         cdef int n = self.bsize[c * NBUF + b], k, best = -1, cmd
         cdef int32_t r
-        cdef int64_t rt
+        cdef int64_t rt, bank
         cdef bint rdy, best_rdy = False, fifo = b != BUF_ACTIVE
         for k in range(n):
             r = p[k]
-            cmd = self.req_prereq(r)
-            self.cur_cmd[r] = cmd
-            rt = self.req_ready(cmd, r)
+            bank = self.rbank[r]
+            if bank >= 0 and self.c_epoch[r] == self.bank_epoch[bank] and self.c_rt[r] > clk:
+                rt = self.c_rt[r]          # still not ready: ready times never decrease
+            else:
+                cmd = self.req_prereq(r)
+                self.cur_cmd[r] = cmd
+                rt = self.req_ready(cmd, r)
+                if bank >= 0:
+                    self.c_rt[r] = rt
+                    self.c_epoch[r] = self.bank_epoch[bank]
             if rt < min_ready[0]:
                 min_ready[0] = rt
             rdy = clk >= rt
@@ -588,6 +612,7 @@ cdef class Engine:
         cdef int L
         cdef int32_t* av = self.addr + r * self.A
         self.rbank[r] = -1
+        self.c_rt[r] = -1
         for L in range(self.n_lv):
             if av[L] < 0:
                 return
@@ -732,7 +757,7 @@ cdef class Engine:
                     self.col_access[bank] = 0
         # statistics: row hit / miss / conflict of a request's first command
         if self.row_class[r] < 0 and self.rtype[r] <= T_WRITE:
-            o = self.open_row[self.bank_of(ra)]
+            o = self.open_row[self.rbank[r]]
             self.row_class[r] = 0 if o == ra[self.row_lv] else (2 if o >= 0 else 1)
         self.issue(cmd, ra, clk)
         if cmd == self.final_cmd[r]:
