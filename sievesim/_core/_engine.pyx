@@ -99,6 +99,17 @@ cdef class Engine:
     cdef int32_t* cons_window
     cdef int32_t* cons_sibling
     cdef int32_t* hist_window
+    # the same rows split by kind for the hot loop: plain (window 1), windowed (tFAW), sibling
+    cdef int32_t* s_start
+    cdef int32_t* s_follow
+    cdef int64_t* s_lat
+    cdef int32_t* w_start
+    cdef int32_t* w_follow
+    cdef int64_t* w_lat
+    cdef int32_t* w_win
+    cdef int32_t* b_start
+    cdef int32_t* b_follow
+    cdef int64_t* b_lat
     cdef int32_t* has_sibling     # per (level, cmd)
     # ---- state
     cdef int64_t* ready           # (n_nodes, n_cmd)
@@ -215,6 +226,19 @@ cdef class Engine:
         a = arr(spec["cons_window"], np.int32); self.cons_window = <int32_t*> a.data
         a = arr(spec["cons_sibling"], np.int32); self.cons_sibling = <int32_t*> a.data
         a = arr(spec["hist_window"], np.int32); self.hist_window = <int32_t*> a.data
+        st, fo, la, _ = spec["simple_rows"]
+        a = arr(st, np.int32); self.s_start = <int32_t*> a.data
+        a = arr(fo, np.int32); self.s_follow = <int32_t*> a.data
+        a = arr(la, np.int64); self.s_lat = <int64_t*> a.data
+        st, fo, la, wi = spec["window_rows"]
+        a = arr(st, np.int32); self.w_start = <int32_t*> a.data
+        a = arr(fo, np.int32); self.w_follow = <int32_t*> a.data
+        a = arr(la, np.int64); self.w_lat = <int64_t*> a.data
+        a = arr(wi, np.int32); self.w_win = <int32_t*> a.data
+        st, fo, la, _ = spec["sibling_rows"]
+        a = arr(st, np.int32); self.b_start = <int32_t*> a.data
+        a = arr(fo, np.int32); self.b_follow = <int32_t*> a.data
+        a = arr(la, np.int64); self.b_lat = <int64_t*> a.data
         self.hist_w = max(1, int(np.max(spec["hist_window"])) if len(spec["hist_window"]) else 1)
         has_sib = np.zeros(self.n_lv * self.n_cmd, dtype=np.int32)
         starts = np.asarray(spec["cons_start"]); sib = np.asarray(spec["cons_sibling"])
@@ -389,38 +413,34 @@ cdef class Engine:
         return self.prereq(cmd, self.addr + r * self.A)
 
     cdef inline void apply_rows(self, int L, int64_t node, int cmd, int64_t clk, bint sibling) noexcept nogil:
+        """Push the ready times that ``cmd`` at ``clk`` imposes on ``node`` (level ``L``)."""
         cdef int k = L * self.n_cmd + cmd
-        cdef int s = self.cons_start[k], e = self.cons_start[k + 1], t, w, hw
+        cdef int t, e, hw
         cdef int64_t past, v, hbase
-        cdef int64_t* rd
-        if s == e:
-            return
-        rd = self.ready + node * self.n_cmd
+        cdef int64_t* rd = self.ready + node * self.n_cmd
         if sibling:
-            for t in range(s, e):
-                if self.cons_sibling[t]:
-                    v = clk + self.cons_latency[t]
-                    if v > rd[self.cons_follow[t]]:
-                        rd[self.cons_follow[t]] = v
+            for t in range(self.b_start[k], self.b_start[k + 1]):
+                v = clk + self.b_lat[t]
+                if v > rd[self.b_follow[t]]:
+                    rd[self.b_follow[t]] = v
+            return
+        for t in range(self.s_start[k], self.s_start[k + 1]):
+            v = clk + self.s_lat[t]
+            if v > rd[self.s_follow[t]]:
+                rd[self.s_follow[t]] = v
+        e = self.w_start[k + 1]
+        if self.w_start[k] == e:
             return
         hw = self.hist_window[k]
         hbase = (node * self.n_cmd + cmd) * self.hist_w
-        if hw > 1:
-            memmove(&self.hist[hbase + 1], &self.hist[hbase], (hw - 1) * sizeof(int64_t))
-            self.hist[hbase] = clk
-        for t in range(s, e):
-            if self.cons_sibling[t]:
-                continue
-            w = self.cons_window[t]
-            if w == 1:
-                past = clk
-            else:
-                past = self.hist[hbase + w - 1]
-                if past < 0:
-                    continue
-            v = past + self.cons_latency[t]
-            if v > rd[self.cons_follow[t]]:
-                rd[self.cons_follow[t]] = v
+        memmove(&self.hist[hbase + 1], &self.hist[hbase], (hw - 1) * sizeof(int64_t))
+        self.hist[hbase] = clk
+        for t in range(self.w_start[k], e):
+            past = self.hist[hbase + self.w_win[t] - 1]
+            if past >= 0:
+                v = past + self.w_lat[t]
+                if v > rd[self.w_follow[t]]:
+                    rd[self.w_follow[t]] = v
 
     cdef void update_timing(self, int cmd, int32_t* av, int64_t clk) noexcept nogil:
         cdef int64_t idx = 0, span, base, j, parent

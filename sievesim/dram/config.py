@@ -210,6 +210,21 @@ class DRAMConfig:
         rows_arr = np.array(rows, dtype=np.int64).reshape(-1, 4)
         hist_window = np.array([max([r[2] for r in b if not r[3]], default=0) for b in buckets], dtype=np.int32)
 
+        def split(select) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+            """Rows of one kind per (level, command): starts, following command, latency, window."""
+            st = np.zeros(len(buckets) + 1, dtype=np.int32)
+            out: list[tuple[int, int, int, int]] = []
+            for k, b in enumerate(buckets):
+                st[k] = len(out)
+                out.extend(r for r in b if select(r))
+            st[-1] = len(out)
+            a = np.array(out, dtype=np.int64).reshape(-1, 4)
+            return st, a[:, 0].astype(np.int32), np.ascontiguousarray(a[:, 1]), a[:, 2].astype(np.int32)
+
+        simple = split(lambda r: r[2] == 1 and not r[3])
+        windowed = split(lambda r: r[2] > 1 and not r[3])
+        sibling = split(lambda r: bool(r[3]))
+
         # Node bookkeeping: nodes per node level, flat offsets.
         nodes_per_level = np.cumprod(counts[:n_lv])
         node_offset = np.concatenate([[0], np.cumsum(nodes_per_level)[:-1]]).astype(np.int64)
@@ -237,6 +252,7 @@ class DRAMConfig:
             cons_window=np.ascontiguousarray(rows_arr[:, 2]).astype(np.int32),
             cons_sibling=np.ascontiguousarray(rows_arr[:, 3]).astype(np.int32),
             hist_window=hist_window,
+            simple_rows=simple, window_rows=windowed, sibling_rows=sibling,
             ctrl_level=lidx[std.controller_level],
             read_latency=eval_latency(std.read_latency, self.timings),
             write_latency=eval_latency(std.write_latency, self.timings),
