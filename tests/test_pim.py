@@ -100,6 +100,22 @@ def test_dual_row_buffers_let_pim_and_gpu_reads_share_banks():
     assert times[True] < times[False]
 
 
+def test_a_sequence_of_experts_sees_refresh_that_isolated_runs_miss():
+    cost = EnginePimCost(PIMDevice(), 4096, 1024)
+    counts = [8] * 24
+    together = cost.experts_time_s(counts)
+    apart = sum(cost.expert_time_s(n) for n in counts)
+    # one long program crosses several tREFI windows; isolated short runs start after a refresh
+    assert together > apart
+    assert together < 1.3 * apart
+
+
+def test_activation_on_pim_saves_the_round_trip():
+    gpu_act = EnginePimCost(PIMDevice(), 4096, 1024)
+    pim_act = EnginePimCost(PIMDevice(activation_on_pim=True), 4096, 1024)
+    assert pim_act.expert_time_s(4) < gpu_act.expert_time_s(4)
+
+
 def test_identical_programs_are_simulated_once():
     dev = PIMDevice()
     a = gemv(dev, 2048, 1536, 3, 256)
@@ -113,12 +129,25 @@ def test_expert_parallel_unit_is_slower_than_tensor_parallel():
         > cost.expert_time_s(2)
 
 
-def test_attention_grows_with_context_and_batch():
-    cost = EnginePimCost(PIMDevice(), 4096, 1024, attention_heads=32, kv_heads=2, head_dim=256)
-    assert cost.attention_time_s([512] * 8) < cost.attention_time_s([4096] * 8)
-    assert cost.attention_time_s([1024] * 8) < cost.attention_time_s([1024] * 600)
-    windowed = EnginePimCost(PIMDevice(), 4096, 1024, attention_heads=32, kv_heads=2, head_dim=256, window=128)
-    assert windowed.attention_time_s([4096] * 8) == windowed.attention_time_s([128] * 8)
+def test_attention_grows_with_context_and_batch_and_respects_layer_kinds():
+    from sievesim.models import get_model
+    from sievesim.pim.expert import AttentionLayer
+    dev = PIMDevice()
+    full = AttentionLayer("full", kv_heads=2, q_per_kv=16, head_dim=256, value_dim=256)
+    assert full.time_s(dev, [512] * 8) < full.time_s(dev, [4096] * 8)
+    assert full.time_s(dev, [1024] * 8) < full.time_s(dev, [1024] * 600)
+    # row reuse across the query heads of a group: fewer activations
+    assert gemv(dev, 256, 1024, 16, 1).activations < 16 * gemv(dev, 256, 1024, 1, 1).activations
+    sliding = dataclasses.replace(full, kind="sliding", window=128)
+    assert sliding.time_s(dev, [4096] * 8) == sliding.time_s(dev, [128] * 8)
+    model = get_model("qwen3.5-397b-a17b")
+    kinds = {model.layer_attention[i] for i in range(model.num_layers)}
+    assert kinds == {"linear", "full"}
+    lin = AttentionLayer.from_model(model, model.layer_attention.index("linear"))
+    assert lin.time_s(dev, [100] * 8) == lin.time_s(dev, [100000] * 8) > 0     # fixed-size state
+    gpt = get_model("gpt-oss-120b")
+    sw = AttentionLayer.from_model(gpt, gpt.layer_attention.index("sliding"))
+    assert sw.window == 128 and sw.time_s(dev, [8192]) == sw.time_s(dev, [128])
 
 
 def test_cli_pim_gemv_and_expert_json(capsys, tmp_path):

@@ -17,7 +17,7 @@ from ..errors import field_error
 from .engine import PIMResult, geometry_for, pim_config, run_programs
 from .program import PIMGeometry, gemv_program, plan_gemv
 
-__all__ = ["PIMDevice", "EnginePimCost", "UNITS"]
+__all__ = ["PIMDevice", "EnginePimCost", "AttentionLayer", "UNITS", "gemv"]
 
 UNITS = ("pseudo_channel", "channel", "stack")
 
@@ -38,6 +38,7 @@ class PIMDevice:
     accumulators: int = 8
     dual_row_buffer: bool = True
     activation_on_pim: bool = False
+    multi_vector_pu: bool = False
 
     @classmethod
     def from_hardware(cls, hw) -> "PIMDevice":
@@ -46,7 +47,7 @@ class PIMDevice:
         return cls(dram_config=p.dram_config, stacks=int(hw.gpu.num_hbm_stacks), banks_per_pu=int(p.banks_per_pu),
                    macs_per_command=int(p.macs_per_command), operand_bytes=int(round(p.operand_bytes)),
                    global_buffer_bytes=int(p.global_buffer_bytes), dual_row_buffer=bool(p.dual_row_buffer),
-                   activation_on_pim=bool(p.activation_on_pim))
+                   activation_on_pim=bool(p.activation_on_pim), multi_vector_pu=bool(p.multi_vector_pu))
 
     @functools.cached_property
     def config(self):
@@ -98,35 +99,78 @@ def gemv(device: PIMDevice, d_in: int, d_out: int, tokens: int, pcs: int) -> PIM
     return _gemv(device, int(d_in), int(d_out), int(tokens), int(pcs))
 
 
+def _rows_used(rowcol) -> int:
+    return int(rowcol[:, 0].max()) + 1 if len(rowcol) else 0
+
+
+@functools.lru_cache(maxsize=1024)
+def _sequence(device: PIMDevice, gemvs: tuple[tuple[int, int, int], ...], pcs: int) -> PIMResult:
+    cfg = device.config
+    ops, rcs, base = [], [], 0
+    for d_in, d_out, tokens, write_inputs, read_results in gemvs:
+        plan = plan_gemv(d_in, d_out, tokens, pcs, device.geometry, dict(cfg.timings))
+        o, rc = gemv_program(plan, device.geometry, row_base=base, write_inputs=write_inputs,
+                             read_results=read_results)
+        ops.append(o[:-1])          # one PREAB at the very end
+        rcs.append(rc[:-1])
+        base = max(base, _rows_used(rc))    # each weight matrix in rows of its own
+    ops.append(o[-1:])
+    rcs.append(rc[-1:])
+    return run_programs(cfg, [(np.concatenate(ops), np.concatenate(rcs))])
+
+
+def gemv_sequence(device: PIMDevice, gemvs: Sequence[tuple], pcs: int) -> PIMResult:
+    """GEMVs ``(d_in, d_out, tokens[, write_inputs, read_results])`` back to back in one program on
+    ``pcs`` pseudo-channels: refresh, row switches and bus turnarounds between them are simulated,
+    not added up."""
+    if not gemvs:
+        raise field_error("gemvs", list(gemvs), "at least one (d_in, d_out, tokens)")
+    norm = tuple((int(g[0]), int(g[1]), int(g[2]), bool(g[3]) if len(g) > 3 else True,
+                  bool(g[4]) if len(g) > 4 else True) for g in gemvs)
+    return _sequence(device, norm, int(pcs))
+
+
 class EnginePimCost:
     """:class:`sievesim.costs.PimCostModel` backed by the engine (cycle-accurate, cached).
 
     ``hidden``/``intermediate``: expert GEMV sizes (SwiGLU: gate+up ``hidden -> 2 x intermediate``,
     then ``intermediate -> hidden``). ``activation_s``: time between the gate/up results leaving the
     PIM and the down input arriving (the GPU's activation), added once per expert.
+    ``attention``: the attention of the layer this object prices, an :class:`AttentionLayer`.
     """
 
     def __init__(self, device: PIMDevice, hidden: int, intermediate: int, *, activation_s: float = 0.0,
-                 attention_heads: int = 0, kv_heads: int = 0, head_dim: int = 0, window: int | None = None):
+                 attention: "AttentionLayer | None" = None):
         self.device = device
         self.hidden, self.intermediate = int(hidden), int(intermediate)
         self.activation_s = activation_s
-        self.attention_heads, self.kv_heads, self.head_dim, self.window = attention_heads, kv_heads, head_dim, window
+        self.attention = attention
 
     @classmethod
-    def for_model(cls, model, hw, **kw) -> "EnginePimCost":
-        return cls(PIMDevice.from_hardware(hw), model.hidden_size, model.moe_intermediate_size,
-                   attention_heads=model.num_attention_heads, kv_heads=model.num_kv_heads,
-                   head_dim=model.head_dim, window=model.sliding_window, **kw)
+    def for_model(cls, model, hw, layer: int | None = None, **kw) -> "EnginePimCost":
+        """Experts of ``model``; attention of ``layer`` (default: the first MoE layer)."""
+        if layer is None:
+            layer = model.moe_layer_indices[0] if model.moe_layer_indices else 0
+        device = PIMDevice.from_hardware(hw)
+        return cls(device, model.hidden_size, model.moe_intermediate_size,
+                   attention=AttentionLayer.from_model(model, layer, multi_vector=device.multi_vector_pu), **kw)
 
     def expert_result(self, tokens: int, pcs: int) -> tuple[PIMResult, PIMResult]:
         gate_up = gemv(self.device, self.hidden, 2 * self.intermediate, tokens, pcs)
         down = gemv(self.device, self.intermediate, self.hidden, tokens, pcs)
         return gate_up, down
 
+    def _expert_gemvs(self, tokens: int) -> list[tuple]:
+        """gate+up then down; with the activation on the PIM the intermediate never leaves it."""
+        on_pim = self.device.activation_on_pim
+        return [(self.hidden, 2 * self.intermediate, tokens, True, not on_pim),
+                (self.intermediate, self.hidden, tokens, not on_pim, True)]
+
     def _expert_s(self, tokens: int, pcs: int) -> float:
         if tokens <= 0:
             return 0.0
+        if self.device.activation_on_pim:
+            return gemv_sequence(self.device, self._expert_gemvs(tokens), pcs).cycles * self.device.tck_s
         gu, dn = self.expert_result(tokens, pcs)
         return (gu.cycles + dn.cycles) * self.device.tck_s + self.activation_s
 
@@ -136,33 +180,106 @@ class EnginePimCost:
     def expert_time_on_unit_s(self, tokens: int, unit: str) -> float:
         return self._expert_s(tokens, self.device.unit_pcs(unit))
 
-    def attention_time_s(self, batch_context_lens: Sequence[int]) -> float:
-        """Decode attention of these requests: each request's KV cache sits in one pseudo-channel;
-        requests are spread over the GPU's pseudo-channels (longest first onto the least loaded);
-        per request and KV head: a score GEMV (head_dim -> context) and a value GEMV
-        (context -> head_dim) per query head of the group. The layer time is the busiest
-        pseudo-channel's."""
-        lens = [int(x) for x in batch_context_lens]
-        if not lens or self.head_dim <= 0:
+    def experts_time_s(self, token_counts: Sequence[int], unit: str = "gpu") -> float:
+        """All these experts (tokens each) back to back on PIM, simulated as one program (exact
+        T_PIM of a partition's PIM side, refresh included) [s]. Activation gaps are added."""
+        counts = sorted((int(n) for n in token_counts if n > 0), reverse=True)
+        if not counts:
             return 0.0
-        if self.window:
-            lens = [min(x, self.window) for x in lens]
-        pcs = self.device.unit_pcs("gpu")
-        q_per_kv = max(1, self.attention_heads // max(1, self.kv_heads))
-        per_req = {}
-        for L in set(lens):
-            if L <= 0:
-                per_req[L] = 0.0
-                continue
-            score = gemv(self.device, self.head_dim, L, q_per_kv, 1)
-            value = gemv(self.device, L, self.head_dim, q_per_kv, 1)
-            per_req[L] = (score.cycles + value.cycles) * self.kv_heads * self.device.tck_s
-        load = np.zeros(min(pcs, len(lens)))
-        for L in sorted(lens, reverse=True):
-            load[np.argmin(load)] += per_req[L]
-        return float(load.max())
+        seq = [g for n in counts for g in self._expert_gemvs(n)]
+        res = gemv_sequence(self.device, seq, self.device.unit_pcs(unit))
+        gaps = 0 if self.device.activation_on_pim else len(counts)
+        return res.cycles * self.device.tck_s + self.activation_s * gaps
+
+    def attention_time_s(self, batch_context_lens: Sequence[int]) -> float:
+        """Decode attention of these requests at this layer (see :class:`AttentionLayer`)."""
+        if self.attention is None:
+            return 0.0
+        return self.attention.time_s(self.device, batch_context_lens)
 
     def roofline_expert_s(self, tokens: int) -> float:
         """Operations / PIM peak for one expert (2 FLOP per weight per token)."""
         params = 3 * self.hidden * self.intermediate
         return 2.0 * params * tokens / self.device.peak_flops()
+
+
+@dataclass(frozen=True)
+class AttentionLayer:
+    """Decode attention of one layer on PIM.
+
+    The work is split into units of one request and one KV head (Gated-DeltaNet: one value head;
+    MLA: the shared latent cache), placed on the GPU's pseudo-channels, longest first onto the
+    least loaded. When there are fewer units than pseudo-channels, each unit's context is split
+    over ``pseudo-channels // units`` of them (token-parallel, AttAcc style; the partial softmax
+    sums are combined on the GPU). The layer takes as long as the busiest pseudo-channel, whose
+    units run as one program (refresh and turnarounds simulated).
+
+    ``full`` / ``sliding``: per unit, a score GEMV (``head_dim -> L``) and a value GEMV
+    (``L -> head_dim``) for each of its ``q_per_kv`` query heads (``L`` capped at ``window``):
+    one pass per query head, or all of them as one multi-vector pass when the PU holds several
+    input vectors (``multi_vector``: rows reused across heads).
+    ``mla``: the same over the latent cache (``kv_lora_rank + rope`` wide, all query heads share it).
+    ``linear`` (Gated-DeltaNet): per unit, a readout GEMV over the ``key_dim x value_dim`` state and
+    one pass of the same shape for the state update (the write-back of the updated state is not
+    modelled: there is no PIM write command), independent of the context length.
+    """
+
+    kind: str
+    kv_heads: int = 0
+    q_per_kv: int = 1
+    head_dim: int = 0
+    value_dim: int = 0
+    window: int | None = None
+    multi_vector: bool = False
+
+    @classmethod
+    def from_model(cls, model, layer: int, multi_vector: bool = False) -> "AttentionLayer":
+        kind = model.layer_attention[layer]
+        if kind == "linear":
+            return cls("linear", kv_heads=model.linear_num_value_heads, head_dim=model.linear_key_head_dim,
+                       value_dim=model.linear_value_head_dim, multi_vector=multi_vector)
+        if kind == "mla":
+            return cls("mla", kv_heads=1, q_per_kv=model.num_attention_heads,
+                       head_dim=model.kv_lora_rank + model.qk_rope_head_dim, value_dim=model.kv_lora_rank,
+                       multi_vector=multi_vector)
+        return cls(kind, kv_heads=model.num_kv_heads, q_per_kv=max(1, model.num_attention_heads // model.num_kv_heads),
+                   head_dim=model.head_dim, value_dim=model.head_dim,
+                   window=model.sliding_window if kind == "sliding" else None, multi_vector=multi_vector)
+
+    def unit_gemvs(self, context: int) -> list[tuple[int, int, int]]:
+        """(d_in, d_out, vectors) GEMVs of one unit (request x KV head) with ``context`` tokens."""
+        if self.kind == "linear":
+            return [(self.head_dim, self.value_dim, 1)] * 2
+        L = min(context, self.window) if self.window else context
+        if L <= 0:
+            return []
+        vectors, passes = (self.q_per_kv, 1) if self.multi_vector else (1, self.q_per_kv)
+        return [(self.head_dim, L, vectors), (L, self.value_dim, vectors)] * passes
+
+    def time_s(self, device: PIMDevice, batch_context_lens: Sequence[int]) -> float:
+        """Attention of these requests (context lengths in tokens) at this layer [s]."""
+        lens = [int(x) for x in batch_context_lens]
+        if not lens:
+            return 0.0
+        if min(lens) < 0:
+            raise field_error("context length", min(lens), "a non-negative number of tokens")
+        if self.window:
+            lens = [min(L, self.window) for L in lens]
+        pcs = device.unit_pcs("gpu")
+        units = [L for L in lens for _ in range(self.kv_heads)]
+        split = max(1, pcs // len(units)) if self.kind != "linear" else 1
+        if split > 1:
+            units = [math.ceil(L / split) for L in units]
+        n_pc = min(pcs, len(units))
+        # weight of a unit for placement: its MAC work (context x width); programs decide the time
+        load = np.zeros(n_pc)
+        members: list[list[int]] = [[] for _ in range(n_pc)]
+        for L in sorted(units, reverse=True):
+            i = int(np.argmin(load))
+            load[i] += max(L, 1) if self.kind != "linear" else 1
+            members[i].append(L)
+        busiest = members[int(np.argmax(load))]
+        seq = [g for L in busiest for g in self.unit_gemvs(L)]
+        if not seq:
+            return 0.0
+        return gemv_sequence(device, seq, 1).cycles * device.tck_s

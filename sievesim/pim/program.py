@@ -116,18 +116,23 @@ def plan_gemv(d_in: int, d_out: int, tokens: int, pcs: int, geo: PIMGeometry,
                     tokens_per_pass=per_pass, segments=segments)
 
 
-def gemv_program(plan: GemvPlan, geo: PIMGeometry, *, row_base: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def gemv_program(plan: GemvPlan, geo: PIMGeometry, *, row_base: int = 0, write_inputs: bool = True,
+                 read_results: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Ops (OP_* codes) and (row, column) pairs of one pseudo-channel's program for ``plan``.
 
     Per pass of ``g`` tokens: GWRITE their inputs; then, slot block by slot block (``accumulators //
     g`` slots per block), every MAC step of the block for each of the g tokens back to back (the
     row stays open across tokens), and RDRES of the block's results. A final PREAB closes the row.
+    ``write_inputs=False`` / ``read_results=False`` leave out the GWRITEs / RDRESs (inputs produced
+    and results consumed inside the PIM, e.g. an activation computed by the PUs).
     """
     steps = plan.steps_per_output
     ops_parts: list[np.ndarray] = []
     rc_parts: list[np.ndarray] = []
 
     def gwrite(n: int) -> None:
+        if not write_inputs:
+            return
         ops_parts.append(np.full(n, OP_GWRITE, dtype=np.int32))
         rc_parts.append(np.zeros((n, 2), dtype=np.int32))
 
@@ -159,7 +164,7 @@ def gemv_program(plan: GemvPlan, geo: PIMGeometry, *, row_base: int = 0) -> tupl
                     slot_base = np.arange(s0, s1, dtype=np.int64)[:, None] * steps
                     macs((slot_base + np.arange(lo, hi, dtype=np.int64)[None, :]).ravel())
             outputs = min((s1 - s0) * geo.pus, plan.outputs_per_pc - s0 * geo.pus) * g
-            n_res = math.ceil(outputs * geo.result_bytes / geo.burst_bytes)
+            n_res = math.ceil(outputs * geo.result_bytes / geo.burst_bytes) if read_results else 0
             ops_parts.append(np.full(n_res, OP_RDRES, dtype=np.int32))
             rc_parts.append(np.zeros((n_res, 2), dtype=np.int32))
     ops_parts.append(np.array([OP_PREAB], dtype=np.int32))

@@ -1,0 +1,81 @@
+"""PIM on the engine (asv-style). ``python benchmarks/run.py pim`` runs them without asv.
+
+* ``track_pim_commands_per_second``: commands issued per wall second (ACTAB/MACAB/PREAB/GWRITE/
+  RDRES plus refresh) by one long GEMV program (d_in 4096, d_out 48 x 2000, one pseudo-channel).
+* ``track_price_decode_step_s``: wall seconds to price one decode step of Qwen3.5-397B-A17B at
+  B = 256 on 8 B200 GPUs with everything on PIM (AllExp) for GPU 0: for each of the 60 layers, the
+  PIM time of its experts (one program per layer, refresh included) and of its attention (the
+  busiest pseudo-channel's program), with cold caches; ``track_price_decode_step_warm_s`` the same
+  step again (identical programs come from the cache).
+"""
+import time
+
+import numpy as np
+
+from sievesim.hardware import get_hardware
+from sievesim.models import get_model
+from sievesim.pim import gemv_program, geometry_for, pim_config, plan_gemv, run_programs
+from sievesim.pim import expert as pim_expert
+from sievesim.pim.expert import AttentionLayer, EnginePimCost
+from sievesim.workload.batches import open_source
+from sievesim.workload.lengths import decode_context_lengths
+
+
+class PIMCommandRate:
+    timeout = 300
+
+    def setup(self):
+        self.cfg = pim_config("hbm3e-8000")
+        geo = geometry_for(self.cfg)
+        plan = plan_gemv(4096, 48 * 2000, 1, 1, geo, dict(self.cfg.timings))
+        self.program = gemv_program(plan, geo)
+
+    def track_pim_commands_per_second(self):
+        res = run_programs(self.cfg, [self.program])
+        return res.commands / res.wall_s
+
+    track_pim_commands_per_second.unit = "commands/s"
+
+
+def price_decode_step(model, hw, batch: int, gpus: int, seed: int = 0) -> float:
+    """PIM time of one decode step of GPU 0 with every expert on PIM [s]."""
+    cost = EnginePimCost.for_model(model, hw)
+    step = open_source(f"synthetic:{model.name}").stream(batch, seed=seed).step()
+    lens = decode_context_lengths("math-500", batch // gpus, np.random.default_rng(seed))
+    per_gpu = model.num_experts // gpus
+    total = 0.0
+    for i, layer in enumerate(model.moe_layer_indices):
+        counts = step.counts[i, :per_gpu]                   # GPU 0 holds experts 0..E/G-1
+        total += cost.experts_time_s(counts)
+        total += AttentionLayer.from_model(model, layer).time_s(cost.device, lens)
+    return total
+
+
+class DecodeStepPricing:
+    timeout = 600
+
+    def setup(self):
+        self.model = get_model("qwen3.5-397b-a17b")
+        self.hw = get_hardware("b200")
+
+    def track_price_decode_step_s(self):
+        pim_expert._gemv.cache_clear()
+        pim_expert._sequence.cache_clear()
+        t0 = time.perf_counter()
+        price_decode_step(self.model, self.hw, 256, 8)
+        return time.perf_counter() - t0
+
+    track_price_decode_step_s.unit = "s"
+
+    def track_price_decode_step_warm_s(self):
+        price_decode_step(self.model, self.hw, 256, 8)
+        t0 = time.perf_counter()
+        price_decode_step(self.model, self.hw, 256, 8)
+        return time.perf_counter() - t0
+
+    track_price_decode_step_warm_s.unit = "s"
+
+    def track_decode_step_pim_time_us(self):
+        return price_decode_step(self.model, self.hw, 256, 8) * 1e6
+
+    track_decode_step_pim_time_us.unit = "us"
