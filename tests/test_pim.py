@@ -116,6 +116,22 @@ def test_activation_on_pim_saves_the_round_trip():
     assert pim_act.expert_time_s(4) < gpu_act.expert_time_s(4)
 
 
+@pytest.mark.parametrize("dual", [True, False])
+def test_pim_skipping_idle_cycles_changes_nothing(dual):
+    cfg = pim_config("hbm3e-8000", 2, dual_row_buffer=dual)
+    geo = geometry_for(cfg)
+    progs = [gemv_program(plan_gemv(1024, 48 * 30, 3, 1, geo, dict(cfg.timings)), geo),
+             gemv_program(plan_gemv(700, 900, 2, 1, geo, dict(cfg.timings)), geo)]
+    rng = np.random.default_rng(2)
+    bg = RequestTrace.from_arrays(np.sort(rng.integers(0, 20000, 500)),
+                                  rng.integers(0, cfg.capacity_bytes // 32, 500) * 32, rng.random(500) < 0.3)
+    a = run_programs(cfg, progs, background=bg, log_commands=True)
+    b = run_programs(cfg, progs, background=bg, log_commands=True, skip_idle=False)
+    assert a.cycles == b.cycles and a.refresh_stall_cycles == b.refresh_stall_cycles
+    for k in ("cycle", "addr", "command"):
+        assert np.array_equal(a.command_log[k], b.command_log[k])
+
+
 def test_identical_programs_are_simulated_once():
     dev = PIMDevice()
     a = gemv(dev, 2048, 1536, 3, 256)

@@ -762,6 +762,12 @@ cdef class Engine:
                     self.prog_done[c] = clk + (self.read_latency if cmd == self.cmd_rdres else
                                                (self.write_latency if cmd == self.cmd_gwrite else 0))
             self.wake[c] = clk + 1
+            if self.prog_head[c] < self.prog_end[c] and self.queues_empty(c):
+                # only the program is left: sleep until its next command can issue (or refresh)
+                op = self.prog_head[c]
+                self.pim_address(c, op, av_pim)
+                rt = self.ready_time(self.prereq(self.prog_final[op], av_pim), av_pim)
+                self.wake[c] = i64max(clk + 1, i64min(rt, self.next_refresh[c]))
             return True
         # row policy (closed: close a bank after row_cap column accesses)
         if self.closed_row:
@@ -810,6 +816,13 @@ cdef class Engine:
             flat //= self.counts[L]
         av[self.row_lv] = self.prog_rowcol[2 * op]
         av[self.row_lv + 1] = self.prog_rowcol[2 * op + 1]
+
+    cdef inline bint queues_empty(self, int c) noexcept nogil:
+        cdef int b
+        for b in range(NBUF):
+            if self.bsize[c * NBUF + b]:
+                return False
+        return True
 
     cdef inline int pim_slot(self, int cmd) noexcept nogil:
         if cmd == self.cmd_actab: return 0

@@ -69,8 +69,11 @@ def geometry_for(config: DRAMConfig, *, banks_per_pu: int = 1, macs_per_command:
 
 
 def run_programs(config: DRAMConfig, programs: list[tuple[np.ndarray, np.ndarray]], *,
-                 background: RequestTrace | None = None, log_commands: bool = False) -> PIMResult:
-    """Program ``i`` runs on pseudo-channel ``i`` of ``config`` (see :func:`pim_config`)."""
+                 background: RequestTrace | None = None, log_commands: bool = False,
+                 skip_idle: bool = True) -> PIMResult:
+    """Program ``i`` runs on pseudo-channel ``i`` of ``config`` (see :func:`pim_config`).
+
+    ``skip_idle=False`` visits the controller every cycle (for tests: same log, bit for bit)."""
     from .._core import Engine
 
     spec = config.compile()
@@ -87,7 +90,8 @@ def run_programs(config: DRAMConfig, programs: list[tuple[np.ndarray, np.ndarray
         vecs = np.zeros((0, len(config.standard.levels)), np.int32)
         keys, is_write, arrival = np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, np.int64)
     t0 = time.perf_counter()
-    engine = Engine(spec | {"nRFC": int(config.timings["nRFC"])}, vecs, keys, is_write, arrival, log_commands)
+    engine = Engine(spec | {"nRFC": int(config.timings["nRFC"])}, vecs, keys, is_write, arrival, log_commands,
+                    4096, skip_idle)
     engine.load_pim_programs(lengths, ops, rowcol)
     raw = engine.run()
     wall = time.perf_counter() - t0
