@@ -79,3 +79,35 @@ class DecodeStepPricing:
         return price_decode_step(self.model, self.hw, 256, 8) * 1e6
 
     track_decode_step_pim_time_us.unit = "us"
+
+
+class DualRowBuffer:
+    """What NeuPIMs-style dual row buffers buy: a 4-token GEMV (1024 -> 1920) on one pseudo-channel
+    alone and beside 2000 random GPU reads (one every 4 cycles) to the same banks.
+    ``track_pim_slowdown``: PIM completion with the reads / alone."""
+
+    params = ([True, False],)
+    param_names = ["dual_row_buffer"]
+    timeout = 300
+
+    def setup(self, dual):
+        self.cfg = pim_config("hbm3e-8000", 1, dual_row_buffer=dual)
+        geo = geometry_for(self.cfg)
+        self.prog = gemv_program(plan_gemv(1024, 48 * 40, 4, 1, geo, dict(self.cfg.timings)), geo)
+        rng = np.random.default_rng(0)
+        from sievesim.dram.traces import RequestTrace
+        self.bg = RequestTrace.from_arrays(np.arange(2000) * 4,
+                                           rng.integers(0, self.cfg.capacity_bytes // 32, 2000) * 32,
+                                           np.zeros(2000, bool))
+
+    def track_pim_slowdown(self, dual):
+        alone = run_programs(self.cfg, [self.prog]).cycles
+        both = run_programs(self.cfg, [self.prog], background=self.bg)
+        return max(both.per_unit_busy_cycles) / alone
+
+    track_pim_slowdown.unit = "x"
+
+    def track_gpu_reads_done_cycles(self, dual):
+        return run_programs(self.cfg, [self.prog], background=self.bg).normal_cycles
+
+    track_gpu_reads_done_cycles.unit = "cycles"
