@@ -183,6 +183,19 @@ def test_skipping_idle_cycles_changes_nothing():
                 assert np.array_equal(a.command_log[k], b.command_log[k])
 
 
+@pytest.mark.parametrize("name", ["ramulator2-hbm3", "hbm3-6400"])
+def test_skipping_idle_cycles_changes_nothing_under_write_pressure(name):
+    from sievesim.dram.synthetic import make_trace
+    c = get_config(name).replace(clock_ratio=8, end="completed")
+    for kind in ("random", "hotrow"):
+        t = make_trace(kind, 20000, c, seed=3, write_fraction=0.35)
+        a = simulate(c, t, log_commands=True)
+        b = simulate(c, t, log_commands=True, skip_idle=False)
+        assert a.cycles == b.cycles
+        for k in ("cycle", "addr", "command"):
+            assert np.array_equal(a.command_log[k], b.command_log[k])
+
+
 def test_deterministic_bit_for_bit():
     c = get_config("hbm3e-8000")
     from sievesim.dram.synthetic import make_trace

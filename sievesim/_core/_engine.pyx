@@ -617,6 +617,13 @@ cdef class Engine:
         is_ready[0] = best_rdy
         return best
 
+    cdef inline bint write_mode_would_change(self, int c) noexcept nogil:
+        cdef int w = self.bsize[c * NBUF + BUF_WRITE], rd = self.bsize[c * NBUF + BUF_READ]
+        cdef float wmax = <float> (self.qcap[BUF_WRITE] - 1)
+        if not self.write_mode[c]:
+            return <float> w > self.wr_high * wmax or rd == 0
+        return <float> w < self.wr_low * wmax and rd != 0
+
     cdef inline void set_write_mode(self, int c) noexcept nogil:
         cdef int w = self.bsize[c * NBUF + BUF_WRITE], rd = self.bsize[c * NBUF + BUF_READ]
         cdef float wmax = <float> (self.qcap[BUF_WRITE] - 1)
@@ -802,7 +809,7 @@ cdef class Engine:
         elif self.cmd_flags[cmd] & F_OPENING:
             if self.bpush(c, BUF_ACTIVE, r):
                 self.bremove(c, src, pos)
-        self.wake[c] = clk + 1
+        self.wake[c] = self.next_wake_after_issue(c, clk)
         return True
 
     cdef inline void pim_address(self, int c, int64_t op, int32_t* av) noexcept nogil:
@@ -816,6 +823,17 @@ cdef class Engine:
             flat //= self.counts[L]
         av[self.row_lv] = self.prog_rowcol[2 * op]
         av[self.row_lv + 1] = self.prog_rowcol[2 * op + 1]
+
+    cdef inline int64_t next_wake_after_issue(self, int c, int64_t clk) noexcept nogil:
+        """After controller ``c`` issued at ``clk``: the next cycle it must be visited.
+
+        With requests queued, the next cycle (a scan there costs what predicting it would). With
+        nothing queued and no PIM program, the next refresh: an arrival wakes it earlier. The
+        write-mode switch has hysteresis, so a cycle at which it would flip is never skipped.
+        """
+        if self.write_mode_would_change(c) or not self.queues_empty(c) or self.prog_head[c] < self.prog_end[c]:
+            return clk + 1
+        return i64max(clk + 1, self.next_refresh[c])
 
     cdef inline bint queues_empty(self, int c) noexcept nogil:
         cdef int b
