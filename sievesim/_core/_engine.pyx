@@ -136,7 +136,7 @@ cdef class Engine:
     cdef int64_t* arrival
     cdef int8_t* row_class        # -1 not yet, 0 hit, 1 miss, 2 conflict
     cdef int8_t* forwarded
-    cdef int64_t* rnode           # (n_total, n_lv): (node offset) * n_cmd per level, -1 below a broadcast
+    cdef int32_t* rnode           # (n_total, n_lv): (node offset) * n_cmd per level, -1 below a broadcast
     cdef int64_t* rbank           # (n_total,): bank index, -1 for broadcast requests
     # FR-FCFS cache: a request's last computed (command, ready time) stays a valid lower bound of its
     # ready time until its bank changes state (ready times only grow), tracked by a per-bank epoch
@@ -303,7 +303,9 @@ cdef class Engine:
             ctrl[:n] = flat
         a = arr(ctrl, np.int32); self.ctrl_of = <int32_t*> a.data
         # per-request node offsets (precomputed once: the inner loop does no address arithmetic)
-        rnode = np.full((self.n_total, self.n_lv), -1, dtype=np.int64)
+        if self.n_nodes * self.n_cmd >= 2**31:
+            raise ValueError("organisation too large for 32-bit node offsets")
+        rnode = np.full((self.n_total, self.n_lv), -1, dtype=np.int32)
         rbank = np.full(self.n_total, -1, dtype=np.int64)
         if n:
             flat = np.zeros(n, dtype=np.int64)
@@ -311,7 +313,7 @@ cdef class Engine:
                 flat = flat * counts[L] + addr_vecs[:, L]
                 rnode[:n, L] = (np.asarray(spec["node_offset"])[L] + flat) * self.n_cmd
             rbank[:n] = flat
-        a = arr(rnode, np.int64); self.rnode = <int64_t*> a.data
+        a = arr(rnode, np.int32); self.rnode = <int32_t*> a.data
         a = arr(rbank, np.int64); self.rbank = <int64_t*> a.data
         a = arr(np.full(self.n_total, -1, dtype=np.int64), np.int64); self.c_rt = <int64_t*> a.data
         a = arr(np.full(self.n_total, -1, dtype=np.int32), np.int32); self.c_epoch = <int32_t*> a.data
@@ -390,7 +392,7 @@ cdef class Engine:
         """ready_time for a queued request, through its precomputed node offsets."""
         cdef int64_t rt = -1, v
         cdef int L
-        cdef int64_t* nodes = self.rnode + <int64_t> r * self.n_lv
+        cdef int32_t* nodes = self.rnode + <int64_t> r * self.n_lv
         if self.rbank[r] < 0:
             return self.ready_time(cmd, self.addr + r * self.A)
         for L in range(self.cmd_check[cmd] + 1):
@@ -644,7 +646,7 @@ cdef class Engine:
             if av[L] < 0:
                 return
             idx = idx * self.counts[L] + av[L]
-            self.rnode[<int64_t> r * self.n_lv + L] = (self.node_off[L] + idx) * self.n_cmd
+            self.rnode[<int64_t> r * self.n_lv + L] = <int32_t> ((self.node_off[L] + idx) * self.n_cmd)
         self.rbank[r] = idx
 
     cdef int new_maintenance(self, int c, int kind, int32_t* av_src) noexcept nogil:
