@@ -664,6 +664,15 @@ def pim_peak_flops(hardware: Any) -> float:
     return ratio * float(hardware.gpu.hbm_bandwidth_bytes_per_s)
 
 
+def default_layer(model: Any) -> int:
+    """The layer a one-layer estimate uses by default: the first MoE layer with full or MLA
+    attention (the most expensive attention on PIM), else the first MoE layer."""
+    kinds = tuple(getattr(model, "layer_attention", ()) or ())
+    mlp = tuple(getattr(model, "layer_mlp", ()) or ("moe",) * len(kinds))
+    moe = [i for i in range(len(kinds)) if i < len(mlp) and mlp[i] == "moe"] or list(range(len(kinds)))
+    return next((i for i in moe if kinds[i] in ("full", "mla")), moe[0] if moe else 0)
+
+
 def build_context(model: Any, hardware: Any, num_gpus: int, batch: int, *,
                   layer: int | None = None,
                   context_lens: Sequence[int] | int | None = None,
@@ -707,9 +716,7 @@ def build_context(model: Any, hardware: Any, num_gpus: int, batch: int, *,
     dtype = float(getattr(model, "dtype_bytes", 2))
     kinds = tuple(getattr(model, "layer_attention", ()) or ())
     if layer is None:
-        mlp = tuple(getattr(model, "layer_mlp", ()) or ("moe",) * len(kinds))
-        moe = [i for i in range(len(kinds)) if i < len(mlp) and mlp[i] == "moe"] or list(range(len(kinds)))
-        layer = next((i for i in moe if kinds[i] in ("full", "mla")), moe[0] if moe else 0)
+        layer = default_layer(model)
     if kinds and not (0 <= layer < len(kinds)):
         raise field_error("layer", layer, f"a layer index in [0, {len(kinds)})")
     mlp_kinds = tuple(getattr(model, "layer_mlp", ()) or ())

@@ -187,3 +187,16 @@ def test_cli_pim_gemv_and_expert_json(capsys, tmp_path):
 def test_cli_bad_input_exits_2(capsys, args, expect):
     assert main(args) == 2
     assert expect in capsys.readouterr().err
+
+
+def test_policies_priced_by_the_engine(tmp_path, capsys):
+    counts = tmp_path / "counts.json"
+    counts.write_text(json.dumps([30, 12, 1, 1, 0, 2, 1] + [0] * 121))
+    args = ["policy", "decide", "--model", "qwen3-30b-a3b", "--counts", str(counts), "--batch", "16",
+            "--context-len", "2048", "--json"]
+    assert main(args + ["--pim-cost", "engine"]) == 0
+    engine = json.loads(capsys.readouterr().out)
+    assert main(args) == 0
+    roofline = json.loads(capsys.readouterr().out)
+    assert engine["t_pim_s"] != roofline["t_pim_s"]
+    assert set(engine["pim_experts"]) | set(engine["gpu_experts"]) == {0, 1, 2, 3, 5, 6}

@@ -43,6 +43,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     d.add_argument("--layer", type=int, default=None,
                    help="layer index (default: first MoE layer with full/MLA attention)")
     d.add_argument("--unit", default=None, help="PIMoE placement unit: pseudo_channel, channel, stack")
+    d.add_argument("--pim-cost", choices=["roofline", "engine"], default="roofline",
+                   help="PIM times from the roofline estimate or from the cycle-accurate engine")
     d.add_argument("--json", action="store_true", help="print one JSON object")
     d.set_defaults(func=_decide)
 
@@ -64,6 +66,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     c.add_argument("--batch", type=_int_list, default=[1, 4, 16, 64, 256])
     c.add_argument("--context-len", type=int, default=4096)
     c.add_argument("--units", action="store_true", help="PIMoE at every placement unit (docs/policies.md)")
+    c.add_argument("--pim-cost", choices=["roofline", "engine"], default="roofline",
+                   help="PIM times from the roofline estimate or from the cycle-accurate engine")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=_compare)
 
@@ -132,7 +136,7 @@ def _decide(args: argparse.Namespace) -> int:
         kwargs["unit"] = args.unit
     policy = get_policy(args.policy, **kwargs)
     ctx = build_context(model, hw, args.gpus, batch, layer=args.layer, context_lens=args.context_len,
-                        counts=counts)
+                        counts=counts, pim=_pim_cost(args.pim_cost, model, hw, args.layer))
     part = policy.decide(counts, ctx, ids)
     est = part.evaluate(ctx)
     out: dict[str, Any] = {
@@ -154,6 +158,15 @@ def _decide(args: argparse.Namespace) -> int:
           f"T_GPU {est.t_gpu_s * 1e6:.3f} [offchip {est.t_offchip_s * 1e6:.3f}, comp {est.t_comp_s * 1e6:.3f}], "
           f"T_PIM {est.t_pim_s * 1e6:.3f} [attention {est.t_attention_s * 1e6:.3f}])")
     return 0
+
+
+def _pim_cost(kind: str, model: Any, hw: Any, layer: int | None):
+    """None (the roofline default of build_context) or the engine-backed cost model."""
+    if kind != "engine":
+        return None
+    from ..costs import default_layer
+    from ..pim.expert import EnginePimCost
+    return EnginePimCost.for_model(model, hw, layer=default_layer(model) if layer is None else layer)
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -186,13 +199,20 @@ def _compare(args: argparse.Namespace) -> int:
         rows = unit_sensitivity(args.model, args.gpus, args.batch, hardware=args.hardware,
                                 context_len=args.context_len)
     else:
+        pim = None
+        if args.pim_cost == "engine":
+            from ..hardware import get_hardware
+            from ..models import get_model
+            model, hw = get_model(args.model), get_hardware(args.hardware)
+            pim = _pim_cost("engine", model, hw, None)
         rows = compare_policies(args.model, args.gpus, args.batch, hardware=args.hardware,
-                                context_len=args.context_len)
+                                context_len=args.context_len, pim=pim)
     if args.json:
         print(json.dumps(rows))
         return 0
     labels = list(dict.fromkeys(r["policy"] for r in rows))
-    print("T_total estimate [us], mean of 3 synthetic routings (busiest/mean unit in brackets)")
+    print(f"T_total estimate [us] (PIM: {args.pim_cost}), mean of 3 synthetic routings "
+          "(busiest/mean unit in brackets)")
     print(f"{'B':>5s} " + " ".join(f"{lab:>24s}" for lab in labels))
     for b in args.batch:
         cells = []

@@ -98,9 +98,11 @@ def bench(experts: Sequence[int] = (128, 256, 512), batches: Sequence[int] = (1,
 
 def compare_policies(model_name: str, num_gpus: int, batches: Sequence[int], *, hardware: str = "b200",
                      policies: Sequence[Any] = ("noexp", "allexp", "sieve", "pimoe", "oracle"),
-                     context_len: int = 4096, seeds: Sequence[int] = (0, 1, 2), skew: float = 1.0
-                     ) -> list[dict[str, Any]]:
+                     context_len: int = 4096, seeds: Sequence[int] = (0, 1, 2), skew: float = 1.0,
+                     pim: Any = None) -> list[dict[str, Any]]:
     """Estimated ``T_total`` of each policy, averaged over ``seeds`` (one layer of GPU 0).
+
+    ``pim``: a PIM cost model (``sievesim.costs.PimCostModel``); default the roofline estimate.
 
     The global routing of ``B`` tokens is synthetic; GPU 0 holds experts ``0..E/G-1``. A policy is
     a name or ``(label, policy instance)``. Returns rows with ``policy``, ``batch``,
@@ -118,7 +120,7 @@ def compare_policies(model_name: str, num_gpus: int, batches: Sequence[int], *, 
         imb: dict[str, list[float]] = {}
         for seed in seeds:
             counts = synthetic_counts(model.num_experts, int(b), model.top_k, seed=seed, skew=skew)[:e_local]
-            ctx = build_context(model, hw, num_gpus, int(b), counts=counts, context_lens=context_len)
+            ctx = build_context(model, hw, num_gpus, int(b), counts=counts, context_lens=context_len, pim=pim)
             for item in policies:
                 label, pol = (item, get_policy(item)) if isinstance(item, str) else item
                 part = pol.decide(counts, ctx)
