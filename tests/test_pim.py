@@ -191,7 +191,7 @@ def test_cli_bad_input_exits_2(capsys, args, expect):
 
 def test_policies_priced_by_the_engine(tmp_path, capsys):
     counts = tmp_path / "counts.json"
-    counts.write_text(json.dumps([30, 12, 1, 1, 0, 2, 1] + [0] * 121))
+    counts.write_text(json.dumps([14, 12, 1, 1, 0, 2, 1] + [0] * 121))
     args = ["policy", "decide", "--model", "qwen3-30b-a3b", "--counts", str(counts), "--batch", "16",
             "--context-len", "2048", "--json"]
     assert main(args + ["--pim-cost", "engine"]) == 0
