@@ -13,6 +13,7 @@ command clock (CK).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import operator
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
@@ -167,7 +168,7 @@ _R2_COMMANDS = (
 )
 
 
-def _r2_constraints(ref_follow_act: str) -> tuple[TimingConstraint, ...]:
+def _r2_constraints() -> tuple[TimingConstraint, ...]:
     rows: list[TimingConstraint] = []
     rows += _rows("channel", [("ACT", "ACT PRE PREA REFab", "2")])
     rows += _rows("pseudochannel", [
@@ -189,7 +190,7 @@ def _r2_constraints(ref_follow_act: str) -> tuple[TimingConstraint, ...]:
         ("PRE PREA", "REFab", "nRP"),
         ("RDA", "REFab", "nRP + nRTPS"),
         ("WRA", "REFab", "nCWL + nBL + nWR + nRP"),
-        ("REFab", ref_follow_act, "nRFC"),
+        ("REFab", "ACT", "nRFC"),
     ])
     rows += _rows("bankgroup", [
         ("RD RDA", "RD RDA", "nCCDL"),
@@ -239,7 +240,7 @@ R2_HBM3 = Standard(
     levels=("channel", "pseudochannel", "bankgroup", "bank", "row", "column"),
     commands=_R2_COMMANDS,
     timing_names=_R2_TIMINGS,
-    constraints=_r2_constraints("ACT"),
+    constraints=_r2_constraints(),
     org_presets={
         "HBM3_2Gb": dict(density=2 << 10, dq=128, channel=1, pseudochannel=2, bankgroup=4, bank=4, row=1 << 13, column=1 << 6),
         "HBM3_4Gb": dict(density=4 << 10, dq=128, channel=1, pseudochannel=2, bankgroup=4, bank=4, row=1 << 14, column=1 << 6),
@@ -258,24 +259,17 @@ R2_HBM3 = Standard(
     ),
 )
 
-R2_HBM2 = Standard(
+# HBM2.cpp differs from HBM3.cpp only in its presets (and lacks the RFM commands, which never issue).
+R2_HBM2 = dataclasses.replace(
+    R2_HBM3,
     name="ramulator2-hbm2",
     description="Ramulator 2.0's HBM2 model (commit 5e58d25), rule for rule",
-    levels=R2_HBM3.levels,
-    commands=_R2_COMMANDS,
-    timing_names=_R2_TIMINGS,
-    constraints=_r2_constraints("ACT"),
     org_presets={
         "HBM2_2Gb": dict(density=2 << 10, dq=128, channel=1, pseudochannel=2, bankgroup=4, bank=2, row=1 << 14, column=1 << 6),
         "HBM2_4Gb": dict(density=4 << 10, dq=128, channel=1, pseudochannel=2, bankgroup=4, bank=4, row=1 << 14, column=1 << 6),
         "HBM2_8Gb": dict(density=8 << 10, dq=128, channel=1, pseudochannel=2, bankgroup=4, bank=4, row=1 << 15, column=1 << 6),
     },
     timing_presets={"HBM2_2Gbps": _R2_TIMING_2GBPS},
-    controller_level="channel",
-    refresh=False,
-    prefetch=2,
-    channel_width_bits=64,
-    notes=R2_HBM3.notes,
 )
 
 
