@@ -12,6 +12,13 @@ extensions = [
         extra_compile_args=["-O3"],
     ),
     Extension(
+        "sievesim._core._traceparse",
+        ["sievesim/_core/_traceparse.pyx"],
+        include_dirs=[numpy.get_include()],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        extra_compile_args=["-O3"],
+    ),
+    Extension(
         "sievesim.policies._sieve_kernel",
         ["sievesim/policies/_sieve_kernel.pyx"],
         extra_compile_args=["-O3"],

@@ -341,3 +341,20 @@ def test_pure_python_reference_gives_the_same_cycles(name, policy):
     c = get_config(name).replace(row_policy=policy, row_policy_cap=2, clock_ratio=4, end="completed")
     t = make_trace("hotrow", 600, c, seed=5, write_fraction=0.3)
     assert reference_cycles(c, t) == simulate(c, t).cycles
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.tuples(st.booleans(), st.integers(0, 2**60), st.sampled_from(["hex", "HEX", "dec"])),
+                     min_size=0, max_size=50),
+       crlf=st.booleans(), final_newline=st.booleans())
+def test_compiled_trace_parser_reads_what_the_format_says(tmp_path, rows, crlf, final_newline):
+    from sievesim.dram.traces import read_loadstore_trace
+    fmt = {"hex": lambda v: f"0x{v:x}", "HEX": lambda v: f"0X{v:X}", "dec": str}
+    text = ("\r\n" if crlf else "\n").join(f"{'ST' if w else 'LD'} {fmt[f](v)}" for w, v, f in rows)
+    if rows and final_newline:
+        text += "\r\n" if crlf else "\n"
+    p = tmp_path / "t.trace"
+    p.write_bytes(text.encode())
+    t = read_loadstore_trace(p)
+    assert list(t.addresses) == [v for _, v, _ in rows]
+    assert list(t.is_write) == [w for w, _, _ in rows]

@@ -69,31 +69,20 @@ def _read(path: pathlib.Path) -> tuple[bytes, list[bytes]]:
     return data, lines
 
 
-_FAST_UNSAFE = (b"_", b"\t", b"  ", b"0b", b"0B", b"0o", b"0O", b" \r", b"+", b"-")
-
-
-def _loadstore_fast(data: bytes, lines: list[bytes]) -> tuple[np.ndarray, np.ndarray] | None:
-    """Whole-file fast path; None when any line needs the strict per-line parser (and its message)."""
-    if any(tok in data for tok in _FAST_UNSAFE):
-        return None
-    ops = [line[:3] for line in lines]
-    if not set(ops) <= {b"LD ", b"ST "}:
-        return None
-    try:
-        addrs = np.array([int(line[3:], 0) for line in lines], dtype=np.int64)
-    except (ValueError, OverflowError):
-        return None
-    return np.array([op == b"ST " for op in ops], dtype=bool), addrs
-
-
 def read_loadstore_trace(path: str | pathlib.Path) -> RequestTrace:
     """Read ``LD addr`` / ``ST addr`` lines (addr decimal or 0x-hex), as Ramulator 2.0 does."""
     path = pathlib.Path(path)
-    data, lines = _read(path)
-    fast = _loadstore_fast(data, lines)
-    if fast is not None:
-        return RequestTrace(is_write=fast[0], arrival=np.zeros(len(lines), dtype=np.int64), addresses=fast[1],
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read trace ({exc.strerror})") from None
+    from .._core._traceparse import parse_loadstore
+    is_write, addrs, bad = parse_loadstore(data)
+    if bad < 0:
+        return RequestTrace(is_write=is_write, arrival=np.zeros(len(addrs), dtype=np.int64), addresses=addrs,
                             source=str(path))
+    # the strict per-line parser below names the line and its content
+    data, lines = _read(path)
     n = len(lines)
     is_write = np.empty(n, dtype=bool)
     addrs = np.empty(n, dtype=np.int64)
@@ -105,7 +94,10 @@ def read_loadstore_trace(path: str | pathlib.Path) -> RequestTrace:
                              "(addr decimal or 0x-hex)")
         is_write[i] = m.group(1) == b"ST"
         tok = m.group(2)
-        addrs[i] = int(tok, 16) if tok[:2] in (b"0x", b"0X") else int(tok)
+        value = int(tok, 16) if tok[:2] in (b"0x", b"0X") else int(tok)
+        if value >= 1 << 63:
+            raise TraceError(f"{path}:{i + 1}: address = {tok.decode()}: expected an address below 2**63")
+        addrs[i] = value
     return RequestTrace(is_write=is_write, arrival=np.zeros(n, dtype=np.int64), addresses=addrs,
                         source=str(path))
 
