@@ -200,3 +200,27 @@ def test_policies_priced_by_the_engine(tmp_path, capsys):
     roofline = json.loads(capsys.readouterr().out)
     assert engine["t_pim_s"] != roofline["t_pim_s"]
     assert set(engine["pim_experts"]) | set(engine["gpu_experts"]) == {0, 1, 2, 3, 5, 6}
+
+
+def test_ema_cost_table_learns_engine_times_and_oracle_verifies_on_the_engine():
+    from sievesim.costs import PimCostTable, RooflinePimCost, build_context
+    from sievesim.hardware import get_hardware
+    from sievesim.models import get_model
+    from sievesim.policies import Oracle
+    model, hw = get_model("qwen3-30b-a3b"), get_hardware("b200")
+    engine = EnginePimCost.for_model(model, hw)
+    counts = np.array([9, 7, 3, 2, 1, 1, 1, 1] + [0] * 120)
+    roofline_ctx = build_context(model, hw, 1, 16, counts=counts, context_lens=1024)
+    table = PimCostTable(roofline_ctx.pim, alpha=0.5)
+    for n in (1, 2, 3, 7, 9):                     # one step's observations
+        table.update(("expert", n), engine.expert_time_s(n))
+    for n in (1, 2, 3, 7, 9):
+        assert table.expert_time_s(n) == engine.expert_time_s(n)
+    assert table.expert_time_s(4) == roofline_ctx.pim.expert_time_s(4)   # unseen: roofline fallback
+    table.update(("expert", 1), 2 * engine.expert_time_s(1))
+    assert table.expert_time_s(1) == pytest.approx(1.5 * engine.expert_time_s(1))
+    ctx = build_context(model, hw, 1, 16, counts=counts, context_lens=1024, pim=engine)
+    verify = lambda part: engine.partition_pim_time_s(part, [1024] * 16)
+    part = Oracle(verify=verify, candidates=3).decide(counts, ctx)
+    assert len(part.info["verified"]) == 3
+    assert min(part.info["verified"].values()) == part.info["verified"][part.info["cut"]]

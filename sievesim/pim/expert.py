@@ -191,6 +191,13 @@ class EnginePimCost:
         gaps = 0 if self.device.activation_on_pim else len(counts)
         return res.cycles * self.device.tck_s + self.activation_s * gaps
 
+    def partition_pim_time_s(self, partition, batch_context_lens: Sequence[int] = ()) -> float:
+        """T_PIM of a policy's partition on the engine: its PIM experts as one program, plus the
+        layer's attention [s]. Usable as ``Oracle(verify=...)`` (duck-typed partition: ``counts``,
+        ``on_pim``)."""
+        counts = [int(c) for c, p in zip(partition.counts, partition.on_pim) if p and c > 0]
+        return self.experts_time_s(counts) + self.attention_time_s(batch_context_lens)
+
     def attention_time_s(self, batch_context_lens: Sequence[int]) -> float:
         """Decode attention of these requests at this layer (see :class:`AttentionLayer`)."""
         if self.attention is None:
