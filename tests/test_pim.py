@@ -224,3 +224,14 @@ def test_ema_cost_table_learns_engine_times_and_oracle_verifies_on_the_engine():
     part = Oracle(verify=verify, candidates=3).decide(counts, ctx)
     assert len(part.info["verified"]) == 3
     assert min(part.info["verified"].values()) == part.info["verified"][part.info["cut"]]
+
+
+def test_cli_oracle_verified_on_the_engine(tmp_path, capsys):
+    counts = tmp_path / "counts.json"
+    counts.write_text(json.dumps([14, 12, 1, 1, 0, 2, 1] + [0] * 121))
+    assert main(["policy", "decide", "--model", "qwen3-30b-a3b", "--counts", str(counts), "--batch", "16",
+                 "--context-len", "1024", "--policy", "oracle", "--verify-engine", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    verified = d["verified_t_total_s"]
+    assert len(verified) == 3 and len(d["gpu_experts"]) in map(int, verified)
+    assert verified[str(len(d["gpu_experts"]))] == min(verified.values())

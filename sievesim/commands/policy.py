@@ -45,6 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     d.add_argument("--unit", default=None, help="PIMoE placement unit: pseudo_channel, channel, stack")
     d.add_argument("--pim-cost", choices=["roofline", "engine"], default="roofline",
                    help="PIM times from the roofline estimate or from the cycle-accurate engine")
+    d.add_argument("--verify-engine", action="store_true",
+                   help="oracle: check its 3 best cuts with the engine (their PIM side as one program)")
     d.add_argument("--json", action="store_true", help="print one JSON object")
     d.set_defaults(func=_decide)
 
@@ -134,9 +136,20 @@ def _decide(args: argparse.Namespace) -> int:
         if args.policy.lower() != "pimoe":
             raise field_error("--unit", args.unit, "only with --policy pimoe")
         kwargs["unit"] = args.unit
+    pim = _pim_cost(args.pim_cost, model, hw, args.layer)
+    if args.verify_engine:
+        if args.policy.lower() != "oracle":
+            raise field_error("--verify-engine", True, "only with --policy oracle")
+        engine = pim or _pim_cost("engine", model, hw, args.layer)
+        lens = [args.context_len] * max(1, batch // args.gpus)
+
+        def verify(part) -> float:   # T_total with the PIM side simulated (GPU and links estimated)
+            est = part.evaluate(ctx)
+            return max(est.t_comm_s, est.t_gpu_s, engine.partition_pim_time_s(part, lens))
+        kwargs["verify"] = verify
     policy = get_policy(args.policy, **kwargs)
     ctx = build_context(model, hw, args.gpus, batch, layer=args.layer, context_lens=args.context_len,
-                        counts=counts, pim=_pim_cost(args.pim_cost, model, hw, args.layer))
+                        counts=counts, pim=pim)
     part = policy.decide(counts, ctx, ids)
     est = part.evaluate(ctx)
     out: dict[str, Any] = {
@@ -147,6 +160,8 @@ def _decide(args: argparse.Namespace) -> int:
     }
     if part.unit is not None:
         out["unit"] = part.unit
+    if "verified" in part.info:
+        out["verified_t_total_s"] = {str(k): v for k, v in part.info["verified"].items()}
     if args.json:
         print(json.dumps(out))
         return 0
