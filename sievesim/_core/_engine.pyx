@@ -93,11 +93,6 @@ cdef class Engine:
     cdef int32_t* cmd_flags
     cdef int32_t* cmd_action
     cdef int32_t* cmd_prereq
-    cdef int32_t* cons_start
-    cdef int32_t* cons_follow
-    cdef int64_t* cons_latency
-    cdef int32_t* cons_window
-    cdef int32_t* cons_sibling
     cdef int32_t* hist_window
     # the same rows split by kind for the hot loop: plain (window 1), windowed (tFAW), sibling
     cdef int32_t* s_start
@@ -220,11 +215,6 @@ cdef class Engine:
         a = arr(spec["cmd_flags"], np.int32); self.cmd_flags = <int32_t*> a.data
         a = arr(spec["cmd_action"], np.int32); self.cmd_action = <int32_t*> a.data
         a = arr(spec["cmd_prereq"], np.int32); self.cmd_prereq = <int32_t*> a.data
-        a = arr(spec["cons_start"], np.int32); self.cons_start = <int32_t*> a.data
-        a = arr(spec["cons_follow"], np.int32); self.cons_follow = <int32_t*> a.data
-        a = arr(spec["cons_latency"], np.int64); self.cons_latency = <int64_t*> a.data
-        a = arr(spec["cons_window"], np.int32); self.cons_window = <int32_t*> a.data
-        a = arr(spec["cons_sibling"], np.int32); self.cons_sibling = <int32_t*> a.data
         a = arr(spec["hist_window"], np.int32); self.hist_window = <int32_t*> a.data
         st, fo, la, _ = spec["simple_rows"]
         a = arr(st, np.int32); self.s_start = <int32_t*> a.data
@@ -240,12 +230,10 @@ cdef class Engine:
         a = arr(fo, np.int32); self.b_follow = <int32_t*> a.data
         a = arr(la, np.int64); self.b_lat = <int64_t*> a.data
         self.hist_w = max(1, int(np.max(spec["hist_window"])) if len(spec["hist_window"]) else 1)
-        has_sib = np.zeros(self.n_lv * self.n_cmd, dtype=np.int32)
-        starts = np.asarray(spec["cons_start"]); sib = np.asarray(spec["cons_sibling"])
-        for k in range(self.n_lv * self.n_cmd):
-            has_sib[k] = int(sib[starts[k]:starts[k + 1]].sum() > 0)
-        a = arr(has_sib, np.int32); self.has_sibling = <int32_t*> a.data
-        a = arr((np.diff(starts) > 0).astype(np.int32), np.int32); self.has_rows = <int32_t*> a.data
+        n_sib = np.diff(np.asarray(spec["sibling_rows"][0]))
+        n_rows = np.diff(np.asarray(spec["simple_rows"][0])) + np.diff(np.asarray(spec["window_rows"][0])) + n_sib
+        a = arr((n_sib > 0).astype(np.int32), np.int32); self.has_sibling = <int32_t*> a.data
+        a = arr((n_rows > 0).astype(np.int32), np.int32); self.has_rows = <int32_t*> a.data
 
         # state
         a = arr(np.full(self.n_nodes * self.n_cmd, -1, dtype=np.int64), np.int64); self.ready = <int64_t*> a.data
