@@ -106,6 +106,7 @@ cdef class Engine:
     cdef int32_t* b_follow
     cdef int64_t* b_lat
     cdef int32_t* has_sibling     # per (level, cmd)
+    cdef int32_t* cmd_has_sibling # per command: sibling rows at any level
     # ---- state
     cdef int64_t* ready           # (n_nodes, n_cmd)
     cdef int64_t* hist            # (n_nodes, n_cmd, hist_w)
@@ -233,6 +234,8 @@ cdef class Engine:
         n_sib = np.diff(np.asarray(spec["sibling_rows"][0]))
         n_rows = np.diff(np.asarray(spec["simple_rows"][0])) + np.diff(np.asarray(spec["window_rows"][0])) + n_sib
         a = arr((n_sib > 0).astype(np.int32), np.int32); self.has_sibling = <int32_t*> a.data
+        a = arr((n_sib.reshape(self.n_lv, self.n_cmd).sum(axis=0) > 0).astype(np.int32), np.int32)
+        self.cmd_has_sibling = <int32_t*> a.data
         a = arr((n_rows > 0).astype(np.int32), np.int32); self.has_rows = <int32_t*> a.data
 
         # state
@@ -404,10 +407,13 @@ cdef class Engine:
 
     cdef inline void apply_rows(self, int L, int64_t node, int cmd, int64_t clk, bint sibling) noexcept nogil:
         """Push the ready times that ``cmd`` at ``clk`` imposes on ``node`` (level ``L``)."""
-        cdef int k = L * self.n_cmd + cmd
+        self.apply_at(L * self.n_cmd + cmd, node * self.n_cmd, cmd, clk, sibling)
+
+    cdef inline void apply_at(self, int k, int64_t off, int cmd, int64_t clk, bint sibling) noexcept nogil:
+        """Rows of (level, command) ``k`` on the node whose ready times start at ``ready + off``."""
         cdef int t, e, hw
         cdef int64_t past, v, hbase
-        cdef int64_t* rd = self.ready + node * self.n_cmd
+        cdef int64_t* rd = self.ready + off
         if sibling:
             for t in range(self.b_start[k], self.b_start[k + 1]):
                 v = clk + self.b_lat[t]
@@ -422,7 +428,7 @@ cdef class Engine:
         if self.w_start[k] == e:
             return
         hw = self.hist_window[k]
-        hbase = (node * self.n_cmd + cmd) * self.hist_w
+        hbase = (off + cmd) * self.hist_w
         memmove(&self.hist[hbase + 1], &self.hist[hbase], (hw - 1) * sizeof(int64_t))
         self.hist[hbase] = clk
         for t in range(self.w_start[k], e):
@@ -431,6 +437,15 @@ cdef class Engine:
                 v = past + self.w_lat[t]
                 if v > rd[self.w_follow[t]]:
                     rd[self.w_follow[t]] = v
+
+    cdef inline void update_timing_req(self, int cmd, int32_t r, int64_t clk) noexcept nogil:
+        """update_timing for a request with a full address, through its precomputed node offsets."""
+        cdef int L, k
+        cdef int32_t* nodes = self.rnode + <int64_t> r * self.n_lv
+        for L in range(self.n_lv):
+            k = L * self.n_cmd + cmd
+            if self.has_rows[k]:
+                self.apply_at(k, nodes[L], cmd, clk, False)
 
     cdef void update_timing(self, int cmd, int32_t* av, int64_t clk) noexcept nogil:
         cdef int64_t idx = 0, span, base, j, parent
@@ -737,6 +752,14 @@ cdef class Engine:
             if self.cmd_flags[cmd] & F_CLOSING:
                 p = self.bptr(c, BUF_ACTIVE)
                 n_act = self.bsize[c * NBUF + BUF_ACTIVE]
+                if not pim and self.rbank[r] >= 0 and self.cmd_scope[cmd] >= self.n_lv - 1:
+                    # a bank-scoped close of a fully addressed request: same bank = same prefix
+                    bank = self.rbank[r]
+                    for k in range(n_act):
+                        if self.rbank[p[k]] == bank:
+                            found = False
+                            break
+                    n_act = 0
                 for k in range(n_act):
                     oa = self.addr + p[k] * self.A
                     match = True
@@ -782,7 +805,7 @@ cdef class Engine:
         if self.row_class[r] < 0 and self.rtype[r] <= T_WRITE:
             o = self.open_row[self.rbank[r]]
             self.row_class[r] = 0 if o == ra[self.row_lv] else (2 if o >= 0 else 1)
-        self.issue(cmd, ra, clk)
+        self.issue(cmd, ra, clk, r)
         if cmd == self.final_cmd[r]:
             if self.rtype[r] == T_READ:
                 self.depart[r] = clk + self.read_latency
@@ -852,9 +875,13 @@ cdef class Engine:
             t = self.next_refresh[c]
         self.wake[c] = i64max(t, clk + 1)
 
-    cdef void issue(self, int cmd, int32_t* av, int64_t clk) noexcept nogil:
+    cdef void issue(self, int cmd, int32_t* av, int64_t clk, int32_t r=-1) noexcept nogil:
+        """Issue ``cmd`` at ``clk``; ``r``: the request it serves (-1: PIM op), for its node offsets."""
         cdef int L
-        self.update_timing(cmd, av, clk)
+        if r >= 0 and self.rbank[r] >= 0 and not self.cmd_has_sibling[cmd]:
+            self.update_timing_req(cmd, r, clk)
+        else:
+            self.update_timing(cmd, av, clk)
         self.update_states(cmd, av)
         self.n_commands += 1
         self.last_issue = clk
