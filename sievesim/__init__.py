@@ -1,7 +1,7 @@
 """sievesim: MoE decoding on GPUs with HBM-PIM, from DRAM commands up to expert-partitioning policies.
 
-Layers point down (see docs/architecture.md): cli -> report/sweep -> system -> dag/policies/costs ->
-workload/models/hardware -> dram -> _core (Cython engine). Importing :mod:`sievesim` is cheap; the
+Layers point down (see docs/architecture.md): cli -> policies/costs -> workload/models/hardware ->
+pim -> dram -> _core (Cython engine). Importing :mod:`sievesim` is cheap; the
 engine is loaded when a DRAM/PIM function is first used.
 """
 from __future__ import annotations
