@@ -60,3 +60,25 @@ class EngineVsPythonReference:
         return t_ref / best
 
     track_speedup_vs_python_reference.unit = "x"
+
+
+class TraceParsing:
+    """Reading a 1 000 000-line LoadStoreTrace (``time_read_loadstore_1m``, seconds)."""
+
+    timeout = 300
+
+    def setup(self):
+        import tempfile
+        from sievesim.dram.traces import write_loadstore_trace
+        cfg = get_config("ramulator2-hbm3")
+        t = make_trace("random", 1_000_000, cfg, seed=1)
+        self.path = tempfile.NamedTemporaryFile(suffix=".trace", delete=False).name
+        write_loadstore_trace(self.path, t.addresses, t.is_write)
+
+    def time_read_loadstore_1m(self):
+        from sievesim.dram.traces import read_loadstore_trace
+        read_loadstore_trace(self.path)
+
+    def teardown(self):
+        import os
+        os.unlink(self.path)

@@ -21,7 +21,6 @@ import sys
 import tempfile
 import time
 
-import numpy as np
 import yaml
 
 from sievesim.dram.config import get_config

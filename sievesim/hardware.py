@@ -23,11 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-try:  # Python >= 3.11
-    import tomllib as _toml_reader
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as _toml_reader  # type: ignore[no-redef]
-
+from ._inputs import is_int as _is_int, read_toml
 from .errors import ConfigError, field_error
 
 __all__ = [
@@ -58,10 +54,6 @@ TOPOLOGIES: tuple[str, ...] = ("switch",)
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _positive(obj: Any, fname: str, what: str, src: str, *, integer: bool = False) -> None:
@@ -411,14 +403,7 @@ def hardware_to_dict(hw: HardwareSpec) -> dict[str, Any]:
 def load_hardware_toml(path: str | os.PathLike[str]) -> HardwareSpec:
     """Read a hardware spec from TOML (top-level ``name``, tables ``[gpu]``, ``[pim]``, ``[interconnect]``)."""
     path = Path(path)
-    try:
-        with open(path, "rb") as fh:
-            data = _toml_reader.load(fh)
-    except FileNotFoundError:
-        raise field_error("path", str(path), "an existing TOML file") from None
-    except _toml_reader.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    return hardware_from_dict(data, source=str(path))
+    return hardware_from_dict(read_toml(path), source=str(path))
 
 
 def save_hardware_toml(hw: HardwareSpec, path: str | os.PathLike[str]) -> None:

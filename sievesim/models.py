@@ -26,11 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-try:  # Python >= 3.11
-    import tomllib as _toml_reader
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as _toml_reader  # type: ignore[no-redef]
-
+from ._inputs import is_int as _is_int, read_toml as _read_toml
 from .errors import ConfigError, field_error
 
 __all__ = [
@@ -68,10 +64,6 @@ _POSITIVE_INT_FIELDS = {
     "moe_intermediate_size": "intermediate size of one routed expert (elements)",
     "vocab_size": "vocabulary size (tokens)",
 }
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _is_number(value: Any) -> bool:
@@ -661,16 +653,6 @@ def model_from_dict(data: Mapping[str, Any], *, source: str | None = None) -> Mo
         raise ConfigError(f"{src}: {exc}") from None
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        with open(path, "rb") as fh:
-            return _toml_reader.load(fh)
-    except FileNotFoundError:
-        raise field_error("path", str(path), "an existing TOML file") from None
-    except _toml_reader.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-
-
 def load_model_toml(path: str | os.PathLike[str]) -> ModelSpec:
     """Read a model spec from a TOML file (keys as in :func:`model_to_dict`, optionally under ``[model]``)."""
     path = Path(path)
@@ -684,7 +666,7 @@ def save_model_toml(spec: ModelSpec, path: str | os.PathLike[str]) -> None:
     """Write ``spec`` to ``path`` as TOML (compact layout; :func:`load_model_toml` reads it back equal)."""
     import tomli_w
 
-    text = f"# sievesim model spec (see docs/models.md); sizes in elements, *_bytes in bytes\n"
+    text = "# sievesim model spec (see docs/models.md); sizes in elements, *_bytes in bytes\n"
     text += tomli_w.dumps(model_to_dict(spec, compact=True))
     Path(path).write_text(text, encoding="utf-8")
 

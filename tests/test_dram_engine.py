@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import collections
 import json
-import pathlib
 
 import numpy as np
 import pytest
@@ -13,7 +12,7 @@ from sievesim.cli import main
 from sievesim.dram.config import BUILTIN_CONFIGS, get_config
 from sievesim.dram.engine import simulate, write_command_log
 from sievesim.dram.traces import RequestTrace
-from sievesim.errors import ConfigError, TraceError
+from sievesim.errors import ConfigError
 
 from dram_checker import check, read_log
 

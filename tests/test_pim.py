@@ -203,7 +203,7 @@ def test_policies_priced_by_the_engine(tmp_path, capsys):
 
 
 def test_ema_cost_table_learns_engine_times_and_oracle_verifies_on_the_engine():
-    from sievesim.costs import PimCostTable, RooflinePimCost, build_context
+    from sievesim.costs import PimCostTable, build_context
     from sievesim.hardware import get_hardware
     from sievesim.models import get_model
     from sievesim.policies import Oracle

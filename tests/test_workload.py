@@ -17,8 +17,7 @@ from sievesim.workload.lengths import (LENGTH_PRESETS, LengthPreset, colocated_b
                                        decode_context_lengths, max_prefills)
 from sievesim.workload.stats import StatsAccumulator, act_param_ratio
 from sievesim.workload.synthetic import PRESETS, layer_popularity, popularity_shape, preset_params
-from sievesim.workload.traces import (check_model, save_trace, sglang_dump_to_routing,
-                                      trace_from_arrays)
+from sievesim.workload.traces import check_model, save_trace, sglang_dump_to_routing
 
 E, K, L = 8, 2, 3
 

@@ -10,7 +10,7 @@ import pytest
 from sievesim.errors import TraceError
 from sievesim.workload import TraceSource, load_trace, open_source, routing_stats
 from sievesim.workload.fit import TRACE_BATCHES, TRACE_FILES, TRACE_SEED, TRACE_STEPS
-from sievesim.workload.synthetic import preset_params, SyntheticSource
+from sievesim.workload.synthetic import SyntheticSource
 
 TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
 pytestmark = pytest.mark.skipif(not TRACES.is_dir(), reason=f"real traces folder {TRACES} is absent")

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import math
 import pathlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 import numpy as np

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import TraceError, field_error
+from ..errors import TraceError
 from .config import DRAMConfig
 from .mapping import map_addresses
 from .traces import RequestTrace

@@ -26,13 +26,8 @@ Example (every table optional except ``standard``)::
 from __future__ import annotations
 
 import pathlib
-import sys
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
+from .._inputs import read_toml
 from ..errors import ConfigError, field_error
 from .config import BUILTIN_CONFIGS, DRAMConfig
 from .standards import get_standard
@@ -47,12 +42,7 @@ _CONTROLLER_KEYS = {"mapper", "row_policy", "row_policy_cap", "refresh", "read_q
 def load_dram_toml(path: str | pathlib.Path) -> DRAMConfig:
     path = pathlib.Path(path)
     src = str(path)
-    try:
-        doc = tomllib.loads(path.read_text())
-    except OSError as exc:
-        raise ConfigError(f"{src}: cannot read ({exc.strerror})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{src}: not valid TOML ({exc})") from None
+    doc = read_toml(path)
     for key in doc:
         if key not in {"name", "standard", "base", "org", "timing", "controller"}:
             raise ConfigError(f"{src}: {key}: unknown key (expected name, standard, base, org, timing, controller)")

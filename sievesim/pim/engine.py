@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 from dataclasses import dataclass, field
 
@@ -79,7 +78,9 @@ def run_programs(config: DRAMConfig, programs: list[tuple[np.ndarray, np.ndarray
     spec = config.compile()
     if len(programs) > config.num_controllers:
         raise field_error("programs", len(programs), f"at most {config.num_controllers} (one per pseudo-channel)")
-    code = np.array([spec["cmd_macab"], spec["cmd_gwrite"], spec["cmd_rdres"], spec["cmd_preab"]], dtype=np.int32)
+    code = np.zeros(4, dtype=np.int32)          # program op code -> the standard's command id
+    code[[OP_MACAB, OP_GWRITE, OP_RDRES, OP_PREAB]] = [spec["cmd_macab"], spec["cmd_gwrite"], spec["cmd_rdres"],
+                                                       spec["cmd_preab"]]
     lengths = np.array([[i, len(ops)] for i, (ops, _) in enumerate(programs)], dtype=np.int64).reshape(-1, 2)
     ops = code[np.concatenate([o for o, _ in programs])] if programs else np.zeros(0, np.int32)
     rowcol = np.concatenate([rc for _, rc in programs]) if programs else np.zeros((0, 2), np.int32)
