@@ -82,6 +82,7 @@ cdef class Engine:
     cdef int64_t read_latency, write_latency, refresh_interval
     cdef int qcap[NBUF]
     cdef float wr_low, wr_high
+    cdef int wr_enter, wr_leave     # write mode: enter at >= wr_enter writes, leave below wr_leave
     cdef bint closed_row, end_on_accept
     cdef int64_t row_cap
     cdef int clock_ratio, mem_ratio
@@ -106,6 +107,14 @@ cdef class Engine:
     cdef int32_t* b_follow
     cdef int64_t* b_lat
     cdef int32_t* has_sibling     # per (level, cmd)
+    # plain rows of one command over every level, flattened for requests with a full address:
+    # f_start[cmd]..f_start[cmd+1] -> (level, following command, latency)
+    cdef int32_t* f_start
+    cdef int32_t* f_level
+    cdef int32_t* f_follow
+    cdef int64_t* f_lat
+    cdef int32_t* wlv_start       # per command: the levels that have windowed rows (tFAW)
+    cdef int32_t* wlv_level
     cdef int32_t* cmd_has_sibling # per command: sibling rows at any level
     # ---- state
     cdef int64_t* ready           # (n_nodes, n_cmd)
@@ -118,22 +127,30 @@ cdef class Engine:
     cdef int8_t* write_mode
     cdef int64_t* wake
     cdef int64_t* next_refresh
-    # ---- requests (trace requests first, then a pool of maintenance requests)
-    cdef int n_req, n_total, pool_free_top
-    cdef int32_t* pool_free
-    cdef int32_t* addr            # (n_total, A)
+    # ---- trace requests (inputs read where they are; outputs per request)
+    cdef int n_req
+    cdef int32_t* req_addr        # (n_req, A) address vectors
+    cdef int64_t* req_key         # (n_req,) physical address (read forwarding)
+    cdef unsigned char* req_write # (n_req,)
+    cdef int64_t* arrival         # (n_req,) earliest frontend cycle
+    cdef int64_t* out_arrive      # (n_req,) cycle accepted, -1 never
+    cdef int64_t* out_depart      # (n_req,) cycle served, -1 never
+    cdef int8_t* out_row_class    # (n_req,) -1 not yet, 0 hit, 1 miss, 2 conflict
+    cdef int8_t* out_forwarded    # (n_req,)
+    # ---- slots: every request in a buffer (trace or maintenance) lives in one; bounded by the
+    # buffers' capacities, so the hot loop touches a few kilobytes whatever the trace length
+    cdef int n_slots, slot_free_top
+    cdef int32_t* slot_free
+    cdef int32_t* slot_req        # trace request index, -1 for maintenance
+    cdef int32_t* addr            # (n_slots, A)
     cdef int64_t* key
     cdef int8_t* rtype
     cdef int32_t* final_cmd
     cdef int32_t* cur_cmd
-    cdef int32_t* ctrl_of
     cdef int64_t* arrive
-    cdef int64_t* depart
-    cdef int64_t* arrival
     cdef int8_t* row_class        # -1 not yet, 0 hit, 1 miss, 2 conflict
-    cdef int8_t* forwarded
-    cdef int32_t* rnode           # (n_total, n_lv): (node offset) * n_cmd per level, -1 below a broadcast
-    cdef int64_t* rbank           # (n_total,): bank index, -1 for broadcast requests
+    cdef int32_t* rnode           # (n_slots, n_lv): (node offset) * n_cmd per level, -1 below a broadcast
+    cdef int32_t* rbank           # (n_slots,): bank index, -1 for broadcast requests
     # FR-FCFS cache: a request's last computed (command, ready time) stays a valid lower bound of its
     # ready time until its bank changes state (ready times only grow), tracked by a per-bank epoch
     cdef int64_t* c_rt
@@ -150,6 +167,12 @@ cdef class Engine:
     cdef int error_code
     cdef bint skip_idle
     cdef object _keep             # keeps numpy buffers alive
+    cdef dict _out                # per-request output arrays (returned as views)
+    # keys of the writes waiting in write buffers (read forwarding): open addressing, linear probing
+    cdef int64_t* wh_key
+    cdef int32_t* wh_cnt
+    cdef int64_t wh_mask
+    cdef int wh_shift
 
     def __cinit__(self):
         self.log_clk = NULL
@@ -197,6 +220,7 @@ cdef class Engine:
         self.qcap[BUF_PRIO] = spec["priority_queue_size"] + 1
         self.wr_low = spec["wr_low"]
         self.wr_high = spec["wr_high"]
+        self.set_watermarks()
         self.closed_row = spec["closed_row"]
         self.row_cap = spec["row_policy_cap"]
         self.clock_ratio = spec["clock_ratio"]
@@ -237,6 +261,25 @@ cdef class Engine:
         a = arr((n_sib.reshape(self.n_lv, self.n_cmd).sum(axis=0) > 0).astype(np.int32), np.int32)
         self.cmd_has_sibling = <int32_t*> a.data
         a = arr((n_rows > 0).astype(np.int32), np.int32); self.has_rows = <int32_t*> a.data
+        f_start, f_level, f_follow, f_lat, wlv_start, wlv_level = [0], [], [], [], [0], []
+        s_st = np.asarray(spec["simple_rows"][0]); w_st = np.asarray(spec["window_rows"][0])
+        for cmd in range(self.n_cmd):
+            for L in range(self.n_lv):
+                k = L * self.n_cmd + cmd
+                for t in range(s_st[k], s_st[k + 1]):
+                    f_level.append(L)
+                    f_follow.append(spec["simple_rows"][1][t])
+                    f_lat.append(spec["simple_rows"][2][t])
+                if w_st[k + 1] > w_st[k]:
+                    wlv_level.append(L)
+            f_start.append(len(f_level))
+            wlv_start.append(len(wlv_level))
+        a = arr(f_start, np.int32); self.f_start = <int32_t*> a.data
+        a = arr(f_level + [0], np.int32); self.f_level = <int32_t*> a.data
+        a = arr(f_follow + [0], np.int32); self.f_follow = <int32_t*> a.data
+        a = arr(f_lat + [0], np.int64); self.f_lat = <int64_t*> a.data
+        a = arr(wlv_start, np.int32); self.wlv_start = <int32_t*> a.data
+        a = arr(wlv_level + [0], np.int32); self.wlv_level = <int32_t*> a.data
 
         # state
         a = arr(np.full(self.n_nodes * self.n_cmd, -1, dtype=np.int64), np.int64); self.ready = <int64_t*> a.data
@@ -270,52 +313,54 @@ cdef class Engine:
             for c in range(n_ctrl):
                 self.wake[c] = self.refresh_interval
 
-        # requests
+        # trace requests: inputs used in place, outputs allocated here
         n = addr_vecs.shape[0]
         self.n_req = n
-        self.n_total = n + maintenance_slots
-        av = np.full((self.n_total, self.A), -1, dtype=np.int32)
-        av[:n] = addr_vecs
-        a = arr(av, np.int32); self.addr = <int32_t*> a.data
-        k = np.zeros(self.n_total, dtype=np.int64); k[:n] = keys
-        a = arr(k, np.int64); self.key = <int64_t*> a.data
-        rt = np.full(self.n_total, T_REFRESH, dtype=np.int8); rt[:n] = np.where(is_write, T_WRITE, T_READ)
-        a = arr(rt, np.int8); self.rtype = <int8_t*> a.data
-        fc = np.full(self.n_total, self.cmd_ref, dtype=np.int32)
-        fc[:n] = np.where(is_write, self.cmd_wr, self.cmd_rd)
-        a = arr(fc, np.int32); self.final_cmd = <int32_t*> a.data
-        a = arr(fc.copy(), np.int32); self.cur_cmd = <int32_t*> a.data
-        # controller of each request: flat index of its address prefix down to the controller level
-        ctrl = np.zeros(self.n_total, dtype=np.int32)
-        if n:
-            flat = np.zeros(n, dtype=np.int64)
-            for L in range(self.ctrl_level + 1):
-                flat = flat * counts[L] + addr_vecs[:, L]
-            ctrl[:n] = flat
-        a = arr(ctrl, np.int32); self.ctrl_of = <int32_t*> a.data
-        # per-request node offsets (precomputed once: the inner loop does no address arithmetic)
         if self.n_nodes * self.n_cmd >= 2**31:
             raise ValueError("organisation too large for 32-bit node offsets")
-        rnode = np.full((self.n_total, self.n_lv), -1, dtype=np.int32)
-        rbank = np.full(self.n_total, -1, dtype=np.int64)
-        if n:
-            flat = np.zeros(n, dtype=np.int64)
-            for L in range(self.n_lv):
-                flat = flat * counts[L] + addr_vecs[:, L]
-                rnode[:n, L] = (np.asarray(spec["node_offset"])[L] + flat) * self.n_cmd
-            rbank[:n] = flat
-        a = arr(rnode, np.int32); self.rnode = <int32_t*> a.data
-        a = arr(rbank, np.int64); self.rbank = <int64_t*> a.data
-        a = arr(np.full(self.n_total, -1, dtype=np.int64), np.int64); self.c_rt = <int64_t*> a.data
-        a = arr(np.full(self.n_total, -1, dtype=np.int32), np.int32); self.c_epoch = <int32_t*> a.data
+        a = arr(addr_vecs, np.int32)
+        if a.ndim != 2 or a.shape[1] != self.A:
+            raise ValueError(f"address vectors: shape {np.shape(addr_vecs)}, expected (n, {self.A})")
+        self.req_addr = <int32_t*> a.data
+        a = arr(keys, np.int64); self.req_key = <int64_t*> a.data
+        a = arr(np.asarray(is_write, dtype=np.bool_).view(np.uint8), np.uint8)
+        self.req_write = <unsigned char*> a.data
+        a = arr(arrival, np.int64); self.arrival = <int64_t*> a.data
+        out = {}
+        a = arr(np.full(n, -1, dtype=np.int64), np.int64); self.out_arrive = <int64_t*> a.data
+        out["arrive"] = a
+        a = arr(np.full(n, -1, dtype=np.int64), np.int64); self.out_depart = <int64_t*> a.data
+        out["depart"] = a
+        a = arr(np.full(n, -1, dtype=np.int8), np.int8); self.out_row_class = <int8_t*> a.data
+        out["row_class"] = a
+        a = arr(np.zeros(n, dtype=np.int8), np.int8); self.out_forwarded = <int8_t*> a.data
+        out["forwarded"] = a
+        self._out = out
+        # slots
+        S = n_ctrl * (self.qcap[BUF_READ] + self.qcap[BUF_WRITE] + self.qcap[BUF_ACTIVE] + self.qcap[BUF_PRIO])
+        self.n_slots = S
+        a = arr(np.arange(S - 1, -1, -1, dtype=np.int32), np.int32); self.slot_free = <int32_t*> a.data
+        self.slot_free_top = S
+        a = arr(np.full(S, -1, dtype=np.int32), np.int32); self.slot_req = <int32_t*> a.data
+        a = arr(np.full(S * self.A, -1, dtype=np.int32), np.int32); self.addr = <int32_t*> a.data
+        a = arr(np.zeros(S, dtype=np.int64), np.int64); self.key = <int64_t*> a.data
+        a = arr(np.zeros(S, dtype=np.int8), np.int8); self.rtype = <int8_t*> a.data
+        a = arr(np.zeros(S, dtype=np.int32), np.int32); self.final_cmd = <int32_t*> a.data
+        a = arr(np.zeros(S, dtype=np.int32), np.int32); self.cur_cmd = <int32_t*> a.data
+        a = arr(np.full(S, -1, dtype=np.int64), np.int64); self.arrive = <int64_t*> a.data
+        a = arr(np.full(S, -1, dtype=np.int8), np.int8); self.row_class = <int8_t*> a.data
+        a = arr(np.full(S * self.n_lv, -1, dtype=np.int32), np.int32); self.rnode = <int32_t*> a.data
+        a = arr(np.full(S, -1, dtype=np.int32), np.int32); self.rbank = <int32_t*> a.data
+        a = arr(np.full(S, -1, dtype=np.int64), np.int64); self.c_rt = <int64_t*> a.data
+        a = arr(np.full(S, -1, dtype=np.int32), np.int32); self.c_epoch = <int32_t*> a.data
         a = arr(np.zeros(self.n_banks, dtype=np.int32), np.int32); self.bank_epoch = <int32_t*> a.data
-        a = arr(np.full(self.n_total, -1, dtype=np.int64), np.int64); self.arrive = <int64_t*> a.data
-        a = arr(np.full(self.n_total, -1, dtype=np.int64), np.int64); self.depart = <int64_t*> a.data
-        a = arr(np.asarray(arrival, dtype=np.int64), np.int64); self.arrival = <int64_t*> a.data
-        a = arr(np.full(self.n_total, -1, dtype=np.int8), np.int8); self.row_class = <int8_t*> a.data
-        a = arr(np.zeros(self.n_total, dtype=np.int8), np.int8); self.forwarded = <int8_t*> a.data
-        a = arr(np.arange(self.n_total - 1, n - 1, -1, dtype=np.int32), np.int32); self.pool_free = <int32_t*> a.data
-        self.pool_free_top = maintenance_slots
+        bits = 4
+        while (1 << bits) < 4 * self.n_ctrl * self.qcap[BUF_WRITE]:
+            bits += 1
+        a = arr(np.zeros(1 << bits, dtype=np.int64), np.int64); self.wh_key = <int64_t*> a.data
+        a = arr(np.zeros(1 << bits, dtype=np.int32), np.int32); self.wh_cnt = <int32_t*> a.data
+        self.wh_mask = (1 << bits) - 1
+        self.wh_shift = 64 - bits
         self._keep = keep
 
         self.log_on = log_commands
@@ -327,6 +372,48 @@ cdef class Engine:
         self.last_issue = 0
         self.error_code = 0
         self.skip_idle = skip_idle
+
+    cdef inline int req_ctrl(self, int32_t r) noexcept nogil:
+        """Controller of trace request ``r``: flat index of its address down to the controller level."""
+        cdef int64_t flat = 0
+        cdef int L
+        cdef int32_t* av = self.req_addr + <int64_t> r * self.A
+        for L in range(self.ctrl_level + 1):
+            flat = flat * self.counts[L] + av[L]
+        return <int> flat
+
+    cdef inline int32_t slot_take(self) noexcept nogil:
+        if self.slot_free_top == 0:
+            self.error_code = 1
+            return -1
+        self.slot_free_top -= 1
+        return self.slot_free[self.slot_free_top]
+
+    cdef inline void slot_give(self, int32_t s) noexcept nogil:
+        self.slot_free[self.slot_free_top] = s
+        self.slot_free_top += 1
+
+    cdef void fill_slot(self, int32_t s, int32_t r, int64_t clk) noexcept nogil:
+        """Slot ``s`` takes trace request ``r`` arriving at ``clk``: type, command, address, node offsets."""
+        cdef int L
+        cdef int64_t flat = 0
+        cdef int32_t* src = self.req_addr + <int64_t> r * self.A
+        cdef int32_t* av = self.addr + <int64_t> s * self.A
+        cdef int32_t* nodes = self.rnode + <int64_t> s * self.n_lv
+        self.slot_req[s] = r
+        self.key[s] = self.req_key[r]
+        self.rtype[s] = T_WRITE if self.req_write[r] else T_READ
+        self.final_cmd[s] = self.cmd_wr if self.req_write[r] else self.cmd_rd
+        self.cur_cmd[s] = self.final_cmd[s]
+        self.arrive[s] = clk
+        self.row_class[s] = -1
+        self.c_rt[s] = -1
+        for L in range(self.A):
+            av[L] = src[L]
+        for L in range(self.n_lv):
+            flat = flat * self.counts[L] + av[L]
+            nodes[L] = <int32_t> ((self.node_off[L] + flat) * self.n_cmd)
+        self.rbank[s] = <int32_t> flat
 
     def load_pim_programs(self, cnp.ndarray controllers, cnp.ndarray ops, cnp.ndarray rowcol):
         """Give controller ``controllers[i]`` the i-th program; ``ops`` lists each program's final
@@ -424,9 +511,14 @@ cdef class Engine:
             v = clk + self.s_lat[t]
             if v > rd[self.s_follow[t]]:
                 rd[self.s_follow[t]] = v
-        e = self.w_start[k + 1]
-        if self.w_start[k] == e:
-            return
+        if self.w_start[k] < self.w_start[k + 1]:
+            self.apply_window(k, off, cmd, clk)
+
+    cdef inline void apply_window(self, int k, int64_t off, int cmd, int64_t clk) noexcept nogil:
+        """Windowed rows (e.g. tFAW) of (level, command) ``k``: shift the issue history, then push."""
+        cdef int t, e = self.w_start[k + 1], hw
+        cdef int64_t past, v, hbase
+        cdef int64_t* rd = self.ready + off
         hw = self.hist_window[k]
         hbase = (off + cmd) * self.hist_w
         memmove(&self.hist[hbase + 1], &self.hist[hbase], (hw - 1) * sizeof(int64_t))
@@ -439,13 +531,19 @@ cdef class Engine:
                     rd[self.w_follow[t]] = v
 
     cdef inline void update_timing_req(self, int cmd, int32_t r, int64_t clk) noexcept nogil:
-        """update_timing for a request with a full address, through its precomputed node offsets."""
-        cdef int L, k
+        """update_timing for a request with a full address, through its precomputed node offsets:
+        the command's plain rows over all levels in one pass, then its windowed levels."""
+        cdef int t, e = self.f_start[cmd + 1]
+        cdef int64_t v
+        cdef int64_t* rd
         cdef int32_t* nodes = self.rnode + <int64_t> r * self.n_lv
-        for L in range(self.n_lv):
-            k = L * self.n_cmd + cmd
-            if self.has_rows[k]:
-                self.apply_at(k, nodes[L], cmd, clk, False)
+        for t in range(self.f_start[cmd], e):
+            rd = self.ready + nodes[self.f_level[t]] + self.f_follow[t]
+            v = clk + self.f_lat[t]
+            if v > rd[0]:
+                rd[0] = v
+        for t in range(self.wlv_start[cmd], self.wlv_start[cmd + 1]):
+            self.apply_window(self.wlv_level[t] * self.n_cmd + cmd, nodes[self.wlv_level[t]], cmd, clk)
 
     cdef void update_timing(self, int cmd, int32_t* av, int64_t clk) noexcept nogil:
         cdef int64_t idx = 0, span, base, j, parent
@@ -562,12 +660,57 @@ cdef class Engine:
         return cmd
 
     # ------------------------------------------------------------------ buffers
+    cdef inline int64_t wh_home(self, int64_t key) noexcept nogil:
+        return <int64_t> ((<unsigned long long> key * 0x9E3779B97F4A7C15ULL) >> self.wh_shift)
+
+    cdef inline int64_t wh_find(self, int64_t key) noexcept nogil:
+        """Slot of ``key`` among the pending write keys, -1 if none is pending."""
+        cdef int64_t i = self.wh_home(key)
+        while self.wh_cnt[i]:
+            if self.wh_key[i] == key:
+                return i
+            i = (i + 1) & self.wh_mask
+        return -1
+
+    cdef inline void wh_add(self, int64_t key) noexcept nogil:
+        cdef int64_t i = self.wh_home(key)
+        while self.wh_cnt[i]:
+            if self.wh_key[i] == key:
+                self.wh_cnt[i] += 1
+                return
+            i = (i + 1) & self.wh_mask
+        self.wh_key[i] = key
+        self.wh_cnt[i] = 1
+
+    cdef inline void wh_remove(self, int64_t key) noexcept nogil:
+        """One write of ``key`` left its write buffer; backward-shift deletion keeps probes short."""
+        cdef int64_t i = self.wh_find(key), j, home
+        if i < 0:
+            return
+        self.wh_cnt[i] -= 1
+        if self.wh_cnt[i]:
+            return
+        j = i
+        while True:
+            j = (j + 1) & self.wh_mask
+            if not self.wh_cnt[j]:
+                return
+            home = self.wh_home(self.wh_key[j])
+            # move j into the hole at i unless its home lies cyclically in (i, j]
+            if (j > i and (home <= i or home > j)) or (j < i and (home <= i and home > j)):
+                self.wh_key[i] = self.wh_key[j]
+                self.wh_cnt[i] = self.wh_cnt[j]
+                self.wh_cnt[j] = 0
+                i = j
+
     cdef inline int32_t* bptr(self, int c, int b) noexcept nogil:
         return self.buf + (c * NBUF + b) * self.stride
 
     cdef inline void bremove(self, int c, int b, int pos) noexcept nogil:
         cdef int32_t* p = self.bptr(c, b)
         cdef int n = self.bsize[c * NBUF + b]
+        if b == BUF_WRITE:
+            self.wh_remove(self.key[p[pos]])
         memmove(p + pos, p + pos + 1, (n - pos - 1) * sizeof(int32_t))
         self.bsize[c * NBUF + b] = n - 1
 
@@ -577,6 +720,8 @@ cdef class Engine:
             return False
         self.bptr(c, b)[n] = r
         self.bsize[c * NBUF + b] = n + 1
+        if b == BUF_WRITE:
+            self.wh_add(self.key[r])
         return True
 
     cdef int best_of(self, int c, int b, int64_t clk, bint* is_ready, int64_t* min_ready) noexcept nogil:
@@ -617,27 +762,33 @@ cdef class Engine:
                     best_rdy = True
                     if fifo:
                         break
-            elif self.arrive[p[best]] > self.arrive[r]:
+            elif not fifo and self.arrive[p[best]] > self.arrive[r]:
                 best = k
         is_ready[0] = best_rdy
         return best
 
+    cdef void set_watermarks(self) noexcept nogil:
+        """Integer thresholds equal to Ramulator's float tests ``w > high * max`` / ``w < low * max``."""
+        cdef float wmax = <float> (self.qcap[BUF_WRITE] - 1)
+        cdef int w
+        self.wr_enter = self.qcap[BUF_WRITE] + 1
+        for w in range(self.qcap[BUF_WRITE] + 1, -1, -1):
+            if <float> w > self.wr_high * wmax:
+                self.wr_enter = w
+        self.wr_leave = 0
+        for w in range(self.qcap[BUF_WRITE] + 2):
+            if <float> w < self.wr_low * wmax:
+                self.wr_leave = w + 1
+
     cdef inline bint write_mode_would_change(self, int c) noexcept nogil:
         cdef int w = self.bsize[c * NBUF + BUF_WRITE], rd = self.bsize[c * NBUF + BUF_READ]
-        cdef float wmax = <float> (self.qcap[BUF_WRITE] - 1)
         if not self.write_mode[c]:
-            return <float> w > self.wr_high * wmax or rd == 0
-        return <float> w < self.wr_low * wmax and rd != 0
+            return w >= self.wr_enter or rd == 0
+        return w < self.wr_leave and rd != 0
 
     cdef inline void set_write_mode(self, int c) noexcept nogil:
-        cdef int w = self.bsize[c * NBUF + BUF_WRITE], rd = self.bsize[c * NBUF + BUF_READ]
-        cdef float wmax = <float> (self.qcap[BUF_WRITE] - 1)
-        if not self.write_mode[c]:
-            if <float> w > self.wr_high * wmax or rd == 0:
-                self.write_mode[c] = 1
-        else:
-            if <float> w < self.wr_low * wmax and rd != 0:
-                self.write_mode[c] = 0
+        if self.write_mode_would_change(c):
+            self.write_mode[c] = not self.write_mode[c]
 
     cdef void set_nodes(self, int32_t r) noexcept nogil:
         cdef int64_t idx = 0
@@ -655,14 +806,11 @@ cdef class Engine:
     cdef int new_maintenance(self, int c, int kind, int32_t* av_src) noexcept nogil:
         cdef int32_t r
         cdef int L
-        if self.pool_free_top == 0:
-            self.error_code = 1
+        r = self.slot_take()
+        if r < 0:
             return -1
-        self.pool_free_top -= 1
-        r = self.pool_free[self.pool_free_top]
+        self.slot_req[r] = -1
         self.rtype[r] = kind
-        self.ctrl_of[r] = c
-        self.forwarded[r] = 0
         self.row_class[r] = -1
         for L in range(self.A):
             self.addr[r * self.A + L] = av_src[L]
@@ -805,20 +953,19 @@ cdef class Engine:
         if self.row_class[r] < 0 and self.rtype[r] <= T_WRITE:
             o = self.open_row[self.rbank[r]]
             self.row_class[r] = 0 if o == ra[self.row_lv] else (2 if o >= 0 else 1)
+            self.out_row_class[self.slot_req[r]] = self.row_class[r]
         self.issue(cmd, ra, clk, r)
         if cmd == self.final_cmd[r]:
             if self.rtype[r] == T_READ:
-                self.depart[r] = clk + self.read_latency
+                self.out_depart[self.slot_req[r]] = clk + self.read_latency
             elif self.rtype[r] == T_WRITE:
-                self.depart[r] = clk + self.write_latency
-            else:
-                if self.rtype[r] == T_REFRESH and self.prog_head[c] < self.prog_end[c] \
-                        and self.prog_head[c] > self.prog_start[c]:
-                    # a running PIM program waited from the refresh request until tRFC is over
-                    self.prog_stall[c] += clk - self.arrive[r] + self.n_rfc
-                self.pool_free[self.pool_free_top] = r
-                self.pool_free_top += 1
+                self.out_depart[self.slot_req[r]] = clk + self.write_latency
+            elif self.rtype[r] == T_REFRESH and self.prog_head[c] < self.prog_end[c] \
+                    and self.prog_head[c] > self.prog_start[c]:
+                # a running PIM program waited from the refresh request until tRFC is over
+                self.prog_stall[c] += clk - self.arrive[r] + self.n_rfc
             self.bremove(c, src, pos)
+            self.slot_give(r)
         elif self.cmd_flags[cmd] & F_OPENING:
             if self.bpush(c, BUF_ACTIVE, r):
                 self.bremove(c, src, pos)
@@ -849,11 +996,8 @@ cdef class Engine:
         return i64max(clk + 1, self.next_refresh[c])
 
     cdef inline bint queues_empty(self, int c) noexcept nogil:
-        cdef int b
-        for b in range(NBUF):
-            if self.bsize[c * NBUF + b]:
-                return False
-        return True
+        cdef int32_t* n = self.bsize + c * NBUF
+        return (n[0] | n[1] | n[2] | n[3]) == 0
 
     cdef inline int pim_slot(self, int cmd) noexcept nogil:
         if cmd == self.cmd_actab: return 0
@@ -904,18 +1048,36 @@ cdef class Engine:
     # ------------------------------------------------------------------ frontend
     cdef bint try_send(self, int32_t r, int64_t clk) noexcept nogil:
         """MemorySystem::send + Controller::send for trace request ``r`` at controller cycle ``clk``."""
-        cdef int c = self.ctrl_of[r], b
+        cdef int c = self.req_ctrl(r), b, cmd
+        cdef int64_t rt
+        cdef int32_t q = r
         if self.write_pending(r):
-            self.forwarded[r] = 1
-            self.arrive[r] = clk
-            self.depart[r] = clk + 1
+            self.out_forwarded[q] = 1
+            self.out_arrive[q] = clk
+            self.out_depart[q] = clk + 1
             return True
-        b = BUF_WRITE if self.rtype[r] == T_WRITE else BUF_READ
-        if not self.bpush(c, b, r):
+        b = BUF_WRITE if self.req_write[q] else BUF_READ
+        if self.bsize[c * NBUF + b] >= self.qcap[b]:
             return False
-        self.arrive[r] = clk
+        r = self.slot_take()        # from here on r is the request's slot
+        if r < 0:
+            return False
+        self.fill_slot(r, q, clk)
+        self.bpush(c, b, r)
+        self.out_arrive[q] = clk
         if self.wake[c] > clk + 1:
-            self.wake[c] = clk + 1
+            # The controller sleeps past the next cycle: everything it last looked at is not ready
+            # before its wake. Unless the write mode flips, only this request can change that, and
+            # only if it joins the queue the mode picks and no priority request blocks.
+            if not self.skip_idle or self.write_mode_would_change(c):
+                self.wake[c] = clk + 1
+            elif self.bsize[c * NBUF + BUF_PRIO] == 0 and b == (BUF_WRITE if self.write_mode[c] else BUF_READ):
+                cmd = self.req_prereq(r)
+                self.cur_cmd[r] = cmd
+                rt = self.req_ready(cmd, r)
+                self.c_rt[r] = rt
+                self.c_epoch[r] = self.bank_epoch[self.rbank[r]]
+                self.wake[c] = i64max(clk + 1, i64min(self.wake[c], rt))
         return True
 
     cdef bint idle(self) noexcept nogil:
@@ -930,21 +1092,32 @@ cdef class Engine:
 
     cdef int64_t run_loop(self) noexcept nogil:
         """Ramulator 2.0's main loop (frontend and memory ticks by clock ratio), skipping idle cycles."""
-        cdef int64_t i = 0, clk = 0, target, w, mem_ticks_per_period, k, q
+        cdef int64_t clk = 0, target, w, mem_ticks_per_period, k
         cdef int f = self.clock_ratio, m = self.mem_ratio, c
         cdef int64_t period = <int64_t> f * m, phase
         cdef int32_t head = 0
         cdef bint stalled, refused = False
         cdef int64_t mem_phase[64]
         cdef int n_mem_phase = 0
+        if period > 64:
+            self.error_code = 5
+            return 0
+        # phase within one period of f * m frontend/memory ticks: which of the two tick there
+        cdef bint front_at[64]
+        cdef bint mem_at[64]
         for phase in range(period):
-            if phase % f == 0 and n_mem_phase < 64:
+            front_at[phase] = phase % m == 0
+            mem_at[phase] = phase % f == 0
+            if mem_at[phase]:
                 mem_phase[n_mem_phase] = phase
                 n_mem_phase += 1
         mem_ticks_per_period = n_mem_phase
+        phase = -1
         while True:
-            phase = i % period
-            if phase % m == 0:
+            phase += 1
+            if phase == period:
+                phase = 0
+            if front_at[phase]:
                 # frontend tick: offer the next request
                 if head < self.n_req and self.arrival[head] <= clk:
                     if self.try_send(head, clk):
@@ -954,7 +1127,7 @@ cdef class Engine:
                         refused = True
                 if head >= self.n_req and self.end_on_accept:
                     break
-            if phase % f == 0:
+            if mem_at[phase]:
                 clk += 1
                 for c in range(self.n_ctrl):
                     if self.wake[c] <= clk or not self.skip_idle:
@@ -988,31 +1161,22 @@ cdef class Engine:
                     if target > clk + 1:
                         # jump to the iteration of the memory tick that produces cycle `target`
                         k = target - 1      # memory ticks already done before it
-                        q = k // mem_ticks_per_period
-                        i = q * period + mem_phase[k % mem_ticks_per_period]
+                        phase = mem_phase[k % mem_ticks_per_period] - 1
                         clk = target - 1
                         continue
-            i += 1
         self.clk_end = clk
         return clk
 
     cdef bint can_accept(self, int32_t r) noexcept nogil:
-        cdef int c = self.ctrl_of[r]
-        cdef int b = BUF_WRITE if self.rtype[r] == T_WRITE else BUF_READ
+        cdef int c = self.req_ctrl(r)
+        cdef int b = BUF_WRITE if self.req_write[r] else BUF_READ
         return self.write_pending(r) or self.bsize[c * NBUF + b] < self.qcap[b]
 
     cdef inline bint write_pending(self, int32_t r) noexcept nogil:
-        """A read whose address has a write waiting in its controller's queue (forwarded)."""
-        cdef int c = self.ctrl_of[r], k, n
-        cdef int32_t* p
-        if self.rtype[r] != T_READ:
+        """Trace request ``r`` is a read whose address has a write waiting in a write buffer (forwarded)."""
+        if self.req_write[r]:
             return False
-        p = self.bptr(c, BUF_WRITE)
-        n = self.bsize[c * NBUF + BUF_WRITE]
-        for k in range(n):
-            if self.key[p[k]] == self.key[r]:
-                return True
-        return False
+        return self.wh_find(self.req_key[r]) >= 0
 
     # ------------------------------------------------------------------ Python face
     def run(self):
@@ -1021,23 +1185,25 @@ cdef class Engine:
         with nogil:
             clk = self.run_loop()
         if self.error_code == 1:
-            raise RuntimeError("maintenance request pool exhausted")
+            raise RuntimeError("request slots exhausted: more requests in flight than the buffers hold")
         if self.error_code == 2:
             raise RuntimeError("priority buffer overflow")
         if self.error_code == 3:
             raise MemoryError("command log")
         if self.error_code == 4:
             raise RuntimeError("engine deadlock: no controller can make progress")
+        if self.error_code == 5:
+            raise ValueError(f"clock ratio x memory clock ratio {self.clock_ratio * self.mem_ratio} above 64")
         n = self.n_req
         out = dict(
             clk=int(clk),
             last_issue=int(self.last_issue),
             n_commands=int(self.n_commands),
             n_refresh=int(self.n_refresh),
-            arrive=np.asarray(<int64_t[:self.n_total]> self.arrive)[:n].copy(),
-            depart=np.asarray(<int64_t[:self.n_total]> self.depart)[:n].copy(),
-            row_class=np.asarray(<int8_t[:self.n_total]> self.row_class)[:n].copy(),
-            forwarded=np.asarray(<int8_t[:self.n_total]> self.forwarded)[:n].copy(),
+            arrive=self._out["arrive"],
+            depart=self._out["depart"],
+            row_class=self._out["row_class"],
+            forwarded=self._out["forwarded"],
             pim_done=np.asarray(<int64_t[:self.n_ctrl]> self.prog_done).copy(),
             pim_stall=np.asarray(<int64_t[:self.n_ctrl]> self.prog_stall).copy(),
             pim_counts=np.asarray(<int64_t[:self.n_ctrl * 5]> self.pim_counts).reshape(self.n_ctrl, 5).copy(),

@@ -49,8 +49,9 @@ def _run(args: argparse.Namespace) -> int:
 
     config = get_config(args.config)
     if args.clock_ratio is not None:
-        if args.clock_ratio < 1:
-            raise field_error("--clock-ratio", args.clock_ratio, "a positive integer")
+        if not 1 <= args.clock_ratio <= 64 // config.memory_clock_ratio:
+            raise field_error("--clock-ratio", args.clock_ratio,
+                              f"an integer from 1 to {64 // config.memory_clock_ratio}")
         config = config.replace(clock_ratio=args.clock_ratio)
     if args.trace.startswith("synthetic:"):
         trace = parse_synthetic(args.trace, config, seed=args.seed)

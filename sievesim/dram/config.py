@@ -110,6 +110,10 @@ class DRAMConfig:
             v = getattr(self, fname)
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
                 raise field_error(fname, v, "a positive integer", source=src)
+        if self.clock_ratio * self.memory_clock_ratio > 64:
+            raise field_error("clock_ratio x memory_clock_ratio", self.clock_ratio * self.memory_clock_ratio,
+                              "at most 64 (the engine tracks one period of frontend and memory ticks)",
+                              source=src)
         if not (0.0 <= self.wr_low_watermark <= self.wr_high_watermark <= 1.0):
             raise field_error("wr_low_watermark/wr_high_watermark",
                               (self.wr_low_watermark, self.wr_high_watermark),
