@@ -142,7 +142,9 @@ cdef class Engine:
     cdef int n_slots, slot_free_top
     cdef int32_t* slot_free
     cdef int32_t* slot_req        # trace request index, -1 for maintenance
-    cdef int32_t* addr            # (n_slots, A)
+    cdef int32_t* addr            # (n_slots, A) addresses of maintenance requests
+    cdef int32_t** aptr           # (n_slots,) address vector: into req_addr, or into addr
+    cdef int32_t* srow            # (n_slots,) row
     cdef int64_t* key
     cdef int8_t* rtype
     cdef int32_t* final_cmd
@@ -155,6 +157,9 @@ cdef class Engine:
     # ready time until its bank changes state (ready times only grow), tracked by a per-bank epoch
     cdef int64_t* c_rt
     cdef int32_t* c_epoch
+    # ... and it is exact while its controller has issued nothing since (same issue count)
+    cdef int64_t* c_exact
+    cdef int64_t* ctrl_issues     # (n_ctrl,) commands issued so far
     cdef int32_t* bank_epoch
     # ---- command log
     cdef bint log_on
@@ -343,6 +348,8 @@ cdef class Engine:
         self.slot_free_top = S
         a = arr(np.full(S, -1, dtype=np.int32), np.int32); self.slot_req = <int32_t*> a.data
         a = arr(np.full(S * self.A, -1, dtype=np.int32), np.int32); self.addr = <int32_t*> a.data
+        a = arr(np.zeros(S, dtype=np.intp), np.intp); self.aptr = <int32_t**> a.data
+        a = arr(np.full(S, -1, dtype=np.int32), np.int32); self.srow = <int32_t*> a.data
         a = arr(np.zeros(S, dtype=np.int64), np.int64); self.key = <int64_t*> a.data
         a = arr(np.zeros(S, dtype=np.int8), np.int8); self.rtype = <int8_t*> a.data
         a = arr(np.zeros(S, dtype=np.int32), np.int32); self.final_cmd = <int32_t*> a.data
@@ -353,6 +360,8 @@ cdef class Engine:
         a = arr(np.full(S, -1, dtype=np.int32), np.int32); self.rbank = <int32_t*> a.data
         a = arr(np.full(S, -1, dtype=np.int64), np.int64); self.c_rt = <int64_t*> a.data
         a = arr(np.full(S, -1, dtype=np.int32), np.int32); self.c_epoch = <int32_t*> a.data
+        a = arr(np.full(S, -1, dtype=np.int64), np.int64); self.c_exact = <int64_t*> a.data
+        a = arr(np.zeros(n_ctrl, dtype=np.int64), np.int64); self.ctrl_issues = <int64_t*> a.data
         a = arr(np.zeros(self.n_banks, dtype=np.int32), np.int32); self.bank_epoch = <int32_t*> a.data
         bits = 4
         while (1 << bits) < 4 * self.n_ctrl * self.qcap[BUF_WRITE]:
@@ -397,8 +406,7 @@ cdef class Engine:
         """Slot ``s`` takes trace request ``r`` arriving at ``clk``: type, command, address, node offsets."""
         cdef int L
         cdef int64_t flat = 0
-        cdef int32_t* src = self.req_addr + <int64_t> r * self.A
-        cdef int32_t* av = self.addr + <int64_t> s * self.A
+        cdef int32_t* av = self.req_addr + <int64_t> r * self.A
         cdef int32_t* nodes = self.rnode + <int64_t> s * self.n_lv
         self.slot_req[s] = r
         self.key[s] = self.req_key[r]
@@ -408,8 +416,9 @@ cdef class Engine:
         self.arrive[s] = clk
         self.row_class[s] = -1
         self.c_rt[s] = -1
-        for L in range(self.A):
-            av[L] = src[L]
+        self.c_exact[s] = -1
+        self.aptr[s] = av
+        self.srow[s] = av[self.row_lv]
         for L in range(self.n_lv):
             flat = flat * self.counts[L] + av[L]
             nodes[L] = <int32_t> ((self.node_off[L] + flat) * self.n_cmd)
@@ -472,7 +481,7 @@ cdef class Engine:
         cdef int L
         cdef int32_t* nodes = self.rnode + <int64_t> r * self.n_lv
         if self.rbank[r] < 0:
-            return self.ready_time(cmd, self.addr + r * self.A)
+            return self.ready_time(cmd, self.aptr[r])
         for L in range(self.cmd_check[cmd] + 1):
             v = self.ready[nodes[L] + cmd]
             if v > rt:
@@ -487,10 +496,10 @@ cdef class Engine:
             row = self.open_row[self.rbank[r]]
             if row < 0:
                 return self.cmd_act
-            if row == self.addr[r * self.A + self.row_lv]:
+            if row == self.srow[r]:
                 return cmd
             return self.cmd_pre
-        return self.prereq(cmd, self.addr + r * self.A)
+        return self.prereq(cmd, self.aptr[r])
 
     cdef inline void apply_rows(self, int L, int64_t node, int cmd, int64_t clk, bint sibling) noexcept nogil:
         """Push the ready times that ``cmd`` at ``clk`` imposes on ``node`` (level ``L``)."""
@@ -724,6 +733,28 @@ cdef class Engine:
             self.wh_add(self.key[r])
         return True
 
+    cdef inline int64_t entry_ready(self, int c, int32_t r, int64_t clk) noexcept nogil:
+        """Ready time of queued request ``r``'s next command, exact or a lower bound above ``clk``.
+
+        Sets ``cur_cmd[r]`` when it computes. The cached value is exact while controller ``c`` has
+        issued nothing since; otherwise, while its bank keeps its state, a lower bound (ready times
+        only grow), good enough when it lies after ``clk``.
+        """
+        cdef int64_t rt, bank = self.rbank[r]
+        cdef int cmd
+        if self.c_exact[r] == self.ctrl_issues[c]:
+            return self.c_rt[r]
+        if bank >= 0 and self.c_epoch[r] == self.bank_epoch[bank] and self.c_rt[r] > clk:
+            return self.c_rt[r]
+        cmd = self.req_prereq(r)
+        self.cur_cmd[r] = cmd
+        rt = self.req_ready(cmd, r)
+        if bank >= 0:
+            self.c_rt[r] = rt
+            self.c_epoch[r] = self.bank_epoch[bank]
+            self.c_exact[r] = self.ctrl_issues[c]
+        return rt
+
     cdef int best_of(self, int c, int b, int64_t clk, bint* is_ready, int64_t* min_ready) noexcept nogil:
         """FR-FCFS: the oldest ready request, else the oldest; sets each scanned request's next command.
 
@@ -738,16 +769,7 @@ cdef class Engine:
         cdef bint rdy, best_rdy = False, fifo = b != BUF_ACTIVE
         for k in range(n):
             r = p[k]
-            bank = self.rbank[r]
-            if bank >= 0 and self.c_epoch[r] == self.bank_epoch[bank] and self.c_rt[r] > clk:
-                rt = self.c_rt[r]          # still not ready: ready times never decrease
-            else:
-                cmd = self.req_prereq(r)
-                self.cur_cmd[r] = cmd
-                rt = self.req_ready(cmd, r)
-                if bank >= 0:
-                    self.c_rt[r] = rt
-                    self.c_epoch[r] = self.bank_epoch[bank]
+            rt = self.entry_ready(c, r, clk)
             if rt < min_ready[0]:
                 min_ready[0] = rt
             rdy = clk >= rt
@@ -793,9 +815,10 @@ cdef class Engine:
     cdef void set_nodes(self, int32_t r) noexcept nogil:
         cdef int64_t idx = 0
         cdef int L
-        cdef int32_t* av = self.addr + r * self.A
+        cdef int32_t* av = self.aptr[r]
         self.rbank[r] = -1
         self.c_rt[r] = -1
+        self.c_exact[r] = -1
         for L in range(self.n_lv):
             if av[L] < 0:
                 return
@@ -814,6 +837,8 @@ cdef class Engine:
         self.row_class[r] = -1
         for L in range(self.A):
             self.addr[r * self.A + L] = av_src[L]
+        self.aptr[r] = self.addr + r * self.A
+        self.srow[r] = av_src[self.row_lv]
         self.final_cmd[r] = self.cmd_ref if kind == T_REFRESH else self.cmd_pre
         self.set_nodes(r)
         if not self.bpush(c, BUF_PRIO, r):
@@ -894,7 +919,7 @@ cdef class Engine:
         elif found:
             r = self.bptr(c, src)[pos]
             cmd = self.cur_cmd[r]
-            ra = self.addr + r * self.A
+            ra = self.aptr[r]
         if found:
             # 2.3 never close a row that a request in the active buffer has opened
             if self.cmd_flags[cmd] & F_CLOSING:
@@ -909,7 +934,7 @@ cdef class Engine:
                             break
                     n_act = 0
                 for k in range(n_act):
-                    oa = self.addr + p[k] * self.A
+                    oa = self.aptr[p[k]]
                     match = True
                     for L in range(self.n_lv):
                         if oa[L] != ra[L] and oa[L] != -1 and ra[L] != -1:
@@ -923,6 +948,7 @@ cdef class Engine:
             return False
         if pim:
             self.issue(cmd, ra, clk)
+            self.ctrl_issues[c] += 1
             self.pim_counts[c * 5 + self.pim_slot(cmd)] += 1
             if cmd == self.prog_final[self.prog_head[c]]:
                 self.prog_head[c] += 1
@@ -955,6 +981,7 @@ cdef class Engine:
             self.row_class[r] = 0 if o == ra[self.row_lv] else (2 if o >= 0 else 1)
             self.out_row_class[self.slot_req[r]] = self.row_class[r]
         self.issue(cmd, ra, clk, r)
+        self.ctrl_issues[c] += 1
         if cmd == self.final_cmd[r]:
             if self.rtype[r] == T_READ:
                 self.out_depart[self.slot_req[r]] = clk + self.read_latency
@@ -984,16 +1011,44 @@ cdef class Engine:
         av[self.row_lv] = self.prog_rowcol[2 * op]
         av[self.row_lv + 1] = self.prog_rowcol[2 * op + 1]
 
-    cdef inline int64_t next_wake_after_issue(self, int c, int64_t clk) noexcept nogil:
+    cdef int64_t next_wake_after_issue(self, int c, int64_t clk) noexcept nogil:
         """After controller ``c`` issued at ``clk``: the next cycle it must be visited.
 
-        With requests queued, the next cycle (a scan there costs what predicting it would). With
-        nothing queued and no PIM program, the next refresh: an arrival wakes it earlier. The
-        write-mode switch has hysteresis, so a cycle at which it would flip is never skipped.
+        Nothing changes for it before then but arrivals (which wake it themselves), so the
+        candidates the next tick would look at (the active buffer, the priority head that blocks
+        the queues, else the queue the write mode picks) are evaluated now, against cycle clk + 1;
+        each evaluation is cached exactly, so a tick at clk + 1 does not repeat it. The write-mode
+        switch has hysteresis, so a cycle at which it would flip is never skipped; a running PIM
+        program is visited every cycle.
         """
-        if self.write_mode_would_change(c) or not self.queues_empty(c) or self.prog_head[c] < self.prog_end[c]:
-            return clk + 1
-        return i64max(clk + 1, self.next_refresh[c])
+        cdef int64_t nxt = clk + 1, t = self.next_refresh[c], rt
+        cdef int k, n, b
+        cdef int32_t r
+        cdef int32_t* p
+        if self.write_mode_would_change(c) or self.prog_head[c] < self.prog_end[c] or not self.skip_idle:
+            return nxt
+        n = self.bsize[c * NBUF + BUF_ACTIVE]
+        p = self.bptr(c, BUF_ACTIVE)
+        for k in range(n):
+            rt = self.entry_ready(c, p[k], nxt)
+            if rt <= nxt:
+                return nxt
+            if rt < t:
+                t = rt
+        if self.bsize[c * NBUF + BUF_PRIO] > 0:
+            r = self.bptr(c, BUF_PRIO)[0]
+            rt = self.req_ready(self.req_prereq(r), r)
+            return i64max(nxt, i64min(t, rt))
+        b = BUF_WRITE if self.write_mode[c] else BUF_READ
+        n = self.bsize[c * NBUF + b]
+        p = self.bptr(c, b)
+        for k in range(n):
+            rt = self.entry_ready(c, p[k], nxt)
+            if rt <= nxt:
+                return nxt
+            if rt < t:
+                t = rt
+        return i64max(nxt, t)
 
     cdef inline bint queues_empty(self, int c) noexcept nogil:
         cdef int32_t* n = self.bsize + c * NBUF
@@ -1077,6 +1132,7 @@ cdef class Engine:
                 rt = self.req_ready(cmd, r)
                 self.c_rt[r] = rt
                 self.c_epoch[r] = self.bank_epoch[self.rbank[r]]
+                self.c_exact[r] = self.ctrl_issues[c]
                 self.wake[c] = i64max(clk + 1, i64min(self.wake[c], rt))
         return True
 
