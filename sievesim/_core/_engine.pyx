@@ -47,6 +47,9 @@ cdef enum:
 
 cdef int64_t NEVER = 0x3FFFFFFFFFFFFFFF
 
+cdef extern from *:
+    int __builtin_ctzll(unsigned long long) nogil
+
 
 cdef inline int64_t i64max(int64_t a, int64_t b) noexcept nogil:
     return a if a > b else b
@@ -549,8 +552,7 @@ cdef class Engine:
         for t in range(self.f_start[cmd], e):
             rd = self.ready + nodes[self.f_level[t]] + self.f_follow[t]
             v = clk + self.f_lat[t]
-            if v > rd[0]:
-                rd[0] = v
+            rd[0] = v if v > rd[0] else rd[0]      # branch-free max
         for t in range(self.wlv_start[cmd], self.wlv_start[cmd + 1]):
             self.apply_window(self.wlv_level[t] * self.n_cmd + cmd, nodes[self.wlv_level[t]], cmd, clk)
 
@@ -1153,6 +1155,7 @@ cdef class Engine:
         cdef int64_t period = <int64_t> f * m, phase
         cdef int32_t head = 0
         cdef bint stalled, refused = False
+        cdef unsigned long long due
         cdef int64_t mem_phase[64]
         cdef int n_mem_phase = 0
         if period > 64:
@@ -1185,9 +1188,20 @@ cdef class Engine:
                     break
             if mem_at[phase]:
                 clk += 1
-                for c in range(self.n_ctrl):
-                    if self.wake[c] <= clk or not self.skip_idle:
+                if self.n_ctrl <= 64 and self.skip_idle:
+                    # which controllers are due, without a hard-to-predict branch per controller
+                    # (a tick changes only its own controller's wake)
+                    due = 0
+                    for c in range(self.n_ctrl):
+                        due |= (<unsigned long long> (self.wake[c] <= clk)) << c
+                    while due:
+                        c = __builtin_ctzll(due)
+                        due &= due - 1
                         self.tick(c, clk)
+                else:
+                    for c in range(self.n_ctrl):
+                        if self.wake[c] <= clk or not self.skip_idle:
+                            self.tick(c, clk)
                 if self.error_code:
                     break
                 if head >= self.n_req and not self.end_on_accept and self.idle():
