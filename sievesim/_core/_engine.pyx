@@ -599,15 +599,16 @@ cdef class Engine:
         lo[0] = idx * span
         hi[0] = (idx + 1) * span
 
-    cdef void update_states(self, int cmd, int32_t* av) noexcept nogil:
+    cdef void update_states(self, int cmd, int32_t* av, int64_t bank=-1) noexcept nogil:
+        """Bank states after ``cmd`` to ``av``; ``bank``: its bank index when known (-1: derive it)."""
         cdef int act = self.cmd_action[cmd]
         cdef int64_t lo, hi, b
         if act == A_OPEN:
-            b = self.bank_of(av)
+            b = bank if bank >= 0 else self.bank_of(av)
             self.open_row[b] = av[self.row_lv]
             self.bank_epoch[b] += 1
         elif act == A_CLOSE:
-            b = self.bank_of(av)
+            b = bank if bank >= 0 else self.bank_of(av)
             self.open_row[b] = -1
             self.bank_epoch[b] += 1
         elif act == A_CLOSE_ALL:
@@ -972,7 +973,7 @@ cdef class Engine:
                 for b in range(lo, hi):
                     self.col_access[b] = 0
             elif self.cmd_flags[cmd] & F_ACCESSING:
-                bank = self.bank_of(ra)
+                bank = self.rbank[r] if self.rbank[r] >= 0 else self.bank_of(ra)
                 self.col_access[bank] += 1
                 if self.col_access[bank] >= self.row_cap:
                     self.new_maintenance(c, T_CLOSE, ra)
@@ -1083,7 +1084,7 @@ cdef class Engine:
             self.update_timing_req(cmd, r, clk)
         else:
             self.update_timing(cmd, av, clk)
-        self.update_states(cmd, av)
+        self.update_states(cmd, av, self.rbank[r] if r >= 0 else -1)
         self.n_commands += 1
         self.last_issue = clk
         if self.log_on:
