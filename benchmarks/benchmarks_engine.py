@@ -82,3 +82,22 @@ class TraceParsing:
     def teardown(self):
         import os
         os.unlink(self.path)
+
+
+class EngineSetup:
+    """Setting up a run of 1 000 000 requests (``time_engine_setup_1m``, seconds): the engine
+    allocates only per-request outputs; requests are copied into buffer-bounded slots on arrival."""
+
+    timeout = 300
+
+    def setup(self):
+        from sievesim.dram.engine import _to_vectors
+        cfg = get_config("ramulator2-hbm3")
+        t = make_trace("random", 1_000_000, cfg, seed=1)
+        self.vecs, self.keys = _to_vectors(cfg, t)
+        self.trace = t
+        self.spec = cfg.compile()
+
+    def time_engine_setup_1m(self):
+        from sievesim._core import Engine
+        Engine(self.spec, self.vecs, self.keys, self.trace.is_write, self.trace.arrival)

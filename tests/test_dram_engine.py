@@ -357,3 +357,27 @@ def test_compiled_trace_parser_reads_what_the_format_says(tmp_path, rows, crlf, 
     t = read_loadstore_trace(p)
     assert list(t.addresses) == [v for _, v, _ in rows]
     assert list(t.is_write) == [w for w, _, _ in rows]
+
+
+def test_read_of_a_pending_write_is_forwarded_and_only_then():
+    # a write waits in the write buffer (read mode, reads queued); a read of its address is answered
+    # from it at once; a read of another address, and a read after the write has left, are not
+    c = get_config("ramulator2-hbm3")
+    tx = c.tx_bytes
+    a, b = 0, 1 << 20
+    t = RequestTrace.from_arrays([0, 0, 0, 0, 5000], [b, a, a, b + tx, a], [False, True, False, False, False])
+    r = simulate(c.replace(end="completed"), t)
+    fwd = r.request_arrays["forwarded"].tolist()
+    assert fwd == [0, 0, 1, 0, 0]
+    assert r.forwarded_reads == 1
+    dep, arr = r.request_arrays["depart"], r.request_arrays["arrive"]
+    assert dep[2] == arr[2] + 1
+
+
+@pytest.mark.parametrize("ratio", [65, 100])
+def test_clock_ratio_the_engine_cannot_track_is_a_named_error(capsys, ratio):
+    with pytest.raises(ConfigError, match="clock_ratio"):
+        get_config("hbm3-6400").replace(clock_ratio=ratio)
+    code, out = _cli(["dram", "run", "synthetic:random:10", "--config", "hbm3-6400", "--clock-ratio", str(ratio)],
+                     capsys)
+    assert code == 2 and f"--clock-ratio = {ratio}" in out.err and "Traceback" not in out.err

@@ -163,6 +163,12 @@ cdef class Engine:
     # ... and it is exact while its controller has issued nothing since (same issue count)
     cdef int64_t* c_exact
     cdef int64_t* ctrl_issues     # (n_ctrl,) commands issued so far
+    # what the post-issue prediction found: at cycle pred_clk, with no issue since (pred_stamp), the
+    # request at pred_pos of queue pred_src is the oldest ready one (see next_wake_after_issue)
+    cdef int64_t* pred_clk
+    cdef int64_t* pred_stamp
+    cdef int32_t* pred_pos
+    cdef int8_t* pred_src
     cdef int32_t* bank_epoch
     # ---- command log
     cdef bint log_on
@@ -193,8 +199,7 @@ cdef class Engine:
         free(self.log_cmd)
 
     def __init__(self, dict spec, cnp.ndarray addr_vecs, cnp.ndarray keys, cnp.ndarray is_write,
-                 cnp.ndarray arrival, bint log_commands=False, int maintenance_slots=4096,
-                 bint skip_idle=True):
+                 cnp.ndarray arrival, bint log_commands=False, bint skip_idle=True):
         keep = []
 
         def arr(x, dtype):
@@ -365,6 +370,10 @@ cdef class Engine:
         a = arr(np.full(S, -1, dtype=np.int32), np.int32); self.c_epoch = <int32_t*> a.data
         a = arr(np.full(S, -1, dtype=np.int64), np.int64); self.c_exact = <int64_t*> a.data
         a = arr(np.zeros(n_ctrl, dtype=np.int64), np.int64); self.ctrl_issues = <int64_t*> a.data
+        a = arr(np.full(n_ctrl, -1, dtype=np.int64), np.int64); self.pred_clk = <int64_t*> a.data
+        a = arr(np.full(n_ctrl, -1, dtype=np.int64), np.int64); self.pred_stamp = <int64_t*> a.data
+        a = arr(np.zeros(n_ctrl, dtype=np.int32), np.int32); self.pred_pos = <int32_t*> a.data
+        a = arr(np.zeros(n_ctrl, dtype=np.int8), np.int8); self.pred_src = <int8_t*> a.data
         a = arr(np.zeros(self.n_banks, dtype=np.int32), np.int32); self.bank_epoch = <int32_t*> a.data
         bits = 4
         while (1 << bits) < 4 * self.n_ctrl * self.qcap[BUF_WRITE]:
@@ -879,8 +888,17 @@ cdef class Engine:
             if r >= 0:
                 self.arrive[r] = clk
             self.n_refresh += 1
+        if self.pred_clk[c] == clk and self.pred_stamp[c] == self.ctrl_issues[c] \
+                and self.bsize[c * NBUF + BUF_PRIO] == 0 and self.prog_head[c] == self.prog_end[c] \
+                and not self.write_mode_would_change(c):
+            # nothing changed since the prediction but arrivals at the queues' ends: no active
+            # request is ready, and the predicted request is the oldest ready one of the queue
+            found = True
+            src = self.pred_src[c]
+            pos = self.pred_pos[c]
+            min_ready = clk         # if the closing rule holds it back, look again next cycle
         # 2.1 active buffer
-        if self.bsize[c * NBUF + BUF_ACTIVE] > 0:
+        elif self.bsize[c * NBUF + BUF_ACTIVE] > 0:
             pos = self.best_of(c, BUF_ACTIVE, clk, &rdy, &min_ready)
             if rdy:
                 found = True
@@ -1048,6 +1066,11 @@ cdef class Engine:
         for k in range(n):
             rt = self.entry_ready(c, p[k], nxt)
             if rt <= nxt:
+                # the oldest request ready at nxt: the tick there takes it without scanning again
+                self.pred_clk[c] = nxt
+                self.pred_stamp[c] = self.ctrl_issues[c]
+                self.pred_src[c] = b
+                self.pred_pos[c] = k
                 return nxt
             if rt < t:
                 t = rt

@@ -92,7 +92,7 @@ def run_programs(config: DRAMConfig, programs: list[tuple[np.ndarray, np.ndarray
         keys, is_write, arrival = np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, np.int64)
     t0 = time.perf_counter()
     engine = Engine(spec | {"nRFC": int(config.timings["nRFC"])}, vecs, keys, is_write, arrival, log_commands,
-                    4096, skip_idle)
+                    skip_idle)
     engine.load_pim_programs(lengths, ops, rowcol)
     raw = engine.run()
     wall = time.perf_counter() - t0
