@@ -1,0 +1,29 @@
+"""Run the engine once on a synthetic trace, for profilers (callgrind, perf).
+
+    valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*Engine_run_loop*' \\
+        python benchmarks/profile_engine.py random 1 200000
+
+counts the instructions of the simulation loop only (trace generation, mapping and set-up are
+outside ``run_loop``). Arguments: trace kind (stream, random, hotrow), clock ratio, requests.
+Configuration: ``ramulator2-hbm3`` with RoBaRaCoCh, as in ``ramulator_side_by_side.py``.
+"""
+import sys
+
+from sievesim._core import Engine
+from sievesim.dram.config import get_config
+from sievesim.dram.engine import _to_vectors
+from sievesim.dram.synthetic import make_trace
+
+
+def main(argv: list[str]) -> int:
+    kind, ratio, n = argv[0], int(argv[1]), int(argv[2])
+    cfg = get_config("ramulator2-hbm3").replace(clock_ratio=ratio)
+    trace = make_trace(kind, n, cfg, seed=1)
+    vecs, keys = _to_vectors(cfg, trace)
+    raw = Engine(cfg.compile(), vecs, keys, trace.is_write, trace.arrival).run()
+    print(f"{kind} clock ratio {ratio}: {n} requests, {raw['clk']} cycles, {raw['n_commands']} commands")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
