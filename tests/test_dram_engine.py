@@ -182,6 +182,28 @@ def test_skipping_idle_cycles_changes_nothing():
                 assert np.array_equal(a.command_log[k], b.command_log[k])
 
 
+@settings(max_examples=40, deadline=None)
+@given(tr=request_traces(),
+       name=st.sampled_from(["hbm3-6400", "hbm2-2000", "ramulator2-hbm3"]),
+       policy=st.sampled_from(["open", "closed"]),
+       cap=st.integers(1, 3),
+       clock_ratio=st.sampled_from([1, 3, 8]),
+       end=st.sampled_from(["completed", "accepted"]))
+def test_every_shortcut_matches_ticking_every_cycle(tr, name, policy, cap, clock_ratio, end):
+    # skip_idle=False visits every controller every cycle and takes none of the engine's shortcuts
+    # (wake prediction, arrival wake-ups, exact ready-time caches); the command logs must agree
+    c = get_config(name).replace(row_policy=policy, row_policy_cap=cap, clock_ratio=clock_ratio, end=end)
+    addrs, writes, arrival = tr
+    trace = _trace(addrs % c.capacity_bytes, writes, arrival)
+    a = simulate(c, trace, log_commands=True)
+    b = simulate(c, trace, log_commands=True, skip_idle=False)
+    assert a.cycles == b.cycles and a.commands == b.commands
+    for k in ("cycle", "addr", "command"):
+        assert np.array_equal(a.command_log[k], b.command_log[k])
+    assert np.array_equal(a.request_arrays["depart"], b.request_arrays["depart"])
+    assert np.array_equal(a.request_arrays["forwarded"], b.request_arrays["forwarded"])
+
+
 @pytest.mark.parametrize("name", ["ramulator2-hbm3", "hbm3-6400"])
 def test_skipping_idle_cycles_changes_nothing_under_write_pressure(name):
     from sievesim.dram.synthetic import make_trace
