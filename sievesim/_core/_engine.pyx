@@ -608,7 +608,7 @@ cdef class Engine:
         lo[0] = idx * span
         hi[0] = (idx + 1) * span
 
-    cdef void update_states(self, int cmd, int32_t* av, int64_t bank=-1) noexcept nogil:
+    cdef void update_states(self, int cmd, int32_t* av, int64_t bank) noexcept nogil:
         """Bank states after ``cmd`` to ``av``; ``bank``: its bank index when known (-1: derive it)."""
         cdef int act = self.cmd_action[cmd]
         cdef int64_t lo, hi, b
@@ -968,7 +968,7 @@ cdef class Engine:
             self.schedule_wake(c, clk, min_ready)
             return False
         if pim:
-            self.issue(cmd, ra, clk)
+            self.issue(cmd, ra, clk, -1)
             self.ctrl_issues[c] += 1
             self.pim_counts[c * 5 + self.pim_slot(cmd)] += 1
             if cmd == self.prog_final[self.prog_head[c]]:
@@ -1100,7 +1100,7 @@ cdef class Engine:
             t = self.next_refresh[c]
         self.wake[c] = i64max(t, clk + 1)
 
-    cdef void issue(self, int cmd, int32_t* av, int64_t clk, int32_t r=-1) noexcept nogil:
+    cdef void issue(self, int cmd, int32_t* av, int64_t clk, int32_t r) noexcept nogil:
         """Issue ``cmd`` at ``clk``; ``r``: the request it serves (-1: PIM op), for its node offsets."""
         cdef int L
         if r >= 0 and self.rbank[r] >= 0 and not self.cmd_has_sibling[cmd]:
