@@ -101,3 +101,47 @@ class SieveKernelVsNumpy:
         return decision_latency_us(self.numpy, self.counts, self.ctx) / decision_latency_us(self.kernel, self.counts, self.ctx)
 
     track_numpy_over_kernel.unit = "x"
+
+
+class SingleFlipsVersusOracle:
+    """How often, and by how much, flipping one expert of Sieve's result (PIM <-> GPU) beats
+    Oracle (the best prefix cut): 4000 random cases over the paper's models and GPU counts on a
+    B200 (B = 1..256, context 0..8192 tokens, synthetic routing; numpy seed 1).
+
+    * ``track_cases_with_a_better_flip``: how many of the 4000 cases have one.
+    * ``track_worst_relative_gain``: the largest (Oracle - flipped) / Oracle over all of them.
+    """
+
+    timeout = 600
+    SYSTEMS = [("gpt-oss-120b", 4), ("qwen3.5-397b-a17b", 8), ("qwen3-30b-a3b", 1), ("qwen3-next-80b-a3b", 1)]
+
+    def setup(self) -> None:
+        import numpy as np
+        from sievesim.costs import build_context
+        rng = np.random.default_rng(1)
+        hw = get_hardware("b200")
+        self.gains = []
+        for i in range(4000):
+            name, gpus = self.SYSTEMS[i % 4]
+            batch, seed, ctx_len = int(rng.integers(1, 257)), int(rng.integers(0, 2**16)), int(rng.integers(0, 8193))
+            model = get_model(name)
+            counts = synthetic_counts(model.num_experts, batch, model.top_k, seed=seed)[: model.num_experts // gpus]
+            ctx = build_context(model, hw, gpus, batch, counts=counts, context_lens=ctx_len)
+            part = get_policy("sieve").decide(counts, ctx)
+            best = get_policy("oracle").decide(counts, ctx).evaluate(ctx).t_total_s
+            gain = 0.0
+            for j in np.flatnonzero(counts > 0):
+                moved = part.on_pim.copy()
+                moved[j] = not moved[j]
+                gain = max(gain, (best - ctx.evaluate(counts, moved).t_total_s) / best)
+            self.gains.append(gain)
+
+    def track_cases_with_a_better_flip(self) -> int:
+        return sum(g > 1e-12 for g in self.gains)
+
+    track_cases_with_a_better_flip.unit = "cases of 4000"
+
+    def track_worst_relative_gain(self) -> float:
+        return max(self.gains)
+
+    track_worst_relative_gain.unit = "fraction"

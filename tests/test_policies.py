@@ -249,24 +249,41 @@ def test_moves_along_the_sorted_list_never_beat_oracle(sc):
 PRESET_SYSTEMS = [("gpt-oss-120b", 4), ("qwen3.5-397b-a17b", 8), ("qwen3-30b-a3b", 1), ("qwen3-next-80b-a3b", 1)]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(PRESET_SYSTEMS), st.integers(1, 256), st.integers(0, 2**16), st.integers(0, 8192))
-def test_single_moves_from_sieve_never_beat_oracle_on_real_configs(system, batch, seed, context_len):
-    """Flipping any one expert of Sieve's result (PIM <-> GPU) never lowers T_total below Oracle's,
-    for the paper's models on B200 with synthetic routing."""
+def _best_single_flip(name, gpus, batch, seed, context_len):
+    """(Oracle's T_total, the lowest T_total of Sieve's result with one expert flipped) [s]."""
     from sievesim.policies.bench import synthetic_counts
 
-    name, gpus = system
     model = get_model(name)
     counts = synthetic_counts(model.num_experts, batch, model.top_k, seed=seed)[: model.num_experts // gpus]
     ctx = build_context(model, get_hardware("b200"), gpus, batch, counts=counts, context_lens=context_len)
     part = Sieve().decide(counts, ctx)
     best = t_total(Oracle(), counts, ctx)
-    tol = 1e-11 * t_total(AllExp(), counts, ctx)
+    flipped = []
     for i in np.flatnonzero(counts > 0):
         moved = part.on_pim.copy()
         moved[i] = not moved[i]
-        assert ctx.evaluate(counts, moved).t_total_s >= best - tol
+        flipped.append(ctx.evaluate(counts, moved).t_total_s)
+    return best, min(flipped, default=best)   # no routed expert on this GPU: nothing to flip
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(PRESET_SYSTEMS), st.integers(1, 256), st.integers(0, 2**16), st.integers(0, 8192))
+def test_single_moves_from_sieve_beat_oracle_by_at_most_one_percent_on_real_configs(system, batch, seed,
+                                                                                      context_len):
+    """Flipping one expert of Sieve's result (PIM <-> GPU) can beat Oracle, the best prefix cut, on
+    the paper's models with B200 numbers, but rarely and by little: 13 of 4000 random cases, at
+    most 0.26 % (``python benchmarks/run.py policies SingleFlips``); docs/policies.md states 1 %."""
+    best, flipped = _best_single_flip(*system, batch, seed, context_len)
+    assert flipped >= 0.99 * best
+
+
+def test_a_single_move_can_beat_oracle_on_a_real_config():
+    """The largest gain of those 4000 cases: GPT-OSS-120B on 4 B200s, B = 20 (found by the
+    benchmark; hypothesis found a smaller one on Qwen3.5-397B-A17B)."""
+    best, flipped = _best_single_flip("gpt-oss-120b", 4, 20, 55762, 2707)
+    assert flipped < (1 - 2e-3) * best
+    best, flipped = _best_single_flip("qwen3.5-397b-a17b", 8, 203, 65536, 6463)
+    assert flipped < best
 
 
 def test_oracle_is_the_best_prefix_cut_not_the_best_partition():
