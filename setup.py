@@ -3,26 +3,18 @@ import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
+
+def _extension(name: str, *, numpy_api: bool = True) -> Extension:
+    """A Cython extension ``name`` built from its ``.pyx`` at -O3 (numpy headers where it cimports numpy)."""
+    numpy_args = dict(include_dirs=[numpy.get_include()],
+                      define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]) if numpy_api else {}
+    return Extension(name, [name.replace(".", "/") + ".pyx"], extra_compile_args=["-O3"], **numpy_args)
+
+
 extensions = [
-    Extension(
-        "sievesim._core._engine",
-        ["sievesim/_core/_engine.pyx"],
-        include_dirs=[numpy.get_include()],
-        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-        extra_compile_args=["-O3"],
-    ),
-    Extension(
-        "sievesim._core._traceparse",
-        ["sievesim/_core/_traceparse.pyx"],
-        include_dirs=[numpy.get_include()],
-        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-        extra_compile_args=["-O3"],
-    ),
-    Extension(
-        "sievesim.policies._sieve_kernel",
-        ["sievesim/policies/_sieve_kernel.pyx"],
-        extra_compile_args=["-O3"],
-    ),
+    _extension("sievesim._core._engine"),
+    _extension("sievesim._core._traceparse"),
+    _extension("sievesim.policies._sieve_kernel", numpy_api=False),
 ]
 
 setup(

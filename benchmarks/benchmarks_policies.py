@@ -22,6 +22,7 @@ from sievesim.models import get_model
 from sievesim.policies import get_policy
 from sievesim.policies.bench import (
     bench_context,
+    best_single_flip,
     bench_model_for,
     decision_latency_us,
     synthetic_counts,
@@ -117,24 +118,14 @@ class SingleFlipsVersusOracle:
 
     def setup(self) -> None:
         import numpy as np
-        from sievesim.costs import build_context
         rng = np.random.default_rng(1)
         hw = get_hardware("b200")
         self.gains = []
         for i in range(4000):
             name, gpus = self.SYSTEMS[i % 4]
             batch, seed, ctx_len = int(rng.integers(1, 257)), int(rng.integers(0, 2**16)), int(rng.integers(0, 8193))
-            model = get_model(name)
-            counts = synthetic_counts(model.num_experts, batch, model.top_k, seed=seed)[: model.num_experts // gpus]
-            ctx = build_context(model, hw, gpus, batch, counts=counts, context_lens=ctx_len)
-            part = get_policy("sieve").decide(counts, ctx)
-            best = get_policy("oracle").decide(counts, ctx).evaluate(ctx).t_total_s
-            gain = 0.0
-            for j in np.flatnonzero(counts > 0):
-                moved = part.on_pim.copy()
-                moved[j] = not moved[j]
-                gain = max(gain, (best - ctx.evaluate(counts, moved).t_total_s) / best)
-            self.gains.append(gain)
+            best, flipped = best_single_flip(get_model(name), hw, gpus, batch, seed, ctx_len)
+            self.gains.append((best - flipped) / best)
 
     def track_cases_with_a_better_flip(self) -> int:
         return sum(g > 1e-12 for g in self.gains)

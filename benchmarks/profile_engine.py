@@ -1,13 +1,20 @@
-"""Run the engine once on a synthetic trace, for profilers (callgrind, perf).
+"""Run the engine once on a synthetic trace, for profilers (callgrind, perf); or time its set-up.
 
     valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*Engine_run_loop*' \\
         python benchmarks/profile_engine.py random 1 200000
 
 counts the instructions of the simulation loop only (trace generation, mapping and set-up are
-outside ``run_loop``). Arguments: trace kind (stream, random, hotrow), clock ratio, requests.
-Configuration: ``ramulator2-hbm3`` with RoBaRaCoCh, as in ``ramulator_side_by_side.py``.
+outside ``run_loop``).
+
+    python benchmarks/profile_engine.py random 1 1000000 --setup
+
+prints the fastest of 7 ``Engine(...)`` constructions instead of running (it uses only what the
+engine has offered since the first release, so ``PYTHONPATH=<another build>`` compares builds).
+Arguments: trace kind (stream, random, hotrow), clock ratio, requests. Configuration:
+``ramulator2-hbm3`` with RoBaRaCoCh, as in ``ramulator_side_by_side.py``.
 """
 import sys
+import time
 
 from sievesim._core import Engine
 from sievesim.dram.config import get_config
@@ -20,7 +27,17 @@ def main(argv: list[str]) -> int:
     cfg = get_config("ramulator2-hbm3").replace(clock_ratio=ratio)
     trace = make_trace(kind, n, cfg, seed=1)
     vecs, keys = _to_vectors(cfg, trace)
-    raw = Engine(cfg.compile(), vecs, keys, trace.is_write, trace.arrival).run()
+    spec = cfg.compile()
+    if "--setup" in argv[3:]:
+        best = float("inf")
+        for _ in range(7):
+            t0 = time.perf_counter()
+            engine = Engine(spec, vecs, keys, trace.is_write, trace.arrival)
+            best = min(best, time.perf_counter() - t0)
+            del engine
+        print(f"Engine set-up, {n} requests: {best * 1e3:.1f} ms (fastest of 7)")
+        return 0
+    raw = Engine(spec, vecs, keys, trace.is_write, trace.arrival).run()
     print(f"{kind} clock ratio {ratio}: {n} requests, {raw['clk']} cycles, {raw['n_commands']} commands")
     return 0
 

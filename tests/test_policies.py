@@ -250,20 +250,8 @@ PRESET_SYSTEMS = [("gpt-oss-120b", 4), ("qwen3.5-397b-a17b", 8), ("qwen3-30b-a3b
 
 
 def _best_single_flip(name, gpus, batch, seed, context_len):
-    """(Oracle's T_total, the lowest T_total of Sieve's result with one expert flipped) [s]."""
-    from sievesim.policies.bench import synthetic_counts
-
-    model = get_model(name)
-    counts = synthetic_counts(model.num_experts, batch, model.top_k, seed=seed)[: model.num_experts // gpus]
-    ctx = build_context(model, get_hardware("b200"), gpus, batch, counts=counts, context_lens=context_len)
-    part = Sieve().decide(counts, ctx)
-    best = t_total(Oracle(), counts, ctx)
-    flipped = []
-    for i in np.flatnonzero(counts > 0):
-        moved = part.on_pim.copy()
-        moved[i] = not moved[i]
-        flipped.append(ctx.evaluate(counts, moved).t_total_s)
-    return best, min(flipped, default=best)   # no routed expert on this GPU: nothing to flip
+    from sievesim.policies.bench import best_single_flip
+    return best_single_flip(get_model(name), get_hardware("b200"), gpus, batch, seed, context_len)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -19,7 +19,7 @@ from ..costs import UNITS, CostContext, build_context
 from .base import get_policy
 
 __all__ = ["synthetic_counts", "bench_model_for", "bench_context", "decision_latency_us", "bench",
-           "compare_policies", "unit_sensitivity"]
+           "compare_policies", "unit_sensitivity", "best_single_flip"]
 
 #: Preset model used by the latency benchmark for each expert count (one GPU holds them all).
 BENCH_MODELS = {128: "qwen3-30b-a3b", 256: "deepseek-v3", 512: "qwen3-next-80b-a3b"}
@@ -143,3 +143,20 @@ def unit_sensitivity(model_name: str, num_gpus: int, batches: Sequence[int] = (1
 
     policies: list[Any] = ["allexp", "sieve"] + [(f"pimoe[{u}]", PIMoE(unit=u)) for u in UNITS]
     return compare_policies(model_name, num_gpus, batches, policies=policies, **kwargs)
+
+
+def best_single_flip(model: Any, hardware: Any, num_gpus: int, batch: int, seed: int,
+                     context_len: int) -> tuple[float, float]:
+    """Oracle's ``T_total`` and the lowest ``T_total`` of Sieve's result with one routed expert
+    flipped (PIM <-> GPU), in seconds, for GPU 0's experts under :func:`synthetic_counts`.
+    With no routed expert on the GPU there is nothing to flip: both are Oracle's."""
+    counts = synthetic_counts(model.num_experts, batch, model.top_k, seed=seed)[: model.num_experts // num_gpus]
+    ctx = build_context(model, hardware, num_gpus, batch, counts=counts, context_lens=context_len)
+    part = get_policy("sieve").decide(counts, ctx)
+    best = get_policy("oracle").decide(counts, ctx).evaluate(ctx).t_total_s
+    flipped = best
+    for i in np.flatnonzero(counts > 0):
+        moved = part.on_pim.copy()
+        moved[i] = not moved[i]
+        flipped = min(flipped, ctx.evaluate(counts, moved).t_total_s)
+    return best, flipped
