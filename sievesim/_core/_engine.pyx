@@ -128,6 +128,7 @@ cdef class Engine:
     cdef int32_t* bsize           # (n_ctrl, NBUF)
     cdef int stride
     cdef int8_t* write_mode
+    cdef int64_t* flip_clk        # (n_ctrl,) write mode flipped ahead of the tick at this cycle (see flip_ahead)
     cdef int64_t* wake
     cdef int64_t* next_refresh
     # ---- trace requests (inputs read where they are; outputs per request)
@@ -306,6 +307,7 @@ cdef class Engine:
         a = arr(np.zeros(n_ctrl * NBUF * self.stride, dtype=np.int32), np.int32); self.buf = <int32_t*> a.data
         a = arr(np.zeros(n_ctrl * NBUF, dtype=np.int32), np.int32); self.bsize = <int32_t*> a.data
         a = arr(np.zeros(n_ctrl, dtype=np.int8), np.int8); self.write_mode = <int8_t*> a.data
+        a = arr(np.full(n_ctrl, -1, dtype=np.int64), np.int64); self.flip_clk = <int64_t*> a.data
         for name in ("prog_start", "prog_end", "prog_head", "prog_done", "prog_stall"):
             a = arr(np.zeros(n_ctrl, dtype=np.int64), np.int64)
             if name == "prog_start": self.prog_start = <int64_t*> a.data
@@ -1050,7 +1052,7 @@ cdef class Engine:
         cdef int k, n, b
         cdef int32_t r
         cdef int32_t* p
-        if self.write_mode_would_change(c) or self.prog_head[c] < self.prog_end[c] or not self.skip_idle:
+        if self.prog_head[c] < self.prog_end[c] or not self.skip_idle:
             return nxt
         n = self.bsize[c * NBUF + BUF_ACTIVE]
         p = self.bptr(c, BUF_ACTIVE)
@@ -1061,9 +1063,14 @@ cdef class Engine:
             if rt < t:
                 t = rt
         if self.bsize[c * NBUF + BUF_PRIO] > 0:
+            # the head blocks the queues until it issues (an issue): the mode is not looked at before
             r = self.bptr(c, BUF_PRIO)[0]
             rt = self.req_ready(self.req_prereq(r), r)
             return i64max(nxt, i64min(t, rt))
+        if self.write_mode_would_change(c):
+            if self.next_refresh[c] <= nxt:
+                return nxt
+            self.flip_ahead(c, nxt)
         b = BUF_WRITE if self.write_mode[c] else BUF_READ
         n = self.bsize[c * NBUF + b]
         p = self.bptr(c, b)
@@ -1079,6 +1086,17 @@ cdef class Engine:
             if rt < t:
                 t = rt
         return i64max(nxt, t)
+
+    cdef inline void flip_ahead(self, int c, int64_t at) noexcept nogil:
+        """Flip controller ``c``'s write mode now for its tick at ``at``.
+
+        Only for a tick that reaches the read/write stage (nothing in the active buffer ready at
+        ``at``, no priority request, no PIM program, no refresh due): it flips the mode there, as the
+        switch is a function of the queue sizes, unless a request arrives first; try_send then
+        takes the flip back and wakes the controller at ``at``.
+        """
+        self.write_mode[c] = not self.write_mode[c]
+        self.flip_clk[c] = at
 
     cdef inline bint queues_empty(self, int c) noexcept nogil:
         cdef int32_t* n = self.bsize + c * NBUF
@@ -1150,6 +1168,14 @@ cdef class Engine:
         self.fill_slot(r, q, clk)
         self.bpush(c, b, r)
         self.out_arrive[q] = clk
+        if self.flip_clk[c] > clk:
+            # the write mode was flipped ahead for a tick still to come, on queue sizes that this
+            # arrival changes: take the flip back, and let that tick decide
+            self.write_mode[c] = not self.write_mode[c]
+            self.flip_clk[c] = -1
+            self.pred_clk[c] = -1
+            self.wake[c] = i64min(self.wake[c], clk + 1)
+            return True
         if self.wake[c] > clk + 1:
             # The controller sleeps past the next cycle: everything it last looked at is not ready
             # before its wake. Unless the write mode flips, only this request can change that, and
