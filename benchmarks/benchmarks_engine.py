@@ -2,8 +2,9 @@
 
 track_requests_per_second / track_cycles_per_second: simulated requests and memory cycles per wall
 second on 200k-request stream / random / hot-row traces (clock ratio 8, hbm3e-8000 and the
-Ramulator 2.0 mirror). track_speedup_vs_python_reference: wall time of the pure-Python reference
-controller over the engine's, on the same 2000-request trace.
+Ramulator 2.0 mirror), on one thread. track_speedup_vs_python_reference: wall time of the
+pure-Python reference controller over the engine's, on the same 2000-request trace.
+EngineThreads: the same trace split between threads (docs/dram.md, "Threads").
 """
 import time
 
@@ -24,22 +25,46 @@ class EngineThroughput:
         self.trace = make_trace(trace, 200_000, self.config, seed=1)
 
     def time_simulate(self, config, trace):
-        simulate(self.config, self.trace)
+        simulate(self.config, self.trace, threads=1)
 
     def track_requests_per_second(self, config, trace):
-        res = simulate(self.config, self.trace)
+        res = simulate(self.config, self.trace, threads=1)
         return len(self.trace) / res.wall_s
 
     track_requests_per_second.unit = "requests/s"
 
     def track_cycles_per_second(self, config, trace):
-        res = simulate(self.config, self.trace)
+        res = simulate(self.config, self.trace, threads=1)
         return res.cycles / res.wall_s
 
     track_cycles_per_second.unit = "cycles/s"
 
     def peakmem_simulate(self, config, trace):
-        simulate(self.config, self.trace)
+        simulate(self.config, self.trace, threads=1)
+
+
+class EngineThreads:
+    """ramulator2-hbm3, random trace, clock ratio 1 (the queues never fill, so the split holds)."""
+    params = ([1_000, 100_000, 1_000_000], [1, 2])
+    param_names = ["requests", "threads"]
+    timeout = 600
+
+    def setup(self, requests, threads):
+        self.config = get_config("ramulator2-hbm3")
+        self.trace = make_trace("random", requests, self.config, seed=1)
+
+    def track_wall_ms_best_of_5(self, requests, threads):
+        return 1e3 * min(simulate(self.config, self.trace, threads=threads).wall_s for _ in range(5))
+
+    track_wall_ms_best_of_5.unit = "ms"
+
+    def track_speedup_over_one_thread(self, requests, threads):
+        """Best of 5 on one thread over best of 5 on ``threads``, measured in one call."""
+        one = min(simulate(self.config, self.trace, threads=1).wall_s for _ in range(5))
+        many = min(simulate(self.config, self.trace, threads=threads).wall_s for _ in range(5))
+        return one / many
+
+    track_speedup_over_one_thread.unit = "x"
 
 
 class EngineVsPythonReference:
@@ -55,8 +80,8 @@ class EngineVsPythonReference:
         t0 = time.perf_counter()
         ref = reference_cycles(self.config, self.trace)
         t_ref = time.perf_counter() - t0
-        best = min(simulate(self.config, self.trace).wall_s for _ in range(5))
-        assert simulate(self.config, self.trace).cycles == ref
+        best = min(simulate(self.config, self.trace, threads=1).wall_s for _ in range(5))
+        assert simulate(self.config, self.trace, threads=1).cycles == ref
         return t_ref / best
 
     track_speedup_vs_python_reference.unit = "x"

@@ -2,8 +2,9 @@
 
 Runs the same LoadStoreTrace through Ramulator 2.0 and through sievesim's mirror standard, and prints
 one markdown row per (config, trace, clock ratio): cycles of both, whether they are identical, wall
-times (whole processes: trace parsing included; and sievesim's engine alone), requests per wall second, and (with --commands) whether the issued command streams are
-identical (Ramulator's TraceRecorder plugin vs sievesim's command log).
+times (whole processes: trace parsing included; and sievesim's engine alone, on one thread and on
+the threads ``simulate`` picks by default), and (with --commands) whether the issued command streams
+are identical (Ramulator's TraceRecorder plugin vs sievesim's command log).
 
     python benchmarks/ramulator_side_by_side.py --ramulator /path/to/ramulator2 \
         --requests 1000000 --kinds stream,random,hotrow --clock-ratios 1,8 --devices HBM3,HBM2
@@ -24,6 +25,7 @@ import time
 import yaml
 
 from sievesim.dram.config import get_config
+from sievesim._core.parallel import available_threads
 from sievesim.dram.engine import simulate
 from sievesim.dram.synthetic import make_trace
 from sievesim.dram.traces import read_loadstore_trace, write_loadstore_trace
@@ -80,10 +82,12 @@ def main() -> int:
     args = ap.parse_args()
     work = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="sievesim-vs-ramulator-"))
     work.mkdir(parents=True, exist_ok=True)
-    print("| device | mapper | trace | requests | clock ratio | Ramulator cycles | sievesim cycles | identical "
-          "| commands identical | Ramulator process s | sievesim process s | sievesim engine s | speed-up (process) "
-          "| speed-up (engine) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    cores = available_threads()
+    print(f"| device | mapper | trace | requests | clock ratio | Ramulator cycles | sievesim cycles | identical "
+          f"| commands identical | Ramulator process s | sievesim process s | sievesim engine s, 1 thread "
+          f"| sievesim engine s, default ({cores} cores): threads used | speed-up (process) "
+          f"| speed-up (engine, 1 thread) | speed-up (engine, default) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for device in args.devices.split(","):
         base = get_config(f"ramulator2-{device.lower()}")
         for kind in args.kinds.split(","):
@@ -117,6 +121,9 @@ def main() -> int:
                     for _ in range(args.repeat - 1):
                         again = simulate(config, trace)
                         res.wall_s = min(res.wall_s, again.wall_s)
+                    one = min((simulate(config, trace, threads=1) for _ in range(args.repeat)),
+                              key=lambda r: r.wall_s)
+                    assert one.cycles == res.cycles
                     same_cmds = "-"
                     if args.commands:
                         names = res.command_log["names"]
@@ -127,7 +134,8 @@ def main() -> int:
                         same_cmds = "yes" if ours == theirs else f"no ({len(ours)} vs {len(theirs)})"
                     print(f"| {device} | {mapper} | {kind} | {args.requests} | {cr} | {r_cycles} | {res.cycles} | "
                           f"{'yes' if r_cycles == res.cycles else 'NO'} | {same_cmds} | {r_wall:.2f} | "
-                          f"{s_proc:.2f} | {res.wall_s:.2f} | {r_wall / s_proc:.1f}x | {r_wall / res.wall_s:.1f}x |",
+                          f"{s_proc:.2f} | {one.wall_s:.2f} | {res.wall_s:.2f}: {res.threads} | {r_wall / s_proc:.1f}x | "
+                          f"{r_wall / one.wall_s:.1f}x | {r_wall / res.wall_s:.1f}x |",
                           flush=True)
     return 0
 

@@ -50,6 +50,15 @@ cdef int64_t NEVER = 0x3FFFFFFFFFFFFFFF
 cdef extern from *:
     int __builtin_ctzll(unsigned long long) nogil
 
+cdef extern from *:
+    """
+    /* the abort flag is written by one thread and polled by others: volatile keeps every poll */
+    static inline int32_t sievesim_flag_get(int32_t *p) { return *(volatile int32_t *) p; }
+    static inline void sievesim_flag_set(int32_t *p) { *(volatile int32_t *) p = 1; }
+    """
+    int32_t sievesim_flag_get(int32_t* p) nogil
+    void sievesim_flag_set(int32_t* p) nogil
+
 
 cdef inline int64_t i64max(int64_t a, int64_t b) noexcept nogil:
     return a if a > b else b
@@ -181,6 +190,20 @@ cdef class Engine:
     cdef int64_t n_commands, n_refresh, clk_end, last_issue
     cdef int error_code
     cdef bint skip_idle
+    # ---- a run of some controllers only (see sievesim._core.parallel): requests to the others
+    # are accepted without effect; a refused request ends the run (error_code 6), since in the
+    # whole system it would hold the frontend back for every controller
+    cdef int8_t* own              # (n_ctrl,) 1: simulated here
+    cdef bint partial
+    cdef int32_t* abort_flag      # shared between the runs of one split: set by the run that fails
+    # ---- main loop state kept between calls of run(until)
+    cdef int64_t lp_clk, lp_phase
+    cdef int32_t lp_head
+    cdef bint lp_refused
+    # the controller that refused the frontend's head request, and its issue count then: until it
+    # issues, its queues cannot shrink and offering the request again is futile
+    cdef int refused_ctrl
+    cdef int64_t refused_stamp
     cdef object _keep             # keeps numpy buffers alive
     cdef dict _out                # per-request output arrays (returned as views)
     # keys of the writes waiting in write buffers (read forwarding): open addressing, linear probing
@@ -200,7 +223,12 @@ cdef class Engine:
         free(self.log_cmd)
 
     def __init__(self, dict spec, cnp.ndarray addr_vecs, cnp.ndarray keys, cnp.ndarray is_write,
-                 cnp.ndarray arrival, bint log_commands=False, bint skip_idle=True):
+                 cnp.ndarray arrival, bint log_commands=False, bint skip_idle=True, own=None,
+                 abort=None):
+        """``own``: (n_ctrl,) bools, the controllers this engine simulates (default all); with
+        ``own``, a request refused by its controller ends the run (``run()['refused']``).
+        ``abort``: an int32 array shared by the engines of one split; a refusal sets
+        ``abort[0]`` and an engine that sees it set stops."""
         keep = []
 
         def arr(x, dtype):
@@ -395,6 +423,30 @@ cdef class Engine:
         self.last_issue = 0
         self.error_code = 0
         self.skip_idle = skip_idle
+        self.partial = own is not None
+        own_arr = np.ones(n_ctrl, dtype=np.int8) if own is None else np.asarray(own, dtype=bool).astype(np.int8)
+        if own_arr.shape != (n_ctrl,):
+            raise ValueError(f"own: shape {own_arr.shape}, expected ({n_ctrl},)")
+        a = arr(own_arr, np.int8); self.own = <int8_t*> a.data
+        if self.partial and not skip_idle:
+            raise ValueError("own needs skip_idle (a partial run skips the other controllers)")
+        for c in range(n_ctrl):
+            if not self.own[c]:
+                self.wake[c] = NEVER
+                self.next_refresh[c] = NEVER
+        if abort is None:
+            abort = np.zeros(1, dtype=np.int32)
+        if not (isinstance(abort, np.ndarray) and abort.dtype == np.int32 and abort.size >= 1
+                and abort.flags.c_contiguous):
+            raise ValueError("abort: expected a contiguous int32 array of size >= 1")
+        keep.append(abort)
+        self.abort_flag = <int32_t*> (<cnp.ndarray> abort).data
+        self.lp_clk = 0
+        self.lp_phase = -1
+        self.lp_head = 0
+        self.lp_refused = False
+        self.refused_ctrl = 0
+        self.refused_stamp = -1
 
     cdef inline int req_ctrl(self, int32_t r) noexcept nogil:
         """Controller of trace request ``r``: flat index of its address down to the controller level."""
@@ -1154,6 +1206,8 @@ cdef class Engine:
         cdef int c = self.req_ctrl(r), b
         cdef int64_t rt
         cdef int32_t q = r
+        if not self.own[c]:
+            return True
         if self.write_pending(r):
             self.out_forwarded[q] = 1
             self.out_arrive[q] = clk
@@ -1161,6 +1215,8 @@ cdef class Engine:
             return True
         b = BUF_WRITE if self.req_write[q] else BUF_READ
         if self.bsize[c * NBUF + b] >= self.qcap[b]:
+            self.refused_ctrl = c
+            self.refused_stamp = self.ctrl_issues[c]
             return False
         r = self.slot_take()        # from here on r is the request's slot
         if r < 0:
@@ -1197,13 +1253,17 @@ cdef class Engine:
                 return False
         return True
 
-    cdef int64_t run_loop(self) noexcept nogil:
-        """Ramulator 2.0's main loop (frontend and memory ticks by clock ratio), skipping idle cycles."""
-        cdef int64_t clk = 0, target, w, mem_ticks_per_period, k
+    cdef int64_t run_loop(self, int64_t until) noexcept nogil:
+        """Ramulator 2.0's main loop (frontend and memory ticks by clock ratio), skipping idle cycles.
+
+        Continues where the last call stopped. ``until`` >= 0: stop after the memory tick of cycle
+        ``until`` instead of at the end condition of the run (idle controllers tick on).
+        """
+        cdef int64_t clk = self.lp_clk, target, w, mem_ticks_per_period, k
         cdef int f = self.clock_ratio, m = self.mem_ratio, c
         cdef int64_t period = <int64_t> f * m, phase
-        cdef int32_t head = 0
-        cdef bint stalled, refused = False
+        cdef int32_t head = self.lp_head
+        cdef bint stalled, refused = self.lp_refused
         cdef unsigned long long due
         cdef int64_t mem_phase[64]
         cdef int n_mem_phase = 0
@@ -1220,19 +1280,26 @@ cdef class Engine:
                 mem_phase[n_mem_phase] = phase
                 n_mem_phase += 1
         mem_ticks_per_period = n_mem_phase
-        phase = -1
+        phase = self.lp_phase
+        if until >= 0 and clk >= until:
+            return clk
         while True:
             phase += 1
             if phase == period:
                 phase = 0
             if front_at[phase]:
                 # frontend tick: offer the next request
-                if head < self.n_req and self.arrival[head] <= clk:
+                if head < self.n_req and self.arrival[head] <= clk \
+                        and not (refused and self.ctrl_issues[self.refused_ctrl] == self.refused_stamp):
                     if self.try_send(head, clk):
                         head += 1
                         refused = False
                     else:
                         refused = True
+                        if self.partial:
+                            self.error_code = 6
+                            sievesim_flag_set(self.abort_flag)
+                            break
                 if head >= self.n_req and self.end_on_accept:
                     break
             if mem_at[phase]:
@@ -1253,7 +1320,13 @@ cdef class Engine:
                             self.tick(c, clk)
                 if self.error_code:
                     break
-                if head >= self.n_req and not self.end_on_accept and self.idle():
+                if self.partial and sievesim_flag_get(self.abort_flag):
+                    self.error_code = 7
+                    break
+                if until >= 0:
+                    if clk >= until:
+                        break
+                elif head >= self.n_req and not self.end_on_accept and self.idle():
                     break
                 # fast-forward over cycles where no controller can act and the frontend is stuck
                 # (only a request refused at the last frontend tick can still be refused)
@@ -1264,7 +1337,8 @@ cdef class Engine:
                     if self.arrival[head] > clk:
                         stalled = True
                     elif refused:
-                        stalled = not self.can_accept(head)
+                        stalled = self.ctrl_issues[self.refused_ctrl] == self.refused_stamp \
+                            or not self.can_accept(head)
                 if stalled:
                     target = NEVER
                     for c in range(self.n_ctrl):
@@ -1272,6 +1346,8 @@ cdef class Engine:
                             target = self.wake[c]
                     if head < self.n_req and self.arrival[head] > clk and self.arrival[head] < target:
                         target = self.arrival[head]
+                    if until >= 0 and target > until:
+                        target = until      # nothing changes before: only the clock moves
                     if target == NEVER:
                         if head >= self.n_req:
                             break
@@ -1284,6 +1360,10 @@ cdef class Engine:
                         clk = target - 1
                         continue
         self.clk_end = clk
+        self.lp_clk = clk
+        self.lp_phase = phase
+        self.lp_head = head
+        self.lp_refused = refused
         return clk
 
     cdef bint can_accept(self, int32_t r) noexcept nogil:
@@ -1298,11 +1378,16 @@ cdef class Engine:
         return self.wh_find(self.req_key[r]) >= 0
 
     # ------------------------------------------------------------------ Python face
-    def run(self):
-        """Simulate until the end condition; returns a dict of raw per-request arrays and counters."""
+    def run(self, int64_t until=-1):
+        """Simulate until the end condition (or, ``until`` >= 0, to cycle ``until``), from where
+        the last call stopped; returns a dict of raw per-request arrays and counters.
+
+        ``refused`` in the result: a partial run (``own``) stopped at a refused request, or
+        because another run of its split did (``abort``); its numbers are then incomplete.
+        """
         cdef int64_t clk
         with nogil:
-            clk = self.run_loop()
+            clk = self.run_loop(until)
         if self.error_code == 1:
             raise RuntimeError("request slots exhausted: more requests in flight than the buffers hold")
         if self.error_code == 2:
@@ -1328,6 +1413,9 @@ cdef class Engine:
             pim_counts=np.asarray(<int64_t[:self.n_ctrl * 5]> self.pim_counts).reshape(self.n_ctrl, 5).copy(),
             pim_has_program=(np.asarray(<int64_t[:self.n_ctrl]> self.prog_end)
                              > np.asarray(<int64_t[:self.n_ctrl]> self.prog_start)).copy(),
+            refused=self.error_code in (6, 7),
+            idle=bool(self.idle()),
+            accepted=int(self.lp_head),
         )
         if self.log_on and self.log_n:
             out["log_clk"] = np.asarray(<int64_t[:self.log_n]> self.log_clk).copy()

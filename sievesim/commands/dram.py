@@ -25,6 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--seed", type=int, default=0, help="seed for synthetic traces")
     run.add_argument("--json", action="store_true", help="print one JSON object")
     run.add_argument("--log-commands", metavar="FILE", help="write the command log as CSV")
+    run.add_argument("--threads", type=int, default=None,
+                     help="split the controllers between N threads; the result is the same "
+                          "(default: the cores available, for traces of 50 000 requests or more)")
     run.set_defaults(func=_run)
 
     lst = sub.add_parser("configs", help="list built-in memory configurations")
@@ -47,6 +50,8 @@ def _run(args: argparse.Namespace) -> int:
     from ..dram.synthetic import parse_synthetic
     from ..dram.traces import read_trace
 
+    if args.threads is not None and args.threads < 1:
+        raise field_error("--threads", args.threads, "an integer >= 1")
     config = get_config(args.config)
     if args.clock_ratio is not None:
         if not 1 <= args.clock_ratio <= 64 // config.memory_clock_ratio:
@@ -57,7 +62,7 @@ def _run(args: argparse.Namespace) -> int:
         trace = parse_synthetic(args.trace, config, seed=args.seed)
     else:
         trace = read_trace(args.trace, len(config.standard.levels))
-    result = simulate(config, trace, log_commands=bool(args.log_commands))
+    result = simulate(config, trace, log_commands=bool(args.log_commands), threads=args.threads)
     if args.log_commands:
         write_command_log(result, config, args.log_commands)
     d = result.to_dict()

@@ -9,13 +9,15 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import TraceError
+from ..errors import TraceError, field_error
 from .config import DRAMConfig
 from .mapping import map_addresses
 from .traces import RequestTrace
 
 __all__ = ["DRAMResult", "simulate", "write_command_log", "LOG_COLUMNS"]
 
+# below this, starting threads costs about what they save (docs/dram.md, "Threads")
+AUTO_THREADS_MIN_REQUESTS = 50_000
 LOG_COLUMNS = ("channel", "pseudo_channel", "sid", "bankgroup", "bank", "row", "column")
 _LEVEL_TO_COLUMN = {"channel": "channel", "pseudochannel": "pseudo_channel", "sid": "sid",
                     "bankgroup": "bankgroup", "bank": "bank", "row": "row", "column": "column"}
@@ -43,6 +45,7 @@ class DRAMResult:
     end: str
     command_log: dict[str, np.ndarray] | None = field(default=None, repr=False)
     request_arrays: dict[str, np.ndarray] | None = field(default=None, repr=False)
+    threads: int = 1               # threads the engine ran on (see sievesim._core.parallel)
 
     def to_dict(self) -> dict[str, Any]:
         """Scalars only (what ``--json`` prints)."""
@@ -70,19 +73,26 @@ def _to_vectors(config: DRAMConfig, trace: RequestTrace) -> tuple[np.ndarray, np
 
 
 def simulate(config: DRAMConfig, trace: RequestTrace, *, log_commands: bool = False,
-             skip_idle: bool = True) -> DRAMResult:
+             skip_idle: bool = True, threads: int | None = None) -> DRAMResult:
     """Run ``trace`` through the memory system ``config``; optionally keep the command log.
 
-    ``skip_idle=False`` visits every controller every cycle (slow; used to test that skipping
-    idle cycles changes nothing).
+    ``threads``: controllers are split between this many threads (default: the cores this
+    process may use, for traces of at least ``AUTO_THREADS_MIN_REQUESTS``); the result is the
+    one-thread result, bit for bit, and a trace that fills a queue falls back to one thread
+    (docs/dram.md, "Threads"). ``skip_idle=False`` visits every controller every cycle (slow;
+    used to test that skipping idle cycles changes nothing).
     """
-    from .._core import Engine
+    from .._core.parallel import available_threads, run_requests
 
+    if threads is None:
+        threads = available_threads() if len(trace) >= AUTO_THREADS_MIN_REQUESTS else 1
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
+        raise field_error("threads", threads, "an integer >= 1")
     vecs, keys = _to_vectors(config, trace)
     spec = config.compile()
     t0 = time.perf_counter()
-    engine = Engine(spec, vecs, keys, trace.is_write, trace.arrival, log_commands, skip_idle)
-    raw = engine.run()
+    raw = run_requests(spec, vecs, keys, trace.is_write, trace.arrival, log_commands=log_commands,
+                       skip_idle=skip_idle, threads=int(threads))
     wall = time.perf_counter() - t0
     n = len(trace)
     is_write = np.asarray(trace.is_write, dtype=bool)
@@ -120,6 +130,7 @@ def simulate(config: DRAMConfig, trace: RequestTrace, *, log_commands: bool = Fa
         command_log=log,
         request_arrays={"arrive": arrive, "depart": depart, "forwarded": raw["forwarded"],
                          "row_class": row_class, "addr_vectors": vecs},
+        threads=raw["threads"],
     )
 
 

@@ -1,0 +1,118 @@
+"""Run a request trace on several threads, exactly as on one.
+
+Controllers share nothing but the frontend, which offers requests in trace order: as long as no
+controller refuses a request (its queue full), every request is accepted at the same cycle
+whatever the other controllers do, and each controller's commands depend on its own requests
+only. So the controllers are split between threads, each thread runs an :class:`Engine` that
+simulates its own controllers and lets the others' requests pass, and the results are merged.
+A refused request would hold the frontend back for everyone: the run that meets one stops the
+split at once, and the trace is run again on one thread. The merged result is the one-thread
+result, bit for bit (``tests/test_parallel_engine.py``); it says which way it was computed
+(``threads``: how many ran; ``speculation``: ``"none"``, ``"held"`` or ``"refused"``).
+
+Where it pays: traces that keep the queues below their capacity (the frontend never stalls).
+Where it does not apply: timing rows above the controller level (controllers would share
+timing state), PIM programs, ``skip_idle=False``.
+"""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from ._engine import Engine
+
+__all__ = ["available_threads", "run_requests", "splittable"]
+
+
+def available_threads() -> int:
+    """CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:          # not on Linux
+        return os.cpu_count() or 1
+
+
+def splittable(spec: dict[str, Any]) -> bool:
+    """True when no timing row lives above the controller level, so controllers share no state."""
+    n_lv, n_cmd, ctrl = spec["n_levels"], spec["n_cmd"], spec["ctrl_level"]
+    for starts in (spec["simple_rows"][0], spec["window_rows"][0], spec["sibling_rows"][0]):
+        starts = np.asarray(starts)
+        per_level = np.diff(starts)[: n_lv * n_cmd].reshape(n_lv, n_cmd).sum(axis=1)
+        if per_level[:ctrl].any():
+            return False
+    return True
+
+
+def _n_controllers(spec: dict[str, Any]) -> int:
+    return int(np.prod(np.asarray(spec["counts"], dtype=np.int64)[: spec["ctrl_level"] + 1]))
+
+
+def run_requests(spec: dict[str, Any], addr_vecs: np.ndarray, keys: np.ndarray, is_write: np.ndarray,
+                 arrival: np.ndarray, *, log_commands: bool = False, skip_idle: bool = True,
+                 threads: int = 1) -> dict[str, Any]:
+    """Simulate the requests on ``threads`` threads (at most one per controller); the raw result
+    of :meth:`Engine.run`, identical to a one-thread run, plus ``threads`` and ``speculation``."""
+    if threads < 1:
+        raise ValueError(f"threads: {threads}, expected an integer >= 1")
+    threads = min(threads, _n_controllers(spec))
+    if threads == 1 or not skip_idle or len(arrival) == 0 or not splittable(spec):
+        raw = Engine(spec, addr_vecs, keys, is_write, arrival, log_commands, skip_idle).run()
+        return raw | {"threads": 1, "speculation": "none"}
+    n_ctrl = _n_controllers(spec)
+    abort = np.zeros(1, dtype=np.int32)
+    engines = [Engine(spec, addr_vecs, keys, is_write, arrival, log_commands, True,
+                      own=np.arange(n_ctrl) % threads == k, abort=abort)
+               for k in range(threads)]
+    steps = 0
+    with ThreadPoolExecutor(threads) as pool:
+        raws = list(pool.map(lambda e: e.run(), engines))
+        if not any(r["refused"] for r in raws) and not spec["end_on_accept"]:
+            raws, steps = _drain_together(pool, engines, raws)
+    if any(r["refused"] for r in raws):
+        del engines, raws
+        raw = Engine(spec, addr_vecs, keys, is_write, arrival, log_commands, skip_idle).run()
+        return raw | {"threads": 1, "speculation": "refused"}
+    return _merge(spec, raws, log_commands) | {"threads": threads, "speculation": "held", "drain_steps": steps}
+
+
+def _drain_together(pool: ThreadPoolExecutor, engines: list[Engine],
+                    raws: list[dict]) -> tuple[list[dict], int]:
+    """Each run stopped at the first cycle its own controllers were idle; the whole system stops
+    at the first cycle at which all are (a refresh can keep one busy): bring every run to the
+    latest stop, then step all together until they are idle at once. Returns the runs' results
+    and the number of single-cycle steps."""
+    clk = max(r["clk"] for r in raws)
+    raws = list(pool.map(lambda e: e.run(clk), engines))
+    steps = 0
+    while not all(r["idle"] for r in raws):
+        clk += 1
+        steps += 1
+        raws = [e.run(clk) for e in engines]
+    return raws, steps
+
+
+def _merge(spec: dict[str, Any], raws: list[dict], log_commands: bool) -> dict[str, Any]:
+    """One result from the runs of a split: per-request arrays hold -1 (0 for ``forwarded``) for
+    requests a run let pass, so the element-wise maximum takes each from the run that owns it."""
+    out = dict(raws[0])
+    for name in ("arrive", "depart", "row_class", "forwarded"):
+        out[name] = np.maximum.reduce([r[name] for r in raws])
+    out["clk"] = raws[0]["clk"]
+    out["last_issue"] = max(r["last_issue"] for r in raws)
+    out["n_commands"] = sum(r["n_commands"] for r in raws)
+    out["n_refresh"] = sum(r["n_refresh"] for r in raws)
+    out["idle"] = all(r["idle"] for r in raws)
+    if log_commands:
+        clk = np.concatenate([r["log_clk"] for r in raws])
+        addr = np.concatenate([r["log_addr"] for r in raws])
+        cmd = np.concatenate([r["log_cmd"] for r in raws])
+        ctrl_levels = spec["ctrl_level"] + 1
+        ctrl = np.ravel_multi_index(tuple(addr[:, :ctrl_levels].T),
+                                    tuple(np.asarray(spec["counts"])[:ctrl_levels]))
+        # one command per controller per cycle; within a cycle controllers tick in index order
+        order = np.lexsort((ctrl, clk))
+        out["log_clk"], out["log_addr"], out["log_cmd"] = clk[order], addr[order], cmd[order]
+    return out

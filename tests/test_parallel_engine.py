@@ -1,0 +1,136 @@
+"""Splitting controllers between threads gives the one-thread result, bit for bit."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from sievesim._core import Engine
+from sievesim._core.parallel import run_requests, splittable
+from sievesim.cli import main
+from sievesim.dram.config import BUILTIN_CONFIGS, get_config
+from sievesim.dram.engine import _to_vectors, simulate
+from sievesim.dram.synthetic import make_trace
+from sievesim.dram.traces import RequestTrace
+
+from test_dram_engine import request_traces
+
+PER_REQUEST = ("arrive", "depart", "row_class", "forwarded")
+SCALARS = ("clk", "last_issue", "n_commands", "n_refresh")
+
+
+def _inputs(config, trace):
+    vecs, keys = _to_vectors(config, trace)
+    return config.compile(), vecs, keys, trace.is_write, trace.arrival
+
+
+def _assert_same(one, many):
+    for name in SCALARS:
+        assert one[name] == many[name], name
+    for name in PER_REQUEST + ("log_clk", "log_addr", "log_cmd"):
+        np.testing.assert_array_equal(one[name], many[name], err_msg=name)
+
+
+def _run_both(config, trace, threads):
+    args = _inputs(config, trace)
+    one = run_requests(*args, log_commands=True, threads=1)
+    many = run_requests(*args, log_commands=True, threads=threads)
+    assert one["threads"] == 1 and one["speculation"] == "none"
+    _assert_same(one, many)
+    return many
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tr=request_traces(), name=st.sampled_from(sorted(BUILTIN_CONFIGS)),
+       policy=st.sampled_from(["open", "closed"]), clock_ratio=st.sampled_from([1, 8]),
+       end=st.sampled_from(["accepted", "completed"]), threads=st.integers(2, 5))
+def test_split_runs_give_the_one_thread_result(tr, name, policy, clock_ratio, end, threads):
+    config = get_config(name).replace(row_policy=policy, row_policy_cap=2, clock_ratio=clock_ratio, end=end)
+    addrs, writes, arrival = tr
+    trace = RequestTrace.from_arrays(arrival, addrs % config.capacity_bytes, writes)
+    many = _run_both(config, trace, threads)
+    assert many["speculation"] in ("held", "refused")
+
+
+def test_a_full_queue_falls_back_to_one_thread():
+    # clock ratio 8, all requests at cycle 0 to one controller: its read queue fills at once
+    config = get_config("ramulator2-hbm3").replace(clock_ratio=8)
+    addrs = np.arange(2000, dtype=np.int64) * config.capacity_bytes // 2000
+    trace = RequestTrace.from_arrays(np.zeros(2000, np.int64), addrs, np.zeros(2000, bool))
+    many = _run_both(config, trace, 2)
+    assert many["speculation"] == "refused" and many["threads"] == 1
+
+
+@pytest.mark.parametrize("name, write_lead, read_before_refresh",
+                         [("hbm3-6400", 12, 32), ("hbm2-2000", 0, 15)])
+def test_drain_waits_for_a_refresh_on_another_thread(name, write_lead, read_before_refresh):
+    """End "completed": a write to controller 1 and a read to controller 0 just before the first
+    refresh. Controller 1 goes idle first, then its refresh waits for the write recovery to
+    close the bank; controller 0 is idle (its refresh issued) while controller 1's is still
+    pending: the system stops only when both are idle at the same cycle."""
+    config = get_config(name)
+    spec = config.compile()
+    nrefi = spec["refresh_interval"]
+    probe = np.arange(0, 1 << 20, 32, dtype=np.int64)
+    vecs, _ = _to_vectors(config, RequestTrace.from_arrays(np.zeros(probe.size, np.int64), probe,
+                                                            np.zeros(probe.size, bool)))
+    ctrl = np.ravel_multi_index(tuple(vecs[:, :spec["ctrl_level"] + 1].T),
+                                tuple(np.asarray(spec["counts"])[:spec["ctrl_level"] + 1]))
+    t_read = nrefi - read_before_refresh
+    arrival = np.array([t_read, t_read - write_lead])
+    order = np.argsort(arrival, kind="stable")          # the read first when both arrive together
+    trace = RequestTrace.from_arrays(arrival[order], np.array([probe[ctrl == 0][0], probe[ctrl == 1][0]])[order],
+                                     np.array([False, True])[order])
+    many = _run_both(config, trace, 2)
+    assert many["speculation"] == "held" and many["drain_steps"] > 0
+
+
+def test_synthetic_traces_match_and_hold():
+    for kind in ("stream", "random", "hotrow"):
+        config = get_config("ramulator2-hbm3")
+        many = _run_both(config, make_trace(kind, 5000, config, seed=2), 2)
+        assert many["speculation"] == "held"      # clock ratio 1: the queues never fill
+
+
+def test_simulate_reports_threads_and_checks_the_argument():
+    config = get_config("hbm3e-8000")
+    trace = make_trace("random", 3000, config, seed=1)
+    a = simulate(config, trace, threads=1)
+    b = simulate(config, trace, threads=3)
+    assert (a.threads, b.threads) == (1, 3)
+    assert a.to_dict() | {"wall_s": 0, "threads": 0} == b.to_dict() | {"wall_s": 0, "threads": 0}
+    for bad in (0, -1, 1.5, "2", True):
+        with pytest.raises(ValueError, match="threads"):
+            simulate(config, trace, threads=bad)
+
+
+def test_every_builtin_config_can_be_split():
+    # no built-in standard has timing rows above its controllers
+    for name in BUILTIN_CONFIGS:
+        assert splittable(get_config(name).compile())
+
+
+def test_partial_engine_arguments_are_checked():
+    config = get_config("ramulator2-hbm3")
+    spec, vecs, keys, is_write, arrival = _inputs(config, make_trace("random", 10, config))
+    with pytest.raises(ValueError, match="own"):
+        Engine(spec, vecs, keys, is_write, arrival, own=np.ones(3, bool))
+    with pytest.raises(ValueError, match="skip_idle"):
+        Engine(spec, vecs, keys, is_write, arrival, False, False, own=np.ones(8, bool))
+    with pytest.raises(ValueError, match="abort"):
+        Engine(spec, vecs, keys, is_write, arrival, own=np.ones(8, bool), abort=np.zeros(1, np.int64))
+
+
+def test_cli_threads_flag(capsys):
+    assert main(["dram", "run", "synthetic:random:3000", "--config", "ramulator2-hbm3", "--threads", "2",
+                 "--json"]) == 0
+    two = json.loads(capsys.readouterr().out)
+    assert main(["dram", "run", "synthetic:random:3000", "--config", "ramulator2-hbm3", "--threads", "1",
+                 "--json"]) == 0
+    one = json.loads(capsys.readouterr().out)
+    assert (one["threads"], two["threads"]) == (1, 2)
+    assert one | {"wall_s": 0, "threads": 0} == two | {"wall_s": 0, "threads": 0}
+    assert main(["dram", "run", "synthetic:random:30", "--threads", "0"]) == 2
+    assert "--threads = 0: expected an integer >= 1" in capsys.readouterr().err
