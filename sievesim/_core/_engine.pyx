@@ -194,6 +194,7 @@ cdef class Engine:
     # are accepted without effect; a refused request ends the run (error_code 6), since in the
     # whole system it would hold the frontend back for every controller
     cdef int8_t* own              # (n_ctrl,) 1: simulated here
+    cdef int8_t* ghost            # (n_req,) 1: the request goes to a controller not simulated here
     cdef bint partial
     cdef int32_t* abort_flag      # shared between the runs of one split: set by the run that fails
     # ---- main loop state kept between calls of run(until)
@@ -434,6 +435,11 @@ cdef class Engine:
             if not self.own[c]:
                 self.wake[c] = NEVER
                 self.next_refresh[c] = NEVER
+        a = arr(np.zeros(max(n, 1) if self.partial else 1, dtype=np.int8), np.int8)
+        self.ghost = <int8_t*> a.data
+        if self.partial:
+            for r in range(n):
+                self.ghost[r] = not self.own[self.req_ctrl(r)]
         if abort is None:
             abort = np.zeros(1, dtype=np.int32)
         if not (isinstance(abort, np.ndarray) and abort.dtype == np.int32 and abort.size >= 1
@@ -1206,8 +1212,6 @@ cdef class Engine:
         cdef int c = self.req_ctrl(r), b
         cdef int64_t rt
         cdef int32_t q = r
-        if not self.own[c]:
-            return True
         if self.write_pending(r):
             self.out_forwarded[q] = 1
             self.out_arrive[q] = clk
@@ -1291,7 +1295,10 @@ cdef class Engine:
                 # frontend tick: offer the next request
                 if head < self.n_req and self.arrival[head] <= clk \
                         and not (refused and self.ctrl_issues[self.refused_ctrl] == self.refused_stamp):
-                    if self.try_send(head, clk):
+                    if self.partial and self.ghost[head]:
+                        head += 1           # another engine simulates its controller
+                        refused = False
+                    elif self.try_send(head, clk):
                         head += 1
                         refused = False
                     else:
