@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from sievesim._core import Engine
+from sievesim._core._engine import new_outputs
 from sievesim._core.parallel import run_requests, splittable
 from sievesim.cli import main
 from sievesim.dram.config import BUILTIN_CONFIGS, get_config
@@ -121,6 +122,12 @@ def test_partial_engine_arguments_are_checked():
         Engine(spec, vecs, keys, is_write, arrival, False, False, own=np.ones(8, bool))
     with pytest.raises(ValueError, match="abort"):
         Engine(spec, vecs, keys, is_write, arrival, own=np.ones(8, bool), abort=np.zeros(1, np.int64))
+    bad = new_outputs(10) | {"depart": np.zeros(9, np.int64)}
+    with pytest.raises(ValueError, match=r"outputs\['depart'\].*\(10,\)"):
+        Engine(spec, vecs, keys, is_write, arrival, outputs=bad)
+    shared = new_outputs(10)
+    raw = Engine(spec, vecs, keys, is_write, arrival, outputs=shared).run()
+    assert raw["arrive"] is shared["arrive"] and (shared["arrive"] >= 0).all()
 
 
 def test_cli_threads_flag(capsys):

@@ -47,6 +47,16 @@ cdef enum:
 
 cdef int64_t NEVER = 0x3FFFFFFFFFFFFFFF
 
+# per-request outputs: cycle accepted (-1 never), cycle served (-1 never), row class of the first
+# command (-1 not yet, 0 hit, 1 miss, 2 conflict), forwarded from a pending write (0 / 1)
+OUTPUT_DTYPES = {"arrive": np.int64, "depart": np.int64, "row_class": np.int8, "forwarded": np.int8}
+
+
+def new_outputs(n):
+    """Per-request output arrays for ``n`` requests, in their initial state."""
+    return {"arrive": np.full(n, -1, dtype=np.int64), "depart": np.full(n, -1, dtype=np.int64),
+            "row_class": np.full(n, -1, dtype=np.int8), "forwarded": np.zeros(n, dtype=np.int8)}
+
 cdef extern from *:
     int __builtin_ctzll(unsigned long long) nogil
 
@@ -225,11 +235,13 @@ cdef class Engine:
 
     def __init__(self, dict spec, cnp.ndarray addr_vecs, cnp.ndarray keys, cnp.ndarray is_write,
                  cnp.ndarray arrival, bint log_commands=False, bint skip_idle=True, own=None,
-                 abort=None):
+                 abort=None, outputs=None):
         """``own``: (n_ctrl,) bools, the controllers this engine simulates (default all); with
         ``own``, a request refused by its controller ends the run (``run()['refused']``).
         ``abort``: an int32 array shared by the engines of one split; a refusal sets
-        ``abort[0]`` and an engine that sees it set stops."""
+        ``abort[0]`` and an engine that sees it set stops. ``outputs``: the per-request output
+        arrays to write into (see :func:`new_outputs`), shared by the engines of one split, each
+        writing only its own requests; default: new ones."""
         keep = []
 
         def arr(x, dtype):
@@ -370,15 +382,18 @@ cdef class Engine:
         a = arr(np.asarray(is_write, dtype=np.bool_).view(np.uint8), np.uint8)
         self.req_write = <unsigned char*> a.data
         a = arr(arrival, np.int64); self.arrival = <int64_t*> a.data
-        out = {}
-        a = arr(np.full(n, -1, dtype=np.int64), np.int64); self.out_arrive = <int64_t*> a.data
-        out["arrive"] = a
-        a = arr(np.full(n, -1, dtype=np.int64), np.int64); self.out_depart = <int64_t*> a.data
-        out["depart"] = a
-        a = arr(np.full(n, -1, dtype=np.int8), np.int8); self.out_row_class = <int8_t*> a.data
-        out["row_class"] = a
-        a = arr(np.zeros(n, dtype=np.int8), np.int8); self.out_forwarded = <int8_t*> a.data
-        out["forwarded"] = a
+        out = new_outputs(n) if outputs is None else dict(outputs)
+        for name, dtype in OUTPUT_DTYPES.items():
+            o = out.get(name)
+            if not (isinstance(o, np.ndarray) and o.dtype == dtype and o.shape == (n,)
+                    and o.flags.c_contiguous and o.flags.writeable):
+                raise ValueError(f"outputs[{name!r}]: expected a writeable contiguous {np.dtype(dtype).name} "
+                                 f"array of shape ({n},)")
+            keep.append(o)
+        self.out_arrive = <int64_t*> (<cnp.ndarray> out["arrive"]).data
+        self.out_depart = <int64_t*> (<cnp.ndarray> out["depart"]).data
+        self.out_row_class = <int8_t*> (<cnp.ndarray> out["row_class"]).data
+        self.out_forwarded = <int8_t*> (<cnp.ndarray> out["forwarded"]).data
         self._out = out
         # slots
         S = n_ctrl * (self.qcap[BUF_READ] + self.qcap[BUF_WRITE] + self.qcap[BUF_ACTIVE] + self.qcap[BUF_PRIO])

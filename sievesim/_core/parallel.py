@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ._engine import Engine
+from ._engine import Engine, new_outputs
 
 __all__ = ["available_threads", "run_requests", "splittable"]
 
@@ -63,8 +63,9 @@ def run_requests(spec: dict[str, Any], addr_vecs: np.ndarray, keys: np.ndarray, 
         return raw | {"threads": 1, "speculation": "none"}
     n_ctrl = _n_controllers(spec)
     abort = np.zeros(1, dtype=np.int32)
+    outputs = new_outputs(len(arrival))     # each engine writes its own requests' entries
     engines = [Engine(spec, addr_vecs, keys, is_write, arrival, log_commands, True,
-                      own=np.arange(n_ctrl) % threads == k, abort=abort)
+                      own=np.arange(n_ctrl) % threads == k, abort=abort, outputs=outputs)
                for k in range(threads)]
     steps = 0
     with ThreadPoolExecutor(threads) as pool:
@@ -95,11 +96,8 @@ def _drain_together(pool: ThreadPoolExecutor, engines: list[Engine],
 
 
 def _merge(spec: dict[str, Any], raws: list[dict], log_commands: bool) -> dict[str, Any]:
-    """One result from the runs of a split: per-request arrays hold -1 (0 for ``forwarded``) for
-    requests a run let pass, so the element-wise maximum takes each from the run that owns it."""
+    """One result from the runs of a split (their per-request arrays are already shared)."""
     out = dict(raws[0])
-    for name in ("arrive", "depart", "row_class", "forwarded"):
-        out[name] = np.maximum.reduce([r[name] for r in raws])
     out["clk"] = raws[0]["clk"]
     out["last_issue"] = max(r["last_issue"] for r in raws)
     out["n_commands"] = sum(r["n_commands"] for r in raws)
