@@ -10,11 +10,15 @@ outside ``run_loop``).
 
 prints the fastest of 7 ``Engine(...)`` constructions instead of running (it uses only what the
 engine has offered since the first release, so ``PYTHONPATH=<another build>`` compares builds).
+``--own half`` (or ``none``) runs the engine one thread of a two-way split would run: it simulates
+the even-numbered controllers (or none) and lets the other requests pass.
 Arguments: trace kind (stream, random, hotrow), clock ratio, requests. Configuration:
 ``ramulator2-hbm3`` with RoBaRaCoCh, as in ``ramulator_side_by_side.py``.
 """
 import sys
 import time
+
+import numpy as np
 
 from sievesim._core import Engine
 from sievesim.dram.config import get_config
@@ -37,7 +41,13 @@ def main(argv: list[str]) -> int:
             del engine
         print(f"Engine set-up, {n} requests: {best * 1e3:.1f} ms (fastest of 7)")
         return 0
-    raw = Engine(spec, vecs, keys, trace.is_write, trace.arrival).run()
+    if "--own" in argv[3:]:
+        which = argv[argv.index("--own") + 1]
+        n_ctrl = int(np.prod(spec["counts"][: spec["ctrl_level"] + 1]))
+        own = {"half": np.arange(n_ctrl) % 2 == 0, "none": np.zeros(n_ctrl, bool)}[which]
+        raw = Engine(spec, vecs, keys, trace.is_write, trace.arrival, own=own).run()
+    else:
+        raw = Engine(spec, vecs, keys, trace.is_write, trace.arrival).run()
     print(f"{kind} clock ratio {ratio}: {n} requests, {raw['clk']} cycles, {raw['n_commands']} commands")
     return 0
 
