@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from sievesim._core import Engine
 from sievesim._core._engine import new_outputs
-from sievesim._core.parallel import run_requests, splittable
+from sievesim._core.parallel import run_requests
 from sievesim.cli import main
 from sievesim.dram.config import BUILTIN_CONFIGS, get_config
 from sievesim.dram.engine import _to_vectors, simulate
@@ -107,10 +107,13 @@ def test_simulate_reports_threads_and_checks_the_argument():
             simulate(config, trace, threads=bad)
 
 
-def test_every_builtin_config_can_be_split():
-    # no built-in standard has timing rows above its controllers
-    for name in BUILTIN_CONFIGS:
-        assert splittable(get_config(name).compile())
+def test_timing_rows_across_controllers_are_refused():
+    # hbm3-6400 has rows at the pseudo-channel level; pretend controllers sit one level lower
+    config = get_config("hbm3-6400")
+    spec, vecs, keys, is_write, arrival = _inputs(config, make_trace("random", 10, config))
+    Engine(spec, vecs, keys, is_write, arrival)
+    with pytest.raises(ValueError, match="above the controller level"):
+        Engine(spec | {"ctrl_level": spec["ctrl_level"] + 1}, vecs, keys, is_write, arrival)
 
 
 def test_partial_engine_arguments_are_checked():

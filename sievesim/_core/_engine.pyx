@@ -312,6 +312,15 @@ cdef class Engine:
         self.hist_w = max(1, int(np.max(spec["hist_window"])) if len(spec["hist_window"]) else 1)
         n_sib = np.diff(np.asarray(spec["sibling_rows"][0]))
         n_rows = np.diff(np.asarray(spec["simple_rows"][0])) + np.diff(np.asarray(spec["window_rows"][0])) + n_sib
+        # A controller's cached ready times stay exact while it issues nothing, and threads split
+        # controllers: both need every timing row to stay inside one controller's subtree.
+        rows_per_level = n_rows.reshape(self.n_lv, self.n_cmd).sum(axis=1)
+        sib_per_level = n_sib.reshape(self.n_lv, self.n_cmd).sum(axis=1)
+        for L in range(self.n_lv):
+            if rows_per_level[L] and L < self.ctrl_level or sib_per_level[L] and L <= self.ctrl_level:
+                raise ValueError(f"timing rows at level {L}, above the controller level {self.ctrl_level} "
+                                 f"(or between its nodes): one controller's commands would change another's "
+                                 f"timing, which the engine does not model")
         a = arr((n_sib > 0).astype(np.int32), np.int32); self.has_sibling = <int32_t*> a.data
         a = arr((n_sib.reshape(self.n_lv, self.n_cmd).sum(axis=0) > 0).astype(np.int32), np.int32)
         self.cmd_has_sibling = <int32_t*> a.data

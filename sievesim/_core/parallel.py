@@ -11,8 +11,8 @@ result, bit for bit (``tests/test_parallel_engine.py``); it says which way it wa
 (``threads``: how many ran; ``speculation``: ``"none"``, ``"held"`` or ``"refused"``).
 
 Where it pays: traces that keep the queues below their capacity (the frontend never stalls).
-Where it does not apply: timing rows above the controller level (controllers would share
-timing state), PIM programs, ``skip_idle=False``.
+Where it does not apply: PIM programs, ``skip_idle=False``. (Timing rows never cross controllers:
+the engine refuses a standard whose rows would.)
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import numpy as np
 
 from ._engine import Engine, new_outputs
 
-__all__ = ["available_threads", "run_requests", "splittable"]
+__all__ = ["available_threads", "run_requests"]
 
 
 def available_threads() -> int:
@@ -33,17 +33,6 @@ def available_threads() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:          # not on Linux
         return os.cpu_count() or 1
-
-
-def splittable(spec: dict[str, Any]) -> bool:
-    """True when no timing row lives above the controller level, so controllers share no state."""
-    n_lv, n_cmd, ctrl = spec["n_levels"], spec["n_cmd"], spec["ctrl_level"]
-    for starts in (spec["simple_rows"][0], spec["window_rows"][0], spec["sibling_rows"][0]):
-        starts = np.asarray(starts)
-        per_level = np.diff(starts)[: n_lv * n_cmd].reshape(n_lv, n_cmd).sum(axis=1)
-        if per_level[:ctrl].any():
-            return False
-    return True
 
 
 def _n_controllers(spec: dict[str, Any]) -> int:
@@ -58,7 +47,7 @@ def run_requests(spec: dict[str, Any], addr_vecs: np.ndarray, keys: np.ndarray, 
     if threads < 1:
         raise ValueError(f"threads: {threads}, expected an integer >= 1")
     threads = min(threads, _n_controllers(spec))
-    if threads == 1 or not skip_idle or len(arrival) == 0 or not splittable(spec):
+    if threads == 1 or not skip_idle or len(arrival) == 0:
         raw = Engine(spec, addr_vecs, keys, is_write, arrival, log_commands, skip_idle).run()
         return raw | {"threads": 1, "speculation": "none"}
     n_ctrl = _n_controllers(spec)
