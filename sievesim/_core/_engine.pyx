@@ -578,12 +578,24 @@ cdef class Engine:
         cdef int64_t rt = -1, v
         cdef int L
         cdef int32_t* nodes = self.rnode + <int64_t> r * self.n_lv
+        cdef int64_t* rd = self.ready + cmd
+        cdef int depth = self.cmd_check[cmd]
         if self.rbank[r] < 0:
             return self.ready_time(cmd, self.aptr[r])
-        for L in range(self.cmd_check[cmd] + 1):
-            v = self.ready[nodes[L] + cmd]
-            if v > rt:
-                rt = v
+        # the first four levels unrolled, branch-free (every standard here checks at most 4 or 5)
+        rt = rd[nodes[0]]
+        if depth >= 1:
+            v = rd[nodes[1]]
+            rt = v if v > rt else rt
+            if depth >= 2:
+                v = rd[nodes[2]]
+                rt = v if v > rt else rt
+                if depth >= 3:
+                    v = rd[nodes[3]]
+                    rt = v if v > rt else rt
+                    for L in range(4, depth + 1):
+                        v = rd[nodes[L]]
+                        rt = v if v > rt else rt
         return rt
 
     cdef inline int req_prereq(self, int32_t r) noexcept nogil:
