@@ -604,11 +604,9 @@ cdef class Engine:
         cdef int32_t row
         if self.cmd_prereq[cmd] == P_ROW_OPEN and self.rbank[r] >= 0 and (self.dual_buf or self.cmd_actab < 0):
             row = self.open_row[self.rbank[r]]
-            if row < 0:
-                return self.cmd_act
-            if row == self.srow[r]:
-                return cmd
-            return self.cmd_pre
+            # selects rather than branches: which of the three it is, is hard to predict
+            cmd = cmd if row == self.srow[r] else self.cmd_pre
+            return self.cmd_act if row < 0 else cmd
         return self.prereq(cmd, self.aptr[r])
 
     cdef inline void apply_rows(self, int L, int64_t node, int cmd, int64_t clk, bint sibling) noexcept nogil:
