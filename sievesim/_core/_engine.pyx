@@ -49,13 +49,13 @@ cdef int64_t NEVER = 0x3FFFFFFFFFFFFFFF
 
 # per-request outputs: cycle accepted (-1 never), cycle served (-1 never), row class of the first
 # command (-1 not yet, 0 hit, 1 miss, 2 conflict), forwarded from a pending write (0 / 1)
-OUTPUT_DTYPES = {"arrive": np.int64, "depart": np.int64, "row_class": np.int8, "forwarded": np.int8}
+OUTPUTS = {"arrive": (np.int64, -1), "depart": (np.int64, -1), "row_class": (np.int8, -1),
+           "forwarded": (np.int8, 0)}
 
 
 def new_outputs(n):
     """Per-request output arrays for ``n`` requests, in their initial state."""
-    return {"arrive": np.full(n, -1, dtype=np.int64), "depart": np.full(n, -1, dtype=np.int64),
-            "row_class": np.full(n, -1, dtype=np.int8), "forwarded": np.zeros(n, dtype=np.int8)}
+    return {name: np.full(n, init, dtype=dtype) for name, (dtype, init) in OUTPUTS.items()}
 
 cdef extern from *:
     int __builtin_ctzll(unsigned long long) nogil
@@ -392,7 +392,7 @@ cdef class Engine:
         self.req_write = <unsigned char*> a.data
         a = arr(arrival, np.int64); self.arrival = <int64_t*> a.data
         out = new_outputs(n) if outputs is None else dict(outputs)
-        for name, dtype in OUTPUT_DTYPES.items():
+        for name, (dtype, _) in OUTPUTS.items():
             o = out.get(name)
             if not (isinstance(o, np.ndarray) and o.dtype == dtype and o.shape == (n,)
                     and o.flags.c_contiguous and o.flags.writeable):
@@ -1456,7 +1456,6 @@ cdef class Engine:
                              > np.asarray(<int64_t[:self.n_ctrl]> self.prog_start)).copy(),
             refused=self.error_code in (6, 7),
             idle=bool(self.idle()),
-            accepted=int(self.lp_head),
         )
         if self.log_on and self.log_n:
             out["log_clk"] = np.asarray(<int64_t[:self.log_n]> self.log_clk).copy()

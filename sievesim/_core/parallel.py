@@ -46,11 +46,11 @@ def run_requests(spec: dict[str, Any], addr_vecs: np.ndarray, keys: np.ndarray, 
     of :meth:`Engine.run`, identical to a one-thread run, plus ``threads`` and ``speculation``."""
     if threads < 1:
         raise ValueError(f"threads: {threads}, expected an integer >= 1")
-    threads = min(threads, _n_controllers(spec))
+    n_ctrl = _n_controllers(spec)
+    threads = min(threads, n_ctrl)
     if threads == 1 or not skip_idle or len(arrival) == 0:
         raw = Engine(spec, addr_vecs, keys, is_write, arrival, log_commands, skip_idle).run()
         return raw | {"threads": 1, "speculation": "none"}
-    n_ctrl = _n_controllers(spec)
     abort = np.zeros(1, dtype=np.int32)
     outputs = new_outputs(len(arrival))     # each engine writes its own requests' entries
     engines = [Engine(spec, addr_vecs, keys, is_write, arrival, log_commands, True,
