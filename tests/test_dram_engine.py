@@ -403,3 +403,24 @@ def test_clock_ratio_the_engine_cannot_track_is_a_named_error(capsys, ratio):
     code, out = _cli(["dram", "run", "synthetic:random:10", "--config", "hbm3-6400", "--clock-ratio", str(ratio)],
                      capsys)
     assert code == 2 and f"--clock-ratio = {ratio}" in out.err and "Traceback" not in out.err
+
+
+@pytest.mark.parametrize("name, policy, expect", [
+    ("ramulator2-hbm3", "open", {"ACT", "PRE", "RD", "WR"}),          # no refresh on the mirror
+    # refresh closes PIM rows too (PREAB), though no PIM program runs
+    ("hbm3-6400", "open", {"ACT", "PRE", "PREA", "RD", "WR", "REFab", "PREAB"}),
+    ("hbm3-6400", "closed", {"ACT", "PRE", "PREA", "RD", "WR", "REFab", "PREAB"}),
+])
+def test_issue_rows_keep_only_commands_the_run_can_issue(name, policy, expect):
+    from sievesim._core import Engine
+    from sievesim.dram.engine import _to_vectors
+    from sievesim.dram.synthetic import make_trace
+    c = get_config(name).replace(row_policy=policy)
+    spec = c.compile()
+    t = make_trace("random", 10, c, seed=1)
+    vecs, keys = _to_vectors(c, t)
+    e = Engine(spec, vecs, keys, t.is_write, t.arrival)
+    assert {spec["command_names"][k] for k in e.live_commands()} == expect
+    e.run()
+    with pytest.raises(RuntimeError, match="before the run"):
+        e.set_issue_rows(())

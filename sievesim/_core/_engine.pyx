@@ -216,6 +216,8 @@ cdef class Engine:
     cdef int refused_ctrl
     cdef int64_t refused_stamp
     cdef object _keep             # keeps numpy buffers alive
+    cdef object _row_source       # the spec's plain rows (start, follow, latency) and window starts
+    cdef object _issue_rows       # keeps the f_* / wlv_* arrays alive
     cdef dict _out                # per-request output arrays (returned as views)
     # keys of the writes waiting in write buffers (read forwarding): open addressing, linear probing
     cdef int64_t* wh_key
@@ -325,25 +327,9 @@ cdef class Engine:
         a = arr((n_sib.reshape(self.n_lv, self.n_cmd).sum(axis=0) > 0).astype(np.int32), np.int32)
         self.cmd_has_sibling = <int32_t*> a.data
         a = arr((n_rows > 0).astype(np.int32), np.int32); self.has_rows = <int32_t*> a.data
-        f_start, f_level, f_follow, f_lat, wlv_start, wlv_level = [0], [], [], [], [0], []
-        s_st = np.asarray(spec["simple_rows"][0]); w_st = np.asarray(spec["window_rows"][0])
-        for cmd in range(self.n_cmd):
-            for L in range(self.n_lv):
-                k = L * self.n_cmd + cmd
-                for t in range(s_st[k], s_st[k + 1]):
-                    f_level.append(L)
-                    f_follow.append(spec["simple_rows"][1][t])
-                    f_lat.append(spec["simple_rows"][2][t])
-                if w_st[k + 1] > w_st[k]:
-                    wlv_level.append(L)
-            f_start.append(len(f_level))
-            wlv_start.append(len(wlv_level))
-        a = arr(f_start, np.int32); self.f_start = <int32_t*> a.data
-        a = arr(f_level + [0], np.int32); self.f_level = <int32_t*> a.data
-        a = arr(f_follow + [0], np.int32); self.f_follow = <int32_t*> a.data
-        a = arr(f_lat + [0], np.int64); self.f_lat = <int64_t*> a.data
-        a = arr(wlv_start, np.int32); self.wlv_start = <int32_t*> a.data
-        a = arr(wlv_level + [0], np.int32); self.wlv_level = <int32_t*> a.data
+        self._row_source = (np.asarray(spec["simple_rows"][0]), np.asarray(spec["simple_rows"][1]),
+                            np.asarray(spec["simple_rows"][2]), np.asarray(spec["window_rows"][0]))
+        self.set_issue_rows(())
 
         # state
         a = arr(np.full(self.n_nodes * self.n_cmd, -1, dtype=np.int64), np.int64); self.ready = <int64_t*> a.data
@@ -522,6 +508,68 @@ cdef class Engine:
             nodes[L] = <int32_t> ((self.node_off[L] + flat) * self.n_cmd)
         self.rbank[s] = <int32_t> flat
 
+    def live_commands(self, extra_finals=()):
+        """Commands this run can issue: the final commands of its requests (reads, writes; the
+        closed-row policy's PRE; REFab when refresh is on; ``extra_finals``: PIM programs') and
+        every command their prerequisite rules can return."""
+        finals = {self.cmd_rd, self.cmd_wr}
+        if self.closed_row:
+            finals.add(self.cmd_pre)
+        if self.refresh_interval > 0:
+            finals.add(self.cmd_ref)
+        finals.update(int(f) for f in extra_finals)
+        finals.discard(-1)
+        live = set(finals)
+        for f in finals:
+            kind = self.cmd_prereq[f]
+            if kind == P_ROW_OPEN:
+                live.update((self.cmd_act, self.cmd_pre))
+                if not self.dual_buf and self.cmd_actab >= 0:
+                    live.add(self.cmd_preab)
+            elif kind == P_ALL_CLOSED:
+                live.add(self.cmd_prea)
+                if self.cmd_actab >= 0:
+                    live.add(self.cmd_preab)
+            elif kind == P_PIM_ROW_OPEN:
+                if not self.dual_buf:
+                    live.add(self.cmd_prea)
+                live.update((self.cmd_actab, self.cmd_preab))
+        return sorted(c for c in live if c >= 0)
+
+    def set_issue_rows(self, extra_finals):
+        """Flatten, per command, the plain timing rows over all levels (for issue's fast path),
+        keeping only rows whose following command this run can issue: the ready times of the
+        others are never read. Before the first issue only (a PIM program widens the set)."""
+        if self.n_commands:
+            raise RuntimeError("issue rows can change only before the run")
+        s_st, s_fo, s_la, w_st = self._row_source
+        live = np.zeros(self.n_cmd, dtype=bool)
+        live[self.live_commands(extra_finals)] = True
+        f_start, f_level, f_follow, f_lat, wlv_start, wlv_level = [0], [], [], [], [0], []
+        for cmd in range(self.n_cmd):
+            for L in range(self.n_lv):
+                k = L * self.n_cmd + cmd
+                for t in range(s_st[k], s_st[k + 1]):
+                    if live[s_fo[t]]:
+                        f_level.append(L)
+                        f_follow.append(s_fo[t])
+                        f_lat.append(s_la[t])
+                if w_st[k + 1] > w_st[k]:
+                    wlv_level.append(L)
+            f_start.append(len(f_level))
+            wlv_start.append(len(wlv_level))
+        cdef cnp.ndarray a
+        arrays = [np.asarray(f_start, np.int32), np.asarray(f_level + [0], np.int32),
+                  np.asarray(f_follow + [0], np.int32), np.asarray(f_lat + [0], np.int64),
+                  np.asarray(wlv_start, np.int32), np.asarray(wlv_level + [0], np.int32)]
+        self._issue_rows = arrays
+        a = arrays[0]; self.f_start = <int32_t*> a.data
+        a = arrays[1]; self.f_level = <int32_t*> a.data
+        a = arrays[2]; self.f_follow = <int32_t*> a.data
+        a = arrays[3]; self.f_lat = <int64_t*> a.data
+        a = arrays[4]; self.wlv_start = <int32_t*> a.data
+        a = arrays[5]; self.wlv_level = <int32_t*> a.data
+
     def load_pim_programs(self, cnp.ndarray controllers, cnp.ndarray ops, cnp.ndarray rowcol):
         """Give controller ``controllers[i]`` the i-th program; ``ops`` lists each program's final
         commands (MACAB, GWRITE, RDRES, PREAB) back to back, ``rowcol`` their (row, column).
@@ -538,6 +586,7 @@ cdef class Engine:
         for k in (self.cmd_macab, self.cmd_actab):
             if k < 0:
                 raise ValueError("this standard has no PIM commands")
+        self.set_issue_rows(np.unique(ops))
         self._keep.extend([ops, rowcol])
         self.prog_final = <int32_t*> (<cnp.ndarray> ops).data
         self.prog_rowcol = <int32_t*> (<cnp.ndarray> rowcol).data
