@@ -88,6 +88,8 @@ cdef class Engine:
     cdef int cmd_act, cmd_pre, cmd_prea, cmd_rd, cmd_wr, cmd_ref
     cdef int cmd_actab, cmd_preab, cmd_macab, cmd_gwrite, cmd_rdres
     cdef bint dual_buf
+    cdef int flat_ready           # 4 or 5: reads and writes open rows by ACT / PRE, and ACT, PRE, RD and WR
+                                  # check every one of the 4 or 5 levels (entry_ready's straight path); else 0
     cdef int64_t n_rfc
     cdef int32_t* has_rows        # per (level, cmd): any rows (skips empty levels of broadcasts)
     # ---- PIM programs: per controller, ops [start, end) issued in order
@@ -298,6 +300,12 @@ cdef class Engine:
         a = arr(spec["cmd_action"], np.int32); self.cmd_action = <int32_t*> a.data
         a = arr(spec["cmd_prereq"], np.int32); self.cmd_prereq = <int32_t*> a.data
         a = arr(spec["hist_window"], np.int32); self.hist_window = <int32_t*> a.data
+        self.flat_ready = 0
+        if (self.n_lv in (4, 5) and spec["cmd_prereq"][self.cmd_rd] == P_ROW_OPEN
+                and spec["cmd_prereq"][self.cmd_wr] == P_ROW_OPEN and (self.dual_buf or self.cmd_actab < 0)
+                and all(spec["cmd_check"][k] == self.n_lv - 1
+                        for k in (self.cmd_act, self.cmd_pre, self.cmd_rd, self.cmd_wr))):
+            self.flat_ready = self.n_lv
         st, fo, la, _ = spec["simple_rows"]
         a = arr(st, np.int32); self.s_start = <int32_t*> a.data
         a = arr(fo, np.int32); self.s_follow = <int32_t*> a.data
@@ -897,15 +905,47 @@ cdef class Engine:
         issued nothing since; otherwise, while its bank keeps its state, a lower bound (ready times
         only grow), good enough when it lies after ``clk``.
         """
-        cdef int64_t rt, bank = self.rbank[r]
+        cdef int64_t rt, bank = self.rbank[r], a, b
         cdef int cmd
+        cdef int32_t row
+        cdef int32_t* nodes
+        cdef int64_t* rd
         if self.c_exact[r] == self.ctrl_issues[c]:
             return self.c_rt[r]
         if bank >= 0 and self.c_epoch[r] == self.bank_epoch[bank] and self.c_rt[r] > clk:
             return self.c_rt[r]
-        cmd = self.req_prereq(r)
+        if self.flat_ready and bank >= 0 and self.rtype[r] <= T_WRITE:
+            # req_prereq and req_ready, straight: the next command by selects, then the maximum
+            # over its 4 or 5 levels
+            row = self.open_row[bank]
+            cmd = self.final_cmd[r] if row == self.srow[r] else self.cmd_pre
+            cmd = self.cmd_act if row < 0 else cmd
+            nodes = self.rnode + <int64_t> r * self.flat_ready
+            rd = self.ready + cmd
+            a = rd[nodes[0]]
+            b = rd[nodes[1]]
+            a = a if a > b else b
+            b = rd[nodes[2]]
+            a = a if a > b else b
+            b = rd[nodes[3]]
+            rt = a if a > b else b
+            if self.flat_ready == 5:
+                b = rd[nodes[4]]
+                rt = rt if rt > b else b
+        else:
+            return self.entry_ready_generic(c, r)
         self.cur_cmd[r] = cmd
+        self.c_rt[r] = rt
+        self.c_epoch[r] = self.bank_epoch[bank]
+        self.c_exact[r] = self.ctrl_issues[c]
+        return rt
+
+    cdef int64_t entry_ready_generic(self, int c, int32_t r) noexcept nogil:
+        """entry_ready's computation for any request (through req_prereq and req_ready)."""
+        cdef int64_t rt, bank = self.rbank[r]
+        cdef int cmd = self.req_prereq(r)
         rt = self.req_ready(cmd, r)
+        self.cur_cmd[r] = cmd
         if bank >= 0:
             self.c_rt[r] = rt
             self.c_epoch[r] = self.bank_epoch[bank]
