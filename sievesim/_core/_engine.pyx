@@ -44,8 +44,24 @@ cdef enum:
     P_ALL_CLOSED = 2
     P_PIM_ROW_OPEN = 3
     MAX_ADDR = 16
+    MAX_SLOT_LEVELS = 6
 
 cdef int64_t NEVER = 0x3FFFFFFFFFFFFFFF
+
+ctypedef struct Slot:
+    # A request in a buffer: what FR-FCFS scans read, in one 64-byte line.
+    # The cache: its last computed (next command, ready time) stays a valid lower bound of its
+    # ready time until its bank changes state (ready times only grow), tracked by a per-bank
+    # epoch; and it is exact while its controller has issued nothing since (same issue count).
+    int64_t rt                    # cached ready time (cycles)
+    int64_t exact                 # ctrl_issues when rt was computed
+    int32_t epoch                 # bank_epoch[bank] then
+    int32_t bank                  # bank index, -1 below a broadcast
+    int32_t row
+    int32_t cur_cmd               # next command (set with rt)
+    int32_t final_cmd
+    int8_t rtype                  # T_READ, T_WRITE, T_REFRESH, T_CLOSE
+    int32_t nodes[MAX_SLOT_LEVELS]  # per level: (node offset) * n_cmd, -1 below a broadcast
 
 # per-request outputs: cycle accepted (-1 never), cycle served (-1 never), row class of the first
 # command (-1 not yet, 0 hit, 1 miss, 2 conflict), forwarded from a pending write (0 / 1)
@@ -169,21 +185,10 @@ cdef class Engine:
     cdef int32_t* slot_req        # trace request index, -1 for maintenance
     cdef int32_t* addr            # (n_slots, A) addresses of maintenance requests
     cdef int32_t** aptr           # (n_slots,) address vector: into req_addr, or into addr
-    cdef int32_t* srow            # (n_slots,) row
+    cdef Slot* sl                 # (n_slots,) what the scans read, one cache line per slot (see Slot)
     cdef int64_t* key
-    cdef int8_t* rtype
-    cdef int32_t* final_cmd
-    cdef int32_t* cur_cmd
     cdef int64_t* arrive
     cdef int8_t* row_class        # -1 not yet, 0 hit, 1 miss, 2 conflict
-    cdef int32_t* rnode           # (n_slots, n_lv): (node offset) * n_cmd per level, -1 below a broadcast
-    cdef int32_t* rbank           # (n_slots,): bank index, -1 for broadcast requests
-    # FR-FCFS cache: a request's last computed (command, ready time) stays a valid lower bound of its
-    # ready time until its bank changes state (ready times only grow), tracked by a per-bank epoch
-    cdef int64_t* c_rt
-    cdef int32_t* c_epoch
-    # ... and it is exact while its controller has issued nothing since (same issue count)
-    cdef int64_t* c_exact
     cdef int64_t* ctrl_issues     # (n_ctrl,) commands issued so far
     # what the post-issue prediction found: at cycle pred_clk, with no issue since (pred_stamp), the
     # request at pred_pos of queue pred_src is the oldest ready one (see next_wake_after_issue)
@@ -256,8 +261,9 @@ cdef class Engine:
         cdef cnp.ndarray a
         self.n_lv = spec["n_levels"]
         self.A = spec["addr_len"]
-        if self.A > MAX_ADDR:
-            raise ValueError("too many levels")
+        if self.A > MAX_ADDR or self.n_lv > MAX_SLOT_LEVELS:
+            raise ValueError(f"too many levels: {self.n_lv} above the row (at most {MAX_SLOT_LEVELS}), "
+                             f"{self.A} in an address (at most {MAX_ADDR})")
         self.row_lv = self.n_lv
         self.n_cmd = spec["n_cmd"]
         self.n_nodes = spec["n_nodes"]
@@ -406,18 +412,19 @@ cdef class Engine:
         a = arr(np.full(S, -1, dtype=np.int32), np.int32); self.slot_req = <int32_t*> a.data
         a = arr(np.full(S * self.A, -1, dtype=np.int32), np.int32); self.addr = <int32_t*> a.data
         a = arr(np.zeros(S, dtype=np.intp), np.intp); self.aptr = <int32_t**> a.data
-        a = arr(np.full(S, -1, dtype=np.int32), np.int32); self.srow = <int32_t*> a.data
         a = arr(np.zeros(S, dtype=np.int64), np.int64); self.key = <int64_t*> a.data
-        a = arr(np.zeros(S, dtype=np.int8), np.int8); self.rtype = <int8_t*> a.data
-        a = arr(np.zeros(S, dtype=np.int32), np.int32); self.final_cmd = <int32_t*> a.data
-        a = arr(np.zeros(S, dtype=np.int32), np.int32); self.cur_cmd = <int32_t*> a.data
         a = arr(np.full(S, -1, dtype=np.int64), np.int64); self.arrive = <int64_t*> a.data
         a = arr(np.full(S, -1, dtype=np.int8), np.int8); self.row_class = <int8_t*> a.data
-        a = arr(np.full(S * self.n_lv, -1, dtype=np.int32), np.int32); self.rnode = <int32_t*> a.data
-        a = arr(np.full(S, -1, dtype=np.int32), np.int32); self.rbank = <int32_t*> a.data
-        a = arr(np.full(S, -1, dtype=np.int64), np.int64); self.c_rt = <int64_t*> a.data
-        a = arr(np.full(S, -1, dtype=np.int32), np.int32); self.c_epoch = <int32_t*> a.data
-        a = arr(np.full(S, -1, dtype=np.int64), np.int64); self.c_exact = <int64_t*> a.data
+        a = arr(np.zeros(S * sizeof(Slot) + 64, dtype=np.uint8), np.uint8)
+        self.sl = <Slot*> ((<size_t> a.data + 63) & ~(<size_t> 63))     # line-aligned
+        for i in range(S):
+            self.sl[i].rt = -1
+            self.sl[i].exact = -1
+            self.sl[i].epoch = -1
+            self.sl[i].bank = -1
+            self.sl[i].row = -1
+            for L in range(MAX_SLOT_LEVELS):
+                self.sl[i].nodes[L] = -1
         a = arr(np.zeros(n_ctrl, dtype=np.int64), np.int64); self.ctrl_issues = <int64_t*> a.data
         a = arr(np.full(n_ctrl, -1, dtype=np.int64), np.int64); self.pred_clk = <int64_t*> a.data
         a = arr(np.full(n_ctrl, -1, dtype=np.int64), np.int64); self.pred_stamp = <int64_t*> a.data
@@ -497,24 +504,24 @@ cdef class Engine:
         cdef int L
         cdef int64_t flat = 0
         cdef int32_t* av = self.req_addr + <int64_t> r * self.A
-        cdef int32_t* nodes = self.rnode + <int64_t> s * self.n_lv
+        cdef int32_t* nodes = self.sl[s].nodes
         self.slot_req[s] = r
         self.key[s] = self.req_key[r]
-        self.rtype[s] = T_WRITE if self.req_write[r] else T_READ
-        self.final_cmd[s] = self.cmd_wr if self.req_write[r] else self.cmd_rd
-        self.cur_cmd[s] = self.final_cmd[s]
+        self.sl[s].rtype = T_WRITE if self.req_write[r] else T_READ
+        self.sl[s].final_cmd = self.cmd_wr if self.req_write[r] else self.cmd_rd
+        self.sl[s].cur_cmd = self.sl[s].final_cmd
         self.arrive[s] = clk
         self.row_class[s] = -1
-        self.c_rt[s] = -1
-        self.c_exact[s] = -1
+        self.sl[s].rt = -1
+        self.sl[s].exact = -1
         self.aptr[s] = av
-        self.srow[s] = av[self.row_lv]
+        self.sl[s].row = av[self.row_lv]
         # set_nodes without its broadcast test: a trace request addresses every level (measured:
         # calling set_nodes here costs 1-2 % more instructions per request)
         for L in range(self.n_lv):
             flat = flat * self.counts[L] + av[L]
             nodes[L] = <int32_t> ((self.node_off[L] + flat) * self.n_cmd)
-        self.rbank[s] = <int32_t> flat
+        self.sl[s].bank = <int32_t> flat
 
     def live_commands(self, extra_finals=()):
         """Commands this run can issue: the final commands of its requests (reads, writes; the
@@ -634,10 +641,10 @@ cdef class Engine:
         """ready_time for a queued request, through its precomputed node offsets."""
         cdef int64_t rt = -1, v
         cdef int L
-        cdef int32_t* nodes = self.rnode + <int64_t> r * self.n_lv
+        cdef int32_t* nodes = self.sl[r].nodes
         cdef int64_t* rd = self.ready + cmd
         cdef int depth = self.cmd_check[cmd]
-        if self.rbank[r] < 0:
+        if self.sl[r].bank < 0:
             return self.ready_time(cmd, self.aptr[r])
         # the first four levels unrolled, branch-free (every standard here checks at most 4 or 5)
         rt = rd[nodes[0]]
@@ -657,12 +664,12 @@ cdef class Engine:
 
     cdef inline int req_prereq(self, int32_t r) noexcept nogil:
         """Next command of request ``r`` (prerequisite rule of its final command)."""
-        cdef int cmd = self.final_cmd[r]
+        cdef int cmd = self.sl[r].final_cmd
         cdef int32_t row
-        if self.cmd_prereq[cmd] == P_ROW_OPEN and self.rbank[r] >= 0 and (self.dual_buf or self.cmd_actab < 0):
-            row = self.open_row[self.rbank[r]]
+        if self.cmd_prereq[cmd] == P_ROW_OPEN and self.sl[r].bank >= 0 and (self.dual_buf or self.cmd_actab < 0):
+            row = self.open_row[self.sl[r].bank]
             # selects rather than branches: which of the three it is, is hard to predict
-            cmd = cmd if row == self.srow[r] else self.cmd_pre
+            cmd = cmd if row == self.sl[r].row else self.cmd_pre
             return self.cmd_act if row < 0 else cmd
         return self.prereq(cmd, self.aptr[r])
 
@@ -710,7 +717,7 @@ cdef class Engine:
         cdef int t, e = self.f_start[cmd + 1]
         cdef int64_t v
         cdef int64_t* rd
-        cdef int32_t* nodes = self.rnode + <int64_t> r * self.n_lv
+        cdef int32_t* nodes = self.sl[r].nodes
         for t in range(self.f_start[cmd], e):
             rd = self.ready + nodes[self.f_level[t]] + self.f_follow[t]
             v = clk + self.f_lat[t]
@@ -905,22 +912,22 @@ cdef class Engine:
         issued nothing since; otherwise, while its bank keeps its state, a lower bound (ready times
         only grow), good enough when it lies after ``clk``.
         """
-        cdef int64_t rt, bank = self.rbank[r], a, b
+        cdef int64_t rt, bank = self.sl[r].bank, a, b
         cdef int cmd
         cdef int32_t row
         cdef int32_t* nodes
         cdef int64_t* rd
-        if self.c_exact[r] == self.ctrl_issues[c]:
-            return self.c_rt[r]
-        if bank >= 0 and self.c_epoch[r] == self.bank_epoch[bank] and self.c_rt[r] > clk:
-            return self.c_rt[r]
-        if self.flat_ready and bank >= 0 and self.rtype[r] <= T_WRITE:
+        if self.sl[r].exact == self.ctrl_issues[c]:
+            return self.sl[r].rt
+        if bank >= 0 and self.sl[r].epoch == self.bank_epoch[bank] and self.sl[r].rt > clk:
+            return self.sl[r].rt
+        if self.flat_ready and bank >= 0 and self.sl[r].rtype <= T_WRITE:
             # req_prereq and req_ready, straight: the next command by selects, then the maximum
             # over its 4 or 5 levels
             row = self.open_row[bank]
-            cmd = self.final_cmd[r] if row == self.srow[r] else self.cmd_pre
+            cmd = self.sl[r].final_cmd if row == self.sl[r].row else self.cmd_pre
             cmd = self.cmd_act if row < 0 else cmd
-            nodes = self.rnode + <int64_t> r * self.flat_ready
+            nodes = self.sl[r].nodes
             rd = self.ready + cmd
             a = rd[nodes[0]]
             b = rd[nodes[1]]
@@ -934,22 +941,22 @@ cdef class Engine:
                 rt = rt if rt > b else b
         else:
             return self.entry_ready_generic(c, r)
-        self.cur_cmd[r] = cmd
-        self.c_rt[r] = rt
-        self.c_epoch[r] = self.bank_epoch[bank]
-        self.c_exact[r] = self.ctrl_issues[c]
+        self.sl[r].cur_cmd = cmd
+        self.sl[r].rt = rt
+        self.sl[r].epoch = self.bank_epoch[bank]
+        self.sl[r].exact = self.ctrl_issues[c]
         return rt
 
     cdef int64_t entry_ready_generic(self, int c, int32_t r) noexcept nogil:
         """entry_ready's computation for any request (through req_prereq and req_ready)."""
-        cdef int64_t rt, bank = self.rbank[r]
+        cdef int64_t rt, bank = self.sl[r].bank
         cdef int cmd = self.req_prereq(r)
         rt = self.req_ready(cmd, r)
-        self.cur_cmd[r] = cmd
+        self.sl[r].cur_cmd = cmd
         if bank >= 0:
-            self.c_rt[r] = rt
-            self.c_epoch[r] = self.bank_epoch[bank]
-            self.c_exact[r] = self.ctrl_issues[c]
+            self.sl[r].rt = rt
+            self.sl[r].epoch = self.bank_epoch[bank]
+            self.sl[r].exact = self.ctrl_issues[c]
         return rt
 
     cdef int best_of(self, int c, int b, int64_t clk, bint* is_ready, int64_t* min_ready) noexcept nogil:
@@ -1015,15 +1022,15 @@ cdef class Engine:
         cdef int64_t idx = 0
         cdef int L
         cdef int32_t* av = self.aptr[r]
-        self.rbank[r] = -1
-        self.c_rt[r] = -1
-        self.c_exact[r] = -1
+        self.sl[r].bank = -1
+        self.sl[r].rt = -1
+        self.sl[r].exact = -1
         for L in range(self.n_lv):
             if av[L] < 0:
                 return
             idx = idx * self.counts[L] + av[L]
-            self.rnode[<int64_t> r * self.n_lv + L] = <int32_t> ((self.node_off[L] + idx) * self.n_cmd)
-        self.rbank[r] = idx
+            self.sl[r].nodes[L] = <int32_t> ((self.node_off[L] + idx) * self.n_cmd)
+        self.sl[r].bank = idx
 
     cdef int new_maintenance(self, int c, int kind, int32_t* av_src) noexcept nogil:
         cdef int32_t r
@@ -1032,13 +1039,13 @@ cdef class Engine:
         if r < 0:
             return -1
         self.slot_req[r] = -1
-        self.rtype[r] = kind
+        self.sl[r].rtype = kind
         self.row_class[r] = -1
         for L in range(self.A):
             self.addr[r * self.A + L] = av_src[L]
         self.aptr[r] = self.addr + r * self.A
-        self.srow[r] = av_src[self.row_lv]
-        self.final_cmd[r] = self.cmd_ref if kind == T_REFRESH else self.cmd_pre
+        self.sl[r].row = av_src[self.row_lv]
+        self.sl[r].final_cmd = self.cmd_ref if kind == T_REFRESH else self.cmd_pre
         self.set_nodes(r)
         if not self.bpush(c, BUF_PRIO, r):
             self.error_code = 2
@@ -1095,7 +1102,7 @@ cdef class Engine:
             if self.bsize[c * NBUF + BUF_PRIO] > 0:
                 r = self.bptr(c, BUF_PRIO)[0]
                 cmd = self.req_prereq(r)
-                self.cur_cmd[r] = cmd
+                self.sl[r].cur_cmd = cmd
                 rt = self.req_ready(cmd, r)
                 if clk >= rt:
                     found = True
@@ -1126,18 +1133,18 @@ cdef class Engine:
             ra = av_pim
         elif found:
             r = self.bptr(c, src)[pos]
-            cmd = self.cur_cmd[r]
+            cmd = self.sl[r].cur_cmd
             ra = self.aptr[r]
         if found:
             # 2.3 never close a row that a request in the active buffer has opened
             if self.cmd_flags[cmd] & F_CLOSING:
                 p = self.bptr(c, BUF_ACTIVE)
                 n_act = self.bsize[c * NBUF + BUF_ACTIVE]
-                if not pim and self.rbank[r] >= 0 and self.cmd_scope[cmd] >= self.n_lv - 1:
+                if not pim and self.sl[r].bank >= 0 and self.cmd_scope[cmd] >= self.n_lv - 1:
                     # a bank-scoped close of a fully addressed request: same bank = same prefix
-                    bank = self.rbank[r]
+                    bank = self.sl[r].bank
                     for k in range(n_act):
-                        if self.rbank[p[k]] == bank:
+                        if self.sl[p[k]].bank == bank:
                             found = False
                             break
                     n_act = 0
@@ -1178,24 +1185,24 @@ cdef class Engine:
                 for b in range(lo, hi):
                     self.col_access[b] = 0
             elif self.cmd_flags[cmd] & F_ACCESSING:
-                bank = self.rbank[r] if self.rbank[r] >= 0 else self.bank_of(ra)
+                bank = self.sl[r].bank if self.sl[r].bank >= 0 else self.bank_of(ra)
                 self.col_access[bank] += 1
                 if self.col_access[bank] >= self.row_cap:
                     self.new_maintenance(c, T_CLOSE, ra)
                     self.col_access[bank] = 0
         # statistics: row hit / miss / conflict of a request's first command
-        if self.row_class[r] < 0 and self.rtype[r] <= T_WRITE:
-            o = self.open_row[self.rbank[r]]
+        if self.row_class[r] < 0 and self.sl[r].rtype <= T_WRITE:
+            o = self.open_row[self.sl[r].bank]
             self.row_class[r] = 0 if o == ra[self.row_lv] else (2 if o >= 0 else 1)
             self.out_row_class[self.slot_req[r]] = self.row_class[r]
         self.issue(cmd, ra, clk, r)
         self.ctrl_issues[c] += 1
-        if cmd == self.final_cmd[r]:
-            if self.rtype[r] == T_READ:
+        if cmd == self.sl[r].final_cmd:
+            if self.sl[r].rtype == T_READ:
                 self.out_depart[self.slot_req[r]] = clk + self.read_latency
-            elif self.rtype[r] == T_WRITE:
+            elif self.sl[r].rtype == T_WRITE:
                 self.out_depart[self.slot_req[r]] = clk + self.write_latency
-            elif self.rtype[r] == T_REFRESH and self.prog_head[c] < self.prog_end[c] \
+            elif self.sl[r].rtype == T_REFRESH and self.prog_head[c] < self.prog_end[c] \
                     and self.prog_head[c] > self.prog_start[c]:
                 # a running PIM program waited from the refresh request until tRFC is over
                 self.prog_stall[c] += clk - self.arrive[r] + self.n_rfc
@@ -1306,11 +1313,11 @@ cdef class Engine:
     cdef void issue(self, int cmd, int32_t* av, int64_t clk, int32_t r) noexcept nogil:
         """Issue ``cmd`` at ``clk``; ``r``: the request it serves (-1: PIM op), for its node offsets."""
         cdef int L
-        if r >= 0 and self.rbank[r] >= 0 and not self.cmd_has_sibling[cmd]:
+        if r >= 0 and self.sl[r].bank >= 0 and not self.cmd_has_sibling[cmd]:
             self.update_timing_req(cmd, r, clk)
         else:
             self.update_timing(cmd, av, clk)
-        self.update_states(cmd, av, self.rbank[r] if r >= 0 else -1)
+        self.update_states(cmd, av, self.sl[r].bank if r >= 0 else -1)
         self.n_commands += 1
         self.last_issue = clk
         if self.log_on:
