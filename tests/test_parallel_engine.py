@@ -52,16 +52,45 @@ def test_split_runs_give_the_one_thread_result(tr, name, policy, clock_ratio, en
     addrs, writes, arrival = tr
     trace = RequestTrace.from_arrays(arrival, addrs % config.capacity_bytes, writes)
     many = _run_both(config, trace, threads)
-    assert many["speculation"] in ("held", "refused")
+    assert many["speculation"] in ("held", "lockstep")
 
 
-def test_a_full_queue_falls_back_to_one_thread():
+def test_a_full_queue_runs_the_split_in_lockstep():
     # clock ratio 8, all requests at cycle 0 to one controller: its read queue fills at once
     config = get_config("ramulator2-hbm3").replace(clock_ratio=8)
     addrs = np.arange(2000, dtype=np.int64) * config.capacity_bytes // 2000
     trace = RequestTrace.from_arrays(np.zeros(2000, np.int64), addrs, np.zeros(2000, bool))
     many = _run_both(config, trace, 2)
-    assert many["speculation"] == "refused" and many["threads"] == 1
+    assert many["speculation"] == "lockstep" and many["threads"] == 2
+
+
+@pytest.mark.parametrize("kind", ["stream", "random", "hotrow"])
+@pytest.mark.parametrize("end", ["accepted", "completed"])
+def test_lockstep_on_full_queues_with_gaps_and_forwarding(kind, end):
+    """Clock ratio 8 fills the queues; bursts separated by idle gaps make the runs jump together;
+    writes and re-reads of their addresses exercise forwarding in the dry run."""
+    config = get_config("hbm2-2000").replace(clock_ratio=8, end=end)      # 16 controllers, refresh
+    base = make_trace(kind, 6000, config, seed=3, write_fraction=0.4)
+    arrival = base.arrival + (np.arange(6000) // 2000) * 20_000         # three bursts
+    addrs = base.addresses.copy()
+    addrs[1::7] = addrs[0::7][: addrs[1::7].size]                       # re-reads of recent addresses
+    trace = RequestTrace.from_arrays(arrival, addrs, base.is_write)
+    for threads in (2, 3):
+        many = _run_both(config, trace, threads)
+        assert many["threads"] == threads
+        assert many["speculation"] == "lockstep"
+
+
+def test_lockstep_arguments_are_checked():
+    config = get_config("ramulator2-hbm3")
+    args = _inputs(config, make_trace("random", 10, config, seed=1))
+    own = np.arange(8) % 2 == 0
+    with pytest.raises(ValueError, match="exchange needs own"):
+        Engine(*args, exchange=np.zeros(32, np.int64))
+    with pytest.raises(ValueError, match="exchange"):
+        Engine(*args, own=own, exchange=np.zeros(20, np.int64))
+    with pytest.raises(ValueError, match="rank"):
+        Engine(*args, own=own, exchange=np.zeros(32, np.int64), rank=2)
 
 
 @pytest.mark.parametrize("name, write_lead, read_before_refresh",

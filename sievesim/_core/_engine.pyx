@@ -85,6 +85,24 @@ cdef extern from *:
     int32_t sievesim_flag_get(int32_t* p) nogil
     void sievesim_flag_set(int32_t* p) nogil
 
+cdef extern from *:
+    """
+    #include <sched.h>
+    /* lockstep exchange between the runs of a split: a value is published with release order and
+       read with acquire order, so what was written before the publication is seen after it */
+    static inline void sievesim_publish(int64_t *p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+    static inline int64_t sievesim_read(int64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+    static inline void sievesim_spin(long n) {
+    #if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+    #endif
+        if (n > 2000) sched_yield();     /* more threads than cores: let the others run */
+    }
+    """
+    void sievesim_publish(int64_t* p, int64_t v) nogil
+    int64_t sievesim_read(int64_t* p) nogil
+    void sievesim_spin(long n) nogil
+
 
 cdef inline int64_t i64max(int64_t a, int64_t b) noexcept nogil:
     return a if a > b else b
@@ -214,6 +232,12 @@ cdef class Engine:
     cdef int8_t* ghost            # (n_req,) 1: the request goes to a controller not simulated here
     cdef bint partial
     cdef int32_t* abort_flag      # shared between the runs of one split: set by the run that fails
+    # lockstep (see run_lockstep): the runs of a split exchange, each memory cycle, how far the
+    # frontend can go by their own controllers and when these wake next
+    cdef bint lockstep
+    cdef int64_t* xch             # (n_peers, 2 parities, 8): step, stop, wake (one cache line each)
+    cdef int rank, n_peers
+    cdef int64_t xstep
     # ---- main loop state kept between calls of run(until)
     cdef int64_t lp_clk, lp_phase
     cdef int32_t lp_head
@@ -244,7 +268,7 @@ cdef class Engine:
 
     def __init__(self, dict spec, cnp.ndarray addr_vecs, cnp.ndarray keys, cnp.ndarray is_write,
                  cnp.ndarray arrival, bint log_commands=False, bint skip_idle=True, own=None,
-                 abort=None, outputs=None):
+                 abort=None, outputs=None, exchange=None, int rank=0):
         """``own``: (n_ctrl,) bools, the controllers this engine simulates (default all); with
         ``own``, a request refused by its controller ends the run (``run()['refused']``).
         ``abort``: an int32 array shared by the engines of one split; a refusal sets
@@ -472,6 +496,20 @@ cdef class Engine:
             raise ValueError("abort: expected a contiguous int32 array of size >= 1")
         keep.append(abort)
         self.abort_flag = <int32_t*> (<cnp.ndarray> abort).data
+        self.lockstep = exchange is not None
+        if self.lockstep:
+            if not self.partial:
+                raise ValueError("exchange needs own (a lockstep run is one part of a split)")
+            if not (isinstance(exchange, np.ndarray) and exchange.dtype == np.int64
+                    and exchange.flags.c_contiguous and exchange.size % 16 == 0 and exchange.size >= 16):
+                raise ValueError("exchange: expected a contiguous int64 array of 16 per run")
+            self.n_peers = exchange.size // 16
+            if not 0 <= rank < self.n_peers:
+                raise ValueError(f"rank: {rank}, expected 0 <= rank < {self.n_peers}")
+            keep.append(exchange)
+            self.xch = <int64_t*> (<cnp.ndarray> exchange).data
+            self.rank = rank
+            self.xstep = 0
         self.lp_clk = 0
         self.lp_phase = -1
         self.lp_head = 0
@@ -1503,6 +1541,189 @@ cdef class Engine:
         self.lp_refused = refused
         return clk
 
+    cdef int dry_run(self, int32_t head, int k_ticks, int64_t clk, unsigned long long* receiving) noexcept nogil:
+        """How many of the next ``k_ticks`` frontend ticks (at cycle ``clk``) would each take a
+        request, as far as this run's controllers decide: requests are offered in trace order from
+        ``head``; another run's request is taken as accepted; the count stops at the first request
+        not yet arrived, or the first of this run's requests its controller would refuse. Changes
+        nothing; ``receiving``: a bit per controller (index < 64) that would take one of them."""
+        cdef int j = 0, i, n_acc = 0, c, b, same
+        cdef int32_t r
+        cdef int acc_q[64]
+        cdef int64_t acc_key[64]
+        cdef bint fwd
+        while j < k_ticks and head + j < self.n_req:
+            r = head + j
+            if self.arrival[r] > clk:
+                break
+            if not self.ghost[r]:
+                c = self.req_ctrl(r)
+                if c < 64:
+                    receiving[0] |= (<unsigned long long> 1) << c
+                fwd = False
+                if not self.req_write[r]:
+                    fwd = self.wh_find(self.req_key[r]) >= 0
+                    for i in range(n_acc):
+                        if acc_q[i] == c * NBUF + BUF_WRITE and acc_key[i] == self.req_key[r]:
+                            fwd = True
+                if not fwd:
+                    b = BUF_WRITE if self.req_write[r] else BUF_READ
+                    same = 0
+                    for i in range(n_acc):
+                        if acc_q[i] == c * NBUF + b:
+                            same += 1
+                    if self.bsize[c * NBUF + b] + same >= self.qcap[b]:
+                        break
+                    acc_q[n_acc] = c * NBUF + b
+                    acc_key[n_acc] = self.req_key[r]
+                    n_acc += 1
+            j += 1
+        return j
+
+    cdef bint run_lockstep(self) noexcept nogil:
+        """The frontend-coupled part of a split run (the trace not yet all accepted), exact when
+        queues fill: Ramulator's loop, one memory cycle (a step: the frontend ticks up to a memory
+        tick, then that tick) at a time. Each run says how many of the step's frontend ticks take a
+        request as far as its own controllers decide (``dry_run``) and when they wake next; all
+        read all, take the minimum (the first refusal holds the frontend back for everyone), accept
+        their own requests up to it and tick their controllers. When no request can be taken, all
+        jump together to the earliest wake or arrival. Returns True when the run ended (end on
+        acceptance of the last request); else it stops once every request is accepted, for
+        run_loop to go on."""
+        cdef int64_t clk = self.lp_clk, target, my_wake, g_wake, k
+        cdef int f = self.clock_ratio, m = self.mem_ratio, c, ph, k_ticks, stop, g_stop, j, peer
+        cdef int64_t period = <int64_t> f * m, phase = self.lp_phase
+        cdef int32_t head = self.lp_head
+        cdef unsigned long long due, early, receiving
+        cdef int64_t* slot
+        cdef long spins
+        cdef int64_t mem_phase[64]
+        cdef int n_mem_phase = 0
+        cdef bint front_at[64]
+        cdef bint mem_at[64]
+        if period > 64:
+            self.error_code = 5
+            sievesim_flag_set(self.abort_flag)
+            return False
+        for ph in range(period):
+            front_at[ph] = ph % m == 0
+            mem_at[ph] = ph % f == 0
+            if mem_at[ph]:
+                mem_phase[n_mem_phase] = ph
+                n_mem_phase += 1
+        while head < self.n_req:
+            # the step: frontend ticks after `phase` up to the next memory tick (phase ph)
+            k_ticks = 0
+            ph = <int> phase
+            while True:
+                ph += 1
+                if ph == period:
+                    ph = 0
+                if front_at[ph]:
+                    k_ticks += 1
+                if mem_at[ph]:
+                    break
+            receiving = 0
+            stop = self.dry_run(head, k_ticks, clk, &receiving)
+            my_wake = NEVER
+            for c in range(self.n_ctrl):
+                if self.own[c] and self.wake[c] < my_wake:
+                    my_wake = self.wake[c]
+            # publish (step, stop, wake) for this step's parity, then read every run's
+            self.xstep += 1
+            slot = self.xch + (self.rank * 2 + (self.xstep & 1)) * 8
+            slot[1] = stop
+            slot[2] = my_wake
+            sievesim_publish(slot, self.xstep)
+            g_stop = stop
+            g_wake = my_wake
+            # while the others decide: tick the controllers that no request of this step can reach
+            # (they do not depend on the frontend; a step that may end the trace keeps all back)
+            early = 0
+            if self.n_ctrl <= 64 and head + k_ticks < self.n_req:
+                for c in range(self.n_ctrl):
+                    early |= (<unsigned long long> (self.wake[c] <= clk + 1)) << c
+                early &= ~receiving
+                due = early
+                while due:
+                    c = __builtin_ctzll(due)
+                    due &= due - 1
+                    self.tick(c, clk + 1)
+            for peer in range(self.n_peers):
+                if peer == self.rank:
+                    continue
+                slot = self.xch + (peer * 2 + (self.xstep & 1)) * 8
+                spins = 0
+                while sievesim_read(slot) != self.xstep:
+                    if sievesim_flag_get(self.abort_flag):
+                        self.error_code = 7
+                        self.lp_clk = clk
+                        return False
+                    spins += 1
+                    sievesim_spin(spins)
+                if slot[1] < g_stop:
+                    g_stop = <int> slot[1]
+                if slot[2] < g_wake:
+                    g_wake = slot[2]
+            # accept this run's requests among the first g_stop offered
+            for j in range(g_stop):
+                if not self.ghost[head + j] and not self.try_send(head + j, clk):
+                    self.error_code = 8     # the dry run said otherwise: a bug
+                    sievesim_flag_set(self.abort_flag)
+                    self.lp_clk = clk
+                    return False
+            head += g_stop
+            if head >= self.n_req:
+                self.lp_head = head
+                self.lp_clk = clk
+                self.lp_refused = False
+                if self.end_on_accept:
+                    self.clk_end = clk
+                    return True
+                # run_loop goes on from this step's memory tick (its frontend ticks have nothing left)
+                self.lp_phase = ph - 1 if ph > 0 else period - 1
+                return False
+            if g_stop == 0 and k_ticks > 0:
+                # nothing can be taken before a controller of some run wakes (it alone can free
+                # the refusing queue) or the next request arrives: every run jumps there
+                target = g_wake
+                if self.arrival[head] > clk and self.arrival[head] < target:
+                    target = self.arrival[head]
+                if target == NEVER:
+                    self.error_code = 4
+                    sievesim_flag_set(self.abort_flag)
+                    self.lp_clk = clk
+                    return False
+                if target > clk + 1:
+                    k = target - 1
+                    phase = mem_phase[k % n_mem_phase] - 1
+                    clk = target - 1
+                    continue
+            # the memory tick
+            phase = ph
+            clk += 1
+            if self.n_ctrl <= 64:
+                due = 0
+                for c in range(self.n_ctrl):
+                    due |= (<unsigned long long> (self.wake[c] <= clk)) << c
+                due &= ~early       # ticked already
+                while due:
+                    c = __builtin_ctzll(due)
+                    due &= due - 1
+                    self.tick(c, clk)
+            else:
+                for c in range(self.n_ctrl):
+                    if self.wake[c] <= clk:
+                        self.tick(c, clk)
+            if self.error_code:
+                sievesim_flag_set(self.abort_flag)
+                break
+        self.lp_clk = clk
+        self.lp_phase = phase
+        self.lp_head = head
+        self.lp_refused = False
+        return False
+
     cdef bint can_accept(self, int32_t r) noexcept nogil:
         cdef int c = self.req_ctrl(r)
         cdef int b = BUF_WRITE if self.req_write[r] else BUF_READ
@@ -1523,8 +1744,13 @@ cdef class Engine:
         because another run of its split did (``abort``); its numbers are then incomplete.
         """
         cdef int64_t clk
+        cdef bint ended = False
+        if self.lockstep and self.lp_head < self.n_req and until >= 0:
+            raise ValueError("a lockstep run goes to the end of the trace before it can stop at a cycle")
         with nogil:
-            clk = self.run_loop(until)
+            if self.lockstep and self.lp_head < self.n_req:
+                ended = self.run_lockstep()
+            clk = self.lp_clk if ended or self.error_code else self.run_loop(until)
         if self.error_code == 1:
             raise RuntimeError("request slots exhausted: more requests in flight than the buffers hold")
         if self.error_code == 2:
@@ -1535,6 +1761,8 @@ cdef class Engine:
             raise RuntimeError("engine deadlock: no controller can make progress")
         if self.error_code == 5:
             raise ValueError(f"clock ratio x memory clock ratio {self.clock_ratio * self.mem_ratio} above 64")
+        if self.error_code == 8:
+            raise RuntimeError("lockstep: a request that the dry run accepted was refused")
         n = self.n_req
         out = dict(
             clk=int(clk),

@@ -17,6 +17,7 @@ the engine refuses a standard whose rows would.)
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -62,10 +63,48 @@ def run_requests(spec: dict[str, Any], addr_vecs: np.ndarray, keys: np.ndarray, 
         if not any(r["refused"] for r in raws) and not spec["end_on_accept"]:
             raws, steps = _drain_together(pool, engines, raws)
     if any(r["refused"] for r in raws):
+        # a queue filled: run the split again in lockstep (each memory cycle, the runs agree on
+        # how far the frontend gets); the runs wait for each other, so each has a thread of its own
         del engines, raws
-        raw = Engine(spec, addr_vecs, keys, is_write, arrival, log_commands, skip_idle).run()
-        return raw | {"threads": 1, "speculation": "refused"}
+        abort[0] = 0
+        outputs = new_outputs(len(arrival))
+        exchange = np.zeros(16 * threads, dtype=np.int64)
+        engines = [Engine(spec, addr_vecs, keys, is_write, arrival, log_commands, True,
+                          own=np.arange(n_ctrl) % threads == k, abort=abort, outputs=outputs,
+                          exchange=exchange, rank=k)
+                   for k in range(threads)]
+        raws = _run_concurrently(engines)
+        steps = 0
+        with ThreadPoolExecutor(threads) as pool:
+            if not spec["end_on_accept"]:
+                raws, steps = _drain_together(pool, engines, raws)
+        return _merge(spec, raws, log_commands) | {"threads": threads, "speculation": "lockstep",
+                                                     "drain_steps": steps}
     return _merge(spec, raws, log_commands) | {"threads": threads, "speculation": "held", "drain_steps": steps}
+
+
+def _run_concurrently(engines: list[Engine]) -> list[dict]:
+    """``Engine.run()`` of every engine, each on its own thread at the same time (the first on
+    this one); an exception in any is raised here once all have stopped (a failing run sets the
+    shared abort flag, so the others stop too)."""
+    results: list[Any] = [None] * len(engines)
+
+    def work(k: int) -> None:
+        try:
+            results[k] = engines[k].run()
+        except BaseException as exc:       # re-raised below, in the caller's thread
+            results[k] = exc
+
+    workers = [threading.Thread(target=work, args=(k,), daemon=True) for k in range(1, len(engines))]
+    for w in workers:
+        w.start()
+    work(0)
+    for w in workers:
+        w.join()
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    return results
 
 
 def _drain_together(pool: ThreadPoolExecutor, engines: list[Engine],
