@@ -275,6 +275,8 @@ cdef class Engine:
         ``abort[0]`` and an engine that sees it set stops. ``outputs``: the per-request output
         arrays to write into (see :func:`new_outputs`), shared by the engines of one split, each
         writing only its own requests; default: new ones."""
+        cdef Py_ssize_t slot_i
+        cdef int level_i
         keep = []
 
         def arr(x, dtype):
@@ -441,14 +443,14 @@ cdef class Engine:
         a = arr(np.full(S, -1, dtype=np.int8), np.int8); self.row_class = <int8_t*> a.data
         a = arr(np.zeros(S * sizeof(Slot) + 64, dtype=np.uint8), np.uint8)
         self.sl = <Slot*> ((<size_t> a.data + 63) & ~(<size_t> 63))     # line-aligned
-        for i in range(S):
-            self.sl[i].rt = -1
-            self.sl[i].exact = -1
-            self.sl[i].epoch = -1
-            self.sl[i].bank = -1
-            self.sl[i].row = -1
-            for L in range(MAX_SLOT_LEVELS):
-                self.sl[i].nodes[L] = -1
+        for slot_i in range(S):        # typed counters: a C loop
+            self.sl[slot_i].rt = -1
+            self.sl[slot_i].exact = -1
+            self.sl[slot_i].epoch = -1
+            self.sl[slot_i].bank = -1
+            self.sl[slot_i].row = -1
+            for level_i in range(MAX_SLOT_LEVELS):
+                self.sl[slot_i].nodes[level_i] = -1
         a = arr(np.zeros(n_ctrl, dtype=np.int64), np.int64); self.ctrl_issues = <int64_t*> a.data
         a = arr(np.full(n_ctrl, -1, dtype=np.int64), np.int64); self.pred_clk = <int64_t*> a.data
         a = arr(np.full(n_ctrl, -1, dtype=np.int64), np.int64); self.pred_stamp = <int64_t*> a.data

@@ -40,6 +40,24 @@ def _n_controllers(spec: dict[str, Any]) -> int:
     return int(np.prod(np.asarray(spec["counts"], dtype=np.int64)[: spec["ctrl_level"] + 1]))
 
 
+def _split_controllers(spec: dict[str, Any], addr_vecs: np.ndarray, threads: int) -> list[np.ndarray]:
+    """Which controllers each thread simulates: balanced by their number of requests (a
+    proxy for their work; hot rows can load a few controllers), largest first onto the least
+    loaded thread, ties to the lower index. Returns one boolean mask per thread."""
+    n_ctrl = _n_controllers(spec)
+    levels = spec["ctrl_level"] + 1
+    counts = np.asarray(spec["counts"], dtype=np.int64)[:levels]
+    ctrl = np.ravel_multi_index(tuple(np.asarray(addr_vecs)[:, :levels].T.astype(np.int64)), tuple(counts))
+    load = np.bincount(ctrl, minlength=n_ctrl)
+    owner = np.empty(n_ctrl, dtype=np.int64)
+    total = [0] * threads
+    for c in np.argsort(-load, kind="stable"):
+        k = min(range(threads), key=lambda t: (total[t], t))
+        owner[c] = k
+        total[k] += int(load[c])
+    return [owner == k for k in range(threads)]
+
+
 def run_requests(spec: dict[str, Any], addr_vecs: np.ndarray, keys: np.ndarray, is_write: np.ndarray,
                  arrival: np.ndarray, *, log_commands: bool = False, skip_idle: bool = True,
                  threads: int = 1) -> dict[str, Any]:
@@ -54,8 +72,9 @@ def run_requests(spec: dict[str, Any], addr_vecs: np.ndarray, keys: np.ndarray, 
         return raw | {"threads": 1, "speculation": "none"}
     abort = np.zeros(1, dtype=np.int32)
     outputs = new_outputs(len(arrival))     # each engine writes its own requests' entries
+    owns = _split_controllers(spec, addr_vecs, threads)
     engines = [Engine(spec, addr_vecs, keys, is_write, arrival, log_commands, True,
-                      own=np.arange(n_ctrl) % threads == k, abort=abort, outputs=outputs)
+                      own=owns[k], abort=abort, outputs=outputs)
                for k in range(threads)]
     steps = 0
     with ThreadPoolExecutor(threads) as pool:
@@ -70,8 +89,7 @@ def run_requests(spec: dict[str, Any], addr_vecs: np.ndarray, keys: np.ndarray, 
         outputs = new_outputs(len(arrival))
         exchange = np.zeros(16 * threads, dtype=np.int64)
         engines = [Engine(spec, addr_vecs, keys, is_write, arrival, log_commands, True,
-                          own=np.arange(n_ctrl) % threads == k, abort=abort, outputs=outputs,
-                          exchange=exchange, rank=k)
+                          own=owns[k], abort=abort, outputs=outputs, exchange=exchange, rank=k)
                    for k in range(threads)]
         raws = _run_concurrently(engines)
         steps = 0
