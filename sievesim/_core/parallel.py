@@ -81,6 +81,12 @@ def run_requests(spec: dict[str, Any], addr_vecs: np.ndarray, keys: np.ndarray, 
         raws = list(pool.map(lambda e: e.run(), engines))
         if not any(r["refused"] for r in raws) and not spec["end_on_accept"]:
             raws, steps = _drain_together(pool, engines, raws)
+    if any(r["refused"] and spec["clock_ratio"] < 2 * spec["memory_clock_ratio"] for r in raws):
+        # a queue filled, but the frontend offers at most one request per memory cycle: too
+        # little work per cycle to pay for the lockstep's agreement; one thread
+        del engines, raws
+        raw = Engine(spec, addr_vecs, keys, is_write, arrival, log_commands, skip_idle).run()
+        return raw | {"threads": 1, "speculation": "refused"}
     if any(r["refused"] for r in raws):
         # a queue filled: run the split again in lockstep (each memory cycle, the runs agree on
         # how far the frontend gets); the runs wait for each other, so each has a thread of its own
