@@ -229,6 +229,8 @@ cdef class Engine:
     # are accepted without effect; a refused request ends the run (error_code 6), since in the
     # whole system it would hold the frontend back for every controller
     cdef int8_t* own              # (n_ctrl,) 1: simulated here
+    cdef int32_t* own_list        # the controllers simulated here, in index order
+    cdef int n_own
     cdef int8_t* ghost            # (n_req,) 1: the request goes to a controller not simulated here
     cdef bint partial
     cdef int32_t* abort_flag      # shared between the runs of one split: set by the run that fails
@@ -480,6 +482,8 @@ cdef class Engine:
         if own_arr.shape != (n_ctrl,):
             raise ValueError(f"own: shape {own_arr.shape}, expected ({n_ctrl},)")
         a = arr(own_arr, np.int8); self.own = <int8_t*> a.data
+        a = arr(np.flatnonzero(own_arr).astype(np.int32), np.int32); self.own_list = <int32_t*> a.data
+        self.n_own = int(own_arr.sum())
         if self.partial and not skip_idle:
             raise ValueError("own needs skip_idle (a partial run skips the other controllers)")
         for c in range(n_ctrl):
@@ -1485,8 +1489,13 @@ cdef class Engine:
                     # which controllers are due, without a hard-to-predict branch per controller
                     # (a tick changes only its own controller's wake)
                     due = 0
-                    for c in range(self.n_ctrl):
-                        due |= (<unsigned long long> (self.wake[c] <= clk)) << c
+                    if self.partial:        # only the controllers simulated here
+                        for k in range(self.n_own):
+                            c = self.own_list[k]
+                            due |= (<unsigned long long> (self.wake[c] <= clk)) << c
+                    else:
+                        for c in range(self.n_ctrl):
+                            due |= (<unsigned long long> (self.wake[c] <= clk)) << c
                     while due:
                         c = __builtin_ctzll(due)
                         due &= due - 1
