@@ -5,10 +5,17 @@ second on 200k-request stream / random / hot-row traces (clock ratio 8, hbm3e-80
 Ramulator 2.0 mirror), on one thread. track_speedup_vs_python_reference: wall time of the
 pure-Python reference controller over the engine's, on the same 2000-request trace.
 EngineThreads: the same trace split between threads (docs/dram.md, "Threads").
+EngineLockstep: two engines in lockstep against one thread, whatever run_requests would choose
+(the measurement behind the rule that lockstep needs a clock ratio of 2 or more).
 """
 import time
 
+import numpy as np
+
+from sievesim._core._engine import Engine, new_outputs
+from sievesim._core.parallel import _run_concurrently, _split_controllers
 from sievesim.dram.config import get_config
+from sievesim.dram.engine import _to_vectors
 from sievesim.dram.engine import simulate
 from sievesim.dram.reference import reference_cycles
 from sievesim.dram.synthetic import make_trace
@@ -66,6 +73,44 @@ class EngineThreads:
         return one / many
 
     track_speedup_over_one_thread.unit = "x"
+
+
+class EngineLockstep:
+    """hbm3e-8000 (32 controllers, refresh), 300 000 requests: the engine loop alone, best of 5,
+    one engine against two in lockstep (set-up outside the timing)."""
+    params = (["random", "hotrow"], [1, 8])
+    param_names = ["trace", "clock_ratio"]
+    timeout = 600
+
+    def setup(self, trace, clock_ratio):
+        self.config = get_config("hbm3e-8000").replace(clock_ratio=clock_ratio)
+        t = make_trace(trace, 300_000, self.config, seed=1)
+        vecs, keys = _to_vectors(self.config, t)
+        self.args = (self.config.compile(), vecs, keys, t.is_write, t.arrival)
+
+    def _one(self):
+        engine = Engine(*self.args)
+        t0 = time.perf_counter()
+        engine.run()
+        return time.perf_counter() - t0
+
+    def _lockstep(self):
+        spec, vecs = self.args[0], self.args[1]
+        owns = _split_controllers(spec, vecs, 2)
+        exchange, abort = np.zeros(32, dtype=np.int64), np.zeros(1, dtype=np.int32)
+        outputs = new_outputs(len(vecs))
+        engines = [Engine(*self.args, False, True, own=owns[k], abort=abort, outputs=outputs,
+                          exchange=exchange, rank=k) for k in range(2)]
+        t0 = time.perf_counter()
+        _run_concurrently(engines)
+        return time.perf_counter() - t0
+
+    def track_speedup_lockstep_over_one_thread(self, trace, clock_ratio):
+        one = min(self._one() for _ in range(5))
+        two = min(self._lockstep() for _ in range(5))
+        return one / two
+
+    track_speedup_lockstep_over_one_thread.unit = "x"
 
 
 class EngineVsPythonReference:
