@@ -3,14 +3,17 @@
 Controllers share nothing but the frontend, which offers requests in trace order: as long as no
 controller refuses a request (its queue full), every request is accepted at the same cycle
 whatever the other controllers do, and each controller's commands depend on its own requests
-only. So the controllers are split between threads, each thread runs an :class:`Engine` that
-simulates its own controllers and lets the others' requests pass, and the results are merged.
-A refused request would hold the frontend back for everyone: the run that meets one stops the
-split at once, and the trace is run again on one thread. The merged result is the one-thread
-result, bit for bit (``tests/test_parallel_engine.py``); it says which way it was computed
-(``threads``: how many ran; ``speculation``: ``"none"``, ``"held"`` or ``"refused"``).
+only. So the controllers are split between threads (balanced by their numbers of requests), each
+thread runs an :class:`Engine` that simulates its own controllers and lets the others' requests
+pass, and the results are merged. A refused request holds the frontend back for everyone: the run
+that meets one stops the split at once. If the frontend can offer two or more requests per memory
+cycle, the split then runs again in lockstep: every memory cycle the runs agree on how far the
+frontend gets (each knows it for its own controllers) and on when the next can act. Otherwise the
+trace runs again on one thread. The merged result is the one-thread result, bit for bit
+(``tests/test_parallel_engine.py``); it says which way it was computed (``threads``: how many
+ran; ``speculation``: ``"none"``, ``"held"``, ``"lockstep"`` or ``"refused"``).
 
-Where it pays: traces that keep the queues below their capacity (the frontend never stalls).
+Where it pays: long traces (docs/dram.md, "Threads", has the measurements).
 Where it does not apply: PIM programs, ``skip_idle=False``. (Timing rows never cross controllers:
 the engine refuses a standard whose rows would.)
 """
