@@ -1431,6 +1431,44 @@ cdef class Engine:
                 return False
         return True
 
+    cdef inline int phase_tables(self, bint* front_at, bint* mem_at, int64_t* mem_phase) noexcept nogil:
+        """Within one period of clock_ratio x memory_clock_ratio loop steps (at most 64): at which
+        phases the frontend ticks, at which the memory ticks, and the latter in order; returns
+        their number."""
+        cdef int ph, n = 0, f = self.clock_ratio, m = self.mem_ratio
+        for ph in range(f * m):
+            front_at[ph] = ph % m == 0
+            mem_at[ph] = ph % f == 0
+            if mem_at[ph]:
+                mem_phase[n] = ph
+                n += 1
+        return n
+
+    cdef inline void tick_due(self, int64_t clk, unsigned long long done) noexcept nogil:
+        """Tick, at ``clk``, every controller simulated here whose wake has come (every one
+        without ``skip_idle``), except those in the mask ``done``, in index order."""
+        cdef unsigned long long due = 0
+        cdef int c, k
+        if self.n_ctrl <= 64 and self.skip_idle:
+            # which controllers are due, without a hard-to-predict branch per controller
+            # (a tick changes only its own controller's wake)
+            if self.partial:        # only the controllers simulated here
+                for k in range(self.n_own):
+                    c = self.own_list[k]
+                    due |= (<unsigned long long> (self.wake[c] <= clk)) << c
+            else:
+                for c in range(self.n_ctrl):
+                    due |= (<unsigned long long> (self.wake[c] <= clk)) << c
+            due &= ~done
+            while due:
+                c = __builtin_ctzll(due)
+                due &= due - 1
+                self.tick(c, clk)
+        else:
+            for c in range(self.n_ctrl):
+                if self.wake[c] <= clk or not self.skip_idle:
+                    self.tick(c, clk)
+
     cdef int64_t run_loop(self, int64_t until) noexcept nogil:
         """Ramulator 2.0's main loop (frontend and memory ticks by clock ratio), skipping idle cycles.
 
@@ -1451,12 +1489,7 @@ cdef class Engine:
         # phase within one period of f * m frontend/memory ticks: which of the two tick there
         cdef bint front_at[64]
         cdef bint mem_at[64]
-        for phase in range(period):
-            front_at[phase] = phase % m == 0
-            mem_at[phase] = phase % f == 0
-            if mem_at[phase]:
-                mem_phase[n_mem_phase] = phase
-                n_mem_phase += 1
+        n_mem_phase = self.phase_tables(front_at, mem_at, mem_phase)
         mem_ticks_per_period = n_mem_phase
         phase = self.lp_phase
         if until >= 0 and clk >= until:
@@ -1485,25 +1518,7 @@ cdef class Engine:
                     break
             if mem_at[phase]:
                 clk += 1
-                if self.n_ctrl <= 64 and self.skip_idle:
-                    # which controllers are due, without a hard-to-predict branch per controller
-                    # (a tick changes only its own controller's wake)
-                    due = 0
-                    if self.partial:        # only the controllers simulated here
-                        for k in range(self.n_own):
-                            c = self.own_list[k]
-                            due |= (<unsigned long long> (self.wake[c] <= clk)) << c
-                    else:
-                        for c in range(self.n_ctrl):
-                            due |= (<unsigned long long> (self.wake[c] <= clk)) << c
-                    while due:
-                        c = __builtin_ctzll(due)
-                        due &= due - 1
-                        self.tick(c, clk)
-                else:
-                    for c in range(self.n_ctrl):
-                        if self.wake[c] <= clk or not self.skip_idle:
-                            self.tick(c, clk)
+                self.tick_due(clk, 0)
                 if self.error_code:
                     break
                 if self.partial and sievesim_flag_get(self.abort_flag):
@@ -1616,12 +1631,7 @@ cdef class Engine:
             self.error_code = 5
             sievesim_flag_set(self.abort_flag)
             return False
-        for ph in range(period):
-            front_at[ph] = ph % m == 0
-            mem_at[ph] = ph % f == 0
-            if mem_at[ph]:
-                mem_phase[n_mem_phase] = ph
-                n_mem_phase += 1
+        n_mem_phase = self.phase_tables(front_at, mem_at, mem_phase)
         while head < self.n_req:
             # the step: frontend ticks after `phase` up to the next memory tick (phase ph)
             k_ticks = 0
@@ -1655,11 +1665,7 @@ cdef class Engine:
                 for c in range(self.n_ctrl):
                     early |= (<unsigned long long> (self.wake[c] <= clk + 1)) << c
                 early &= ~receiving
-                due = early
-                while due:
-                    c = __builtin_ctzll(due)
-                    due &= due - 1
-                    self.tick(c, clk + 1)
+                self.tick_due(clk + 1, ~early)
             for peer in range(self.n_peers):
                 if peer == self.rank:
                     continue
@@ -1710,22 +1716,10 @@ cdef class Engine:
                     phase = mem_phase[k % n_mem_phase] - 1
                     clk = target - 1
                     continue
-            # the memory tick
+            # the memory tick (the early ones ticked already)
             phase = ph
             clk += 1
-            if self.n_ctrl <= 64:
-                due = 0
-                for c in range(self.n_ctrl):
-                    due |= (<unsigned long long> (self.wake[c] <= clk)) << c
-                due &= ~early       # ticked already
-                while due:
-                    c = __builtin_ctzll(due)
-                    due &= due - 1
-                    self.tick(c, clk)
-            else:
-                for c in range(self.n_ctrl):
-                    if self.wake[c] <= clk:
-                        self.tick(c, clk)
+            self.tick_due(clk, early)
             if self.error_code:
                 sievesim_flag_set(self.abort_flag)
                 break
