@@ -1475,12 +1475,11 @@ cdef class Engine:
         Continues where the last call stopped. ``until`` >= 0: stop after the memory tick of cycle
         ``until`` instead of at the end condition of the run (idle controllers tick on).
         """
-        cdef int64_t clk = self.lp_clk, target, w, mem_ticks_per_period, k
+        cdef int64_t clk = self.lp_clk, target, mem_ticks_per_period, k
         cdef int f = self.clock_ratio, m = self.mem_ratio, c
         cdef int64_t period = <int64_t> f * m, phase
         cdef int32_t head = self.lp_head
         cdef bint stalled, refused = self.lp_refused
-        cdef unsigned long long due
         cdef int64_t mem_phase[64]
         cdef int n_mem_phase = 0
         if period > 64:
@@ -1620,7 +1619,7 @@ cdef class Engine:
         cdef int f = self.clock_ratio, m = self.mem_ratio, c, ph, k_ticks, stop, g_stop, j, peer
         cdef int64_t period = <int64_t> f * m, phase = self.lp_phase
         cdef int32_t head = self.lp_head
-        cdef unsigned long long due, early, receiving
+        cdef unsigned long long early, receiving
         cdef int64_t* slot
         cdef long spins
         cdef int64_t mem_phase[64]
