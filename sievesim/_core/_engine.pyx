@@ -1003,7 +1003,7 @@ cdef class Engine:
             self.sl[r].exact = self.ctrl_issues[c]
         return rt
 
-    cdef int best_of(self, int c, int b, int64_t clk, bint* is_ready, int64_t* min_ready) noexcept nogil:
+    cdef inline int best_of(self, int c, int b, int64_t clk, bint* is_ready, int64_t* min_ready) noexcept nogil:
         """FR-FCFS: the oldest ready request, else the oldest; sets each scanned request's next command.
 
         Read and write queues are in arrival order (appended on arrival, removed in place), so the
