@@ -543,7 +543,7 @@ cdef class Engine:
         self.slot_free[self.slot_free_top] = s
         self.slot_free_top += 1
 
-    cdef void fill_slot(self, int32_t s, int32_t r, int64_t clk) noexcept nogil:
+    cdef inline void fill_slot(self, int32_t s, int32_t r, int64_t clk) noexcept nogil:
         """Slot ``s`` takes trace request ``r`` arriving at ``clk``: type, command, address, node offsets."""
         cdef int L
         cdef int64_t flat = 0
@@ -812,7 +812,7 @@ cdef class Engine:
         lo[0] = idx * span
         hi[0] = (idx + 1) * span
 
-    cdef void update_states(self, int cmd, int32_t* av, int64_t bank) noexcept nogil:
+    cdef inline void update_states(self, int cmd, int32_t* av, int64_t bank) noexcept nogil:
         """Bank states after ``cmd`` to ``av``; ``bank``: its bank index when known (-1: derive it)."""
         cdef int act = self.cmd_action[cmd]
         cdef int64_t lo, hi, b
