@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -73,52 +72,47 @@ def run_requests(spec: dict[str, Any], addr_vecs: np.ndarray, keys: np.ndarray, 
     if threads == 1 or not skip_idle or len(arrival) == 0:
         raw = Engine(spec, addr_vecs, keys, is_write, arrival, log_commands, skip_idle).run()
         return raw | {"threads": 1, "speculation": "none"}
-    abort = np.zeros(1, dtype=np.int32)
-    outputs = new_outputs(len(arrival))     # each engine writes its own requests' entries
     owns = _split_controllers(spec, addr_vecs, threads)
-    engines = [Engine(spec, addr_vecs, keys, is_write, arrival, log_commands, True,
-                      own=owns[k], abort=abort, outputs=outputs)
-               for k in range(threads)]
-    steps = 0
-    with ThreadPoolExecutor(threads) as pool:
-        raws = list(pool.map(lambda e: e.run(), engines))
-        if not any(r["refused"] for r in raws) and not spec["end_on_accept"]:
-            raws, steps = _drain_together(pool, engines, raws)
-    if any(r["refused"] and spec["clock_ratio"] < 2 * spec["memory_clock_ratio"] for r in raws):
-        # a queue filled, but the frontend offers at most one request per memory cycle: too
-        # little work per cycle to pay for the lockstep's agreement; one thread
-        del engines, raws
-        raw = Engine(spec, addr_vecs, keys, is_write, arrival, log_commands, skip_idle).run()
-        return raw | {"threads": 1, "speculation": "refused"}
+    abort = np.zeros(1, dtype=np.int32)
+
+    def split(exchange: np.ndarray | None) -> list[Engine]:
+        outputs = new_outputs(len(arrival))     # each engine writes its own requests' entries
+        return [Engine(spec, addr_vecs, keys, is_write, arrival, log_commands, True, own=owns[k],
+                       abort=abort, outputs=outputs, exchange=exchange, rank=k)
+                for k in range(threads)]
+
+    speculation = "held"
+    engines = split(None)
+    raws = _run_concurrently(engines)
     if any(r["refused"] for r in raws):
-        # a queue filled: run the split again in lockstep (each memory cycle, the runs agree on
-        # how far the frontend gets); the runs wait for each other, so each has a thread of its own
         del engines, raws
+        if spec["clock_ratio"] < 2 * spec["memory_clock_ratio"]:
+            # a queue filled, but the frontend offers at most one request per memory cycle: too
+            # little work per cycle to pay for the lockstep's agreement; one thread
+            raw = Engine(spec, addr_vecs, keys, is_write, arrival, log_commands, skip_idle).run()
+            return raw | {"threads": 1, "speculation": "refused"}
+        # a queue filled: run the split again in lockstep (each memory cycle, the runs agree on
+        # how far the frontend gets)
+        speculation = "lockstep"
         abort[0] = 0
-        outputs = new_outputs(len(arrival))
-        exchange = np.zeros(16 * threads, dtype=np.int64)
-        engines = [Engine(spec, addr_vecs, keys, is_write, arrival, log_commands, True,
-                          own=owns[k], abort=abort, outputs=outputs, exchange=exchange, rank=k)
-                   for k in range(threads)]
+        engines = split(np.zeros(16 * threads, dtype=np.int64))
         raws = _run_concurrently(engines)
-        steps = 0
-        with ThreadPoolExecutor(threads) as pool:
-            if not spec["end_on_accept"]:
-                raws, steps = _drain_together(pool, engines, raws)
-        return _merge(spec, raws, log_commands) | {"threads": threads, "speculation": "lockstep",
-                                                     "drain_steps": steps}
-    return _merge(spec, raws, log_commands) | {"threads": threads, "speculation": "held", "drain_steps": steps}
+    steps = 0
+    if not spec["end_on_accept"]:
+        raws, steps = _drain_together(engines, raws)
+    return _merge(spec, raws, log_commands) | {"threads": threads, "speculation": speculation,
+                                                 "drain_steps": steps}
 
 
-def _run_concurrently(engines: list[Engine]) -> list[dict]:
-    """``Engine.run()`` of every engine, each on its own thread at the same time (the first on
-    this one); an exception in any is raised here once all have stopped (a failing run sets the
-    shared abort flag, so the others stop too)."""
+def _run_concurrently(engines: list[Engine], until: int = -1) -> list[dict]:
+    """``Engine.run(until)`` of every engine, each on its own thread at the same time (the first
+    on this one; runs in lockstep wait for each other); an exception in any is raised here once
+    all have stopped (a failing run sets the shared abort flag, so the others stop too)."""
     results: list[Any] = [None] * len(engines)
 
     def work(k: int) -> None:
         try:
-            results[k] = engines[k].run()
+            results[k] = engines[k].run(until)
         except BaseException as exc:       # re-raised below, in the caller's thread
             results[k] = exc
 
@@ -134,14 +128,13 @@ def _run_concurrently(engines: list[Engine]) -> list[dict]:
     return results
 
 
-def _drain_together(pool: ThreadPoolExecutor, engines: list[Engine],
-                    raws: list[dict]) -> tuple[list[dict], int]:
+def _drain_together(engines: list[Engine], raws: list[dict]) -> tuple[list[dict], int]:
     """Each run stopped at the first cycle its own controllers were idle; the whole system stops
     at the first cycle at which all are (a refresh can keep one busy): bring every run to the
     latest stop, then step all together until they are idle at once. Returns the runs' results
     and the number of single-cycle steps."""
     clk = max(r["clk"] for r in raws)
-    raws = list(pool.map(lambda e: e.run(clk), engines))
+    raws = _run_concurrently(engines, clk)
     steps = 0
     while not all(r["idle"] for r in raws):
         clk += 1
