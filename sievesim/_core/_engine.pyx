@@ -706,15 +706,19 @@ cdef class Engine:
                         rt = v if v > rt else rt
         return rt
 
+    cdef inline int row_open_next(self, int32_t r, int64_t bank) noexcept nogil:
+        """Next command of request ``r`` whose final command needs its row open in ``bank`` (a
+        plain row buffer): ACT, PRE or the final command itself, chosen by selects rather than
+        branches, since which of the three it is, is hard to predict."""
+        cdef int32_t row = self.open_row[bank]
+        cdef int cmd = self.sl[r].final_cmd if row == self.sl[r].row else self.cmd_pre
+        return self.cmd_act if row < 0 else cmd
+
     cdef inline int req_prereq(self, int32_t r) noexcept nogil:
         """Next command of request ``r`` (prerequisite rule of its final command)."""
         cdef int cmd = self.sl[r].final_cmd
-        cdef int32_t row
         if self.cmd_prereq[cmd] == P_ROW_OPEN and self.sl[r].bank >= 0 and (self.dual_buf or self.cmd_actab < 0):
-            row = self.open_row[self.sl[r].bank]
-            # selects rather than branches: which of the three it is, is hard to predict
-            cmd = cmd if row == self.sl[r].row else self.cmd_pre
-            return self.cmd_act if row < 0 else cmd
+            return self.row_open_next(r, self.sl[r].bank)
         return self.prereq(cmd, self.aptr[r])
 
     cdef inline void apply_rows(self, int L, int64_t node, int cmd, int64_t clk, bint sibling) noexcept nogil:
@@ -958,7 +962,6 @@ cdef class Engine:
         """
         cdef int64_t rt, bank = self.sl[r].bank, a, b
         cdef int cmd
-        cdef int32_t row
         cdef int32_t* nodes
         cdef int64_t* rd
         if self.sl[r].exact == self.ctrl_issues[c]:
@@ -968,9 +971,7 @@ cdef class Engine:
         if self.flat_ready and bank >= 0 and self.sl[r].rtype <= T_WRITE:
             # req_prereq and req_ready, straight: the next command by selects, then the maximum
             # over its 4 or 5 levels
-            row = self.open_row[bank]
-            cmd = self.sl[r].final_cmd if row == self.sl[r].row else self.cmd_pre
-            cmd = self.cmd_act if row < 0 else cmd
+            cmd = self.row_open_next(r, bank)
             nodes = self.sl[r].nodes
             rd = self.ready + cmd
             a = rd[nodes[0]]
@@ -1619,7 +1620,7 @@ cdef class Engine:
         cdef int f = self.clock_ratio, m = self.mem_ratio, c, ph, k_ticks, stop, g_stop, j, peer
         cdef int64_t period = <int64_t> f * m, phase = self.lp_phase
         cdef int32_t head = self.lp_head
-        cdef unsigned long long early, receiving
+        cdef unsigned long long receiving
         cdef int64_t* slot
         cdef long spins
         cdef int64_t mem_phase[64]
@@ -1646,9 +1647,8 @@ cdef class Engine:
             receiving = 0
             stop = self.dry_run(head, k_ticks, clk, &receiving)
             my_wake = NEVER
-            for c in range(self.n_ctrl):
-                if self.own[c] and self.wake[c] < my_wake:
-                    my_wake = self.wake[c]
+            for k in range(self.n_own):
+                my_wake = i64min(my_wake, self.wake[self.own_list[k]])
             # publish (step, stop, wake) for this step's parity, then read every run's
             self.xstep += 1
             slot = self.xch + (self.rank * 2 + (self.xstep & 1)) * 8
@@ -1659,12 +1659,8 @@ cdef class Engine:
             g_wake = my_wake
             # while the others decide: tick the controllers that no request of this step can reach
             # (they do not depend on the frontend; a step that may end the trace keeps all back)
-            early = 0
             if self.n_ctrl <= 64 and head + k_ticks < self.n_req:
-                for c in range(self.n_ctrl):
-                    early |= (<unsigned long long> (self.wake[c] <= clk + 1)) << c
-                early &= ~receiving
-                self.tick_due(clk + 1, ~early)
+                self.tick_due(clk + 1, receiving)
             for peer in range(self.n_peers):
                 if peer == self.rank:
                     continue
@@ -1715,10 +1711,10 @@ cdef class Engine:
                     phase = mem_phase[k % n_mem_phase] - 1
                     clk = target - 1
                     continue
-            # the memory tick (the early ones ticked already)
+            # the memory tick (a controller ticked early is not due again: a tick wakes it later)
             phase = ph
             clk += 1
-            self.tick_due(clk, early)
+            self.tick_due(clk, 0)
             if self.error_code:
                 sievesim_flag_set(self.abort_flag)
                 break
