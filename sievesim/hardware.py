@@ -93,6 +93,12 @@ class GPUSpec:
     compute_efficiency: float = 1.0
     #: Fraction of ``hbm_bandwidth_bytes_per_s`` that streaming reaches (1.0 = Duplex; AttAcc uses 0.85).
     memory_efficiency: float = 1.0
+    #: Modelled latency of one expert-partitioning decision (Sieve, PIMoE) on the GPU for a layer
+    #: of ``scheduler_reference_experts`` experts, seconds; scaled linearly with the experts a GPU
+    #: decides over (Sieve paper Section 5: about 20 us per layer on a B200 for DeepSeek-R1's 256).
+    scheduler_latency_s: float = 20e-6
+    #: Expert count at which ``scheduler_latency_s`` was measured.
+    scheduler_reference_experts: int = 256
 
     def __post_init__(self) -> None:
         src = f"gpu {self.name!r}"
@@ -104,6 +110,14 @@ class GPUSpec:
         _positive(self, "num_hbm_stacks", "HBM stacks per GPU", src, integer=True)
         _fraction(self, "compute_efficiency", src)
         _fraction(self, "memory_efficiency", src)
+        if not (_is_number(self.scheduler_latency_s) and 0 <= self.scheduler_latency_s < 1):
+            raise field_error("gpu.scheduler_latency_s", self.scheduler_latency_s,
+                              "a latency in seconds, >= 0 and < 1", source=src)
+        _positive(self, "scheduler_reference_experts", "experts", src, integer=True)
+
+    def scheduler_time_s(self, experts: int) -> float:
+        """Modelled decision latency [s] for a GPU deciding over ``experts`` experts."""
+        return self.scheduler_latency_s * experts / self.scheduler_reference_experts
 
     @property
     def effective_flops(self) -> float:
