@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ..costs import DEFAULT_CONTEXT_LEN
 from ..errors import ConfigError, field_error
 
 
@@ -36,8 +37,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     d.add_argument("--counts", required=True, metavar="FILE",
                    help="JSON list of token counts per expert of one GPU (index = local expert id), "
                         "or an object {local expert id: count}; '-' reads stdin")
-    d.add_argument("--context-len", type=int, default=0, metavar="L",
-                   help="context length of every request of this GPU (tokens; default 0)")
+    d.add_argument("--context-len", type=int, default=DEFAULT_CONTEXT_LEN, metavar="L",
+                   help=f"context length of every request of this GPU (tokens; default {DEFAULT_CONTEXT_LEN})")
     d.add_argument("--batch", type=int, default=None, metavar="B",
                    help="global batch B (default: max(largest count, ceil(G * sum / top_k)))")
     d.add_argument("--layer", type=int, default=None,
@@ -66,7 +67,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     c.add_argument("--hardware", default="b200")
     c.add_argument("--gpus", type=int, default=1)
     c.add_argument("--batch", type=_int_list, default=[1, 4, 16, 64, 256])
-    c.add_argument("--context-len", type=int, default=4096)
+    c.add_argument("--context-len", type=int, default=DEFAULT_CONTEXT_LEN, metavar="L",
+                   help=f"context length of every request (tokens; default {DEFAULT_CONTEXT_LEN})")
     c.add_argument("--units", action="store_true", help="PIMoE at every placement unit (docs/policies.md)")
     c.add_argument("--pim-cost", choices=["roofline", "engine"], default="roofline",
                    help="PIM times from the roofline estimate or from the cycle-accurate engine")
@@ -226,8 +228,13 @@ def _compare(args: argparse.Namespace) -> int:
         print(json.dumps(rows))
         return 0
     labels = list(dict.fromkeys(r["policy"] for r in rows))
-    print(f"T_total estimate [us] (PIM: {args.pim_cost}), mean of 3 synthetic routings "
-          "(busiest/mean unit in brackets)")
+    r0 = rows[0]
+    print(f"Equation 1 estimate T_total [us] of one layer on GPU 0 (not an executed schedule: see `sievesim run`)")
+    print(f"{r0['model']} on {r0['gpus']} x {r0['hardware']}: layer {r0['layer']}, context {r0['context_len']} "
+          f"tokens per request, top-k {r0['top_k']}, routing {r0['routing']} (mean of seeds "
+          f"{','.join(map(str, r0['seeds']))}), PIM costs: {'engine' if args.pim_cost == 'engine' and not args.units else 'roofline'}"
+          + (" (--units prices PIM by the roofline)" if args.units and args.pim_cost == "engine" else "")
+          + "; busiest/mean unit in brackets")
     print(f"{'B':>5s} " + " ".join(f"{lab:>24s}" for lab in labels))
     for b in args.batch:
         cells = []
