@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import math
 import os
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ __all__ = [
     "save_hardware_toml",
     "hardware_to_dict",
     "hardware_from_dict",
+    "engine_internal_bandwidth_bytes_per_s_per_stack",
 ]
 
 _PRESET_DIR = Path(__file__).resolve().parent / "data" / "hardware"
@@ -453,6 +455,49 @@ def _apply_base(data: Mapping[str, Any], relative_to: Path | None, seen: tuple[P
     return merged
 
 
+#: How far a file's ``internal_bandwidth_ratio`` may lie from the engine's derivation (the B200
+#: presets' 16x / 8x / 4x are 2.4 % below the engine's 16.4 / 8.2 / 4.1 TB/s per stack).
+RATIO_TOLERANCE = 0.05
+
+
+@functools.lru_cache(maxsize=64)
+def _engine_internal_bandwidth(dram_config: str, banks_per_pu: int, macs_per_command: int,
+                               operand_bytes: float, global_buffer_bytes: int) -> float:
+    from .pim.expert import PIMDevice  # noqa: PLC0415 - the engine's organisation (a lower layer)
+
+    dev = PIMDevice(dram_config=dram_config, stacks=1, banks_per_pu=banks_per_pu,
+                    macs_per_command=macs_per_command, operand_bytes=int(round(operand_bytes)),
+                    global_buffer_bytes=global_buffer_bytes)
+    return dev.peak_flops() / 2.0 * operand_bytes
+
+
+def engine_internal_bandwidth_bytes_per_s_per_stack(pim: PIMSpec) -> float:
+    """Bytes/s the PUs of one stack read in the cycle-accurate engine: PUs x ``macs_per_command`` x
+    ``operand_bytes`` per all-bank MAC command, one every ``nCCD_AB`` of ``dram_config``. Raises
+    :class:`ConfigError` when ``dram_config`` is not an engine configuration with PIM commands."""
+    return _engine_internal_bandwidth(pim.dram_config, pim.banks_per_pu, pim.macs_per_command,
+                                      float(pim.operand_bytes), pim.global_buffer_bytes)
+
+
+def _check_engine_ratio(built: dict[str, Any], pim_data: Mapping[str, Any], problems: list[str]) -> None:
+    pim, gpu = built["pim"], built["gpu"]
+    try:
+        engine_bw = engine_internal_bandwidth_bytes_per_s_per_stack(pim)
+    except ConfigError as exc:
+        problems.append(f"pim.dram_config = {pim.dram_config!r}: expected an engine configuration with PIM "
+                        f"commands ({exc})")
+        return
+    derived = engine_bw / gpu.hbm_bandwidth_per_stack
+    if "internal_bandwidth_ratio" not in pim_data:
+        built["pim"] = dataclasses.replace(pim, internal_bandwidth_ratio=derived)
+    elif abs(pim.internal_bandwidth_ratio - derived) > RATIO_TOLERANCE * derived:
+        problems.append(
+            f"pim.internal_bandwidth_ratio = {pim.internal_bandwidth_ratio:g}: expected {derived:.4g} within "
+            f"{RATIO_TOLERANCE:.0%}, the ratio the engine derives (pu_placement {pim.pu_placement!r}, "
+            f"macs_per_command {pim.macs_per_command}, dram_config {pim.dram_config!r}: {engine_bw / 1e12:.2f} "
+            f"TB/s per stack over the GPU's {gpu.hbm_bandwidth_per_stack / 1e9:.4g} GB/s); set it so or leave it out")
+
+
 def hardware_from_dict(data: Mapping[str, Any], *, source: str | None = None,
                        relative_to: str | os.PathLike[str] | None = None) -> HardwareSpec:
     """Build a :class:`HardwareSpec` from ``{name, description?, base?, gpu: {...}, pim?: {...}, interconnect: {...}}``.
@@ -493,6 +538,8 @@ def hardware_from_dict(data: Mapping[str, Any], *, source: str | None = None,
             built[key] = _SECTIONS[key](**dict(data[key]))
         except ConfigError as exc:
             problems.append(f"[{key}] {exc}")
+    if "pim" in built and "gpu" in built:  # resolve dram_config now, and check (or fill in) the ratio the engine derives
+        _check_engine_ratio(built, data["pim"], problems)
     _raise_all(problems, src)
     try:
         return HardwareSpec(name=data.get("name") or Path(src).stem, gpu=built["gpu"], pim=built.get("pim"),

@@ -30,11 +30,12 @@ def test_base_file_chain_relative_to_the_file(tmp_path):
     (tmp_path / "sub").mkdir()
     _write(tmp_path / "sub" / "mid.toml", 'base = "h100"\nname = "mid"\n[gpu]\ncompute_efficiency = 0.8\n')
     p = _write(tmp_path / "sub" / "top.toml",
-               'base = "mid.toml"\nname = "top"\ndescription = "mine"\n[pim]\npu_placement = "bankgroup"\n')
+               'base = "mid.toml"\nname = "top"\ndescription = "mine"\n[pim]\npu_placement = "bankgroup"\nmacs_per_command = 64\n')
     hw = load_hardware_toml(p)
     assert (hw.name, hw.description) == ("top", "mine")
     assert hw.gpu.compute_efficiency == 0.8 and hw.gpu.name == get_hardware("h100").gpu.name
     assert hw.pim.pu_placement == "bankgroup" and hw.pim.dram_config == "hbm3-6400"
+    assert hw.pim.internal_bandwidth_ratio == get_hardware("h100").pim.internal_bandwidth_ratio
 
 
 def test_base_pim_false_drops_pim(tmp_path):
@@ -92,3 +93,25 @@ def test_cli_exit_2_one_line(tmp_path, capsys):
     ok = _write(tmp_path / "ok.toml", 'base = "b200"\n[interconnect]\nlatency_s = 2e-6\n')
     assert main(["hardware", "show", str(ok)]) == 0
     assert "2.00 us" in capsys.readouterr().out
+
+
+def test_ratio_checked_against_the_engine(tmp_path):
+    p = _write(tmp_path / "t.toml", 'base = "b200"\n[pim]\ninternal_bandwidth_ratio = 8\n')
+    with pytest.raises(ConfigError, match=r"pim.internal_bandwidth_ratio = 8: expected 16.38 within 5%, the ratio "
+                                          r"the engine derives .*'bank'.*16.38 TB/s per stack"):
+        load_hardware_toml(p)
+    # left out, it is derived: bank-group PUs with 16 MACs read a quarter of bank PUs
+    q = _write(tmp_path / "q.toml", 'name = "q"\n[gpu]\nname = "G"\npeak_flops_bf16 = 1e15\n'
+               'hbm_bandwidth_bytes_per_s = 8e12\nhbm_capacity_bytes = 1000\nnum_hbm_stacks = 8\n'
+               '[pim]\npu_placement = "bankgroup"\n[interconnect]\nbandwidth_bytes_per_s_per_direction = 1e11\n'
+               'latency_s = 1e-6\n')
+    hw = load_hardware_toml(q)
+    assert hw.pim.internal_bandwidth_ratio == pytest.approx(16.384 / 4)
+
+
+@pytest.mark.parametrize("dram, named", [("hbm4-12800", "did you mean"), ("hbm2-2000", "PIM commands")])
+def test_dram_config_resolved_when_the_file_is_read(tmp_path, capsys, dram, named):
+    p = _write(tmp_path / "t.toml", f'base = "b200"\n[pim]\ndram_config = "{dram}"\n')
+    assert main(["hardware", "show", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert f"pim.dram_config = '{dram}'" in err and named in err
