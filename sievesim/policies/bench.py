@@ -99,10 +99,11 @@ def bench(experts: Sequence[int] = (128, 256, 512), batches: Sequence[int] = (1,
 def compare_policies(model_name: str, num_gpus: int, batches: Sequence[int], *, hardware: str = "b200",
                      policies: Sequence[Any] = ("noexp", "allexp", "sieve", "pimoe", "oracle"),
                      context_len: int = 4096, seeds: Sequence[int] = (0, 1, 2), skew: float = 1.0,
-                     pim: Any = None) -> list[dict[str, Any]]:
+                     pim: Any = None, top_k: int | None = None) -> list[dict[str, Any]]:
     """Estimated ``T_total`` of each policy, averaged over ``seeds`` (one layer of GPU 0).
 
     ``pim``: a PIM cost model (``sievesim.costs.PimCostModel``); default the roofline estimate.
+    ``top_k``: overrides the model's routed experts per token.
 
     The global routing of ``B`` tokens is synthetic; GPU 0 holds experts ``0..E/G-1``. A policy is
     a name or ``(label, policy instance)``. Returns rows with ``policy``, ``batch``,
@@ -112,7 +113,7 @@ def compare_policies(model_name: str, num_gpus: int, batches: Sequence[int], *, 
     from ..models import get_model
 
     hw = get_hardware(hardware)
-    model = get_model(model_name)
+    model = get_model(model_name, top_k=top_k)
     e_local = model.num_experts // num_gpus
     rows = []
     for b in batches:
