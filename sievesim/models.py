@@ -1056,6 +1056,7 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
             attention.append(_HF_LAYER_TYPES[t])
         if is_mla:
             attention = ["mla" if a == "full" else a for a in attention]
+        branch = "layer_types"
         if llama4:  # layer_types already says which layers are chunked; RoPE/NoPE changes no cost
             hf.consider("no_rope_layers", "no_rope_layer_interval")
         if hf.has("full_attention_interval"):  # Qwen3.5 gives both: they must agree
@@ -1066,13 +1067,17 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
                                   "the pattern layer_types gives (every N-th layer full, the rest linear)",
                                   source=source)
     elif llama4 or hf.has("no_rope_layers"):
+        branch = "llama4"
         attention = _llama4_attention(hf, num_layers)
     elif hf.has("full_attention_interval"):
+        branch = "interval"
         interval = hf.int("full_attention_interval", what="a positive layer interval", allow_zero=False)
         attention = ["full" if (i + 1) % interval == 0 else "linear" for i in range(num_layers)]
     elif is_mla:
+        branch = "mla"
         attention = ["mla"] * num_layers
     else:
+        branch = "sliding_window"
         use_sw = hf.bool("use_sliding_window", True)
         window = cfg.get("sliding_window")
         hf.consider("sliding_window")
@@ -1085,10 +1090,16 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
                 attention = ["sliding"] * num_layers
         else:
             attention = ["full"] * num_layers
+    # a window that a branch without sliding layers would drop while use_sliding_window asks for it
+    # is left unconsulted, so the structural-key check names it
+    window_dropped = branch in ("llama4", "interval", "mla") and cfg.get("use_sliding_window") is not False \
+        and bool(cfg.get("sliding_window"))
     if "sliding" in attention:
         kw["sliding_window"] = hf.int("sliding_window", what="a positive window (tokens)", allow_zero=False)
-    else:
+    elif not window_dropped:
         hf.consider("sliding_window")  # a window no layer uses (e.g. Qwen's with use_sliding_window false)
+    if "chunked" not in attention:
+        hf.consider("attention_chunk_size")  # no chunked layer: the chunk changes nothing
     if "chunked" in attention:
         kw["attention_chunk_size"] = hf.int("attention_chunk_size", what="a positive chunk (tokens)",
                                             allow_zero=False)

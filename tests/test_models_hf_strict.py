@@ -96,3 +96,10 @@ def test_cli_prints_unverified_family_and_exits_2_on_unhandled_key(tmp_path, cap
     assert main(["model", "show", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "moe_layer_start_index" in err and len(err.strip().splitlines()) == 1
+
+
+def test_sliding_window_that_a_reading_would_drop_is_named():
+    # DeepSeek's MLA reading has no sliding layers: a window asked for is not silently dropped
+    with pytest.raises(ConfigError, match=r"sliding_window \(window of sliding-window layers\)"):
+        from_hf_config(dict(DEEPSEEK_V3, sliding_window=4096), name="d")
+    assert from_hf_config(dict(DEEPSEEK_V3, sliding_window=4096, use_sliding_window=False), name="d").num_layers == 61
