@@ -23,6 +23,7 @@ import json
 import math
 import os
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -35,6 +36,7 @@ __all__ = [
     "MLP_KINDS",
     "ModelSpec",
     "STRUCTURAL_KEYS",
+    "UnverifiedFamilyWarning",
     "VERIFIED_FAMILIES",
     "chunked_attended_tokens",
     "from_hf_config",
@@ -1197,7 +1199,16 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
         raise field_error("num_key_value_heads", kw["num_kv_heads"],
                           f"a divisor of num_attention_heads = {heads}", source=source)
     _check_unused_keys(hf, model_type, verified)
-    return ModelSpec(**kw)
+    spec = ModelSpec(**kw)
+    if not verified:
+        warnings.warn(f"{source}: model_type {model_type or '?'!r} is an unverified family: every structural key "
+                      "was understood, but its parameter counts were not checked against published figures",
+                      UnverifiedFamilyWarning, stacklevel=2)
+    return spec
+
+
+class UnverifiedFamilyWarning(UserWarning):
+    """A Hugging Face config of a ``model_type`` outside :data:`VERIFIED_FAMILIES` was read."""
 
 
 def _llama4_attention(hf: _HF, num_layers: int) -> list[str]:

@@ -9,7 +9,7 @@ import pytest
 
 from sievesim.cli import main
 from sievesim.errors import ConfigError
-from sievesim.models import STRUCTURAL_KEYS, VERIFIED_FAMILIES, from_hf_config
+from sievesim.models import STRUCTURAL_KEYS, VERIFIED_FAMILIES, UnverifiedFamilyWarning, from_hf_config
 
 # allenai/OLMoE-1B-7B-0924 config.json (a family sievesim has not checked against published counts)
 OLMOE = {
@@ -33,7 +33,8 @@ DEEPSEEK_V3 = {
 
 
 def test_unverified_family_read_when_every_structural_key_is_understood():
-    spec = from_hf_config(OLMOE, name="olmoe")
+    with pytest.warns(UnverifiedFamilyWarning, match=r"model_type 'olmoe' is an unverified family"):
+        spec = from_hf_config(OLMOE, name="olmoe")
     assert "olmoe" not in VERIFIED_FAMILIES
     assert "unverified family" in spec.source
     assert spec.num_moe_layers == 16 and spec.num_experts == 64 and spec.moe_intermediate_size == 1024
@@ -89,7 +90,9 @@ def test_cli_prints_unverified_family_and_exits_2_on_unhandled_key(tmp_path, cap
     good.parent.mkdir()
     good.write_text(json.dumps(OLMOE))
     assert main(["model", "show", str(good)]) == 0
-    assert "unverified family" in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert "unverified family" in out
+    assert err.startswith("sievesim: warning: ") and "unverified family" in err and len(err.splitlines()) == 1
     bad = tmp_path / "ernie" / "config.json"
     bad.parent.mkdir()
     bad.write_text(json.dumps(dict(OLMOE, moe_layer_start_index=1)))
