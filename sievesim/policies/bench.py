@@ -107,7 +107,7 @@ def model_routing(model: Any, batch: int, seed: int, layer: int | None = None) -
     if model.name not in PRESETS:
         raise field_error("model", model.name, "a model with calibrated synthetic routing ("
                           + ", ".join(PRESETS) + ")")
-    src = SyntheticSource.from_preset(model.name)
+    src = SyntheticSource.from_preset(model.name, top_k=int(model.top_k))
     if layer is None:
         layer = default_layer(model)
     moe = model.moe_layer_indices
@@ -119,10 +119,11 @@ def model_routing(model: Any, batch: int, seed: int, layer: int | None = None) -
 def compare_policies(model_name: str, num_gpus: int, batches: Sequence[int], *, hardware: str = "b200",
                      policies: Sequence[Any] = ("noexp", "allexp", "sieve", "pimoe", "oracle"),
                      context_len: int = DEFAULT_CONTEXT_LEN, seeds: Sequence[int] = (0, 1, 2),
-                     pim: Any = None) -> list[dict[str, Any]]:
+                     pim: Any = None, top_k: int | None = None) -> list[dict[str, Any]]:
     """Estimated ``T_total`` (Equation 1) of each policy, averaged over ``seeds`` (one layer of GPU 0).
 
     ``pim``: a PIM cost model (``sievesim.costs.PimCostModel``); default the roofline estimate.
+    ``top_k``: overrides the model's routed experts per token.
 
     The routing of ``B`` tokens is the model's calibrated synthetic routing (:func:`model_routing`,
     the same as ``sievesim run``'s default), at the layer of :func:`sievesim.costs.default_layer`;
@@ -136,7 +137,7 @@ def compare_policies(model_name: str, num_gpus: int, batches: Sequence[int], *, 
     from ..models import get_model
 
     hw = get_hardware(hardware)
-    model = get_model(model_name)
+    model = get_model(model_name, top_k=top_k)
     e_local = model.num_experts // num_gpus
     layer = default_layer(model)
     rows = []
