@@ -23,6 +23,7 @@ _COMMAND_MODULES = [
     "policy",
     "trace_stats",
     "sweep",
+    "reproduce",
 ]
 
 
