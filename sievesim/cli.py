@@ -22,6 +22,7 @@ _COMMAND_MODULES = [
     "hardware",
     "policy",
     "trace_stats",
+    "run",
     "sweep",
     "reproduce",
 ]

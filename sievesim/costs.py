@@ -35,6 +35,7 @@ import numpy as np
 from .errors import ConfigError, field_error
 
 __all__ = [
+    "DEFAULT_CONTEXT_LEN",
     "UNITS",
     "PimOrganisation",
     "PimCostModel",
@@ -53,6 +54,9 @@ __all__ = [
     "validate_counts",
     "build_context",
 ]
+
+#: Context length [tokens] of every request when a command is given none (one default everywhere).
+DEFAULT_CONTEXT_LEN = 4096
 
 #: Placement units of expert-parallel PIM (PIMoE), from the finest to the coarsest.
 UNITS: tuple[str, ...] = ("pseudo_channel", "channel", "stack")
@@ -238,9 +242,12 @@ class PimCostTable:
 
 
 def _expert_time_array(pim: PimCostModel, max_tokens: int, unit: str | None = None) -> np.ndarray:
-    """``t(n)`` for ``n = 0..max_tokens`` (``t(0) = 0``), using a vectorised method when offered."""
-    if unit is None and type(pim) is RooflinePimCost:
-        arr = pim.expert_times_s(max_tokens)
+    """``t(n)`` for ``n = 0..max_tokens`` (``t(0) = 0``), using a vectorised method when the cost
+    model offers one (``expert_times_s(max_tokens)``, ``expert_times_on_unit_s(max_tokens, unit)``)."""
+    if unit is None and hasattr(pim, "expert_times_s"):
+        arr = np.asarray(pim.expert_times_s(max_tokens), dtype=np.float64)
+    elif unit is not None and hasattr(pim, "expert_times_on_unit_s"):
+        arr = np.asarray(pim.expert_times_on_unit_s(max_tokens, unit), dtype=np.float64)
     elif unit is None:
         arr = np.array([0.0] + [pim.expert_time_s(n) for n in range(1, max_tokens + 1)], dtype=np.float64)
     else:

@@ -21,6 +21,7 @@ class NoExp(Policy):
 
     name = "noexp"
     description = "all experts on the GPU (PIM runs attention only)"
+    static_placement = "gpu"
 
     def _decide(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> np.ndarray:
         return np.zeros(counts.shape, dtype=bool)
@@ -32,6 +33,7 @@ class AllExp(Policy):
 
     name = "allexp"
     description = "all experts on PIM, tensor-parallel across channels"
+    static_placement = "pim"
 
     def _decide(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> np.ndarray:
         return counts > 0
