@@ -66,7 +66,7 @@ MANIFEST = "grid.json"
 _FORMAT = 1
 
 _INT_KEYS = ("gpus", "batch", "context_len", "steps", "seed")
-_STR_KEYS = ("model", "hardware", "policy", "pimoe_unit", "trace", "context_preset")
+_STR_KEYS = ("model", "hardware", "policy", "pimoe_unit", "trace", "context_preset", "prefill")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -89,9 +89,8 @@ def _as_list(key: str, value: Any, where: str) -> list[Any]:
             raise field_error(key, v, "an integer", source=where)
         if key in _STR_KEYS and not isinstance(v, str):
             raise field_error(key, v, "a string", source=where)
-        if key == "prefill" and (isinstance(v, bool) or not isinstance(v, (int, str))):
-            raise field_error(key, v, "a number of prefill requests (or a prefill spec string)",
-                              source=where)
+        if key == "prefill" and not isinstance(v, str):
+            raise field_error(key, v, "a string P:L (P prefill requests of L prompt tokens)", source=where)
     return values
 
 
@@ -189,6 +188,9 @@ def check_points(points: Sequence[Mapping[str, Any]]) -> None:
             get_length_preset(p["context_preset"])
         if p.get("context_len") is not None and p.get("context_preset") is not None:
             raise field_error("context_preset", p["context_preset"], "not both context_len and context_preset")
+        if p.get("prefill") is not None:
+            from .system import parse_prefill
+            parse_prefill(p["prefill"])
         trace = p.get("trace")
         if trace is not None and not trace.startswith("synthetic:") and not os.path.exists(trace):
             raise field_error("trace", trace, "an existing routing file (.npz, SGLang dump) or synthetic:MODEL")
@@ -507,7 +509,9 @@ def estimate_point(settings: Mapping[str, Any]) -> dict[str, Any]:
     from .policies import get_policy
     from .workload.lengths import decode_context_lengths
 
-    if settings.get("prefill"):
+    from .system import parse_prefill
+
+    if settings.get("prefill") and parse_prefill(settings["prefill"])[0] > 0:
         raise field_error("prefill", settings["prefill"], "none with the estimate point function "
                           "(colocated prefill needs the executed step)")
     model = get_model(settings["model"])

@@ -16,7 +16,8 @@ import pytest
 from sievesim.cli import main
 from sievesim.errors import SievesimError
 from sievesim.sweep import (MANIFEST, RESULTS_CSV, RESULTS_JSONL, WALL_CLOCK_JSONL, estimate_point,
-                            expand_grid, load_grid_file, point_id, read_results, run_grid)
+                            expand_grid, load_grid_file, point_id, read_results, run_grid,
+                            step_point)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 GRID = {"model": ["qwen3-30b-a3b"], "batch": [1, 16, 64], "policy": ["sieve", "pimoe", "noexp"],
@@ -172,7 +173,8 @@ def test_other_grid_refused_unless_force(tmp_path, capsys):
     (["--model", "qwen3-30b-a3b", "--batch", "0"], "batch = 0"),
     (["--model", "qwen3-30b-a3b", "--batch", "1", "--context-preset", "hh"], "lengths preset = 'hh'"),
     (["--model", "qwen3-30b-a3b", "--batch", "1", "--trace", "missing.npz"], "trace = 'missing.npz'"),
-    (["--model", "qwen3-30b-a3b", "--batch", "1", "--prefill", "2", "--point", "estimate"], "prefill = 2"),
+    (["--model", "qwen3-30b-a3b", "--batch", "1", "--prefill", "2:1024", "--point", "estimate"], "prefill = '2:1024'"),
+    (["--model", "qwen3-30b-a3b", "--batch", "1", "--prefill", "2"], "prefill = '2'"),
     (["--model", "qwen3-30b-a3b"], "batch = None"),
     (["--model", "qwen3-30b-a3b", "--batch", "1", "--jobs", "0"], "--jobs = 0"),
 ])
@@ -181,6 +183,25 @@ def test_bad_input_exits_2_naming_the_field(tmp_path, capsys, argv, message):
                 if "--jobs" not in argv else ["sweep", "--quiet", "--out", str(tmp_path / "o")] + argv) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_the_executed_step_through_a_process_pool_twice_gives_byte_identical_files(tmp_path):
+    points = expand_grid([{"model": ["qwen3-30b-a3b"], "batch": [1, 8], "policy": ["sieve", "noexp"]}])
+    a, b = tmp_path / "a", tmp_path / "b"
+    run_grid(points, a, point_fn=step_point, progress=None)
+    with ProcessPoolExecutor(max_workers=2) as pool:
+        run_grid(points, b, point_fn=step_point, executor=pool, progress=None)
+    assert _files(a) == _files(b)
+    rows = read_results(a)
+    assert all(r["routing"] == "synthetic:qwen3-30b-a3b" and r["step_time_s"] > 0 for r in rows)
+    assert not any(k.startswith("wall_") for r in rows for k in r)
+    walls = [json.loads(x) for x in (a / WALL_CLOCK_JSONL).read_text().splitlines()]
+    assert all("wall_step_s" in w and "wall_decision_us" in w for w in walls)
+    # throughput per GPU = B / T_step / G, and a row carries what reproduces it
+    r = rows[1]
+    assert r["throughput_tokens_per_s_per_gpu"] == pytest.approx(r["batch"] / r["step_time_s"] / r["gpus"])
+    assert step_point({k: r.get(k) for k in ("model", "hardware", "gpus", "policy", "batch", "seed",
+                                             "steps")})["step_time_s"] == r["step_time_s"]
 
 
 def test_grid_file_typo_through_the_cli(tmp_path, capsys):

@@ -45,7 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--trace", type=_list(str), help="routing: trace files or synthetic:MODEL (default: the model's synthetic routing)")
     p.add_argument("--context-len", type=_list(int), help="context tokens of every decode request")
     p.add_argument("--context-preset", type=_list(str), help="request-length presets (hh-rlhf, math-500)")
-    p.add_argument("--prefill", type=_list(int), help="prefill requests colocated with the decode batch")
+    p.add_argument("--prefill", type=_list(str), metavar="P:L,...",
+                   help="colocated prefill: P requests of L prompt tokens each (e.g. 2:1024)")
     p.add_argument("--steps", type=_list(int), help="decode steps per point (default 1)")
     p.add_argument("--seed", type=_list(int), help="seeds (default 0)")
     p.add_argument("--out", default="sweep-out", metavar="DIR", help="output directory (default sweep-out)")
