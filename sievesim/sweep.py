@@ -47,13 +47,13 @@ __all__ = ["GRID_KEYS", "SETTING_DEFAULTS", "load_grid_file", "expand_grid", "ch
 #: Settings of one point, in the order they appear in result rows. Each is a keyword argument of
 #: ``sievesim.system.simulate_step``.
 GRID_KEYS: tuple[str, ...] = ("model", "hardware", "gpus", "policy", "pimoe_unit", "batch", "trace",
-                              "context_len", "context_preset", "prefill", "steps", "seed")
+                              "context_len", "context_preset", "prefill", "steps", "warmup", "seed")
 
 #: Defaults of the settings a grid leaves out (``None``: the point function's own default).
 SETTING_DEFAULTS: dict[str, Any] = {
     "model": None, "hardware": "b200", "gpus": 1, "policy": "sieve", "pimoe_unit": "stack",
     "batch": None, "trace": None, "context_len": None, "context_preset": None, "prefill": None,
-    "steps": 1, "seed": 0,
+    "steps": 1, "warmup": None, "seed": 0,
 }
 
 #: Result-row column of each setting whose name does not already say its unit.
@@ -65,7 +65,7 @@ WALL_CLOCK_JSONL = "wall_clock.jsonl"
 MANIFEST = "grid.json"
 _FORMAT = 1
 
-_INT_KEYS = ("gpus", "batch", "context_len", "steps", "seed")
+_INT_KEYS = ("gpus", "batch", "context_len", "steps", "warmup", "seed")
 _STR_KEYS = ("model", "hardware", "policy", "pimoe_unit", "trace", "context_preset", "prefill")
 
 
@@ -165,6 +165,7 @@ def check_points(points: Sequence[Mapping[str, Any]]) -> None:
     from .hardware import get_hardware
     from .models import get_model
     from .policies import policy_class
+    from .system import GPU_ONLY
     from .workload.lengths import get_length_preset
 
     models = functools.lru_cache(maxsize=None)(get_model)
@@ -172,7 +173,8 @@ def check_points(points: Sequence[Mapping[str, Any]]) -> None:
     for p in points:
         model = models(p["model"])
         hardware(p["hardware"])
-        policy_class(p["policy"])
+        if str(p["policy"]).lower() != GPU_ONLY:
+            policy_class(p["policy"])
         if p.get("pimoe_unit") is not None and p["pimoe_unit"] not in UNITS:
             raise field_error("pimoe_unit", p["pimoe_unit"], "one of " + ", ".join(UNITS))
         gpus = p["gpus"]
@@ -182,6 +184,8 @@ def check_points(points: Sequence[Mapping[str, Any]]) -> None:
             raise field_error("batch", p["batch"], "an integer >= 1 (requests)")
         if p["steps"] < 1:
             raise field_error("steps", p["steps"], "an integer >= 1")
+        if p.get("warmup") is not None and p["warmup"] < 0:
+            raise field_error("warmup", p["warmup"], "an integer >= 0 (steps)")
         if p.get("context_len") is not None and p["context_len"] < 0:
             raise field_error("context_len", p["context_len"], "a non-negative number of tokens")
         if p.get("context_preset") is not None:
@@ -202,8 +206,9 @@ def check_points(points: Sequence[Mapping[str, Any]]) -> None:
 def _row(settings: Mapping[str, Any], pid: str, result: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(result row, wall-clock row) of one finished point."""
     row: dict[str, Any] = {"point_id": pid}
-    for k in GRID_KEYS:
-        row[_COLUMN.get(k, k)] = settings.get(k)
+    for k in GRID_KEYS:  # a setting left to the point function's default shows the value it used
+        value = settings.get(k)
+        row[_COLUMN.get(k, k)] = result.get(k) if value is None else value
     wall: dict[str, Any] = {"point_id": pid}
     for k, v in result.items():
         if k.startswith("wall_"):

@@ -67,7 +67,7 @@ def test_serial_and_process_pool_give_byte_identical_files(tmp_path):
     # every row carries its settings and reproduces itself through the point function
     r = rows[4]
     settings = {k: r[k] for k in ("model", "hardware", "gpus", "policy", "pimoe_unit", "batch", "trace",
-                                  "context_preset", "prefill", "steps", "seed")}
+                                  "context_preset", "prefill", "steps", "warmup", "seed")}
     settings["context_len"] = r["context_len_tokens"]
     again = estimate_point(settings)
     assert again["estimated_layer_time_s"] == r["estimated_layer_time_s"]
@@ -177,6 +177,7 @@ def test_other_grid_refused_unless_force(tmp_path, capsys):
     (["--model", "qwen3-30b-a3b", "--batch", "1", "--prefill", "2"], "prefill = '2'"),
     (["--model", "qwen3-30b-a3b"], "batch = None"),
     (["--model", "qwen3-30b-a3b", "--batch", "1", "--jobs", "0"], "--jobs = 0"),
+    (["--model", "qwen3-30b-a3b", "--batch", "1", "--warmup", "-1"], "warmup = -1"),
 ])
 def test_bad_input_exits_2_naming_the_field(tmp_path, capsys, argv, message):
     assert main(["sweep", "--jobs", "1", "--quiet", "--out", str(tmp_path / "o")] + argv
@@ -186,7 +187,8 @@ def test_bad_input_exits_2_naming_the_field(tmp_path, capsys, argv, message):
 
 
 def test_the_executed_step_through_a_process_pool_twice_gives_byte_identical_files(tmp_path):
-    points = expand_grid([{"model": ["qwen3-30b-a3b"], "batch": [1, 8], "policy": ["sieve", "noexp"]}])
+    points = expand_grid([{"model": ["qwen3-30b-a3b"], "batch": [1, 8], "policy": ["sieve", "gpu-only"],
+                           "warmup": [1]}])
     a, b = tmp_path / "a", tmp_path / "b"
     run_grid(points, a, point_fn=step_point, progress=None)
     with ProcessPoolExecutor(max_workers=2) as pool:
@@ -195,13 +197,14 @@ def test_the_executed_step_through_a_process_pool_twice_gives_byte_identical_fil
     rows = read_results(a)
     assert all(r["routing"] == "synthetic:qwen3-30b-a3b" and r["step_time_s"] > 0 for r in rows)
     assert not any(k.startswith("wall_") for r in rows for k in r)
+    assert all(r["warmup"] == 1 and r["hardware"] == "b200" for r in rows)
     walls = [json.loads(x) for x in (a / WALL_CLOCK_JSONL).read_text().splitlines()]
     assert all("wall_step_s" in w and "wall_decision_us" in w for w in walls)
     # throughput per GPU = B / T_step / G, and a row carries what reproduces it
     r = rows[1]
     assert r["throughput_tokens_per_s_per_gpu"] == pytest.approx(r["batch"] / r["step_time_s"] / r["gpus"])
     assert step_point({k: r.get(k) for k in ("model", "hardware", "gpus", "policy", "batch", "seed",
-                                             "steps")})["step_time_s"] == r["step_time_s"]
+                                             "steps", "warmup")})["step_time_s"] == r["step_time_s"]
 
 
 def test_grid_file_typo_through_the_cli(tmp_path, capsys):

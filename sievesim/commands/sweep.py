@@ -39,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--model", type=_list(str), help="model presets or config paths, comma-separated")
     p.add_argument("--hardware", type=_list(str), help="hardware presets or TOML paths (default b200)")
     p.add_argument("--gpus", type=_list(int), help="GPU counts (default 1)")
-    p.add_argument("--policy", type=_list(str), help="policies (default sieve)")
+    p.add_argument("--policy", type=_list(str), help="policies (default sieve; gpu-only = no PIM)")
     p.add_argument("--pimoe-unit", type=_list(str), help="PIMoE placement units (default stack)")
     p.add_argument("--batch", type=_list(int), help="batch sizes (decode requests)")
     p.add_argument("--trace", type=_list(str), help="routing: trace files or synthetic:MODEL (default: the model's synthetic routing)")
@@ -48,6 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--prefill", type=_list(str), metavar="P:L,...",
                    help="colocated prefill: P requests of L prompt tokens each (e.g. 2:1024)")
     p.add_argument("--steps", type=_list(int), help="decode steps per point (default 1)")
+    p.add_argument("--warmup", type=_list(int), help="warm-up steps before the measured ones (default: the step's, 2)")
     p.add_argument("--seed", type=_list(int), help="seeds (default 0)")
     p.add_argument("--out", default="sweep-out", metavar="DIR", help="output directory (default sweep-out)")
     p.add_argument("--point", choices=sorted(POINT_FUNCTIONS), default=None,
