@@ -249,6 +249,7 @@ def _routing_records(opts: FigureOptions) -> tuple[tuple[dict[str, Any], ...], t
                 "seed": opts.seed,
                 "act_param_ratio": s.act_param_ratio, "act_param_ratio_median": s.act_param_ratio_median,
                 "activated_expert_ratio": s.activated_ratio,
+                "activated_expert_ratio_median": s.activated_ratio_median,
                 "frac_n1": s.frac_1, "frac_n2": s.frac_2, "frac_n3_4": s.frac_3_4, "frac_gt4": s.frac_gt4,
                 "frac_memory_bound": s.frac_memory_bound, "tokens_per_active_expert": s.tokens_per_active,
             })
@@ -268,7 +269,7 @@ def fig3(opts: FigureOptions) -> FigureData:
     four models on calibrated synthetic routing (and traces recorded on a preset model)."""
     rows, _ = _routing_records(opts)
     keys = ("series", "model", "routing", "batch", "steps", "seed", "act_param_ratio",
-            "act_param_ratio_median", "activated_expert_ratio")
+            "act_param_ratio_median", "activated_expert_ratio", "activated_expert_ratio_median")
     records = [{k: r[k] for k in keys} for r in rows if r["model"] is not None]
     top = 256
 
@@ -281,7 +282,9 @@ def fig3(opts: FigureOptions) -> FigureData:
               f"(routed experts active: {_pct(val('gpt-oss-120b', 1, 'activated_expert_ratio'))})"),
         Claim("Mixtral-8x22B act-ratio at B=1", "25.0 %", f"{_pct(val('mixtral-8x22b', 1))} "
               f"(routed experts active: {_pct(val('mixtral-8x22b', 1, 'activated_expert_ratio'))})"),
-        Claim("Mixtral median act-ratio at B=16", "100 %", _pct(val("mixtral-8x22b", 16, "act_param_ratio_median"))),
+        Claim("Mixtral median act-ratio at B=16", "100 %",
+              f"{_pct(val('mixtral-8x22b', 16, 'act_param_ratio_median'))} over steps; median over "
+              f"(layer, step) of experts active: {_pct(val('mixtral-8x22b', 16, 'activated_expert_ratio_median'))}"),
         Claim(f"GPT-OSS act-ratio at B={top}", "47.9 %", _pct(val("gpt-oss-120b", top))),
         Claim(f"Qwen3-Next act-ratio at B={top}", "similar to GPT-OSS", _pct(val("qwen3-next-80b-a3b", top))),
         Claim(f"Qwen3 act-ratio at B={top}", "above Qwen3-Next and GPT-OSS", _pct(val("qwen3-30b-a3b", top))),
