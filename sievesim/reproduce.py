@@ -12,7 +12,9 @@ A figure is one function registered with :func:`register_figure`::
 numbers (printed as a table); ``plot(data, path)`` draws ``NAME.png`` with matplotlib, which is an
 optional extra: without it the CSV is still written and the report says how to get plots.
 ``opts.quick`` asks for the reduced version (fewer batch sizes and steps; under a minute on two
-cores). ``reproduce("all", ...)`` runs every registered figure in registration order.
+cores). ``reproduce("all", ...)`` runs every registered figure in registration order. A figure
+that needs the executed step gets its rows from :func:`step_records` (a resumable sweep kept in
+``OUT/NAME-points/``, run on ``opts.jobs`` processes).
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from typing import Any, Callable, Sequence
 from .errors import field_error
 
 __all__ = ["Claim", "FigureData", "FigureOptions", "Figure", "FigureReport", "FIGURES",
-           "register_figure", "figure_names", "reproduce", "PAPER_MODELS"]
+           "register_figure", "figure_names", "reproduce", "step_records", "PAPER_MODELS"]
 
 #: The four models of the paper's Figures 3 and 5, in its legend order.
 PAPER_MODELS = ("mixtral-8x22b", "qwen3-30b-a3b", "qwen3-next-80b-a3b", "gpt-oss-120b")
@@ -60,11 +62,15 @@ class FigureOptions:
     quick: the reduced version (fewer batch sizes and steps).
     traces: routing trace files to add beside the synthetic routing where a figure can use them.
     seed: seed of every random draw.
+    out_dir: where the figure's files go (:func:`step_records` keeps its points there too).
+    jobs: worker processes for :func:`step_records` (1: in this process).
     """
 
     quick: bool = False
     traces: tuple[str, ...] = ()
     seed: int = 0
+    out_dir: str = "figures"
+    jobs: int = 1
 
 
 @dataclass(frozen=True)
@@ -130,8 +136,47 @@ def _have_matplotlib() -> bool:
     return True
 
 
+def step_records(name: str, points: Sequence[dict[str, Any]], opts: FigureOptions, *,
+                 point_fn: Callable[[dict[str, Any]], Any] | None = None) -> list[dict[str, Any]]:
+    """Rows of the executed step (:func:`sievesim.sweep.step_point`, or ``point_fn``) at every
+    point, in point order, for a figure that needs the step (Figures 6 and 9-11).
+
+    The points run as a sweep in ``OUT/NAME-points/`` (``opts.jobs`` worker processes), so an
+    interrupted ``reproduce`` resumes where it stopped and a rerun of a finished figure only
+    redraws it. ``points`` are settings dicts as :func:`sievesim.sweep.expand_grid` gives them
+    (``expand_grid`` fills the defaults)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from .sweep import expand_grid, point_id, read_results, run_grid, step_point
+
+    fn = point_fn or step_point
+    pts = expand_grid([{k: [v] for k, v in p.items()} for p in points])
+    out = pathlib.Path(opts.out_dir) / f"{name}-points"
+    if opts.jobs > 1 and len(pts) > 1:
+        with ProcessPoolExecutor(max_workers=min(opts.jobs, len(pts))) as pool:
+            run_grid(pts, out, point_fn=fn, executor=pool, force=_grid_changed(out, pts, fn), progress=None)
+    else:
+        run_grid(pts, out, point_fn=fn, force=_grid_changed(out, pts, fn), progress=None)
+    by_id = {r["point_id"]: r for r in read_results(out)}
+    return [by_id[point_id(p)] for p in pts]
+
+
+def _grid_changed(out: pathlib.Path, points: Sequence[dict[str, Any]], fn: Callable[..., Any]) -> bool:
+    """Whether ``out`` holds the points of another grid (a figure's points changed with --quick or
+    --seed): then its directory is started over."""
+    from .sweep import MANIFEST, grid_manifest
+
+    path = out / MANIFEST
+    if not path.exists():
+        return out.exists() and any(out.iterdir())
+    try:
+        return json.loads(path.read_text()) != grid_manifest(points, fn)
+    except json.JSONDecodeError:
+        return True
+
+
 def reproduce(name: str, out_dir: str | os.PathLike[str] = "figures", *, quick: bool = False,
-              traces: Sequence[str] = (), seed: int = 0, plot: bool = True) -> list[FigureReport]:
+              traces: Sequence[str] = (), seed: int = 0, plot: bool = True, jobs: int = 1) -> list[FigureReport]:
     """Compute figure ``name`` (or ``all``), write ``NAME.csv`` and ``NAME.png`` into ``out_dir``
     and return the reports. An unknown name is a :class:`~sievesim.errors.SievesimError`."""
     if name not in FIGURES and name != "all":
@@ -145,7 +190,9 @@ def reproduce(name: str, out_dir: str | os.PathLike[str] = "figures", *, quick: 
     names = list(FIGURES) if name == "all" else [name]
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    opts = FigureOptions(quick=quick, traces=tuple(traces), seed=seed)
+    if jobs < 1:
+        raise field_error("--jobs", jobs, "a positive number of worker processes")
+    opts = FigureOptions(quick=quick, traces=tuple(traces), seed=seed, out_dir=str(out), jobs=jobs)
     reports = []
     for n in names:
         fig = FIGURES[n]

@@ -40,7 +40,8 @@ from . import __version__
 from .errors import ConfigError, SievesimError, field_error
 
 __all__ = ["GRID_KEYS", "SETTING_DEFAULTS", "load_grid_file", "expand_grid", "check_points",
-           "point_id", "run_grid", "SweepSummary", "read_results", "estimate_point", "step_point",
+           "point_id", "grid_manifest", "run_grid", "SweepSummary", "read_results", "estimate_point",
+           "step_point",
            "step_available",
            "RESULTS_JSONL", "RESULTS_CSV", "WALL_CLOCK_JSONL", "MANIFEST"]
 
@@ -314,7 +315,8 @@ def _function_name(fn: Callable[..., Any]) -> str:
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
 
 
-def _manifest(points: Sequence[Mapping[str, Any]], fn: Callable[..., Any]) -> dict[str, Any]:
+def grid_manifest(points: Sequence[Mapping[str, Any]], fn: Callable[..., Any]) -> dict[str, Any]:
+    """What ``grid.json`` records of a sweep: its points and the point function's name."""
     return {"format": _FORMAT, "point_function": _function_name(fn),
             "points": [{k: p.get(k) for k in GRID_KEYS} for p in points]}
 
@@ -377,7 +379,7 @@ def run_grid(points: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str
     out.mkdir(parents=True, exist_ok=True)
     points = [dict(p) for p in points]
     ids = [point_id(p) for p in points]
-    manifest = _manifest(points, point_fn)
+    manifest = grid_manifest(points, point_fn)
     jsonl, csv_path, wall_path, man_path = (out / RESULTS_JSONL, out / RESULTS_CSV,
                                             out / WALL_CLOCK_JSONL, out / MANIFEST)
     existing = man_path.exists() or jsonl.exists() or csv_path.exists()

@@ -90,3 +90,20 @@ def test_a_trace_recorded_on_a_preset_model_joins_fig3(tmp_path):
 def test_missing_trace_file_exits_2(tmp_path, capsys):
     assert main(["reproduce", "fig5", "--quick", "--trace", "nope.npz", "--out", str(tmp_path)]) == 2
     assert "--trace = 'nope.npz'" in capsys.readouterr().err
+
+
+def test_step_records_run_the_step_once_and_resume(tmp_path):
+    from sievesim.sweep import step_point
+
+    points = [{"model": "qwen3-30b-a3b", "batch": b, "policy": "sieve", "warmup": 1} for b in (1, 8)]
+    opts = rp.FigureOptions(quick=True, out_dir=str(tmp_path))
+    rows = rp.step_records("figx", points, opts)
+    assert [r["batch"] for r in rows] == [1, 8]
+    assert rows[1]["step_time_s"] == step_point({**points[1], "steps": 1})["step_time_s"]
+    wall = tmp_path / "figx-points" / "wall_clock.jsonl"   # one line per point run
+    assert len(wall.read_text().splitlines()) == 2
+    assert rp.step_records("figx", points, opts) == rows      # read back, nothing rerun
+    assert len(wall.read_text().splitlines()) == 2
+    # other points (e.g. a different --quick) start the directory over instead of refusing it
+    again = rp.step_records("figx", points[:1], rp.FigureOptions(out_dir=str(tmp_path), jobs=2))
+    assert again == rows[:1]

@@ -21,13 +21,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="add a routing trace (.npz, SGLang dump) beside the synthetic routing "
                         "(fig3: traces recorded on a preset model; fig5: any); repeatable")
     p.add_argument("--seed", type=int, default=0, help="seed of every random draw (default 0)")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="worker processes for figures that run the executed step (default 1)")
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     from ..reproduce import format_report, reproduce
 
-    reports = reproduce(args.figure, args.out, quick=args.quick, traces=args.trace, seed=args.seed)
+    reports = reproduce(args.figure, args.out, quick=args.quick, traces=args.trace, seed=args.seed,
+                        jobs=args.jobs)
     if args.json:
         print(json.dumps([r for rep in reports for r in rep.data.records]))
         return 0
