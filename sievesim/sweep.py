@@ -41,8 +41,7 @@ from .errors import ConfigError, SievesimError, field_error
 
 __all__ = ["GRID_KEYS", "SETTING_DEFAULTS", "load_grid_file", "expand_grid", "check_points",
            "point_id", "grid_manifest", "run_grid", "SweepSummary", "read_results", "estimate_point",
-           "step_point",
-           "step_available",
+           "step_point", "step_available",
            "RESULTS_JSONL", "RESULTS_CSV", "WALL_CLOCK_JSONL", "MANIFEST"]
 
 #: Settings of one point, in the order they appear in result rows. Each is a keyword argument of
