@@ -62,6 +62,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="let PIM and GPU HBM traffic overlap without slowing each other")
     p.add_argument("--scheduler-latency-us", type=float, default=None, metavar="US",
                    help="modelled decision latency per layer for 256 experts (default: the hardware's, 20 us)")
+    p.add_argument("--policy-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="constructor argument of the policies that take it, e.g. include_attention=false "
+                        "(Sieve's variant without attention in T_PIM); repeatable")
     p.add_argument("--json", action="store_true", help="JSON: one object (one policy) or a list")
     p.add_argument("--chrome-trace", default=None, metavar="FILE",
                    help="write the last step's schedule as Chrome trace JSON (Perfetto); one policy only")
@@ -79,6 +82,34 @@ def _policies(text: str) -> list[str]:
         if n != GPU_ONLY:
             policy_class(n)
     return list(dict.fromkeys(names))
+
+
+def _policy_options(items: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs; values are JSON where they parse (true, 3, "x"), else strings."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise field_error("--policy-option", item, "KEY=VALUE with a Python identifier as KEY")
+        try:
+            out[key.strip()] = json.loads(value.strip().lower() if value.strip().lower() in ("true", "false")
+                                          else value)
+        except json.JSONDecodeError:
+            out[key.strip()] = value
+    return out
+
+
+def _options_for(name: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The subset of ``options`` that policy ``name``'s constructor takes."""
+    import inspect
+
+    from ..policies import policy_class
+    from ..system import GPU_ONLY
+
+    if not options or name == GPU_ONLY:
+        return {}
+    params = inspect.signature(policy_class(name).__init__).parameters
+    return {k: v for k, v in options.items() if k in params}
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -99,6 +130,10 @@ def _run(args: argparse.Namespace) -> int:
         if not (lat >= 0 and lat < 1e6):
             raise field_error("--scheduler-latency-us", lat, "a latency in microseconds, >= 0")
         hw = dataclasses.replace(hw, gpu=dataclasses.replace(hw.gpu, scheduler_latency_s=lat * 1e-6))
+    options = _policy_options(args.policy_option)
+    unused = [k for k in options if not any(k in _options_for(n, options) for n in names)]
+    if unused:
+        raise field_error("--policy-option", unused[0], f"an argument of one of the policies {', '.join(names)}")
     results = []
     for name in names:
         res = simulate_step(model, hw, gpus=args.gpus, policy=name, batch=args.batch, trace=args.trace,
@@ -106,7 +141,7 @@ def _run(args: argparse.Namespace) -> int:
                             prefill=args.prefill, steps=args.steps, warmup=args.warmup, seed=args.seed,
                             pimoe_unit=args.pimoe_unit if name == "pimoe" else None,
                             early_loads=not args.no_early_loads, microbatches=args.microbatches,
-                            contention=not args.no_contention)
+                            contention=not args.no_contention, policy_options=_options_for(name, options))
         results.append(res)
     if args.chrome_trace:
         try:
@@ -146,6 +181,7 @@ def _print_table(records: list[dict[str, Any]], model: Any, hw: Any) -> None:
     print(head)
     for r in records:
         name = r["policy"] + (f"({r['pimoe_unit']})" if r.get("pimoe_unit") else "")
+        name += "".join(f"[{k}={v}]" for k, v in r.get("policy_options", {}).items())
         layers = len(r["layer_time_s"])
         print(f"{name:14s} {r['step_time_s'] * 1e3:11.3f} {r['estimated_step_time_s'] * 1e3:11.3f} "
               f"{r['throughput_tokens_per_s_per_gpu']:10.1f} {r['interactivity_tokens_per_s_per_user']:10.1f} "

@@ -26,6 +26,8 @@ from ..errors import ConfigError, field_error
 
 __all__ = ["Graph", "Contention", "Schedule", "execute"]
 
+_INF = float("inf")
+
 
 @dataclass(frozen=True)
 class Contention:
@@ -65,14 +67,16 @@ class Graph:
         """Add a node; returns its id. ``duration`` in seconds (>= 0); ``deps`` are ids of nodes
         added before; ``priority`` defaults to the insertion order (lower starts first);
         ``meta`` is kept for reports (e.g. ``layer=3, gpu=0, kind="attention"``)."""
-        if not (duration >= 0.0 and duration < float("inf")):
+        if not (duration >= 0.0 and duration < _INF):
             raise field_error(f"duration of node {name!r}", duration, "a finite time >= 0 [s]")
         nid = len(self.names)
-        dep_ids = tuple(dict.fromkeys(int(d) for d in deps))
-        for d in dep_ids:
-            if not 0 <= d < nid:
-                raise ConfigError(f"node {name!r} depends on {d}, which is not a node added before it")
-        res = tuple(dict.fromkeys(resources))
+        dep_ids = tuple(set(deps))
+        if dep_ids and (min(dep_ids) < 0 or max(dep_ids) >= nid):
+            bad = next(d for d in dep_ids if not 0 <= d < nid)
+            raise ConfigError(f"node {name!r} depends on {bad}, which is not a node added before it")
+        res = tuple(resources)
+        if len(set(res)) != len(res):
+            res = tuple(dict.fromkeys(res))
         self.names.append(name)
         self.durations.append(float(duration))
         self.resources.append(res)
@@ -163,24 +167,34 @@ def execute(graph: Graph, contention: Sequence[Contention] = ()) -> Schedule:
                     out.append(j)
         return out
 
+    contended = [bool(partners) and any(r in partners for r in res) for res in resources]
+
     def try_start() -> None:
         blocked = []
         while ready:
             item = heapq.heappop(ready)
             i = item[1]
-            if any(r in holder for r in resources[i]):
+            res = resources[i]
+            busy = False
+            for r in res:
+                if r in holder:
+                    busy = True
+                    break
+            if busy:
                 blocked.append(item)
                 continue
-            for r in resources[i]:
+            for r in res:
                 holder[r] = i
             start[i] = now
             remaining[i] = durations[i]
             mark[i] = now
-            rate[i] = current_rate(i) if partners else 1.0
-            heapq.heappush(events, (now + remaining[i] / rate[i], prio[i], i, version[i], 0))
-            if partners:
-                for j in affected(resources[i], i):
+            if contended[i]:
+                rate[i] = current_rate(i)
+                heapq.heappush(events, (now + remaining[i] / rate[i], prio[i], i, version[i], 0))
+                for j in affected(res, i):
                     reschedule(j)
+            else:
+                heapq.heappush(events, (now + remaining[i], prio[i], i, 0, 0))
         for item in blocked:
             heapq.heappush(ready, item)
 
@@ -194,7 +208,7 @@ def execute(graph: Graph, contention: Sequence[Contention] = ()) -> Schedule:
         done += 1
         for r in resources[i]:
             del holder[r]
-        if partners:
+        if contended[i]:
             for j in affected(resources[i], i):
                 reschedule(j)
         for c in children[i]:

@@ -129,6 +129,9 @@ class StepResult:
 
     ``to_dict()`` gives the flat JSON record that ``sievesim run --json`` prints; fields whose
     names start with ``wall_`` are the simulator's own timings (not deterministic).
+    ``pim_unit_busy_s`` lists every PIM unit of every GPU (GPU-major; the unit is PIMoE's, else a
+    channel): attention (all units) plus expert work; ``pim_unit_expert_busy_s`` the expert work
+    alone (Figure 10's imbalance).
     """
 
     settings: dict[str, Any]
@@ -141,6 +144,7 @@ class StepResult:
     busy_s: dict[str, list[float]]
     pim_unit: str
     pim_unit_busy_s: list[float]
+    pim_unit_expert_busy_s: list[float]
     scheduler_us: float
     wall_decision_us: float
     wall_step_s: float
@@ -183,6 +187,7 @@ class StepResult:
             "busy_s": {k: list(v) for k, v in self.busy_s.items()},
             "pim_unit": self.pim_unit,
             "pim_unit_busy_s": list(self.pim_unit_busy_s),
+            "pim_unit_expert_busy_s": list(self.pim_unit_expert_busy_s),
             "scheduler_us": self.scheduler_us,
             "wall_decision_us": self.wall_decision_us,
             "wall_step_s": self.wall_step_s,
@@ -227,13 +232,17 @@ class StepSimulator:
         Slow PIM and HBM nodes of one GPU while they overlap, by factors measured on the engine.
     alpha:
         Smoothing factor of the cost table's exponential moving average.
+    policy_options:
+        Keyword arguments of the policy's constructor (e.g. ``{"include_attention": False}`` for
+        Sieve's variant that leaves attention out of ``T_PIM``).
     """
 
     def __init__(self, model: Any, hardware: Any = "b200", *, gpus: int = 1, policy: str = "sieve",
                  batch: int = 1, trace: Any = None, context_len: int | None = None,
                  context_preset: str | None = None, prefill: Any = None, seed: int = 0,
                  pimoe_unit: str | None = None, early_loads: bool = True, microbatches: int = 1,
-                 contention: bool = True, alpha: float = 0.5) -> None:
+                 contention: bool = True, alpha: float = 0.5,
+                 policy_options: dict[str, Any] | None = None) -> None:
         from ..hardware import get_hardware
         from ..models import get_model
         from ..policies import get_policy, policy_class
@@ -268,7 +277,11 @@ class StepSimulator:
         cls = policy_class(pol_name)
         if pimoe_unit is not None and pol_name != "pimoe":
             raise field_error("pimoe_unit", pimoe_unit, "only with policy pimoe")
-        self.policy = get_policy(pol_name, **({"unit": pimoe_unit} if pimoe_unit is not None else {}))
+        options = dict(policy_options or {})
+        if pimoe_unit is not None:
+            options["unit"] = pimoe_unit
+        self.policy_options = {k: v for k, v in options.items() if k != "unit"}
+        self.policy = get_policy(pol_name, **options)
         self.policy_name = GPU_ONLY if self.gpu_only else cls.name
         self.pimoe_unit = getattr(self.policy, "unit", None) if cls.name == "pimoe" else None
         if not self.gpu_only and getattr(hw, "pim", None) is None:
@@ -327,6 +340,7 @@ class StepSimulator:
         self._engine: dict[str, Any] = {}
         self._t_exec: dict[tuple[str | None, int], float] = {}
         self._attn_exec: dict[tuple[str, tuple[int, ...]], float] = {}
+        self._t_exec_arr: dict[str | None, np.ndarray] = {}
         self.contention: tuple[Contention, ...] = ()
         kinds = tuple(dict.fromkeys(m.layer_attention))
         self._layer_of_kind = {k: m.layer_attention.index(k) for k in kinds}
@@ -347,6 +361,7 @@ class StepSimulator:
                 self.contention_factors = f
                 self.contention = tuple(Contention(f"g{g}.pim", f"g{g}.hbm", f.pim_slowdown, f.hbm_slowdown)
                                         for g in range(self.gpus))
+        self._no_pim = RooflinePimCost(2.0 * m.params_per_expert, 1.0, None, self.org)
         self._step_index = 0
 
     def _org_dims(self) -> tuple[int, int]:
@@ -358,7 +373,7 @@ class StepSimulator:
     def settings(self, steps: int, warmup: int) -> dict[str, Any]:
         return {
             "model": self.model.name, "hardware": self.hw.name, "gpus": self.gpus, "policy": self.policy_name,
-            "pimoe_unit": self.pimoe_unit, "batch": self.batch, "prefill_requests": self.prefill_requests,
+            "pimoe_unit": self.pimoe_unit, "policy_options": dict(self.policy_options), "batch": self.batch, "prefill_requests": self.prefill_requests,
             "prefill_len": self.prefill_len, "context": self.context_desc, "routing": self.routing,
             "seed": self.seed, "steps": steps, "warmup": warmup, "microbatches": self.microbatches,
             "early_loads": self.early_loads, "contention": self.contention_on,
@@ -374,6 +389,24 @@ class StepSimulator:
             t = eng.expert_time_s(tokens) if unit is None else eng.expert_time_on_unit_s(tokens, unit)
             self._t_exec[key] = t
         return t
+
+    def _expert_exec_array(self, counts: np.ndarray, unit: str | None) -> np.ndarray:
+        """Engine time [s] of one expert for each token count in ``counts`` (cached per count)."""
+        arr = self._t_exec_arr.get(unit)
+        top = int(counts.max())
+        if arr is None or arr.size <= top:
+            old = arr
+            arr = np.full(max(top + 1, 2 * (0 if old is None else old.size)), np.nan)
+            if old is not None:
+                arr[:old.size] = old
+            self._t_exec_arr[unit] = arr
+        out = arr[counts]
+        missing = np.isnan(out)
+        if missing.any():
+            for n in np.unique(counts[missing]).tolist():
+                arr[n] = self._expert_exec_s(n, unit)
+            out = arr[counts]
+        return out
 
     def _attention_exec_s(self, kind: str, lens: np.ndarray) -> float:
         key = (kind, tuple(int(x) for x in lens))
@@ -412,8 +445,10 @@ class StepSimulator:
         rows = [np.flatnonzero(mb == k) for k in range(self.microbatches)]
         return ids, counts, owner, rows
 
-    def run_step(self, *, measure: bool = True) -> dict[str, Any]:
-        """Simulate one step; returns its raw results (and advances contexts and routing)."""
+    def run_step(self, *, grow_contexts: bool = True) -> dict[str, Any]:
+        """Simulate one step; returns its raw results. The routing stream advances; the contexts
+        grow by one token afterwards unless ``grow_contexts`` is False (benchmarks use that to time
+        a step whose PIM programs were all simulated before)."""
         m, hw, G, El = self.model, self.hw, self.gpus, self.local_experts
         t_wall0 = time.perf_counter()
         ids, counts_all, owner, mb_rows = self._step_tokens()
@@ -454,43 +489,61 @@ class StepSimulator:
         unit_busy = np.zeros((G, n_units))
         decisions = 0
         wall_decide = 0.0
-        observed_experts: set[tuple[str | None, int]] = set()
+        observed: dict[str | None, list[np.ndarray]] = {None: []}   # token counts run on PIM, per unit
         attn_ratio: dict[str, list[float]] = {}
         moe_index = {layer: i for i, layer in enumerate(m.moe_layer_indices)}
         unit_attention_nodes: list[tuple[int, int]] = []   # (gpu, node) of attention on PIM
         unit_expert_nodes: list[tuple[int, int, np.ndarray]] = []   # (gpu, node, share per unit)
+
+        # per (micro-batch, GPU): decode context lengths, prefill prompts, tokens (same at every layer)
+        lens_of: dict[tuple[int, int], np.ndarray] = {}
+        pf_of: dict[tuple[int, int], list[int]] = {}
+        for mb in range(self.microbatches):
+            rows = mb_rows[mb]
+            dec_rows = rows[rows < self.batch]
+            for g in range(G):
+                lens_of[(mb, g)] = ctx_lens[dec_rows[decode_owner[dec_rows] == g]]
+                pf_of[(mb, g)] = [self.prefill_len] * int(np.count_nonzero((pf_owner == g) & (pf_mb == mb)))
+        memo: dict[tuple, float] = {}
+
+        def cached(key: tuple, fn) -> float:   # durations that repeat across layers of one kind
+            value = memo.get(key)
+            if value is None:
+                value = memo[key] = fn()
+            return value
 
         for layer in range(m.num_layers):
             kind = m.layer_attention[layer]
             is_moe = m.layer_mlp[layer] == "moe"
             for mb in range(self.microbatches):
                 rows = mb_rows[mb]
-                dec_rows = rows[rows < self.batch]
                 own = owner[rows]
                 post: list[int] = []
                 tokens_g: list[int] = []
                 lens_g: list[np.ndarray] = []
                 for g in range(G):
-                    lens = ctx_lens[dec_rows[decode_owner[dec_rows] == g]]
-                    pf_lens = [self.prefill_len] * int(np.count_nonzero((pf_owner == g) & (pf_mb == mb)))
+                    lens = lens_of[(mb, g)]
+                    pf_lens = pf_of[(mb, g)]
                     tokens = int(lens.size) + sum(pf_lens)
                     tokens_g.append(tokens)
                     lens_g.append(lens)
-                    pre = graph.add(f"L{layer} pre-attention g{g}", roof(gpu_ops.pre_attention(m, layer, tokens)),
+                    pre = graph.add(f"L{layer} pre-attention g{g}",
+                                    cached(("pre", kind, is_moe, tokens),
+                                           lambda: roof(gpu_ops.pre_attention(m, layer, tokens))),
                                     res(g, "gpu", "hbm"), [prev[(mb, g)]], gpu=g, layer=layer, kind="pre_attention",
                                     microbatch=mb)
                     deps = [pre]
                     if self.gpu_only:
-                        t_att = roof(gpu_ops.decode_attention_on_gpu(m, layer, lens))
+                        t_att = cached(("gpu-attn", kind, mb, g), lambda: roof(gpu_ops.decode_attention_on_gpu(m, layer, lens)))
                         deps.append(graph.add(f"L{layer} attention g{g}", t_att, res(g, "gpu", "hbm"), [pre],
                                               gpu=g, layer=layer, kind="attention", microbatch=mb))
                     elif lens.size:
-                        t_att = self._attention_exec_s(kind, lens)
+                        t_att = cached(("pim-attn", kind, mb, g), lambda: self._attention_exec_s(kind, lens))
                         node = graph.add(f"L{layer} attention (PIM) g{g}", t_att, res(g, "pim"), [pre],
                                          gpu=g, layer=layer, kind="attention", microbatch=mb)
                         unit_attention_nodes.append((g, node))
                         deps.append(node)
-                        roof_att = self._roof[kind].attention_time_s(lens)
+                        roof_att = cached(("roof-attn", kind, mb, g), lambda: self._roof[kind].attention_time_s(lens))
                         if roof_att > 0:
                             attn_ratio.setdefault(kind, []).append(t_att / roof_att)
                     if pf_lens:
@@ -498,7 +551,9 @@ class StepSimulator:
                                               roof(gpu_ops.prefill_attention(m, layer, pf_lens)), res(g, "gpu"),
                                               [pre], gpu=g, layer=layer, kind="prefill_attention", microbatch=mb))
                     post.append(graph.add(f"L{layer} o-proj+router g{g}",
-                                          roof(gpu_ops.post_attention(m, layer, tokens)), res(g, "gpu", "hbm"),
+                                          cached(("post", kind, is_moe, tokens),
+                                                 lambda: roof(gpu_ops.post_attention(m, layer, tokens))),
+                                          res(g, "gpu", "hbm"),
                                           deps, gpu=g, layer=layer, kind="post_attention", microbatch=mb))
                 if not is_moe:
                     for g in range(G):
@@ -558,13 +613,17 @@ class StepSimulator:
                 for g in range(G):
                     c = np.asarray(counts[g * El:(g + 1) * El], dtype=np.int64)
                     # the policy decides on its own estimate (Equation 1)
-                    if self.gpu_only:
-                        fixed = non_moe_work(m, layer, tokens_g[g]) + gpu_ops.decode_attention_on_gpu(m, layer, lens_g[g])
-                        t_attn_est, pim_model = 0.0, RooflinePimCost(expert_flops, 1.0, None, self.org)
-                    else:
+                    fixed = memo.get(("fixed", kind, mb, g))
+                    if fixed is None:
                         fixed = non_moe_work(m, layer, tokens_g[g])
+                        if self.gpu_only:
+                            fixed = fixed + gpu_ops.decode_attention_on_gpu(m, layer, lens_g[g])
+                        memo[("fixed", kind, mb, g)] = fixed
+                    if self.gpu_only:
+                        t_attn_est, pim_model = 0.0, self._no_pim
+                    else:
                         pim_model = self._learned[kind]
-                        t_attn_est = pim_model.attention_time_s(lens_g[g])
+                        t_attn_est = cached(("est-attn", kind, mb, g), lambda: pim_model.attention_time_s(lens_g[g]))
                     ctx = CostContext(t_comm_s=comm_ag + 2.0 * t_disp[g], t_attention_s=t_attn_est, gpu_fixed=fixed,
                                       gpu_flops_per_s=flops_s, gpu_bytes_per_s=bytes_s, expert_bytes=expert_bytes,
                                       expert_flops_per_token=expert_flops, expert_io_bytes_per_token=expert_io,
@@ -625,17 +684,17 @@ class StepSimulator:
                     if on_pim.any():
                         n_e = c[on_pim]
                         if part.unit is None:
-                            times = np.array([self._expert_exec_s(int(n), None) for n in n_e])
+                            times = self._expert_exec_array(n_e, None)
                             t_pim = float(times.sum())
-                            share = np.ones(n_units)
-                            observed_experts.update((None, int(n)) for n in n_e)
+                            share = None
+                            observed[None].append(n_e)
                         else:
-                            times = np.array([self._expert_exec_s(int(n), part.unit) for n in n_e])
+                            times = self._expert_exec_array(n_e, part.unit)
                             busy = np.bincount(np.asarray(part.unit_of)[on_pim], weights=times,
                                                minlength=self.org.count(part.unit))
                             t_pim = float(busy.max())
                             share = busy / t_pim if t_pim > 0 else busy
-                            observed_experts.update((part.unit, int(n)) for n in n_e)
+                            observed.setdefault(part.unit, []).append(n_e)
                         node = graph.add(f"L{layer} experts on PIM g{g}", t_pim, res(g, "pim"), after_dispatch,
                                          gpu=g, layer=layer, kind="pim_experts",
                                          experts=np.flatnonzero(on_pim).tolist(), microbatch=mb)
@@ -681,21 +740,24 @@ class StepSimulator:
         busy = {k: [schedule.busy.get(f"g{g}.{k}", 0.0) for g in range(G)] for k in _RESOURCE_KINDS}
         for g, node in unit_attention_nodes:
             unit_busy[g] += ends[node] - schedule.start[node]
+        unit_expert_busy = np.zeros_like(unit_busy)
         for g, node, share in unit_expert_nodes:
             executed = ends[node] - schedule.start[node]
-            if self.pimoe_unit is None:
-                unit_busy[g] += executed
-            else:
-                unit_busy[g] += executed * share
+            unit_expert_busy[g] += executed if share is None else executed * share
+        unit_busy += unit_expert_busy
 
         # the cost table learns the engine's times (the paper's warm-up)
         if not self.gpu_only:
-            for unit, n in sorted(observed_experts, key=lambda x: (x[0] or "", x[1])):
-                key = ("expert", n) if unit is None else (("expert", unit), n)
-                self.table.update(key, self._t_exec[(unit, n)])
+            for unit, arrays in observed.items():
+                if not arrays:
+                    continue
+                for n in np.unique(np.concatenate(arrays)).tolist():
+                    key = ("expert", n) if unit is None else (("expert", unit), n)
+                    self.table.update(key, self._t_exec[(unit, n)])
             for k, ratios in attn_ratio.items():
                 self._attn_factor[k].update(float(np.mean(ratios)))
-        self._step_index += 1
+        if grow_contexts:
+            self._step_index += 1
         return {
             "step_time_s": step_time,
             "estimated_step_time_s": float(layer_est.sum() + head_est + emb_est),
@@ -706,6 +768,7 @@ class StepSimulator:
             "busy_s": busy,
             "pim_unit": pim_unit,
             "pim_unit_busy_s": unit_busy.ravel().tolist(),
+            "pim_unit_expert_busy_s": unit_expert_busy.ravel().tolist(),
             "decisions": decisions,
             "wall_decide_s": wall_decide,
             "wall_step_s": time.perf_counter() - t_wall0,
@@ -718,7 +781,7 @@ class StepSimulator:
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not low <= value <= 10_000:
                 raise field_error(name, value, f"an integer in [{low}, 10000]")
         for _ in range(warmup):
-            self.run_step(measure=False)
+            self.run_step()
         raws = [self.run_step() for _ in range(steps)]
 
         def mean(key: str) -> list[float]:
@@ -733,6 +796,7 @@ class StepSimulator:
             experts_on_gpu=mean("experts_on_gpu"), experts_on_pim=mean("experts_on_pim"),
             busy_s={k: np.mean([r["busy_s"][k] for r in raws], axis=0).tolist() for k in _RESOURCE_KINDS},
             pim_unit=raws[0]["pim_unit"], pim_unit_busy_s=mean("pim_unit_busy_s"),
+            pim_unit_expert_busy_s=mean("pim_unit_expert_busy_s"),
             scheduler_us=(self.hw.gpu.scheduler_time_s(self.local_experts) * 1e6 if self.dynamic else 0.0),
             wall_decision_us=(sum(r["wall_decide_s"] for r in raws) / decisions * 1e6) if decisions else 0.0,
             wall_step_s=float(np.mean([r["wall_step_s"] for r in raws])),
@@ -745,7 +809,8 @@ def simulate_step(model: Any, hardware: Any = "b200", *, gpus: int = 1, policy: 
                   prefill: Any = None, steps: int = 1, warmup: int = 2, seed: int = 0,
                   pimoe_unit: str | None = None, **options: Any) -> StepResult:
     """Simulate decode steps of ``model`` on ``gpus`` GPUs under ``policy``; see :class:`StepSimulator`
-    for the parameters (``options``: ``early_loads``, ``microbatches``, ``contention``, ``alpha``).
+    for the parameters (``options``: ``early_loads``, ``microbatches``, ``contention``, ``alpha``,
+    ``policy_options``).
 
     ``warmup`` steps run first so that the policy's cost table has learned the engine's times; the
     result averages the ``steps`` steps after them.
