@@ -212,3 +212,23 @@ def test_grid_file_typo_through_the_cli(tmp_path, capsys):
     f.write_text('model = "qwen3-30b-a3b"\nbatch = [1]\npolicys = ["sieve"]\n')
     assert main(["sweep", "--grid", str(f), "--out", str(tmp_path / "o")]) == 2
     assert "unknown key 'policys' (did you mean 'policy'?)" in capsys.readouterr().err
+
+
+def test_bad_dask_address_exits_2(tmp_path, capsys):
+    pytest.importorskip("distributed")
+    assert main(["sweep", "--model", "qwen3-30b-a3b", "--batch", "1", "--point", "estimate",
+                 "--dask", "nonsense", "--out", str(tmp_path / "o")]) == 2
+    assert "--dask = 'nonsense'" in capsys.readouterr().err
+
+
+def test_progress_bar_on_a_terminal_and_lines_otherwise(tmp_path):
+    import io
+    pytest.importorskip("tqdm")
+    points = expand_grid([{"model": ["qwen3-30b-a3b"], "batch": [1, 2]}])
+    bar = io.StringIO()
+    run_grid(points, tmp_path / "bar", point_fn=estimate_point, progress=bar, bar=True)
+    assert "2/2" in bar.getvalue() and "point" in bar.getvalue()
+    lines = io.StringIO()
+    run_grid(points, tmp_path / "lines", point_fn=estimate_point, progress=lines)  # not a TTY
+    text = lines.getvalue().splitlines()
+    assert len(text) == 2 and text[1].startswith("sweep: 2/2 model=qwen3-30b-a3b batch=2")
