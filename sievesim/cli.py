@@ -24,6 +24,8 @@ _COMMAND_MODULES = [
     "policy",
     "trace_stats",
     "run",
+    "sweep",
+    "reproduce",
 ]
 
 
