@@ -47,13 +47,15 @@ __all__ = ["GRID_KEYS", "SETTING_DEFAULTS", "load_grid_file", "expand_grid", "ch
 #: Settings of one point, in the order they appear in result rows. Each is a keyword argument of
 #: ``sievesim.system.simulate_step``.
 GRID_KEYS: tuple[str, ...] = ("model", "hardware", "gpus", "policy", "pimoe_unit", "batch", "trace",
-                              "context_len", "context_preset", "prefill", "steps", "warmup", "seed")
+                              "context_len", "context_preset", "prefill", "steps", "warmup", "seed",
+                              "microbatches", "early_loads", "scheduler_latency_us", "policy_options")
 
 #: Defaults of the settings a grid leaves out (``None``: the point function's own default).
 SETTING_DEFAULTS: dict[str, Any] = {
     "model": None, "hardware": "b200", "gpus": 1, "policy": "sieve", "pimoe_unit": "stack",
     "batch": None, "trace": None, "context_len": None, "context_preset": None, "prefill": None,
     "steps": 1, "warmup": None, "seed": 0,
+    "microbatches": None, "early_loads": None, "scheduler_latency_us": None, "policy_options": None,
 }
 
 #: Result-row column of each setting whose name does not already say its unit.
@@ -65,8 +67,10 @@ WALL_CLOCK_JSONL = "wall_clock.jsonl"
 MANIFEST = "grid.json"
 _FORMAT = 1
 
-_INT_KEYS = ("gpus", "batch", "context_len", "steps", "warmup", "seed")
-_STR_KEYS = ("model", "hardware", "policy", "pimoe_unit", "trace", "context_preset", "prefill")
+_INT_KEYS = ("gpus", "batch", "context_len", "steps", "warmup", "seed", "microbatches")
+_STR_KEYS = ("model", "hardware", "policy", "pimoe_unit", "trace", "context_preset", "prefill", "policy_options")
+_BOOL_KEYS = ("early_loads",)
+_FLOAT_KEYS = ("scheduler_latency_us",)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -89,6 +93,10 @@ def _as_list(key: str, value: Any, where: str) -> list[Any]:
             raise field_error(key, v, "an integer", source=where)
         if key in _STR_KEYS and not isinstance(v, str):
             raise field_error(key, v, "a string", source=where)
+        if key in _BOOL_KEYS and not isinstance(v, bool):
+            raise field_error(key, v, "true or false", source=where)
+        if key in _FLOAT_KEYS and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1e6):
+            raise field_error(key, v, "a number of microseconds in [0, 1e6)", source=where)
         if key == "prefill" and not isinstance(v, str):
             raise field_error(key, v, "a string P:L (P prefill requests of L prompt tokens)", source=where)
     return values
@@ -195,6 +203,11 @@ def check_points(points: Sequence[Mapping[str, Any]]) -> None:
         if p.get("prefill") is not None:
             from .system import parse_prefill
             parse_prefill(p["prefill"])
+        if p.get("microbatches") is not None and p["microbatches"] not in (1, 2):
+            raise field_error("microbatches", p["microbatches"], "1 or 2")
+        if p.get("policy_options") is not None:
+            from .system import parse_policy_options
+            parse_policy_options(p["policy_options"])
         trace = p.get("trace")
         if trace is not None and not trace.startswith("synthetic:") and not os.path.exists(trace):
             raise field_error("trace", trace, "an existing routing file (.npz, SGLang dump) or synthetic:MODEL")
@@ -481,9 +494,13 @@ def step_available() -> bool:
 def step_point(settings: Mapping[str, Any]) -> dict[str, Any]:
     """The executed decode step at a point: ``sievesim.system.simulate_step(**settings).to_dict()``
     (settings left as ``None`` take the step's own defaults)."""
-    from .system import simulate_step
+    from .system import parse_policy_options, simulate_step
 
     kwargs = {k: settings[k] for k in GRID_KEYS if settings.get(k) is not None}
+    if "scheduler_latency_us" in kwargs:
+        kwargs["scheduler_latency_s"] = kwargs.pop("scheduler_latency_us") * 1e-6
+    if "policy_options" in kwargs:
+        kwargs["policy_options"] = parse_policy_options(kwargs["policy_options"])
     return dict(simulate_step(**kwargs).to_dict())
 
 

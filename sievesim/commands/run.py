@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 from typing import Any
 
@@ -85,17 +84,19 @@ def _policies(text: str) -> list[str]:
 
 
 def _policy_options(items: list[str]) -> dict[str, Any]:
-    """``KEY=VALUE`` pairs; values are JSON where they parse (true, 3, "x"), else strings."""
+    """``KEY=VALUE`` pairs (see :func:`sievesim.system.parse_policy_options`)."""
+    from ..system import parse_policy_options
+
     out: dict[str, Any] = {}
     for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip().isidentifier():
-            raise field_error("--policy-option", item, "KEY=VALUE with a Python identifier as KEY")
+        if "," in item:
+            raise field_error("--policy-option", item, "one KEY=VALUE per --policy-option")
         try:
-            out[key.strip()] = json.loads(value.strip().lower() if value.strip().lower() in ("true", "false")
-                                          else value)
-        except json.JSONDecodeError:
-            out[key.strip()] = value
+            out.update(parse_policy_options(item))
+        except Exception as exc:   # re-raise naming the CLI option
+            raise field_error("--policy-option", item, "KEY=VALUE with a Python identifier as KEY") from exc
+        if not item.strip():
+            raise field_error("--policy-option", item, "KEY=VALUE")
     return out
 
 
@@ -125,11 +126,12 @@ def _run(args: argparse.Namespace) -> int:
         raise field_error("--pimoe-unit", args.pimoe_unit, "only with policy pimoe")
     model = get_model(args.model)
     hw = get_hardware(args.hardware)
+    latency_s = None
     if args.scheduler_latency_us is not None:
         lat = args.scheduler_latency_us
         if not (lat >= 0 and lat < 1e6):
-            raise field_error("--scheduler-latency-us", lat, "a latency in microseconds, >= 0")
-        hw = dataclasses.replace(hw, gpu=dataclasses.replace(hw.gpu, scheduler_latency_s=lat * 1e-6))
+            raise field_error("--scheduler-latency-us", lat, "a latency in microseconds, >= 0 and < 1e6")
+        latency_s = lat * 1e-6
     options = _policy_options(args.policy_option)
     unused = [k for k in options if not any(k in _options_for(n, options) for n in names)]
     if unused:
@@ -141,7 +143,8 @@ def _run(args: argparse.Namespace) -> int:
                             prefill=args.prefill, steps=args.steps, warmup=args.warmup, seed=args.seed,
                             pimoe_unit=args.pimoe_unit if name == "pimoe" else None,
                             early_loads=not args.no_early_loads, microbatches=args.microbatches,
-                            contention=not args.no_contention, policy_options=_options_for(name, options))
+                            contention=not args.no_contention, policy_options=_options_for(name, options),
+                            scheduler_latency_s=latency_s)
         results.append(res)
     if args.chrome_trace:
         try:

@@ -29,6 +29,20 @@ def _list(kind: Callable[[str], Any]) -> Callable[[str], list[Any]]:
     return parse
 
 
+def _bool(text: str) -> bool:
+    low = text.strip().lower()
+    if low not in ("true", "false"):
+        raise ValueError(text)
+    return low == "true"
+
+
+def _list_semicolon(text: str) -> list[str]:
+    values = [x.strip() for x in text.split(";") if x.strip()]
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected at least one value, got {text!r}")
+    return values
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "sweep", help="run a grid of points (resumable; process pool or Dask)",
@@ -50,6 +64,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--steps", type=_list(int), help="decode steps per point (default 1)")
     p.add_argument("--warmup", type=_list(int), help="warm-up steps before the measured ones (default: the step's, 2)")
     p.add_argument("--seed", type=_list(int), help="seeds (default 0)")
+    p.add_argument("--microbatches", type=_list(int), help="1, or 2 to interleave two halves of the batch")
+    p.add_argument("--early-loads", type=_list(_bool), metavar="BOOL,...",
+                   help="early weight loads on/off (true,false; default: the step's, true)")
+    p.add_argument("--scheduler-latency-us", type=_list(float), metavar="US,...",
+                   help="modelled decision latency per layer for 256 experts (default: the hardware's)")
+    p.add_argument("--policy-options", type=_list_semicolon, metavar="K=V[,K=V];...",
+                   help="policy constructor arguments, one set per value, sets separated by ';' "
+                        "(e.g. include_attention=false)")
     p.add_argument("--out", default="sweep-out", metavar="DIR", help="output directory (default sweep-out)")
     p.add_argument("--point", choices=sorted(POINT_FUNCTIONS), default=None,
                    help="what one point runs: step = the executed decode step (sievesim run), "

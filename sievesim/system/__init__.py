@@ -9,7 +9,8 @@ See docs/system.md.
 from __future__ import annotations
 
 from .dag import Contention, Graph, Schedule, execute
-from .step import GPU_ONLY, LearnedPimCost, StepResult, StepSimulator, parse_prefill, simulate_step
+from .step import (GPU_ONLY, LearnedPimCost, StepResult, StepSimulator, parse_policy_options, parse_prefill,
+                   simulate_step)
 
-__all__ = ["simulate_step", "StepSimulator", "StepResult", "GPU_ONLY", "LearnedPimCost", "parse_prefill",
+__all__ = ["simulate_step", "StepSimulator", "StepResult", "GPU_ONLY", "LearnedPimCost", "parse_prefill", "parse_policy_options",
            "Graph", "Contention", "Schedule", "execute"]

@@ -29,7 +29,7 @@ from ..errors import ConfigError, field_error
 from . import gpu_ops
 from .dag import Contention, Graph, Schedule, execute
 
-__all__ = ["StepSimulator", "StepResult", "simulate_step", "GPU_ONLY", "parse_prefill"]
+__all__ = ["StepSimulator", "StepResult", "simulate_step", "GPU_ONLY", "parse_prefill", "parse_policy_options"]
 
 #: Policy name of the reference without PIM: attention and every expert on the GPU.
 GPU_ONLY = "gpu-only"
@@ -55,6 +55,27 @@ def parse_prefill(value: Any) -> tuple[int, int]:
     if p and not 1 <= length <= 1_048_576:
         raise field_error("prefill length", length, "an integer in [1, 1048576] tokens")
     return p, (length if p else 0)
+
+
+def parse_policy_options(text: str) -> dict[str, Any]:
+    """``"key=value,key=value"`` -> keyword arguments of a policy's constructor. Values are JSON
+    where they parse (``true``, ``3``, ``0.5``; ``True``/``False`` too), else strings."""
+    import json
+
+    out: dict[str, Any] = {}
+    for item in (x.strip() for x in str(text).split(",")):
+        if not item:
+            continue
+        key, sep, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key.isidentifier():
+            raise field_error("policy option", item, "KEY=VALUE with a Python identifier as KEY")
+        low = value.lower()
+        try:
+            out[key] = json.loads(low if low in ("true", "false") else value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
 
 
 class _Ema:
@@ -235,6 +256,8 @@ class StepSimulator:
     policy_options:
         Keyword arguments of the policy's constructor (e.g. ``{"include_attention": False}`` for
         Sieve's variant that leaves attention out of ``T_PIM``).
+    scheduler_latency_s:
+        Overrides the hardware's modelled decision latency for 256 experts (``gpu.scheduler_latency_s``).
     """
 
     def __init__(self, model: Any, hardware: Any = "b200", *, gpus: int = 1, policy: str = "sieve",
@@ -242,13 +265,20 @@ class StepSimulator:
                  context_preset: str | None = None, prefill: Any = None, seed: int = 0,
                  pimoe_unit: str | None = None, early_loads: bool = True, microbatches: int = 1,
                  contention: bool = True, alpha: float = 0.5,
-                 policy_options: dict[str, Any] | None = None) -> None:
+                 policy_options: dict[str, Any] | None = None,
+                 scheduler_latency_s: float | None = None) -> None:
         from ..hardware import get_hardware
         from ..models import get_model
         from ..policies import get_policy, policy_class
 
         self.model = get_model(model) if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__") else model
         self.hw = get_hardware(hardware) if isinstance(hardware, str) or hasattr(hardware, "__fspath__") else hardware
+        if scheduler_latency_s is not None:
+            import dataclasses
+            if isinstance(scheduler_latency_s, bool) or not (0 <= scheduler_latency_s < 1):
+                raise field_error("scheduler_latency_s", scheduler_latency_s, "a latency in seconds, >= 0 and < 1")
+            self.hw = dataclasses.replace(self.hw, gpu=dataclasses.replace(
+                self.hw.gpu, scheduler_latency_s=float(scheduler_latency_s)))
         m, hw = self.model, self.hw
         for name, value, low in (("gpus", gpus, 1), ("batch", batch, 1), ("microbatches", microbatches, 1)):
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
@@ -377,6 +407,7 @@ class StepSimulator:
             "prefill_len": self.prefill_len, "context": self.context_desc, "routing": self.routing,
             "seed": self.seed, "steps": steps, "warmup": warmup, "microbatches": self.microbatches,
             "early_loads": self.early_loads, "contention": self.contention_on,
+            "scheduler_latency_us_per_256_experts": self.hw.gpu.scheduler_latency_s * 1e6,
             "sievesim_version": __version__,
         }
 
@@ -810,7 +841,7 @@ def simulate_step(model: Any, hardware: Any = "b200", *, gpus: int = 1, policy: 
                   pimoe_unit: str | None = None, **options: Any) -> StepResult:
     """Simulate decode steps of ``model`` on ``gpus`` GPUs under ``policy``; see :class:`StepSimulator`
     for the parameters (``options``: ``early_loads``, ``microbatches``, ``contention``, ``alpha``,
-    ``policy_options``).
+    ``policy_options``, ``scheduler_latency_s``).
 
     ``warmup`` steps run first so that the policy's cost table has learned the engine's times; the
     result averages the ``steps`` steps after them.
