@@ -9,7 +9,7 @@ from ..costs import UNITS, CostContext
 from ..errors import field_error
 from .base import Partition, Policy, register_policy
 
-__all__ = ["NoExp", "AllExp", "PIMoE", "DEFAULT_PIMOE_UNIT"]
+__all__ = ["NoExp", "AllExp", "PIMoE", "NaiveSplit", "DEFAULT_PIMOE_UNIT"]
 
 #: PIMoE's default placement unit; see docs/policies.md for why (the paper does not say).
 DEFAULT_PIMOE_UNIT = "stack"
@@ -37,6 +37,25 @@ class AllExp(Policy):
 
     def _decide(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> np.ndarray:
         return counts > 0
+
+
+@register_policy
+class NaiveSplit(Policy):
+    """Naive co-processing (the Sieve paper's Figure 6d): the activated experts alternate between the
+    GPU and PIM in expert-id order, half and half, whatever their token counts, as a split chosen
+    for a uniform expert distribution would place them (Duplex-style co-processing, Yun et al. 2024).
+    It needs no run-time decision."""
+
+    name = "naive"
+    description = "activated experts alternate GPU/PIM by id (a split for uniform routing)"
+    static_placement = "split"
+
+    def _decide(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> np.ndarray:
+        active = np.flatnonzero(counts > 0)
+        active = active[np.argsort(expert_ids[active], kind="stable")]
+        on_pim = np.zeros(counts.shape, dtype=bool)
+        on_pim[active[1::2]] = True
+        return on_pim
 
 
 @register_policy

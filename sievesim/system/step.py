@@ -258,6 +258,9 @@ class StepSimulator:
         Sieve's variant that leaves attention out of ``T_PIM``).
     scheduler_latency_s:
         Overrides the hardware's modelled decision latency for 256 experts (``gpu.scheduler_latency_s``).
+    exact_tokens:
+        Experts with up to this many tokens are simulated on the engine; larger ones (prefill) are
+        extended linearly from the engine's times at ``exact_tokens`` and half of it.
     """
 
     def __init__(self, model: Any, hardware: Any = "b200", *, gpus: int = 1, policy: str = "sieve",
@@ -266,7 +269,7 @@ class StepSimulator:
                  pimoe_unit: str | None = None, early_loads: bool = True, microbatches: int = 1,
                  contention: bool = True, alpha: float = 0.5,
                  policy_options: dict[str, Any] | None = None,
-                 scheduler_latency_s: float | None = None) -> None:
+                 scheduler_latency_s: float | None = None, exact_tokens: int = 256) -> None:
         from ..hardware import get_hardware
         from ..models import get_model
         from ..policies import get_policy, policy_class
@@ -300,6 +303,9 @@ class StepSimulator:
         if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
             raise field_error("seed", seed, "a non-negative integer")
         self.gpus, self.batch, self.seed, self.microbatches = int(gpus), int(batch), int(seed), int(microbatches)
+        if not isinstance(exact_tokens, (int, np.integer)) or isinstance(exact_tokens, bool) or exact_tokens < 2:
+            raise field_error("exact_tokens", exact_tokens, "an integer >= 2")
+        self.exact_tokens = int(exact_tokens)
         self.local_experts = m.num_experts // self.gpus
 
         self.gpu_only = str(policy).lower() == GPU_ONLY
@@ -413,11 +419,20 @@ class StepSimulator:
 
     # ------------------------------------------------------------------ engine times
     def _expert_exec_s(self, tokens: int, unit: str | None) -> float:
+        """Engine time [s] of one expert with ``tokens`` tokens (cached). Above ``exact_tokens``
+        (prefill-sized counts) the time is extended linearly from the engine's times at
+        ``exact_tokens`` and half of it: with one GEMV per token the program is that many
+        single-token passes back to back (docs/system.md measures the error)."""
         key = (unit, tokens)
         t = self._t_exec.get(key)
         if t is None:
-            eng = next(iter(self._engine.values()))
-            t = eng.expert_time_s(tokens) if unit is None else eng.expert_time_on_unit_s(tokens, unit)
+            top = self.exact_tokens
+            if tokens > top:
+                hi, lo = self._expert_exec_s(top, unit), self._expert_exec_s(top // 2, unit)
+                t = hi + (tokens - top) * (hi - lo) / (top - top // 2)
+            else:
+                eng = next(iter(self._engine.values()))
+                t = eng.expert_time_s(tokens) if unit is None else eng.expert_time_on_unit_s(tokens, unit)
             self._t_exec[key] = t
         return t
 
