@@ -10,6 +10,8 @@ import json
 import os
 from typing import Any
 
+import numpy as np
+
 from .dag import Schedule
 
 __all__ = ["chrome_trace", "write_chrome_trace"]
@@ -30,7 +32,8 @@ def chrome_trace(schedule: Schedule) -> dict[str, Any]:
         meta = g.meta[i]
         gpu = int(meta.get("gpu", 0))
         tracks = [r.split(".", 1)[1] for r in g.resources[i]] or ["decision"]
-        args = {k: v for k, v in meta.items() if k != "gpu"}
+        args = {k: (np.flatnonzero(v).tolist() if isinstance(v, np.ndarray) else v)
+                for k, v in meta.items() if k != "gpu"}
         for track in tracks:
             tid = _TRACKS.index(track) if track in _TRACKS else len(_TRACKS)
             events.append({"ph": "X", "name": name, "cat": str(meta.get("kind", "")), "pid": gpu, "tid": tid,

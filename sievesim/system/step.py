@@ -397,6 +397,7 @@ class StepSimulator:
                 self.contention_factors = f
                 self.contention = tuple(Contention(f"g{g}.pim", f"g{g}.hbm", f.pim_slowdown, f.hbm_slowdown)
                                         for g in range(self.gpus))
+        self._resource_names: dict[tuple[int, tuple[str, ...]], tuple[str, ...]] = {}
         self._no_pim = RooflinePimCost(2.0 * m.params_per_expert, 1.0, None, self.org)
         self._step_index = 0
 
@@ -516,8 +517,14 @@ class StepSimulator:
 
         graph = Graph()
 
+        names = self._resource_names
+
         def res(g: int, *kinds: str) -> tuple[str, ...]:
-            return tuple(f"g{g}.{k}" for k in kinds)
+            key = (g, kinds)
+            out = names.get(key)
+            if out is None:
+                out = names[key] = tuple(f"g{g}.{k}" for k in kinds)
+            return out
 
         roof = lambda work: gpu_ops.roofline_s(work, hw)  # noqa: E731
         prev: dict[tuple[int, int], int] = {}
@@ -679,11 +686,15 @@ class StepSimulator:
                     part = self.policy.decide(c, ctx, validate=False)
                     wall_decide += time.perf_counter() - t0
                     decisions += 1
-                    est = part.evaluate(ctx).t_total_s
-                    layer_est[layer] = max(layer_est[layer], est)
                     active = c > 0
                     on_pim = part.on_pim & active
                     on_gpu = ~part.on_pim & active
+                    if part.unit is None:    # Equation 1 of this partition, as CostContext.evaluate computes it
+                        est = max(ctx.t_comm_s, ctx.gpu_time_s(int(on_gpu.sum()), float(c[on_gpu].sum()))[0],
+                                  ctx.t_attention_s + float(ctx.pim_times()[c[on_pim]].sum()))
+                    else:
+                        est = part.evaluate(ctx).t_total_s
+                    layer_est[layer] = max(layer_est[layer], est)
                     n_gpu_exp[layer] += on_gpu.sum()
                     n_pim_exp[layer] += on_pim.sum()
 
@@ -710,7 +721,7 @@ class StepSimulator:
                             early_node = graph.add(f"L{layer} early weight load g{g}",
                                                    int(early.sum()) * expert_bytes / bytes_s, res(g, "hbm"),
                                                    [post[g]], gpu=g, layer=layer, kind="early_load",
-                                                   experts=np.flatnonzero(early).tolist(), microbatch=mb)
+                                                   experts=early, microbatch=mb)
                     out_nodes = []
                     if on_gpu.any():
                         late = on_gpu & ~early
@@ -719,14 +730,14 @@ class StepSimulator:
                             deps_gemm.append(graph.add(f"L{layer} expert weights HBM->GPU g{g}",
                                                        int(late.sum()) * expert_bytes / bytes_s, res(g, "hbm"), [dec],
                                                        gpu=g, layer=layer, kind="weight_load",
-                                                       experts=np.flatnonzero(late).tolist(), microbatch=mb))
+                                                       experts=late, microbatch=mb))
                         if (on_gpu & early).any():
                             deps_gemm.append(early_node)
                         tok = float(c[on_gpu].sum())
                         t_gemm = max(expert_flops * tok / flops_s, expert_io * tok / bytes_s)
                         out_nodes.append(graph.add(f"L{layer} grouped GEMM g{g}", t_gemm, res(g, "gpu"), deps_gemm,
                                                    gpu=g, layer=layer, kind="gemm",
-                                                   experts=np.flatnonzero(on_gpu).tolist(), microbatch=mb))
+                                                   experts=on_gpu, microbatch=mb))
                     if on_pim.any():
                         n_e = c[on_pim]
                         if part.unit is None:
@@ -743,7 +754,7 @@ class StepSimulator:
                             observed.setdefault(part.unit, []).append(n_e)
                         node = graph.add(f"L{layer} experts on PIM g{g}", t_pim, res(g, "pim"), after_dispatch,
                                          gpu=g, layer=layer, kind="pim_experts",
-                                         experts=np.flatnonzero(on_pim).tolist(), microbatch=mb)
+                                         experts=on_pim, microbatch=mb)
                         unit_expert_nodes.append((g, node, share))
                         out_nodes.append(node)
                     if not out_nodes:     # no expert of this GPU was activated
