@@ -9,12 +9,12 @@ from .batches import BATCH_MODES, PassCountSource, TraceSource, open_source
 from .routing import RoutingSource, RoutingStep, RoutingStream, counts_from_ids
 from .stats import BatchStats, act_param_ratio, routing_stats
 from .synthetic import PRESETS, SyntheticParams, SyntheticSource, preset_params
-from .traces import PassCounts, TraceData, check_model, load_routing, load_trace
+from .traces import PassCounts, TraceData, check_model, load_routing, load_trace, save_trace, trace_from_arrays
 
 __all__ = [
     "BATCH_MODES", "PassCountSource", "TraceSource", "open_source",
     "RoutingSource", "RoutingStep", "RoutingStream", "counts_from_ids",
     "BatchStats", "act_param_ratio", "routing_stats",
     "PRESETS", "SyntheticParams", "SyntheticSource", "preset_params",
-    "PassCounts", "TraceData", "check_model", "load_routing", "load_trace",
+    "PassCounts", "TraceData", "check_model", "load_routing", "load_trace", "save_trace", "trace_from_arrays",
 ]
