@@ -10,4 +10,12 @@ __version__ = "0.1.0"
 
 from .errors import ConfigError, SievesimError, TraceError
 
-__all__ = ["__version__", "SievesimError", "ConfigError", "TraceError"]
+__all__ = ["__version__", "SievesimError", "ConfigError", "TraceError", "simulate_step"]
+
+
+def __getattr__(name: str):
+    """``sievesim.simulate_step`` without importing the system layer (and the engine) up front."""
+    if name == "simulate_step":
+        from .system import simulate_step
+        return simulate_step
+    raise AttributeError(f"module 'sievesim' has no attribute {name!r}")
