@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from ._inputs import is_int as _is_int, read_toml as _read_toml
+from ._inputs import is_int as _is_int, read_text as _read_text, read_toml as _read_toml
 from .errors import ConfigError, field_error
 
 __all__ = [
@@ -787,12 +787,13 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
         path = Path(path_or_dict)
         if path.is_dir():
             path = path / "config.json"
+        text = _read_text(path, "config.json")
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise field_error("path", str(path), "an existing config.json") from None
+            raw = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{path}: not valid JSON: {exc}") from None
+        except (ValueError, RecursionError) as exc:  # an integer of thousands of digits, deep nesting
+            raise ConfigError(f"{path}: not valid JSON: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
         source = str(path)
         if not isinstance(raw, Mapping):
             raise field_error("config.json", type(raw).__name__, "a JSON object", source=source)

@@ -5,6 +5,7 @@ import argparse
 import json
 import pathlib
 
+from .._validate import int_arg
 from ..errors import field_error
 
 
@@ -22,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                           "a sievesim .toml or a Ramulator 2.0 .yaml (default: hbm3e-8000)")
     run.add_argument("--clock-ratio", type=int, default=None,
                      help="frontend ticks per memory tick (default: the config's, usually 1)")
-    run.add_argument("--seed", type=int, default=0, help="seed for synthetic traces")
+    run.add_argument("--seed", type=int_arg("seed"), default=0, help="seed for synthetic traces")
     run.add_argument("--json", action="store_true", help="print one JSON object")
     run.add_argument("--log-commands", metavar="FILE", help="write the command log as CSV")
     run.add_argument("--threads", type=int, default=None,
@@ -39,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     gen.add_argument("--requests", type=int, default=100_000)
     gen.add_argument("--config", default="hbm3e-8000", help="sets the address range (capacity)")
     gen.add_argument("--write-fraction", type=float, default=0.2)
-    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--seed", type=int_arg("seed"), default=0)
     gen.add_argument("-o", "--output", required=True)
     gen.set_defaults(func=_gen)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import pathlib
 from typing import Any
 
 import numpy as np
@@ -80,14 +79,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _read_counts(path: str) -> tuple[np.ndarray, np.ndarray | None]:
     import sys
 
-    try:
-        text = sys.stdin.read() if path == "-" else pathlib.Path(path).read_text()
-    except OSError as exc:
-        raise field_error("--counts", path, f"a readable JSON file ({exc.strerror})") from None
+    from .._inputs import read_text
+
+    text = sys.stdin.read() if path == "-" else read_text(path, "JSON file of token counts (--counts)")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise field_error("--counts", path, f"valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except (ValueError, RecursionError) as exc:  # an integer of thousands of digits, deep nesting
+        raise field_error("--counts", path, f"valid JSON ({type(exc).__name__}: "
+                          f"{str(exc).splitlines()[0]})") from None
     if isinstance(data, dict):
         ids, counts = [], []
         for key, value in data.items():

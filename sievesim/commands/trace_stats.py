@@ -5,6 +5,7 @@ import argparse
 import json
 from typing import Any
 
+from .._validate import int_arg
 from ..errors import ConfigError, field_error
 
 DEFAULT_BATCH_SIZES = (1, 4, 16, 64, 256)
@@ -25,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--mode", default=None, choices=["distinct", "random", "consecutive", "recorded"],
                    help="batch formation (default: distinct; per-pass dumps: recorded)")
     p.add_argument("--batches", type=int, default=64, help="steps measured per batch size (default 64)")
-    p.add_argument("--seed", type=int, default=0, help="seed of batch formation / generator")
+    p.add_argument("--seed", type=int_arg("seed"), default=0, help="seed of batch formation / generator")
     p.add_argument("--model", default=None,
                    help="model preset (sievesim models): checks experts/top-k against the trace and "
                         "adds the activated-parameter ratio (default for synthetic:MODEL: MODEL)")

@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from .._inputs import read_text
 from ..errors import ConfigError, field_error
 from .config import DRAMConfig
 from .standards import _r2_finish_timings, get_standard
@@ -52,12 +53,15 @@ def load_ramulator_yaml(path: str | pathlib.Path) -> DRAMConfig:
     """Parse ``path``; the frontend's trace path is kept in ``DRAMConfig.source`` only."""
     path = pathlib.Path(path)
     src = str(path)
+    text = read_text(path, "Ramulator 2.0 YAML file")
     try:
-        doc = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise ConfigError(f"{src}: cannot read ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{src}: not valid YAML ({exc})") from None
+        doc = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ConfigError(f"{src}: not valid YAML: {exc.problem or exc.context}{where}") from None
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:
+        raise ConfigError(f"{src}: not valid YAML: {' '.join(str(exc).split())[:200]}") from None
     doc = _section(doc, "<top>", src)
     _check_keys(doc, {"Frontend", "MemorySystem"}, "<top>", src)
 
