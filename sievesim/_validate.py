@@ -50,8 +50,8 @@ BOUNDS: dict[str, Bound] = {
     "layers": Bound(1, 1 << 12, "transformer layers; published models have fewer than 200"),
     "heads": Bound(1, 1 << 12, "attention heads"),
     "experts": Bound(1, 1 << 16, "routed experts per layer; published MoE models have at most 512"),
-    "batch": Bound(1, 1 << 16, "requests in one decode step; serving systems run at most a few thousand"),
-    "tokens": Bound(1, 1 << 16, "tokens one expert or GEMV handles in a step (at most the batch)"),
+    "batch": Bound(1, 1 << 14, "requests in one decode step; the Sieve paper studies up to 256"),
+    "tokens": Bound(1, 1 << 14, "tokens one expert or GEMV handles in a step (at most the batch)"),
     "context": Bound(0, 1 << 24, "tokens of context per request"),
     "requests": Bound(1, (1 << 31) - 1, "requests in one DRAM trace (32-bit request index in the engine)"),
     "gpus": Bound(1, 1 << 12, "GPUs in one system"),
@@ -62,6 +62,7 @@ BOUNDS: dict[str, Bound] = {
     "seed": Bound(0, (1 << 63) - 1, "a random seed"),
     "batches": Bound(1, 1 << 16, "decode steps measured per batch size"),
     "threads": Bound(1, 1024, "threads"),
+    "clock_ratio": Bound(1, 64, "frontend ticks per memory tick (the engine tracks 64)"),
     "repeat": Bound(1, 10_000, "timed runs"),
     "inner": Bound(1, 1_000_000, "calls per timed run"),
     "layer_index": Bound(0, (1 << 12) - 1, "a layer index"),
@@ -147,11 +148,15 @@ def parse_int(field: str, text: str, kind: str, *, lo: int | None = None) -> int
     return value
 
 
+#: Longest comma-separated list a command takes (each entry is one run).
+MAX_LIST = 64
+
+
 def parse_int_list(field: str, text: str, kind: str, *, lo: int | None = None) -> list[int]:
-    """Comma-separated integers (at least one), each as :func:`parse_int` reads it."""
+    """Comma-separated integers (1 to :data:`MAX_LIST`), each as :func:`parse_int` reads it."""
     parts = [p.strip() for p in str(text).split(",")]
-    if not text or not text.strip() or any(not p for p in parts):
-        raise field_error(field, text, f"comma-separated integers, at least one ({BOUNDS[kind].why})")
+    if not text or not text.strip() or any(not p for p in parts) or len(parts) > MAX_LIST:
+        raise field_error(field, text, f"1 to {MAX_LIST} comma-separated integers ({BOUNDS[kind].why})")
     return [parse_int(field, p, kind, lo=lo) for p in parts]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from typing import Sequence
 
@@ -30,7 +31,11 @@ class _Parser(argparse.ArgumentParser):
     """argparse, with a usage error on one line (``--help`` shows the usage)."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        # "argument --x: V: expected E" from the value types of sievesim._validate, as field errors read
+        m = re.fullmatch(r"argument (?P<arg>[^:]+): (?P<val>.+?): expected (?P<exp>.*)", message)
+        if m:
+            message = f"{m['arg']} = {m['val']}: expected {m['exp']}"
+        self.exit(2, f"sievesim: error: {_one_line(message)} (see {self.prog} --help)\n")
 
 
 _MAX_MEMORY_HELP = (f"refuse work estimated to need more memory than this (default "

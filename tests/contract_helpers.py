@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from sievesim.cli import main
 
 #: stderr of a refusal starts with one of these (the CLI's own line or argparse's usage line).
-ERROR_PREFIXES = ("sievesim: error: ", "sievesim ")
+ERROR_PREFIXES = ("sievesim: error: ",)
 
 
 @dataclass

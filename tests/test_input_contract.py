@@ -110,3 +110,92 @@ def test_subprocess_exit_code_and_stderr(tmp_path):
     assert p.returncode == 2
     assert p.stdout == ""
     assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+
+
+# ------------------------------------------------------------------------------------------
+# 2. bounds and the memory estimate: what used to hang or allocate gigabytes ends at once
+
+DRAM_TOML = 'standard = "hbm3"\nbase = "hbm3-6400"\n'
+HW_TOML = """name = "x"
+[gpu]
+name = "g"
+peak_flops_bf16 = 2.25e15
+hbm_bandwidth_bytes_per_s = 8.0e12
+hbm_capacity_bytes = 192000000000
+num_hbm_stacks = {stacks}
+[pim]
+dram_config = "hbm3e-8000"
+operand_bytes = {operand_bytes}
+[interconnect]
+bandwidth_bytes_per_s_per_direction = 9.0e11
+latency_s = 1e-6
+"""
+
+
+def _hw(tmp_path, stacks=8, operand_bytes=2.0, drop_pim=False):
+    text = HW_TOML.format(stacks=stacks, operand_bytes=operand_bytes)
+    if drop_pim:
+        text = text.replace('[pim]\ndram_config = "hbm3e-8000"\n', "").replace(f"operand_bytes = {operand_bytes}\n", "")
+    return _write(tmp_path / "hw.toml", text)
+
+
+@pytest.mark.parametrize("argv, needles", [
+    (["pim", "gemv", "--d-in", "1000000000000", "--d-out", "4096", "--tokens", "1"], ["--d-in", "1048576"]),
+    (["trace-stats", "synthetic:mixtral-8x7b", "--batch-sizes", "1000000000"], ["--batch-sizes", "16384"]),
+    (["policy", "compare", "--model", "mixtral-8x7b", "--batch", "1000000000"], ["--batch", "16384"]),
+    (["policy", "compare", "--model", "mixtral-8x7b", "--batch", ",".join(["1"] * 65)], ["--batch"]),
+    (["dram", "run", "synthetic:stream:99999999999"], ["TRACE"]),
+    (["dram", "gen-trace", "stream", "--requests", "4294967296", "-o", "x"], ["--requests"]),
+    (["policy", "bench", "--inner", "1000000000000"], ["--inner"]),
+    (["policy", "decide", "--model", "mixtral-8x7b", "--counts", "x", "--context-len", "99999999999"],
+     ["--context-len"]),
+])
+def test_sizes_above_their_bound(argv, needles):
+    res = run_cli(argv, timeout_s=5)
+    assert_refused(res, *needles)
+    assert res.seconds < 1.0
+
+
+@pytest.mark.parametrize("argv, needles", [
+    # within every bound, but the program would need about 1.4 TiB
+    (["pim", "gemv", "--d-in", "1048576", "--d-out", "1048576", "--tokens", "16384"], ["d_in x d_out x tokens", "TiB"]),
+    (["trace-stats", "synthetic:qwen3.5-397b-a17b", "--batch-sizes", "16384", "--max-memory", "100MiB"],
+     ["batch size = 16384", "450 MiB", "--max-memory"]),
+    (["dram", "gen-trace", "random", "--requests", "2000000000", "-o", "x"], ["requests", "GiB"]),
+    (["dram", "run", "synthetic:random:1000000", "--max-memory", "10MB"], ["requests = 1000000", "--max-memory"]),
+])
+def test_memory_estimate_refuses_before_allocating(argv, needles):
+    res = run_cli(argv, timeout_s=5, memory_bytes=2 * 2**30)
+    assert_refused(res, "needs about", *needles)
+    assert res.seconds < 1.0
+
+
+def test_max_memory_raises_the_limit():
+    argv = ["trace-stats", "synthetic:mixtral-8x7b", "--batch-sizes", "64", "--batches", "2", "--json"]
+    assert_refused(run_cli(argv + ["--max-memory", "10KB"]), "batch size = 64")
+    assert run_cli(argv + ["--max-memory", "1GiB"]).rc == 0
+
+
+def test_dram_toml_with_a_huge_queue(tmp_path):
+    f = _write(tmp_path / "q.toml", DRAM_TOML + "[controller]\nread_queue_size = 1000000000000\n")
+    assert_refused(run_cli(["dram", "run", "synthetic:stream:10", "--config", f]), "read_queue_size", "65536")
+    # within the bound, every controller's queues together are still refused by the estimate
+    f = _write(tmp_path / "q2.toml", DRAM_TOML + "[controller]\nread_queue_size = 65536\nwrite_queue_size = 65536\n"
+               "active_queue_size = 65536\npriority_queue_size = 65536\n")
+    assert_refused(run_cli(["dram", "run", "synthetic:stream:10", "--config", f, "--max-memory", "1GiB"]),
+                   "queue_size", "needs about")
+
+
+def test_dram_toml_with_a_huge_organisation(tmp_path):
+    f = _write(tmp_path / "o.toml", DRAM_TOML + "[org]\nchannel = 9223372036854775807\n")
+    assert_refused(run_cli(["dram", "run", "synthetic:stream:10", "--config", f]), "org.channel")
+    f = _write(tmp_path / "o2.toml", DRAM_TOML + "[org]\nchannel = 16777216\nbank = 16\n")
+    assert_refused(run_cli(["dram", "run", "synthetic:stream:10", "--config", f]), "org")
+
+
+def test_hardware_with_huge_stack_count(tmp_path):
+    f = _hw(tmp_path, stacks=9223372036854775807)
+    for argv in (["hardware", "show", f], ["pim", "expert", "--model", "mixtral-8x7b", "--hardware", f]):
+        res = run_cli(argv, timeout_s=5)
+        assert_refused(res, "num_hbm_stacks")
+        assert res.seconds < 1.0

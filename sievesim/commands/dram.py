@@ -21,12 +21,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--config", default="hbm3e-8000",
                      help="built-in name (hbm3-6400, hbm3e-8000, hbm2-2000, ramulator2-hbm3, ramulator2-hbm2), "
                           "a sievesim .toml or a Ramulator 2.0 .yaml (default: hbm3e-8000)")
-    run.add_argument("--clock-ratio", type=int, default=None,
+    run.add_argument("--clock-ratio", type=int_arg("clock_ratio"), default=None,
                      help="frontend ticks per memory tick (default: the config's, usually 1)")
     run.add_argument("--seed", type=int_arg("seed"), default=0, help="seed for synthetic traces")
     run.add_argument("--json", action="store_true", help="print one JSON object")
     run.add_argument("--log-commands", metavar="FILE", help="write the command log as CSV")
-    run.add_argument("--threads", type=int, default=None,
+    run.add_argument("--threads", type=int_arg("threads"), default=None,
                      help="split the controllers between N threads; the result is the same "
                           "(default: the cores available, for traces of 50 000 requests or more)")
     run.set_defaults(func=_run)
@@ -37,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     gen = sub.add_parser("gen-trace", help="write a synthetic LoadStoreTrace")
     gen.add_argument("kind", choices=["stream", "random", "hotrow"])
-    gen.add_argument("--requests", type=int, default=100_000)
+    gen.add_argument("--requests", type=int_arg("requests"), default=100_000)
     gen.add_argument("--config", default="hbm3e-8000", help="sets the address range (capacity)")
     gen.add_argument("--write-fraction", type=float, default=0.2)
     gen.add_argument("--seed", type=int_arg("seed"), default=0)

@@ -9,17 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from .._validate import int_arg, int_list_arg
 from ..errors import ConfigError, field_error
-
-
-def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not values or any(v < 0 for v in values):
-        raise argparse.ArgumentTypeError(f"expected non-negative integers, got {text!r}")
-    return values
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -30,16 +21,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     d = sub.add_parser("decide", help="which experts of one GPU run on PIM at one layer")
     d.add_argument("--model", required=True, help="preset name, .toml or HF config.json")
     d.add_argument("--hardware", default="b200", help="preset name or .toml (default: b200)")
-    d.add_argument("--gpus", type=int, default=1, help="GPUs G (experts E/G per GPU; default 1)")
+    d.add_argument("--gpus", type=int_arg("gpus"), default=1, help="GPUs G (experts E/G per GPU; default 1)")
     d.add_argument("--policy", default="sieve", help="registered policy name (default: sieve)")
     d.add_argument("--counts", required=True, metavar="FILE",
                    help="JSON list of token counts per expert of one GPU (index = local expert id), "
                         "or an object {local expert id: count}; '-' reads stdin")
-    d.add_argument("--context-len", type=int, default=0, metavar="L",
+    d.add_argument("--context-len", type=int_arg("context"), default=0, metavar="L",
                    help="context length of every request of this GPU (tokens; default 0)")
-    d.add_argument("--batch", type=int, default=None, metavar="B",
+    d.add_argument("--batch", type=int_arg("batch"), default=None, metavar="B",
                    help="global batch B (default: max(largest count, ceil(G * sum / top_k)))")
-    d.add_argument("--layer", type=int, default=None,
+    d.add_argument("--layer", type=int_arg("layer_index"), default=None,
                    help="layer index (default: first MoE layer with full/MLA attention)")
     d.add_argument("--unit", default=None, help="PIMoE placement unit: pseudo_channel, channel, stack")
     d.add_argument("--pim-cost", choices=["roofline", "engine"], default="roofline",
@@ -50,22 +41,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     d.set_defaults(func=_decide)
 
     b = sub.add_parser("bench", help="median decision latency per policy (microseconds)")
-    b.add_argument("--experts", type=_int_list, default=[128, 256, 512],
+    b.add_argument("--experts", type=int_list_arg("experts"), default=[128, 256, 512],
                    help="expert counts (128, 256, 512; default all)")
-    b.add_argument("--batch", type=_int_list, default=[1, 16, 64, 256], help="batch sizes (default 1,16,64,256)")
+    b.add_argument("--batch", type=int_list_arg("batch"), default=[1, 16, 64, 256], help="batch sizes (default 1,16,64,256)")
     b.add_argument("--policies", default="sieve,noexp,allexp,pimoe,oracle", help="comma-separated names")
     b.add_argument("--hardware", default="b200")
-    b.add_argument("--repeat", type=int, default=7, help="runs per median (default 7)")
-    b.add_argument("--inner", type=int, default=200, help="calls per run (default 200)")
+    b.add_argument("--repeat", type=int_arg("repeat"), default=7, help="runs per median (default 7)")
+    b.add_argument("--inner", type=int_arg("inner"), default=200, help="calls per run (default 200)")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=_bench)
 
     c = sub.add_parser("compare", help="estimated T_total of the policies on synthetic routing")
     c.add_argument("--model", required=True)
     c.add_argument("--hardware", default="b200")
-    c.add_argument("--gpus", type=int, default=1)
-    c.add_argument("--batch", type=_int_list, default=[1, 4, 16, 64, 256])
-    c.add_argument("--context-len", type=int, default=4096)
+    c.add_argument("--gpus", type=int_arg("gpus"), default=1)
+    c.add_argument("--batch", type=int_list_arg("batch"), default=[1, 4, 16, 64, 256])
+    c.add_argument("--context-len", type=int_arg("context"), default=4096)
     c.add_argument("--units", action="store_true", help="PIMoE at every placement unit (docs/policies.md)")
     c.add_argument("--pim-cost", choices=["roofline", "engine"], default="roofline",
                    help="PIM times from the roofline estimate or from the cycle-accurate engine")
@@ -116,6 +107,8 @@ def _decide(args: argparse.Namespace) -> int:
 
     model = get_model(args.model)
     hw = get_hardware(args.hardware)
+    if args.layer is not None and not args.layer < model.num_layers:
+        raise field_error("--layer", args.layer, f"a layer index from 0 to {model.num_layers - 1} ({model.name})")
     if args.gpus < 1 or model.num_experts % args.gpus:
         raise field_error("--gpus", args.gpus, f"a positive divisor of the model's {model.num_experts} experts")
     e_local = model.num_experts // args.gpus
@@ -189,7 +182,9 @@ def _bench(args: argparse.Namespace) -> int:
     from ..policies import policy_class
     from ..policies.bench import bench, bench_model_for
 
-    names = [n.strip().lower() for n in args.policies.split(",") if n.strip()]
+    names = [n.strip().lower() for n in args.policies.split(",")]
+    if not all(names):
+        raise field_error("--policies", args.policies, "comma-separated policy names (see `sievesim policy list`)")
     for n in names:
         policy_class(n)
     for e in args.experts:

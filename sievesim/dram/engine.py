@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import TraceError, field_error
-from .config import DRAMConfig
+from .config import DRAMConfig, check_engine_memory
 from .mapping import map_addresses
 from .traces import RequestTrace
 
@@ -88,8 +88,9 @@ def simulate(config: DRAMConfig, trace: RequestTrace, *, log_commands: bool = Fa
         threads = available_threads() if len(trace) >= AUTO_THREADS_MIN_REQUESTS else 1
     if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
         raise field_error("threads", threads, "an integer >= 1")
-    vecs, keys = _to_vectors(config, trace)
     spec = config.compile()
+    check_engine_memory(config, spec, len(trace), logged_commands=3 * len(trace) if log_commands else 0)
+    vecs, keys = _to_vectors(config, trace)
     t0 = time.perf_counter()
     raw = run_requests(spec, vecs, keys, trace.is_write, trace.arrival, log_commands=log_commands,
                        skip_idle=skip_idle, threads=int(threads))

@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from .._inputs import read_text
+from .._validate import check_int, check_number
 from ..errors import ConfigError, field_error
 from .config import DRAMConfig
 from .standards import _r2_finish_timings, get_standard
@@ -38,7 +39,7 @@ def _check_keys(node: dict, allowed: set[str], path: str, src: str) -> None:
 
 def _impl(node: dict, path: str, allowed: set[str], src: str) -> str:
     impl = node.get("impl")
-    if impl not in allowed:
+    if not isinstance(impl, str) or impl not in allowed:
         raise field_error(f"{path}.impl", impl, f"one of {sorted(allowed)}", source=src)
     return impl
 
@@ -131,7 +132,8 @@ def load_ramulator_yaml(path: str | pathlib.Path) -> DRAMConfig:
         timings = {n: -1 for n in std.timing_names}
         if "rate" not in tim_node:
             raise field_error("MemorySystem.DRAM.timing.rate", None, "a rate in MT/s (or a timing preset)", source=src)
-        timings["rate"] = _int(tim_node["rate"], "MemorySystem.DRAM.timing.rate", src)
+        timings["rate"] = check_int("MemorySystem.DRAM.timing.rate", tim_node["rate"], "cycles", lo=1,
+                                    hi=1 << 20, source=src)
     if density not in (2048, 4096, 8192, 16384):
         raise field_error("MemorySystem.DRAM.org.density", density, "2048, 4096, 8192 or 16384 Mb "
                           "(Ramulator 2.0's tRFC table)", source=src)
@@ -142,9 +144,8 @@ def load_ramulator_yaml(path: str | pathlib.Path) -> DRAMConfig:
             timings[n] = _int(tim_node[n], f"MemorySystem.DRAM.timing.{n}", src)
         elif "t" + n[1:] in tim_node:
             from .standards import _jedec_rounding
-            v = tim_node["t" + n[1:]]
-            if not isinstance(v, (int, float)) or isinstance(v, bool):
-                raise field_error(f"MemorySystem.DRAM.timing.t{n[1:]}", v, "a time in ns", source=src)
+            v = check_number(f"MemorySystem.DRAM.timing.t{n[1:]}", tim_node["t" + n[1:]], lo=0, hi=1e9,
+                             source=src, what="a time in ns")
             timings[n] = _jedec_rounding(v, tck_ps)
     for n in std.timing_names:
         if timings.get(n, -1) == -1 and n not in ("nRFCSB", "nREFISB"):
@@ -175,9 +176,8 @@ def load_ramulator_yaml(path: str | pathlib.Path) -> DRAMConfig:
 
     def _float(key: str, default: float) -> float:
         v = ctrl.get(key, default)
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise field_error(f"MemorySystem.Controller.{key}", v, "a fraction", source=src)
-        return float(v)
+        return check_number(f"MemorySystem.Controller.{key}", v, lo=0, hi=1, source=src,
+                            what="a fraction of the write queue")
 
     return DRAMConfig(
         name=path.stem, standard=std, org=org, timings=timings, mapper=mapper,
