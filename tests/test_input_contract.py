@@ -199,3 +199,163 @@ def test_hardware_with_huge_stack_count(tmp_path):
         res = run_cli(argv, timeout_s=5)
         assert_refused(res, "num_hbm_stacks")
         assert res.seconds < 1.0
+
+
+# ------------------------------------------------------------------------------------------
+# 3. wrong types, numeric edge cases and nonsense: refused, naming the field that was set
+
+from test_dram_engine import RAMULATOR_YAML  # noqa: E402  (a complete Ramulator 2.0 file)
+
+QWEN3_MOE = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "num_hidden_layers": 4,
+             "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+             "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 96, "intermediate_size": 768,
+             "decoder_sparse_step": 1, "mlp_only_layers": [], "vocab_size": 1000, "torch_dtype": "bfloat16",
+             "sliding_window": None, "use_sliding_window": False}
+
+
+def _dram(tmp_path, extra: str, name="c.toml"):
+    return _write(tmp_path / name, DRAM_TOML + extra)
+
+
+@pytest.mark.parametrize("text, field", [
+    ('standard = ["hbm3"]\n', "standard"),
+    ('standard = "hbm3"\norg = 5\n', "org"),
+    ('standard = "hbm3"\nbase = "hbm3-6400"\n[controller]\nrefresh = "no"\n', "controller.refresh"),
+    ('standard = "hbm3"\nbase = "hbm3-6400"\nname = 5\n', "name"),
+    ('standard = "hbm3"\nbase = "hbm3-6400"\n[timing]\ntCK_ps = 0\n', "timing.tCK_ps"),
+    ('standard = "hbm3"\nbase = "hbm3-6400"\n[timing]\nnBL = 0\n', "timing.nBL"),
+    ('standard = "hbm3"\nbase = "hbm3-6400"\n[timing]\nrate = 0\n', "timing.rate"),
+    ('standard = "hbm3"\nbase = "hbm3-6400"\n[timing]\nnCL = 9223372036854775807\n', "timing.nCL"),
+    ('standard = "hbm3"\nbase = "hbm3-6400"\n[timing]\nnREFI = 1\n', "timing.nREFI"),
+    ('standard = "hbm3"\nbase = "hbm3-6400"\n[controller]\nwr_low_watermark = "0.2"\n', "controller.wr_low_watermark"),
+    ('standard = "hbm3"\nbase = "hbm3-6400"\n[org]\nchannel = 1.5\n', "org.channel"),
+    ('standard = "hbm3"\nbase = "hbm3-6400"\n[org]\npreset = ["x"]\n', "org.preset"),
+])
+def test_dram_toml_types_and_ranges(tmp_path, text, field):
+    f = _write(tmp_path / "c.toml", text)
+    res = run_cli(["dram", "run", "synthetic:stream:10", "--config", f], timeout_s=5)
+    assert_refused(res, field, str(f))
+
+
+@pytest.mark.parametrize("edit, field", [
+    (("impl: GenericDRAM", "impl: [GenericDRAM]"), "MemorySystem.impl"),
+    (("preset: HBM3_2Gbps", "rate: 0"), "timing.rate"),
+    (("preset: HBM3_2Gbps", "preset: HBM3_2Gbps\n      tCL: .nan"), "timing.tCL"),
+    (("impl: Generic\n", "impl: Generic\n    wr_low_watermark: low\n"), "wr_low_watermark"),
+])
+def test_ramulator_yaml_types_and_ranges(tmp_path, edit, field):
+    assert edit[0] in RAMULATOR_YAML
+    f = _write(tmp_path / "r.yaml", RAMULATOR_YAML.replace(*edit, 1))
+    assert_refused(run_cli(["dram", "run", "synthetic:stream:10", "--config", f]), field)
+
+
+def test_hardware_numeric_edge_cases(tmp_path):
+    argv = ["pim", "expert", "--model", "mixtral-8x7b", "--hardware"]
+    assert_refused(run_cli(argv + [_hw(tmp_path, operand_bytes=0.5)]), "pim.operand_bytes = 0.5")
+    assert_refused(run_cli(argv + [_hw(tmp_path, drop_pim=True)]), "pim", "plain HBM")
+    f = _write(tmp_path / "big.toml", HW_TOML.format(stacks=8, operand_bytes=2.0).replace("2.25e15", "1e308"))
+    assert_refused(run_cli(["hardware", "show", f]), "peak_flops_bf16 = 1e+308")
+    f = _write(tmp_path / "ratio.toml", HW_TOML.format(stacks=8, operand_bytes=2.0).replace(
+        'dram_config = "hbm3e-8000"', 'dram_config = "hbm3e-8000"\ninternal_bandwidth_ratio = 1e308'))
+    assert_refused(run_cli(["hardware", "show", f]), "internal_bandwidth_ratio")
+
+
+@pytest.mark.parametrize("argv, needles", [
+    (["policy", "compare", "--model", "mixtral-8x7b", "--gpus", "0"], ["--gpus = 0"]),
+    (["pim", "table", "--tokens", "0"], ["--tokens = 0"]),
+    (["pim", "table", "--tokens", "abc"], ["--tokens = 'abc'"]),
+    (["pim", "table", "--tokens", "1,,2"], ["--tokens"]),
+    (["policy", "bench", "--policies", ","], ["--policies"]),
+    (["trace-stats", "synthetic:mixtral-8x7b", "--batch-sizes", ""], ["--batch-sizes = ''"]),
+    (["trace-stats", "synthetic:mixtral-8x7b", "--batch-sizes", "\u0663"], ["--batch-sizes"]),
+    (["dram", "run", "synthetic:random:\u0663"], ["TRACE", "\u0663"]),
+    (["pim", "gemv", "--d-in", "\u0663", "--d-out", "4"], ["--d-in"]),
+])
+def test_cli_values(argv, needles):
+    assert_refused(run_cli(argv), *needles)
+
+
+def test_policy_decide_layer_and_counts(tmp_path):
+    counts = _write(tmp_path / "c.json", json.dumps([1] * 8))
+    base = ["policy", "decide", "--model", "mixtral-8x7b", "--counts", counts]
+    assert_refused(run_cli(base + ["--pim-cost", "engine", "--layer", "99"]), "--layer = 99")
+    assert run_cli(base + ["--layer", "3"]).rc == 0
+    _write(counts, "[1e30, 1, 1, 1, 1, 1, 1, 1]")
+    assert_refused(run_cli(base), "counts[0] = 1e+30")
+    _write(counts, '{"\u0663": 1}')
+    assert_refused(run_cli(base), "expert id")
+
+
+def test_npz_empty_bitflipped_and_string_meta(tmp_path):
+    import numpy as np
+
+    empty = _write(tmp_path / "empty.npz", b"")
+    assert_refused(run_cli(["trace-stats", empty]), str(empty))
+    ids = np.zeros((4, 2, 2), dtype=np.int32)
+    ids[:, :, 1] = 1
+    good = tmp_path / "good.npz"
+    np.savez(good, topk_ids=ids, seq_id=np.arange(4), pos=np.zeros(4, dtype=np.int64),
+             meta=np.array(json.dumps({"num_experts": 8, "top_k": 2})))
+    assert run_cli(["trace-stats", good, "--batch-sizes", "2", "--batches", "2"]).rc == 0
+    data = bytearray(good.read_bytes())
+    # every byte of the first array's header flipped in turn (shape, dtype, header length)
+    start = data.index(b"{'descr'")
+    for i in range(start - 4, start + 70):
+        flipped = tmp_path / f"flip{i}.npz"
+        b = bytearray(data)
+        b[i] ^= 0xFF
+        flipped.write_bytes(bytes(b))
+        res = run_cli(["trace-stats", flipped, "--batch-sizes", "2", "--batches", "2"], timeout_s=5,
+                      memory_bytes=2 * 2**30)
+        if res.rc != 0:
+            assert_refused(res, str(flipped))
+    # a shape of 2**40 rows written into the header: refused from the header, nothing allocated
+    huge = tmp_path / "huge.npz"
+    _npz_claiming_shape(huge, (99999999999, 2, 2))
+    assert_refused(run_cli(["trace-stats", huge], timeout_s=5, memory_bytes=2 * 2**30), str(huge), "needs about")
+    bad_meta = tmp_path / "meta.npz"
+    np.savez(bad_meta, topk_ids=ids, seq_id=np.arange(4), pos=np.zeros(4, dtype=np.int64),
+             meta=np.array(json.dumps({"num_experts": "8", "top_k": 2})))
+    assert_refused(run_cli(["trace-stats", bad_meta]), "meta.num_experts = '8'")
+
+
+def _npz_claiming_shape(path, shape) -> None:
+    """A well-formed zip (right CRCs) whose topk_ids.npy header claims ``shape`` over 64 bytes of data."""
+    import io
+    import zipfile
+
+    import numpy as np
+
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": "<i4", "fortran_order": False, "shape": shape})
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("topk_ids.npy", buf.getvalue() + bytes(64))
+
+
+def test_readwrite_trace_field_beyond_int32(tmp_path):
+    f = _write(tmp_path / "rw.trace", "R 0,0,0,0,0,0,2147483648\n")
+    assert_refused(run_cli(["dram", "run", f, "--config", "hbm2-2000"]), f"{f}:1", "below 2**31")
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"moe_intermediate_size": None}, "moe_intermediate_size"),
+    ({"torch_dtype": "float7"}, "torch_dtype = 'float7'"),
+    ({"sliding_window": 0}, "sliding_window = 0"),
+    ({"mlp_only_layers": [100]}, "mlp_only_layers"),
+    ({"num_hidden_layers": 10**12}, "num_hidden_layers"),
+    ({"hidden_size": 10**30}, "hidden_size"),
+])
+def test_hf_config_nonsense(tmp_path, change, field):
+    cfg = {k: v for k, v in {**QWEN3_MOE, **change}.items() if v is not None or k == "sliding_window"}
+    f = _write(tmp_path / "config.json", json.dumps(cfg))
+    assert run_cli(["model", "show", _write(tmp_path / "ok.json", json.dumps(QWEN3_MOE))]).rc == 0
+    res = run_cli(["model", "show", f], timeout_s=5)
+    assert_refused(res, field)
+    assert res.seconds < 1.0
+
+
+def test_model_toml_derived_inf_names_the_field(tmp_path):
+    f = _write(tmp_path / "m.toml", 'name = "x"\nnum_layers = 2\nattention = "full"\nhidden_size = 64\n'
+               'num_attention_heads = 4\nnum_kv_heads = 2\nnum_experts = 4\ntop_k = 2\n'
+               'moe_intermediate_size = 32\nvocab_size = 100\ndtype_bytes = 1e308\n')
+    assert_refused(run_cli(["model", "show", f]), "dtype_bytes = 1e+308")

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validate import int_arg, int_list_arg
+from .._validate import BOUNDS, int_arg, int_list_arg
 from ..errors import ConfigError, field_error
 
 
@@ -84,6 +84,8 @@ def _read_counts(path: str) -> tuple[np.ndarray, np.ndarray | None]:
         ids, counts = [], []
         for key, value in data.items():
             try:
+                if not key.strip().lstrip("-").isascii():
+                    raise ValueError(key)
                 ids.append(int(key))
             except ValueError:
                 raise field_error("expert id", key, "an integer expert id") from None
@@ -93,9 +95,15 @@ def _read_counts(path: str) -> tuple[np.ndarray, np.ndarray | None]:
         values, id_arr = data, None
     else:
         raise field_error("--counts", type(data).__name__, "a JSON list of token counts or an object {id: count}")
+    hi = BOUNDS["batch"].hi
     for i, v in enumerate(values):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not v.is_integer()):
             raise field_error(f"counts[{i}]", v, "an integer number of tokens")
+        if not -hi <= v <= hi:  # negatives are named below
+            raise field_error(f"counts[{i}]", v, f"a number of tokens up to {hi} (tokens of one decode step)")
+    if id_arr is not None and id_arr.size and not (0 <= id_arr.min() and id_arr.max() < BOUNDS["experts"].hi):
+        raise field_error("expert id", int(id_arr.max() if id_arr.max() >= 0 else id_arr.min()),
+                          f"an expert id from 0 to {BOUNDS['experts'].hi - 1}")
     return np.asarray(values, dtype=np.int64).reshape(-1), id_arr
 
 
