@@ -825,7 +825,7 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
     hf = _HF(cfg, source)
     model_type = str(cfg.get("model_type") or raw.get("model_type") or "")
     for key in ("torch_dtype", "dtype"):  # the checkpoint's dtype: sievesim prices bf16 unless told
-        if cfg.get(key) is not None and cfg[key] not in _KNOWN_TORCH_DTYPES:
+        if cfg.get(key) is not None and (not isinstance(cfg[key], str) or cfg[key] not in _KNOWN_TORCH_DTYPES):
             raise field_error(key, cfg[key], f"one of {sorted(_KNOWN_TORCH_DTYPES)}", source=source)
     if cfg.get("sliding_window") is not None:
         hf.int("sliding_window", what="a positive window (tokens) or null", allow_zero=False)

@@ -24,6 +24,21 @@ _DEVICES = {"HBM3": "ramulator2-hbm3", "HBM2": "ramulator2-hbm2"}
 _ROW_POLICIES = {"OpenRowPolicy": "open", "ClosedRowPolicy": "closed"}
 
 
+_MAX_DEPTH = 64
+
+
+def _flow_depth(text: str) -> int:
+    """Deepest nesting of YAML flow brackets ([ and {), counted without parsing."""
+    depth = deepest = 0
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
 def _section(node: Any, path: str, src: str) -> dict:
     if not isinstance(node, dict):
         raise field_error(path, node, "a mapping", source=src)
@@ -55,6 +70,10 @@ def load_ramulator_yaml(path: str | pathlib.Path) -> DRAMConfig:
     path = pathlib.Path(path)
     src = str(path)
     text = read_text(path, "Ramulator 2.0 YAML file")
+    depth = _flow_depth(text)
+    if depth > _MAX_DEPTH:  # the pure-Python YAML parser takes seconds on such input before it fails
+        raise ConfigError(f"{src}: not valid YAML: brackets nested {depth} deep (a Ramulator configuration "
+                          f"nests fewer than {_MAX_DEPTH})")
     try:
         doc = yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:
@@ -93,7 +112,7 @@ def load_ramulator_yaml(path: str | pathlib.Path) -> DRAMConfig:
     density = dq = None
     if "preset" in org_node:
         name = org_node["preset"]
-        if name not in std.org_presets:
+        if not isinstance(name, str) or name not in std.org_presets:
             raise field_error("MemorySystem.DRAM.org.preset", name, f"one of {sorted(std.org_presets)}", source=src)
         preset = dict(std.org_presets[name])
         density, dq = preset.pop("density"), preset.pop("dq")
@@ -123,7 +142,7 @@ def load_ramulator_yaml(path: str | pathlib.Path) -> DRAMConfig:
     _check_keys(tim_node, {"preset", "rate", *tnames, *("t" + n[1:] for n in tnames)}, "MemorySystem.DRAM.timing", src)
     if "preset" in tim_node:
         name = tim_node["preset"]
-        if name not in std.timing_presets:
+        if not isinstance(name, str) or name not in std.timing_presets:
             raise field_error("MemorySystem.DRAM.timing.preset", name, f"one of {sorted(std.timing_presets)}", source=src)
         if "rate" in tim_node:
             raise ConfigError(f"{src}: MemorySystem.DRAM.timing.rate: cannot change the rate of a speed preset")
