@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from ._validate import memory_limit
 from .errors import ConfigError, SievesimError, TraceError
 
-__all__ = ["__version__", "SievesimError", "ConfigError", "TraceError"]
+__all__ = ["__version__", "SievesimError", "ConfigError", "TraceError", "memory_limit"]

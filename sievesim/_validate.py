@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterator, Mapping
 from .errors import ConfigError, SievesimError, field_error
 
 __all__ = [
-    "Bound", "BOUNDS", "check_int", "check_number", "check_bool", "check_str", "check_table",
+    "Bound", "BOUNDS", "Problems", "check_int", "check_number", "check_bool", "check_str", "check_table",
     "parse_int", "parse_int_list", "int_arg", "int_list_arg", "size_arg", "parse_size",
     "DEFAULT_MAX_MEMORY", "max_memory", "memory_limit", "check_memory", "format_bytes",
 ]
@@ -127,6 +127,39 @@ def check_table(field: str, value: Any, *, source: str | None = None) -> Mapping
     if not isinstance(value, Mapping):
         raise field_error(field, value, "a table (mapping of keys to values)", source=source)
     return value
+
+
+class Problems:
+    """Collects the type and range problems of one input, so that they are reported in one message.
+
+    ::
+
+        problems = Problems(source)
+        with problems.check():
+            check_int("org.channel", value, "org_level", source=source)
+        problems.raise_if_any()     # one ConfigError listing every problem found
+    """
+
+    def __init__(self, source: str | None = None) -> None:
+        self.source = source
+        self.messages: list[str] = []
+
+    @contextlib.contextmanager
+    def check(self) -> Iterator[None]:
+        try:
+            yield
+        except SievesimError as exc:
+            msg = str(exc)
+            prefix = f"{self.source}: " if self.source else ""
+            self.messages.append(msg[len(prefix):] if prefix and msg.startswith(prefix) else msg)
+
+    def raise_if_any(self) -> None:
+        if not self.messages:
+            return
+        where = f"{self.source}: " if self.source else ""
+        if len(self.messages) == 1:
+            raise ConfigError(where + self.messages[0])
+        raise ConfigError(f"{where}{len(self.messages)} problems: " + "; ".join(self.messages))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -359,3 +359,10 @@ def test_model_toml_derived_inf_names_the_field(tmp_path):
                'num_attention_heads = 4\nnum_kv_heads = 2\nnum_experts = 4\ntop_k = 2\n'
                'moe_intermediate_size = 32\nvocab_size = 100\ndtype_bytes = 1e308\n')
     assert_refused(run_cli(["model", "show", f]), "dtype_bytes = 1e+308")
+
+
+def test_every_problem_of_a_dram_file_in_one_message(tmp_path):
+    f = _write(tmp_path / "c.toml", DRAM_TOML + "[timing]\nnBL = 0\nnCL = -5\n[controller]\nread_queue_size = 0\n")
+    line = assert_refused(run_cli(["dram", "run", "synthetic:stream:10", "--config", f]), "3 problems")
+    for field in ("timing.nBL = 0", "timing.nCL = -5", "read_queue_size = 0"):
+        assert field in line

@@ -34,8 +34,9 @@ from scipy.special import ndtri
 from ..errors import ConfigError, field_error
 from .._validate import check_memory
 
-# Peak bytes per (token, layer, slot) of one synthetic step (trace-stats of 65536 tokens: 38 B on
-# qwen3.5-397b-a17b, 45 B on mixtral-8x7b, peak RSS over the empty process), with a margin.
+# Peak bytes per (token, layer, slot) of one synthetic step (`sievesim trace-stats synthetic:MODEL
+# --batch-sizes 16384 --batches 2`, peak RSS over --batch-sizes 1: 39 B on qwen3.5-397b-a17b,
+# 44 B on mixtral-8x7b), with a margin.
 _BYTES_PER_ROUTED_SLOT = 48
 from .routing import RoutingSource, RoutingStep, RoutingStream, counts_from_ids
 
