@@ -8,9 +8,10 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from ._validate import memory_limit
 from .errors import ConfigError, SievesimError, TraceError
 
-__all__ = ["__version__", "SievesimError", "ConfigError", "TraceError", "simulate_step"]
+__all__ = ["__version__", "SievesimError", "ConfigError", "TraceError", "memory_limit", "simulate_step"]
 
 
 def __getattr__(name: str):

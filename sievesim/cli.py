@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 import warnings
 from typing import Sequence
 
 from . import __version__
+from ._validate import DEFAULT_MAX_MEMORY, format_bytes, memory_limit, size_arg
 from .errors import SievesimError
 
 # Modules under sievesim.commands, in the order their subcommands are listed in --help.
@@ -29,8 +31,33 @@ _COMMAND_MODULES = [
 ]
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error on one line (``--help`` shows the usage)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        # "argument --x: V: expected E" from the value types of sievesim._validate, as field errors read
+        m = re.fullmatch(r"argument (?P<arg>[^:]+): (?P<val>.+?): expected (?P<exp>.*)", message)
+        if m:
+            message = f"{m['arg']} = {m['val']}: expected {m['exp']}"
+        self.exit(2, f"sievesim: error: {_one_line(message)} (see {self.prog} --help)\n")
+
+
+_MAX_MEMORY_HELP = (f"refuse work estimated to need more memory than this (default "
+                    f"{format_bytes(DEFAULT_MAX_MEMORY)}; e.g. 16GiB)")
+
+
+def _add_max_memory(parser: argparse.ArgumentParser, top: bool) -> None:
+    """``--max-memory`` on the top level and on every subcommand, so it may follow the command."""
+    parser.add_argument("--max-memory", type=size_arg, metavar="SIZE", help=_MAX_MEMORY_HELP,
+                        **({"default": DEFAULT_MAX_MEMORY} if top else {"default": argparse.SUPPRESS}))
+    for action in parser._actions:  # noqa: SLF001 - argparse keeps subparsers here
+        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+            for sub in dict.fromkeys(action.choices.values()):
+                _add_max_memory(sub, False)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="sievesim",
         description="Simulate MoE decoding on GPUs with HBM-PIM, down to DRAM commands.",
     )
@@ -38,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _COMMAND_MODULES:
         importlib.import_module(f"sievesim.commands.{name}").register(subparsers)
+    _add_max_memory(parser, True)
     return parser
 
 
@@ -45,21 +73,49 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     print(f"sievesim: warning: {message}", file=sys.stderr)
 
 
+def _error(message: str) -> int:
+    print(f"sievesim: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the exit status (2 for bad input, with one line on stderr).
+
+    The last line of defence: a file that cannot be read or written (``OSError``), bytes that are
+    not UTF-8, input nested too deeply to parse and running out of memory become one line naming
+    the file or the value. Any other exception is a bug and keeps its traceback.
+    """
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, usage errors
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
     try:
-        with warnings.catch_warnings():  # a warning (e.g. an unverified model family) is one line too
-            warnings.showwarning = _show_warning
+        with warnings.catch_warnings(), memory_limit(args.max_memory):
+            warnings.showwarning = _show_warning  # a warning (e.g. an unverified model family) is one line too
             return int(args.func(args) or 0)
     except SievesimError as exc:
-        print(f"sievesim: error: {exc}", file=sys.stderr)
-        return 2
+        return _error(_one_line(exc))
     except BrokenPipeError:  # e.g. `sievesim ... | head`
         return 0
+    except UnicodeDecodeError as exc:
+        return _error(f"input is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+                      "expected a UTF-8 file")
+    except OSError as exc:
+        where = exc.filename if exc.filename is not None else "file"
+        return _error(f"{where}: cannot open ({exc.strerror or _one_line(exc)})")
+    except MemoryError:
+        return _error("out of memory: the input asks for more memory than this machine has; expected "
+                      "smaller sizes (see `sievesim --help` for --max-memory)")
+    except RecursionError:
+        return _error("input nested too deeply to read; expected a flat file (tables and lists a few levels deep)")
 
 
 if __name__ == "__main__":  # pragma: no cover

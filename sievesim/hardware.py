@@ -58,12 +58,21 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+# Upper ends far above any machine (a B200: 2.25e15 FLOP/s, 8e12 B/s, 8 stacks), so that derived
+# figures (ridge point, PIM peak) stay finite and a typo is named where it was made.
+_UPPER = {"FLOP/s": 1e21, "bytes/s": 1e18, "bytes/s per direction": 1e18, "bytes": 2.0**50,
+          "HBM stacks per GPU": 64, "experts": 1 << 16, "MACs per PU per command": 4096,
+          "internal / external bandwidth": 1e4, "bytes per PIM channel": 2**30, "bytes per weight element": 16}
+
+
 def _positive(obj: Any, fname: str, what: str, src: str, *, integer: bool = False) -> None:
     value = getattr(obj, fname)
     ok = _is_int(value) if integer else _is_number(value)
-    if not ok or value <= 0:
+    hi = _UPPER.get(what, math.inf)
+    if not ok or value <= 0 or value > hi:
         kind = "a positive integer" if integer else "a positive number"
-        raise field_error(fname, value, f"{kind} ({what})", source=src)
+        limit = f" up to {hi:g}" if hi != math.inf else ""
+        raise field_error(fname, value, f"{kind}{limit} ({what})", source=src)
 
 
 def _fraction(obj: Any, fname: str, src: str) -> None:

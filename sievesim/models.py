@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from ._inputs import is_int as _is_int, read_toml as _read_toml
+from ._inputs import is_int as _is_int, read_text as _read_text, read_toml as _read_toml
+from ._validate import check_int
 from .errors import ConfigError, field_error
 
 __all__ = [
@@ -75,6 +76,13 @@ _POSITIVE_INT_FIELDS = {
     "moe_intermediate_size": "intermediate size of one routed expert (elements)",
     "vocab_size": "vocabulary size (tokens)",
 }
+
+
+# The bound (sievesim._validate.BOUNDS) of each integer field; the others are dimensions.
+_FIELD_BOUND = {"num_layers": "layers", "num_attention_heads": "heads", "num_kv_heads": "heads",
+                "num_experts": "experts", "top_k": "experts", "vocab_size": "vocab",
+                "num_shared_experts": "experts", "linear_num_key_heads": "heads",
+                "linear_num_value_heads": "heads", "num_mtp_layers": "layers"}
 
 
 def _is_number(value: Any) -> bool:
@@ -195,6 +203,7 @@ class ModelSpec:
                 raise field_error(fname, value, f"an integer ({what})", source=src)
             if value <= 0:
                 raise field_error(fname, value, f"a positive integer ({what})", source=src)
+            check_int(fname, value, _FIELD_BOUND.get(fname, "dimension"), source=src)
         for fname in ("num_shared_experts", "shared_expert_intermediate_size", "dense_intermediate_size",
                       "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
                       "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
@@ -204,6 +213,7 @@ class ModelSpec:
                 raise field_error(fname, value, "an integer", source=src)
             if value < 0:
                 raise field_error(fname, value, "a non-negative integer", source=src)
+            check_int(fname, value, _FIELD_BOUND.get(fname, "dimension"), lo=0, source=src)
         for fname in ("tie_word_embeddings", "attention_bias", "attention_sinks", "qk_norm",
                       "attention_output_gate", "expert_bias", "router_bias", "shared_expert_gate"):
             value = getattr(self, fname)
@@ -213,8 +223,9 @@ class ModelSpec:
             value = getattr(self, fname)
             if value is None and fname != "dtype_bytes":
                 continue
-            if not _is_number(value) or not math.isfinite(value) or value <= 0:
-                raise field_error(fname, value, "a positive number of bytes per element (2 = bf16)", source=src)
+            if not _is_number(value) or not math.isfinite(value) or not 0 < value <= 16:
+                raise field_error(fname, value, "a positive number of bytes per element, at most 16 (2 = bf16)",
+                                  source=src)
         if not isinstance(self.source, str):
             raise field_error("source", self.source, "a string", source=src)
 
@@ -266,6 +277,8 @@ class ModelSpec:
                                   "a positive chunk in tokens (the model has chunked layers)", source=src)
         elif chunk is not None and (not _is_int(chunk) or chunk <= 0):
             raise field_error("attention_chunk_size", chunk, "a positive integer or none", source=src)
+        if self.sliding_window is not None:
+            check_int("sliding_window", self.sliding_window, "context", lo=1, source=src)
         if "mla" in kinds_present:
             for fname in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
                 if getattr(self, fname) <= 0:
@@ -650,6 +663,7 @@ def model_from_dict(data: Mapping[str, Any], *, source: str | None = None) -> Mo
     n = kwargs["num_layers"]
     if not _is_int(n) or n <= 0:
         raise field_error("num_layers", n, "a positive integer (number of transformer layers)", source=src)
+    check_int("num_layers", n, "layers", source=src)
     if "head_dim" not in kwargs:
         h, nq = kwargs["hidden_size"], kwargs["num_attention_heads"]
         if not (_is_int(h) and _is_int(nq) and nq > 0 and h > 0):
@@ -750,6 +764,8 @@ def get_model(name_or_path: str | os.PathLike[str], *, top_k: int | None = None)
 _EXPERT_COUNT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
 _TOP_K_KEYS = ("num_experts_per_tok", "experts_per_token", "moe_topk", "num_experts_per_token")
 _TORCH_DTYPE_BYTES = {"bfloat16": 2.0, "float16": 2.0, "float32": 4.0, "float8_e4m3fn": 1.0}
+_HF_MAX_INT = 1 << 24  # no size or count of a published config comes near (vocabularies < 2**19)
+_KNOWN_TORCH_DTYPES = frozenset(_TORCH_DTYPE_BYTES) | {"float64", "float8_e5m2", "auto"}
 
 #: ``model_type`` values whose reading is checked against the publisher's parameter counts
 #: (``docs/models.md``, ``tests/test_models.py``), with the models it was checked on. Any other
@@ -895,8 +911,8 @@ class _HF:
         value = self.cfg[key]
         if not _is_int(value):
             raise field_error(key, value, f"an integer ({what})", source=self.source)
-        if value < 0 or (value == 0 and not allow_zero):
-            raise field_error(key, value, what, source=self.source)
+        if value < 0 or (value == 0 and not allow_zero) or value > _HF_MAX_INT:
+            raise field_error(key, value, f"{what}, at most {_HF_MAX_INT}", source=self.source)
         return value
 
     def bool(self, key: str, default: bool) -> bool:
@@ -986,12 +1002,13 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
         path = Path(path_or_dict)
         if path.is_dir():
             path = path / "config.json"
+        text = _read_text(path, "config.json")
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise field_error("path", str(path), "an existing config.json") from None
+            raw = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{path}: not valid JSON: {exc}") from None
+        except (ValueError, RecursionError) as exc:  # an integer of thousands of digits, deep nesting
+            raise ConfigError(f"{path}: not valid JSON: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
         source = str(path)
         if not isinstance(raw, Mapping):
             raise field_error("config.json", type(raw).__name__, "a JSON object", source=source)
@@ -1008,6 +1025,12 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
     model_type = str(cfg.get("model_type") or raw.get("model_type") or "")
     top_type = str(raw.get("model_type") or model_type)
     verified = is_verified_family(model_type) or is_verified_family(top_type)
+    for key in ("torch_dtype", "dtype"):  # the checkpoint's dtype: sievesim prices bf16 unless told
+        if cfg.get(key) is not None and (not isinstance(cfg[key], str) or cfg[key] not in _KNOWN_TORCH_DTYPES):
+            raise field_error(key, cfg[key], f"one of {sorted(_KNOWN_TORCH_DTYPES)}", source=source)
+    if cfg.get("sliding_window") is not None:  # a valid window, whether or not a layer uses it (checked below)
+        hf.int("sliding_window", what="a positive window (tokens) or null", allow_zero=False)
+        hf.used.discard("sliding_window")
     archs = raw.get("architectures") or []
     llama4 = model_type.startswith("llama4") or top_type.startswith("llama4")
 
@@ -1024,6 +1047,7 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
     top_k = hf.int(top_key, what="a positive number of experts per token", allow_zero=False)
 
     num_layers = hf.int("num_hidden_layers", what="a positive number of layers", allow_zero=False)
+    check_int("num_hidden_layers", num_layers, "layers", source=source)
     hidden = hf.int("hidden_size", what="a positive model width", allow_zero=False)
     heads = hf.int("num_attention_heads", what="a positive number of heads", allow_zero=False)
     kv_heads = hf.int("num_key_value_heads", heads, what="a positive number of KV heads", allow_zero=False)
@@ -1135,13 +1159,17 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
     else:
         step = hf.int("decoder_sparse_step", 1, what="a positive layer step", allow_zero=False)
         only = hf.list("mlp_only_layers") or []
-        if not all(_is_int(i) for i in only):
-            raise field_error("mlp_only_layers", only, "a list of layer indices", source=source)
+        if not all(_is_int(i) and 0 <= i < num_layers for i in only):
+            raise field_error("mlp_only_layers", only, f"a list of layer indices from 0 to {num_layers - 1}",
+                              source=source)
         mlp = ["moe" if (i not in only and (i + 1) % step == 0) else "dense" for i in range(num_layers)]
 
     # ---- expert sizes
     if hf.has("moe_intermediate_size"):
         moe_inter = hf.int("moe_intermediate_size", what="a positive expert width", allow_zero=False)
+    elif model_type.startswith(("qwen", "deepseek")):  # these give the expert width apart, always
+        raise field_error("moe_intermediate_size", "<missing>", f"the expert width (model_type {model_type!r} "
+                          "keeps intermediate_size for dense layers)", source=source)
     else:  # GPT-OSS, Mixtral, Llama 4: intermediate_size is the expert's
         moe_inter = hf.int("intermediate_size", what="a positive expert width (no moe_intermediate_size)",
                            allow_zero=False)

@@ -66,7 +66,7 @@ def test_synthetic_and_model_layers_must_agree(capsys):
 
 def test_policy_compare_refuses_batch_zero(capsys):
     rc, out, err = _run(capsys, "policy", "compare", "--model", "qwen3-30b-a3b", "--batch", "0,4")
-    assert rc == 2 and out == "" and "--batch = '0,4'" in err and len(err.strip().splitlines()) == 1
+    assert rc == 2 and out == "" and "--batch" in err and "0" in err and len(err.strip().splitlines()) == 1
 
 
 def test_policy_compare_top_k_changes_the_result(capsys):

@@ -5,6 +5,7 @@ import argparse
 import json
 import pathlib
 
+from .._validate import int_arg
 from ..errors import field_error
 
 
@@ -20,15 +21,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--config", default="hbm3e-8000",
                      help="built-in name (hbm3-6400, hbm3e-8000, hbm2-2000, ramulator2-hbm3, ramulator2-hbm2), "
                           "a sievesim .toml or a Ramulator 2.0 .yaml (default: hbm3e-8000)")
-    run.add_argument("--clock-ratio", type=int, default=None,
+    run.add_argument("--clock-ratio", type=int_arg("clock_ratio"), default=None,
                      help="frontend ticks per memory tick (default: the config's, usually 1)")
-    run.add_argument("--seed", type=int, default=0, help="seed for synthetic traces")
+    run.add_argument("--seed", type=int_arg("seed"), default=0, help="seed for synthetic traces")
     run.add_argument("--json", action="store_true", help="print one JSON object")
     run.add_argument("--log-commands", metavar="FILE", help="write the command log as CSV")
     run.add_argument("--address-overflow", choices=["error", "wrap"], default="error",
                      help="an address at or beyond the capacity: error (default) or wrap, as Ramulator 2.0's "
                           "mappers do (the output counts the wrapped requests)")
-    run.add_argument("--threads", type=int, default=None,
+    run.add_argument("--threads", type=int_arg("threads"), default=None,
                      help="split the controllers between N threads; the result is the same "
                           "(default: the cores available, for traces of 50 000 requests or more)")
     run.set_defaults(func=_run)
@@ -39,10 +40,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     gen = sub.add_parser("gen-trace", help="write a synthetic LoadStoreTrace")
     gen.add_argument("kind", choices=["stream", "random", "hotrow"])
-    gen.add_argument("--requests", type=int, default=100_000)
+    gen.add_argument("--requests", type=int_arg("requests"), default=100_000)
     gen.add_argument("--config", default="hbm3e-8000", help="sets the address range (capacity)")
     gen.add_argument("--write-fraction", type=float, default=0.2)
-    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--seed", type=int_arg("seed"), default=0)
     gen.add_argument("-o", "--output", required=True)
     gen.set_defaults(func=_gen)
 

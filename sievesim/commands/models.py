@@ -5,6 +5,7 @@ import argparse
 import json
 import sys
 
+from .._validate import int_arg
 from ..errors import field_error
 
 
@@ -19,7 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     show = sub.add_parser("show", help="print a model spec and its derived figures")
     show.add_argument("model", metavar="NAME|PATH", help="preset name, .toml spec, or Hugging Face config.json")
-    show.add_argument("--top-k", type=int, default=None, help="override the routed experts per token")
+    show.add_argument("--top-k", type=int_arg("experts"), default=None, help="override the routed experts per token")
     fmt = show.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print one JSON object")
     fmt.add_argument("--toml", action="store_true", help="print the spec as sievesim TOML")
@@ -28,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     save = sub.add_parser("save", help="write a model spec as sievesim TOML (e.g. from a config.json)")
     save.add_argument("model", metavar="NAME|PATH")
     save.add_argument("output", metavar="OUT.toml")
-    save.add_argument("--top-k", type=int, default=None, help="override the routed experts per token")
+    save.add_argument("--top-k", type=int_arg("experts"), default=None, help="override the routed experts per token")
     save.set_defaults(func=_save)
 
 

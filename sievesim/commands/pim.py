@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from .._validate import int_arg, parse_int_list
 from ..errors import field_error
 
 
@@ -14,9 +15,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     g = sub.add_parser("gemv", help="one GEMV with N tokens")
     g.add_argument("--hardware", default="b200", help="hardware preset or TOML (default b200)")
-    g.add_argument("--d-in", type=int, required=True, help="input size (elements)")
-    g.add_argument("--d-out", type=int, required=True, help="output size (elements)")
-    g.add_argument("--tokens", type=int, default=1, help="input vectors (tokens)")
+    g.add_argument("--d-in", type=int_arg("dimension"), required=True, help="input size (elements)")
+    g.add_argument("--d-out", type=int_arg("dimension"), required=True, help="output size (elements)")
+    g.add_argument("--tokens", type=int_arg("tokens"), default=1, help="input vectors (tokens)")
     g.add_argument("--placement", choices=["tp", "ep"], default="tp",
                    help="tp: across every pseudo-channel of the GPU; ep: inside one placement unit")
     g.add_argument("--unit", choices=["pseudo_channel", "channel", "stack"], default="stack",
@@ -29,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     e = sub.add_parser("expert", help="one SwiGLU expert of a model with N tokens")
     e.add_argument("--model", required=True, help="model preset, TOML or HF config.json")
     e.add_argument("--hardware", default="b200")
-    e.add_argument("--tokens", type=int, default=1)
+    e.add_argument("--tokens", type=int_arg("tokens"), default=1)
     e.add_argument("--placement", choices=["tp", "ep"], default="tp")
     e.add_argument("--unit", choices=["pseudo_channel", "channel", "stack"], default="stack")
     e.add_argument("--json", action="store_true")
@@ -113,9 +114,12 @@ def _table(args: argparse.Namespace) -> int:
     from ..pim.expert import EnginePimCost
 
     hw = get_hardware(args.hardware)
-    tokens = [int(x) for x in args.tokens.split(",")]
+    tokens = parse_int_list("--tokens", args.tokens, "tokens")
+    names = [n.strip() for n in args.models.split(",")]
+    if not all(names) or len(names) > 64:
+        raise field_error("--models", args.models, "1 to 64 comma-separated model names or files")
     rows = []
-    for name in args.models.split(","):
+    for name in names:
         model = get_model(name)
         cost = EnginePimCost.for_model(model, hw)
         params = model.params_per_expert

@@ -5,23 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import pathlib
 from typing import Any
 
 import numpy as np
 
+from .._validate import BOUNDS, int_arg, int_list_arg
 from ..costs import DEFAULT_CONTEXT_LEN
 from ..errors import ConfigError, field_error
-
-
-def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not values or any(v < 0 for v in values):
-        raise argparse.ArgumentTypeError(f"expected non-negative integers, got {text!r}")
-    return values
 
 
 def _check_batches(batches: list[int]) -> None:
@@ -38,16 +28,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     d.add_argument("--model", required=True, help="preset name, .toml or HF config.json")
     d.add_argument("--top-k", type=int, default=None, help="override the model's routed experts per token")
     d.add_argument("--hardware", default="b200", help="preset name or .toml (default: b200)")
-    d.add_argument("--gpus", type=int, default=1, help="GPUs G (experts E/G per GPU; default 1)")
+    d.add_argument("--gpus", type=int_arg("gpus"), default=1, help="GPUs G (experts E/G per GPU; default 1)")
     d.add_argument("--policy", default="sieve", help="registered policy name (default: sieve)")
     d.add_argument("--counts", required=True, metavar="FILE",
                    help="JSON list of token counts per expert of one GPU (index = local expert id), "
                         "or an object {local expert id: count}; '-' reads stdin")
-    d.add_argument("--context-len", type=int, default=DEFAULT_CONTEXT_LEN, metavar="L",
+    d.add_argument("--context-len", type=int_arg("context"), default=DEFAULT_CONTEXT_LEN, metavar="L",
                    help=f"context length of every request of this GPU (tokens; default {DEFAULT_CONTEXT_LEN})")
-    d.add_argument("--batch", type=int, default=None, metavar="B",
+    d.add_argument("--batch", type=int_arg("batch"), default=None, metavar="B",
                    help="global batch B (default: max(largest count, ceil(G * sum / top_k)))")
-    d.add_argument("--layer", type=int, default=None,
+    d.add_argument("--layer", type=int_arg("layer_index"), default=None,
                    help="layer index (default: first MoE layer with full/MLA attention)")
     d.add_argument("--unit", default=None, help="PIMoE placement unit: pseudo_channel, channel, stack")
     d.add_argument("--pim-cost", choices=["roofline", "engine"], default="roofline",
@@ -58,14 +48,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     d.set_defaults(func=_decide)
 
     b = sub.add_parser("bench", help="median decision latency per policy (microseconds)")
-    b.add_argument("--experts", type=_int_list, default=[128, 256, 512],
+    b.add_argument("--experts", type=int_list_arg("experts"), default=[128, 256, 512],
                    help="expert counts (128, 256, 512; default all)")
-    b.add_argument("--batch", type=_int_list, default=[1, 16, 64, 256],
-                   help="batch sizes (default 1,16,64,256)")
+    b.add_argument("--batch", type=int_list_arg("batch"), default=[1, 16, 64, 256], help="batch sizes (default 1,16,64,256)")
     b.add_argument("--policies", default="sieve,noexp,allexp,pimoe,oracle", help="comma-separated names")
     b.add_argument("--hardware", default="b200")
-    b.add_argument("--repeat", type=int, default=7, help="runs per median (default 7)")
-    b.add_argument("--inner", type=int, default=200, help="calls per run (default 200)")
+    b.add_argument("--repeat", type=int_arg("repeat"), default=7, help="runs per median (default 7)")
+    b.add_argument("--inner", type=int_arg("inner"), default=200, help="calls per run (default 200)")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=_bench)
 
@@ -73,9 +62,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     c.add_argument("--model", required=True)
     c.add_argument("--top-k", type=int, default=None, help="override the model's routed experts per token")
     c.add_argument("--hardware", default="b200")
-    c.add_argument("--gpus", type=int, default=1)
-    c.add_argument("--batch", type=_int_list, default=[1, 4, 16, 64, 256])
-    c.add_argument("--context-len", type=int, default=DEFAULT_CONTEXT_LEN, metavar="L",
+    c.add_argument("--gpus", type=int_arg("gpus"), default=1)
+    c.add_argument("--batch", type=int_list_arg("batch"), default=[1, 4, 16, 64, 256])
+    c.add_argument("--context-len", type=int_arg("context"), default=DEFAULT_CONTEXT_LEN, metavar="L",
                    help=f"context length of every request (tokens; default {DEFAULT_CONTEXT_LEN})")
     c.add_argument("--units", action="store_true", help="PIMoE at every placement unit (docs/policies.md)")
     c.add_argument("--pim-cost", choices=["roofline", "engine"], default="roofline",
@@ -90,18 +79,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _read_counts(path: str) -> tuple[np.ndarray, np.ndarray | None]:
     import sys
 
-    try:
-        text = sys.stdin.read() if path == "-" else pathlib.Path(path).read_text()
-    except OSError as exc:
-        raise field_error("--counts", path, f"a readable JSON file ({exc.strerror})") from None
+    from .._inputs import read_text
+
+    text = sys.stdin.read() if path == "-" else read_text(path, "JSON file of token counts (--counts)")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise field_error("--counts", path, f"valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except (ValueError, RecursionError) as exc:  # an integer of thousands of digits, deep nesting
+        raise field_error("--counts", path, f"valid JSON ({type(exc).__name__}: "
+                          f"{str(exc).splitlines()[0]})") from None
     if isinstance(data, dict):
         ids, counts = [], []
         for key, value in data.items():
             try:
+                if not key.strip().lstrip("-").isascii():
+                    raise ValueError(key)
                 ids.append(int(key))
             except ValueError:
                 raise field_error("expert id", key, "an integer expert id") from None
@@ -111,9 +104,15 @@ def _read_counts(path: str) -> tuple[np.ndarray, np.ndarray | None]:
         values, id_arr = data, None
     else:
         raise field_error("--counts", type(data).__name__, "a JSON list of token counts or an object {id: count}")
+    hi = BOUNDS["batch"].hi
     for i, v in enumerate(values):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not v.is_integer()):
             raise field_error(f"counts[{i}]", v, "an integer number of tokens")
+        if not -hi <= v <= hi:  # negatives are named below
+            raise field_error(f"counts[{i}]", v, f"a number of tokens up to {hi} (tokens of one decode step)")
+    if id_arr is not None and id_arr.size and not (0 <= id_arr.min() and id_arr.max() < BOUNDS["experts"].hi):
+        raise field_error("expert id", int(id_arr.max() if id_arr.max() >= 0 else id_arr.min()),
+                          f"an expert id from 0 to {BOUNDS['experts'].hi - 1}")
     return np.asarray(values, dtype=np.int64).reshape(-1), id_arr
 
 
@@ -127,6 +126,8 @@ def _decide(args: argparse.Namespace) -> int:
         raise field_error("--top-k", args.top_k, "a positive integer")
     model = get_model(args.model, top_k=args.top_k)
     hw = get_hardware(args.hardware)
+    if args.layer is not None and not args.layer < model.num_layers:
+        raise field_error("--layer", args.layer, f"a layer index from 0 to {model.num_layers - 1} ({model.name})")
     if args.gpus < 1 or model.num_experts % args.gpus:
         raise field_error("--gpus", args.gpus, f"a positive divisor of the model's {model.num_experts} experts")
     e_local = model.num_experts // args.gpus
@@ -200,7 +201,9 @@ def _bench(args: argparse.Namespace) -> int:
     from ..policies import policy_class
     from ..policies.bench import bench, bench_model_for
 
-    names = [n.strip().lower() for n in args.policies.split(",") if n.strip()]
+    names = [n.strip().lower() for n in args.policies.split(",")]
+    if not all(names):
+        raise field_error("--policies", args.policies, "comma-separated policy names (see `sievesim policy list`)")
     for n in names:
         policy_class(n)
     for e in args.experts:

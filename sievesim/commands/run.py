@@ -5,25 +5,11 @@ import argparse
 import json
 from typing import Any
 
+from .._validate import int_arg
 from ..errors import field_error
 
 #: Policies that ``--policy all`` runs, in table order (the GPU-only reference first).
 ALL_POLICIES = ("gpu-only", "noexp", "allexp", "pimoe", "sieve")
-
-
-def _positive_int(text: str) -> int:
-    if not (text.isascii() and text.strip().lstrip("+").isdigit()):
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    if not (text.isascii() and text.strip().lstrip("+").isdigit()):
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return int(text)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -35,25 +21,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "executed. Prints the executed step time beside the policy's estimate.")
     p.add_argument("--model", required=True, help="preset name, .toml or Hugging Face config.json")
     p.add_argument("--hardware", default="b200", help="preset name or .toml (default: b200)")
-    p.add_argument("--gpus", type=_positive_int, default=1, help="GPUs G (default 1)")
+    p.add_argument("--gpus", type=int_arg("gpus"), default=1, help="GPUs G (default 1)")
     p.add_argument("--policy", default="all",
                    help="policy name, comma-separated names, or 'all' = " + ",".join(ALL_POLICIES)
                         + " ('gpu-only': attention and experts on the GPU, no PIM)")
-    p.add_argument("--batch", type=_positive_int, default=64, help="decode requests B over all GPUs (default 64)")
+    p.add_argument("--batch", type=int_arg("batch"), default=64, help="decode requests B over all GPUs (default 64)")
     p.add_argument("--trace", default=None, metavar="SOURCE",
                    help="routing: .npz trace, SGLang dump, or synthetic:MODEL (default: the model's "
                         "calibrated synthetic routing)")
-    p.add_argument("--context-len", type=_non_negative_int, default=None, metavar="L",
+    p.add_argument("--context-len", type=int_arg("context"), default=None, metavar="L",
                    help="context length of every request (tokens; default 4096)")
     p.add_argument("--context-preset", default=None, metavar="NAME",
                    help="draw context lengths from a dataset preset (hh-rlhf, math-500)")
     p.add_argument("--prefill", default=None, metavar="P:L", help="colocate P prefill requests of L tokens")
-    p.add_argument("--steps", type=_positive_int, default=1, help="measured steps (default 1)")
-    p.add_argument("--warmup", type=_non_negative_int, default=2,
+    p.add_argument("--steps", type=int_arg("batches"), default=1, help="measured steps (default 1)")
+    p.add_argument("--warmup", type=int_arg("batches", lo=0), default=2,
                    help="warm-up steps before them, while the cost table learns (default 2)")
-    p.add_argument("--seed", type=_non_negative_int, default=0, help="seed of routing and lengths (default 0)")
+    p.add_argument("--seed", type=int_arg("seed"), default=0, help="seed of routing and lengths (default 0)")
     p.add_argument("--pimoe-unit", default=None, help="PIMoE placement unit: pseudo_channel, channel, stack")
-    p.add_argument("--microbatches", type=_positive_int, default=1,
+    p.add_argument("--microbatches", type=int_arg("batch"), default=1,
                    help="2 interleaves two halves of the batch (prior work's schedule; default 1)")
     p.add_argument("--no-early-loads", action="store_true",
                    help="do not load popular experts' weights before the decision")

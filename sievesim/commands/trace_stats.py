@@ -5,6 +5,7 @@ import argparse
 import json
 from typing import Any
 
+from .._validate import int_arg, parse_int_list
 from ..errors import ConfigError, field_error
 
 DEFAULT_BATCH_SIZES = (1, 4, 16, 64, 256)
@@ -26,8 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "the recorded ones)")
     p.add_argument("--mode", default=None, choices=["distinct", "random", "consecutive", "recorded"],
                    help="batch formation (default: distinct; per-pass dumps: recorded)")
-    p.add_argument("--batches", type=int, default=64, help="steps measured per batch size (default 64)")
-    p.add_argument("--seed", type=int, default=0, help="seed of batch formation / generator")
+    p.add_argument("--batches", type=int_arg("batches"), default=64, help="steps measured per batch size (default 64)")
+    p.add_argument("--seed", type=int_arg("seed"), default=0, help="seed of batch formation / generator")
     p.add_argument("--model", default=None,
                    help="model preset (sievesim models): checks experts/top-k against the trace and "
                         "adds the activated-parameter ratio (default for synthetic:MODEL: MODEL)")
@@ -35,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="which trace tokens form batches (auto: decode if any, else prompt tokens)")
     p.add_argument("--allow-reuse", action="store_true",
                    help="allow a request (or token) to appear more than once when the trace is too small")
-    p.add_argument("--top-k", type=int, default=None,
+    p.add_argument("--top-k", type=int_arg("experts"), default=None,
                    help="experts per token: replaces synthetic:MODEL's top-k and the model's; a trace or "
                         "dump that records another top-k is refused; needed for SGLang dumps that do not record it")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -43,13 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _parse_sizes(text: str) -> list[int]:
-    try:
-        sizes = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise field_error("--batch-sizes", text, "comma-separated positive integers") from None
-    if not sizes or any(b < 1 for b in sizes):
-        raise field_error("--batch-sizes", text, "comma-separated positive integers")
-    return sizes
+    return parse_int_list("--batch-sizes", text, "batch")
 
 
 def _load_model(name: str | None) -> Any:
@@ -101,7 +96,7 @@ def _run(args: argparse.Namespace) -> int:
         recorded = src.pc.batch_sizes() if src.top_k else None
         if recorded is None:
             raise field_error("--top-k", None, f"the model's top-k ({args.source} does not record it)")
-        sizes = _parse_sizes(args.batch_sizes) if args.batch_sizes else sorted(set(recorded.tolist()))
+        sizes = _parse_sizes(args.batch_sizes) if args.batch_sizes is not None else sorted(set(recorded.tolist()))
         results = []
         for b in sizes:
             idx = np.flatnonzero(recorded == b)
@@ -111,7 +106,7 @@ def _run(args: argparse.Namespace) -> int:
             results.append(stats_of_steps(steps, src.num_experts, b, model))
         n_batches = None
     else:
-        sizes = _parse_sizes(args.batch_sizes) if args.batch_sizes else list(DEFAULT_BATCH_SIZES)
+        sizes = _parse_sizes(args.batch_sizes) if args.batch_sizes is not None else list(DEFAULT_BATCH_SIZES)
         mode = args.mode or src.modes()[0]
         opts = {"allow_reuse": True} if args.allow_reuse and isinstance(src, TraceSource) else {}
         results = routing_stats(src, sizes, batches=args.batches, seed=args.seed, mode=mode,

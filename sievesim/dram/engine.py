@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import TraceError, field_error
-from .config import DRAMConfig
+from .config import DRAMConfig, check_engine_memory
 from .mapping import map_addresses
 from .traces import RequestTrace
 
@@ -104,13 +104,14 @@ def simulate(config: DRAMConfig, trace: RequestTrace, *, log_commands: bool = Fa
         threads = available_threads() if len(trace) >= AUTO_THREADS_MIN_REQUESTS else 1
     if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
         raise field_error("threads", threads, "an integer >= 1")
+    plugins = tuple(getattr(config, "plugins", ()))
+    keep_log = log_commands or bool(plugins)
+    spec = config.compile()
+    check_engine_memory(config, spec, len(trace), logged_commands=3 * len(trace) if keep_log else 0)
     vecs, keys = _to_vectors(config, trace, address_overflow)
     wrapped = 0
     if trace.addr_vectors is None and len(trace):
         wrapped = int((np.asarray(trace.addresses, dtype=np.int64) >= config.capacity_bytes).sum())
-    plugins = tuple(getattr(config, "plugins", ()))
-    keep_log = log_commands or bool(plugins)
-    spec = config.compile()
     t0 = time.perf_counter()
     raw = run_requests(spec, vecs, keys, trace.is_write, trace.arrival, log_commands=keep_log,
                        skip_idle=skip_idle, threads=int(threads))

@@ -12,6 +12,8 @@ from typing import Any
 
 import yaml
 
+from .._inputs import read_text
+from .._validate import check_int, check_number
 from ..errors import ConfigError, field_error
 from .config import PLUGINS, ControllerPlugin, DRAMConfig
 from .standards import _r2_finish_timings, get_standard
@@ -20,6 +22,21 @@ __all__ = ["load_ramulator_yaml"]
 
 _DEVICES = {"HBM3": "ramulator2-hbm3", "HBM2": "ramulator2-hbm2"}
 _ROW_POLICIES = {"OpenRowPolicy": "open", "ClosedRowPolicy": "closed"}
+
+
+_MAX_DEPTH = 64
+
+
+def _flow_depth(text: str) -> int:
+    """Deepest nesting of YAML flow brackets ([ and {), counted without parsing."""
+    depth = deepest = 0
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
 
 
 def _section(node: Any, path: str, src: str) -> dict:
@@ -37,7 +54,7 @@ def _check_keys(node: dict, allowed: set[str], path: str, src: str) -> None:
 
 def _impl(node: dict, path: str, allowed: set[str], src: str) -> str:
     impl = node.get("impl")
-    if impl not in allowed:
+    if not isinstance(impl, str) or impl not in allowed:
         raise field_error(f"{path}.impl", impl, f"one of {sorted(allowed)}", source=src)
     return impl
 
@@ -52,12 +69,19 @@ def load_ramulator_yaml(path: str | pathlib.Path) -> DRAMConfig:
     """Parse ``path``; the frontend's trace path is kept in ``DRAMConfig.source`` only."""
     path = pathlib.Path(path)
     src = str(path)
+    text = read_text(path, "Ramulator 2.0 YAML file")
+    depth = _flow_depth(text)
+    if depth > _MAX_DEPTH:  # the pure-Python YAML parser takes seconds on such input before it fails
+        raise ConfigError(f"{src}: not valid YAML: brackets nested {depth} deep (a Ramulator configuration "
+                          f"nests fewer than {_MAX_DEPTH})")
     try:
-        doc = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise ConfigError(f"{src}: cannot read ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{src}: not valid YAML ({exc})") from None
+        doc = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ConfigError(f"{src}: not valid YAML: {exc.problem or exc.context}{where}") from None
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:
+        raise ConfigError(f"{src}: not valid YAML: {' '.join(str(exc).split())[:200]}") from None
     doc = _section(doc, "<top>", src)
     _check_keys(doc, {"Frontend", "MemorySystem"}, "<top>", src)
 
@@ -88,7 +112,7 @@ def load_ramulator_yaml(path: str | pathlib.Path) -> DRAMConfig:
     density = dq = None
     if "preset" in org_node:
         name = org_node["preset"]
-        if name not in std.org_presets:
+        if not isinstance(name, str) or name not in std.org_presets:
             raise field_error("MemorySystem.DRAM.org.preset", name, f"one of {sorted(std.org_presets)}", source=src)
         preset = dict(std.org_presets[name])
         density, dq = preset.pop("density"), preset.pop("dq")
@@ -118,7 +142,7 @@ def load_ramulator_yaml(path: str | pathlib.Path) -> DRAMConfig:
     _check_keys(tim_node, {"preset", "rate", *tnames, *("t" + n[1:] for n in tnames)}, "MemorySystem.DRAM.timing", src)
     if "preset" in tim_node:
         name = tim_node["preset"]
-        if name not in std.timing_presets:
+        if not isinstance(name, str) or name not in std.timing_presets:
             raise field_error("MemorySystem.DRAM.timing.preset", name, f"one of {sorted(std.timing_presets)}", source=src)
         if "rate" in tim_node:
             raise ConfigError(f"{src}: MemorySystem.DRAM.timing.rate: cannot change the rate of a speed preset")
@@ -127,7 +151,8 @@ def load_ramulator_yaml(path: str | pathlib.Path) -> DRAMConfig:
         timings = {n: -1 for n in std.timing_names}
         if "rate" not in tim_node:
             raise field_error("MemorySystem.DRAM.timing.rate", None, "a rate in MT/s (or a timing preset)", source=src)
-        timings["rate"] = _int(tim_node["rate"], "MemorySystem.DRAM.timing.rate", src)
+        timings["rate"] = check_int("MemorySystem.DRAM.timing.rate", tim_node["rate"], "cycles", lo=1,
+                                    hi=1 << 20, source=src)
     if density not in (2048, 4096, 8192, 16384):
         raise field_error("MemorySystem.DRAM.org.density", density, "2048, 4096, 8192 or 16384 Mb "
                           "(Ramulator 2.0's tRFC table)", source=src)
@@ -138,9 +163,8 @@ def load_ramulator_yaml(path: str | pathlib.Path) -> DRAMConfig:
             timings[n] = _int(tim_node[n], f"MemorySystem.DRAM.timing.{n}", src)
         elif "t" + n[1:] in tim_node:
             from .standards import _jedec_rounding
-            v = tim_node["t" + n[1:]]
-            if not isinstance(v, (int, float)) or isinstance(v, bool):
-                raise field_error(f"MemorySystem.DRAM.timing.t{n[1:]}", v, "a time in ns", source=src)
+            v = check_number(f"MemorySystem.DRAM.timing.t{n[1:]}", tim_node["t" + n[1:]], lo=0, hi=1e9,
+                             source=src, what="a time in ns")
             timings[n] = _jedec_rounding(v, tck_ps)
     for n in std.timing_names:
         if timings.get(n, -1) == -1 and n not in ("nRFCSB", "nREFISB"):
@@ -170,9 +194,8 @@ def load_ramulator_yaml(path: str | pathlib.Path) -> DRAMConfig:
 
     def _float(key: str, default: float) -> float:
         v = ctrl.get(key, default)
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise field_error(f"MemorySystem.Controller.{key}", v, "a fraction", source=src)
-        return float(v)
+        return check_number(f"MemorySystem.Controller.{key}", v, lo=0, hi=1, source=src,
+                            what="a fraction of the write queue")
 
     return DRAMConfig(
         name=path.stem, standard=std, org=org, timings=timings, mapper=mapper,

@@ -447,7 +447,6 @@ STANDARDS: dict[str, Standard] = {s.name: s for s in (HBM3, HBM2, R2_HBM3, R2_HB
 
 def get_standard(name: str) -> Standard:
     """Look up a standard by name (``hbm3``, ``hbm2``, ``ramulator2-hbm3``, ``ramulator2-hbm2``)."""
-    try:
-        return STANDARDS[name]
-    except KeyError:
-        raise field_error("standard", name, f"one of {sorted(STANDARDS)}") from None
+    if not isinstance(name, str) or name not in STANDARDS:
+        raise field_error("standard", name, f"one of {sorted(STANDARDS)}")
+    return STANDARDS[name]

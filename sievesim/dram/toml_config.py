@@ -28,6 +28,7 @@ from __future__ import annotations
 import pathlib
 
 from .._inputs import read_toml
+from .._validate import check_bool, check_number, check_str, check_table
 from ..errors import ConfigError, field_error
 from .config import BUILTIN_CONFIGS, DRAMConfig
 from .standards import get_standard
@@ -46,6 +47,14 @@ def load_dram_toml(path: str | pathlib.Path) -> DRAMConfig:
     for key in doc:
         if key not in {"name", "standard", "base", "org", "timing", "controller"}:
             raise ConfigError(f"{src}: {key}: unknown key (expected name, standard, base, org, timing, controller)")
+    if "name" in doc:
+        check_str("name", doc["name"], source=src)
+    for key in ("standard", "base"):
+        if key in doc:
+            check_str(key, doc[key], source=src)
+    for key in ("org", "timing", "controller"):
+        if key in doc:
+            check_table(key, doc[key], source=src)
     if "base" in doc:
         if doc["base"] not in BUILTIN_CONFIGS:
             raise field_error("base", doc["base"], f"one of {sorted(BUILTIN_CONFIGS)}", source=src)
@@ -60,7 +69,7 @@ def load_dram_toml(path: str | pathlib.Path) -> DRAMConfig:
     org_node = dict(doc.get("org", {}))
     if "preset" in org_node:
         p = org_node.pop("preset")
-        if p not in std.org_presets:
+        if not isinstance(p, str) or p not in std.org_presets:
             raise field_error("org.preset", p, f"one of {sorted(std.org_presets)}", source=src)
         org.update({k: v for k, v in std.org_presets[p].items() if k in std.levels})
     for k, v in org_node.items():
@@ -70,7 +79,7 @@ def load_dram_toml(path: str | pathlib.Path) -> DRAMConfig:
     tim_node = dict(doc.get("timing", {}))
     if "preset" in tim_node:
         p = tim_node.pop("preset")
-        if p not in std.timing_presets:
+        if not isinstance(p, str) or p not in std.timing_presets:
             raise field_error("timing.preset", p, f"one of {sorted(std.timing_presets)}", source=src)
         timings.update(std.timing_presets[p])
     for k, v in tim_node.items():
@@ -80,5 +89,11 @@ def load_dram_toml(path: str | pathlib.Path) -> DRAMConfig:
     for k, v in doc.get("controller", {}).items():
         if k not in _CONTROLLER_KEYS:
             raise field_error(f"controller.{k}", v, f"one of {sorted(_CONTROLLER_KEYS)}", source=src)
+        if k == "refresh":
+            check_bool(f"controller.{k}", v, source=src)
+        elif k in ("mapper", "row_policy", "end"):
+            check_str(f"controller.{k}", v, source=src)
+        elif k in ("wr_low_watermark", "wr_high_watermark"):
+            check_number(f"controller.{k}", v, lo=0, hi=1, source=src, what="a fraction of the write queue")
         ctrl[k] = v
     return DRAMConfig(name=doc.get("name", path.stem), standard=std, org=org, timings=timings, source=src, **ctrl)

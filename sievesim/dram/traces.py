@@ -114,11 +114,12 @@ def read_readwrite_trace(path: str | pathlib.Path, num_levels: int) -> RequestTr
         ok = len(parts) == 2 and parts[0] in (b"R", b"W")
         if ok:
             fields = parts[1].split(b",")
-            ok = len(fields) == num_levels and all(f.lstrip(b"-").isdigit() for f in fields)
+            ok = len(fields) == num_levels and all(f.lstrip(b"-").isdigit() and len(f) <= 11 and
+                                                   -(2**31) <= int(f) < 2**31 for f in fields)
         if not ok:
             text = line.decode("utf-8", "replace")[:80]
             raise TraceError(f"{path}:{i + 1}: {text!r}: expected 'R|W a0,...,a{num_levels - 1}' "
-                             f"({num_levels} integer fields)")
+                             f"({num_levels} integer fields, each below 2**31)")
         is_write[i] = parts[0] == b"W"
         vecs[i] = [int(f) for f in fields]
     return RequestTrace(is_write=is_write, arrival=np.zeros(n, dtype=np.int64), addr_vectors=vecs,

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..dram.config import DRAMConfig, get_config
+from ..dram.config import DRAMConfig, check_engine_memory, get_config
 from ..dram.engine import _to_vectors
 from ..dram.traces import RequestTrace
 from ..errors import field_error
@@ -81,6 +81,9 @@ def run_programs(config: DRAMConfig, programs: list[tuple[np.ndarray, np.ndarray
     code = np.zeros(4, dtype=np.int32)          # program op code -> the standard's command id
     code[[OP_MACAB, OP_GWRITE, OP_RDRES, OP_PREAB]] = [spec["cmd_macab"], spec["cmd_gwrite"], spec["cmd_rdres"],
                                                        spec["cmd_preab"]]
+    n_ops = sum(len(o) for o, _ in programs)
+    n_bg = len(background) if background is not None else 0
+    check_engine_memory(config, spec, n_bg + n_ops // 8, logged_commands=n_ops if log_commands else 0)
     lengths = np.array([[i, len(ops)] for i, (ops, _) in enumerate(programs)], dtype=np.int64).reshape(-1, 2)
     ops = code[np.concatenate([o for o, _ in programs])] if programs else np.zeros(0, np.int32)
     rowcol = np.concatenate([rc for _, rc in programs]) if programs else np.zeros((0, 2), np.int32)

@@ -44,6 +44,12 @@ class PIMDevice:
     def from_hardware(cls, hw) -> "PIMDevice":
         """From a :class:`sievesim.hardware.HardwareSpec` (duck-typed: no import of that layer)."""
         p = hw.pim
+        src = f"hardware {getattr(hw, 'name', '?')!r}"
+        if p is None:
+            raise field_error("pim", None, "a [pim] section (this hardware has plain HBM)", source=src)
+        if p.operand_bytes != int(p.operand_bytes):
+            raise field_error("pim.operand_bytes", p.operand_bytes, "a whole number of bytes per weight "
+                              "(1, 2 or 4) for the cycle-accurate engine; the roofline takes fractions", source=src)
         return cls(dram_config=p.dram_config, stacks=int(hw.gpu.num_hbm_stacks), banks_per_pu=int(p.banks_per_pu),
                    macs_per_command=int(p.macs_per_command), operand_bytes=int(round(p.operand_bytes)),
                    global_buffer_bytes=int(p.global_buffer_bytes), dual_row_buffer=bool(p.dual_row_buffer),

@@ -18,7 +18,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._validate import check_memory
 from ..errors import field_error
+
+# Peak bytes per command while a program is built: op (4) and (row, column) (8) kept, and the
+# int64 step indices, rows and stacked pairs in between.
+BYTES_PER_PROGRAM_COMMAND = 64
 
 __all__ = ["PIMGeometry", "GemvPlan", "plan_gemv", "gemv_program", "OP_MACAB", "OP_GWRITE", "OP_RDRES", "OP_PREAB"]
 
@@ -78,6 +83,13 @@ class GemvPlan:
     def macs_per_token(self) -> int:
         return self.slots * self.steps_per_output
 
+    @property
+    def commands(self) -> int:
+        """Upper estimate of the program's length (GWRITE + MACAB + RDRES commands)."""
+        results = math.ceil(self.outputs_per_pc * 4 / 32) + self.slots
+        return self.tokens * (self.macs_per_token + self.input_bursts * max(1, self.slots // 8 + 1)
+                              + results) + 1
+
 
 def plan_gemv(d_in: int, d_out: int, tokens: int, pcs: int, geo: PIMGeometry,
               timings: dict[str, int] | None = None) -> GemvPlan:
@@ -126,6 +138,8 @@ def gemv_program(plan: GemvPlan, geo: PIMGeometry, *, row_base: int = 0, write_i
     ``write_inputs=False`` / ``read_results=False`` leave out the GWRITEs / RDRESs (inputs produced
     and results consumed inside the PIM, e.g. an activation computed by the PUs).
     """
+    check_memory(plan.commands * BYTES_PER_PROGRAM_COMMAND, f"a PIM program of about {plan.commands:,} commands",
+                 "GEMV d_in x d_out x tokens", f"{plan.d_in} x {plan.d_out} x {plan.tokens}")
     steps = plan.steps_per_output
     ops_parts: list[np.ndarray] = []
     rc_parts: list[np.ndarray] = []

@@ -286,10 +286,9 @@ class StepSimulator:
         for name, value, low in (("gpus", gpus, 1), ("batch", batch, 1), ("microbatches", microbatches, 1)):
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
                 raise field_error(name, value, f"an integer >= {low}")
-        if gpus > 1024:
-            raise field_error("gpus", gpus, "at most 1024")
-        if batch > 65536:
-            raise field_error("batch", batch, "at most 65536 decode requests")
+        from .._validate import check_int
+        check_int("batch", batch, "batch")
+        check_int("gpus", gpus, "gpus")
         if m.num_experts % gpus:
             raise field_error("gpus", gpus, f"a divisor of the model's {m.num_experts} routed experts "
                                             f"(expert parallelism puts E/G experts on each GPU)")
@@ -360,8 +359,7 @@ class StepSimulator:
             self.context_desc = str(context_preset)
         else:
             length = DEFAULT_CONTEXT_LEN if context_len is None else context_len
-            if not isinstance(length, (int, np.integer)) or isinstance(length, bool) or not 0 <= length <= 10_000_000:
-                raise field_error("context_len", length, "an integer in [0, 10000000] tokens")
+            check_int("context_len", length, "context")
             self.context = np.full(self.batch, int(length), dtype=np.int64)
             self.context_desc = str(int(length))
         self.prefill_requests, self.prefill_len = parse_prefill(prefill)
@@ -832,11 +830,33 @@ class StepSimulator:
             "schedule": schedule,
         }
 
+    def memory_estimate_bytes(self, steps: int = 1) -> float:
+        """Bytes the largest PIM attention program of a step needs (program arrays and the engine's
+        per-command state, about 32 bytes per MAC command), plus the step's routing arrays, with
+        contexts ``steps`` tokens longer than now. Checked before running (``--max-memory``)."""
+        m = self.model
+        per_gpu = self.batch // self.gpus
+        longest = float(self.context.max(initial=0)) + self._step_index + steps
+        kv = max((m.kv_bytes_per_token(layer) for layer in range(m.num_layers)), default=0.0)
+        if m.sliding_window and all(k == "sliding" for k in m.layer_attention):
+            longest = min(longest, float(m.sliding_window))
+        q_per_kv = max(1, m.num_attention_heads // max(1, m.num_kv_heads))
+        macs = per_gpu * longest * kv / m.kv_bytes_per_element * q_per_kv
+        pcs = self.org.count("pseudo_channel")
+        commands = macs / pcs / (48 * 16) * 2       # 48 bank PUs x 16 MACs per all-bank command
+        routing = (self.batch + self.prefill_requests * self.prefill_len) * m.num_moe_layers * m.top_k * 4 * 6
+        return 32.0 * commands + routing
+
     def run(self, steps: int = 1, warmup: int = 2) -> StepResult:
         """Run ``warmup`` steps (the cost table learns; not reported), then ``steps`` measured steps."""
+        from .._validate import check_memory
+
         for name, value, low in (("steps", steps, 1), ("warmup", warmup, 0)):
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not low <= value <= 10_000:
                 raise field_error(name, value, f"an integer in [{low}, 10000]")
+        need = self.memory_estimate_bytes(steps + warmup)
+        check_memory(need, "a step with these contexts and this batch", "batch x context",
+                     f"{self.batch} x {int(self.context.max(initial=0))}")
         for _ in range(warmup):
             self.run_step()
         raws = [self.run_step() for _ in range(steps)]

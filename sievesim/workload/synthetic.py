@@ -32,6 +32,12 @@ import numpy as np
 from scipy.special import ndtri
 
 from ..errors import ConfigError, field_error
+from .._validate import check_memory
+
+# Peak bytes per (token, layer, slot) of one synthetic step (`sievesim trace-stats synthetic:MODEL
+# --batch-sizes 16384 --batches 2`, peak RSS over --batch-sizes 1: 39 B on qwen3.5-397b-a17b,
+# 44 B on mixtral-8x7b), with a margin.
+_BYTES_PER_ROUTED_SLOT = 48
 from .routing import RoutingSource, RoutingStep, RoutingStream, counts_from_ids
 
 __all__ = ["SyntheticParams", "SyntheticSource", "PRESETS", "popularity_shape",
@@ -202,6 +208,10 @@ class SyntheticSource(RoutingSource):
             raise field_error("batch_size", batch_size, "an integer >= 1")
         if not 0.0 <= new_request_prob <= 1.0:
             raise field_error("new_request_prob", new_request_prob, "a probability in [0, 1]")
+        p = self.params
+        check_memory(batch_size * p.num_layers * p.top_k * _BYTES_PER_ROUTED_SLOT,
+                     f"synthetic routing of {batch_size} tokens x {p.num_layers} layers x top-{p.top_k}",
+                     "batch size", batch_size)
         return SyntheticStream(self, int(batch_size), np.random.default_rng(seed), new_request_prob)
 
     # -- sampling ------------------------------------------------------------------------------

@@ -17,14 +17,17 @@ and the field.
 from __future__ import annotations
 
 import json
+import math
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
-from ..errors import TraceError, field_error
+from .._validate import BOUNDS, check_memory
+from ..errors import SievesimError, TraceError, field_error
 
 __all__ = [
     "TraceData", "PassCounts", "load_trace", "load_routing", "trace_from_arrays",
@@ -133,7 +136,7 @@ def _parse_meta(raw: Any, source: str) -> dict[str, Any]:
     try:
         text = str(np.asarray(raw).item()) if not isinstance(raw, str) else raw
         meta = json.loads(text)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, RecursionError) as exc:
         raise _err(source, "meta", str(raw)[:60], f"a JSON object ({exc})") from None
     if not isinstance(meta, dict):
         raise _err(source, "meta", meta, "a JSON object")
@@ -143,12 +146,12 @@ def _parse_meta(raw: Any, source: str) -> dict[str, Any]:
 def _int_meta(meta: Mapping[str, Any], key: str, source: str) -> int | None:
     if key not in meta or meta[key] is None:
         return None
-    try:
-        value = int(meta[key])
-    except (TypeError, ValueError):
-        raise _err(source, f"meta.{key}", meta[key], "an integer") from None
-    if value <= 0:
-        raise _err(source, f"meta.{key}", value, "a positive integer")
+    value = meta[key]
+    kind = {"num_experts": "experts", "top_k": "experts", "num_moe_layers": "layers"}.get(key, "experts")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _err(source, f"meta.{key}", value, f"an integer ({BOUNDS[kind].why})")
+    if not 1 <= value <= BOUNDS[kind].hi:
+        raise _err(source, f"meta.{key}", value, f"a positive integer up to {BOUNDS[kind].hi} ({BOUNDS[kind].why})")
     return value
 
 
@@ -259,16 +262,38 @@ def check_model(routing: "TraceData | PassCounts", num_experts: int, top_k: int 
 # file readers
 
 
+def _npz_array_bytes(path: Path) -> int:
+    """Bytes the arrays of an ``.npz`` take once loaded, from their headers (nothing is decompressed)."""
+    total = 0
+    with zipfile.ZipFile(path) as zf:
+        for info in zf.infolist():
+            if not info.filename.endswith(".npy"):
+                continue
+            with zf.open(info) as fh:
+                version = np.lib.format.read_magic(fh)
+                if version == (1, 0):
+                    shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
+                else:
+                    shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
+            total += math.prod(shape) * max(dtype.itemsize, 1)
+    return total
+
+
 def _open_npz(path: Path) -> dict[str, np.ndarray]:
     source = str(path)
     if not path.exists():
         raise TraceError(f"{source}: file not found")
     try:
+        nbytes = _npz_array_bytes(path)
+        check_memory(nbytes, "its arrays", "npz file", source)
         with np.load(path, allow_pickle=False) as z:
             return {k: z[k] for k in z.files}
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as exc:
-        raise TraceError(f"{source}: not a readable .npz trace ({type(exc).__name__}: {exc}); "
-                         "truncated or wrong format?") from None
+    except SievesimError:
+        raise
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError, zlib.error,
+            NotImplementedError, RuntimeError, UnicodeDecodeError) as exc:
+        raise TraceError(f"{source}: not a readable .npz trace ({type(exc).__name__}: "
+                         f"{' '.join(str(exc).split())[:200]}); truncated or wrong format?") from None
 
 
 def load_trace(path: str | Path, *, num_experts: int | None = None,

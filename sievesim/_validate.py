@@ -1,0 +1,270 @@
+"""The input contract in one place: bounds on sizes and counts, strict CLI value types, the memory limit.
+
+Every reader of user input (TOML, YAML, JSON, npz, command-line values) checks a value in three
+steps -- type, then range, then meaning -- and raises :class:`~sievesim.errors.SievesimError`
+naming the field, the value and what was expected. Types and ranges are checked with the helpers
+here; meaning (a timing constraint, a divisor) stays with the reader that knows it.
+
+Bounds (:data:`BOUNDS`) follow from what is physically meaningful, with a wide margin, so that a
+typo such as ``--batch 1000000000`` is refused at once instead of hanging. Work whose memory grows
+with the input is estimated first (:func:`check_memory`) and refused above :func:`max_memory`
+(default :data:`DEFAULT_MAX_MEMORY`; ``sievesim --max-memory`` or :func:`memory_limit` raise it).
+
+This module sits below every other layer (it imports only :mod:`sievesim.errors`).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import contextvars
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Mapping
+
+from .errors import ConfigError, SievesimError, field_error
+
+__all__ = [
+    "Bound", "BOUNDS", "Problems", "check_int", "check_number", "check_bool", "check_str", "check_table",
+    "parse_int", "parse_int_list", "int_arg", "int_list_arg", "size_arg", "parse_size",
+    "DEFAULT_MAX_MEMORY", "max_memory", "memory_limit", "check_memory", "format_bytes",
+]
+
+
+@dataclass(frozen=True)
+class Bound:
+    """Inclusive range of one kind of size or count, and why the upper end is where it is."""
+
+    lo: int
+    hi: int
+    why: str
+
+    def expected(self) -> str:
+        return f"an integer from {self.lo} to {self.hi} ({self.why})"
+
+
+#: Upper bounds are far above every published model and machine; a value past them is a typo.
+BOUNDS: dict[str, Bound] = {
+    "dimension": Bound(1, 1 << 20, "elements of one matrix side; published MoE models stay below 2**17"),
+    "vocab": Bound(1, 1 << 24, "tokens in a vocabulary; published ones stay below 2**19"),
+    "layers": Bound(1, 1 << 12, "transformer layers; published models have fewer than 200"),
+    "heads": Bound(1, 1 << 12, "attention heads"),
+    "experts": Bound(1, 1 << 16, "routed experts per layer; published MoE models have at most 512"),
+    "batch": Bound(1, 1 << 14, "requests in one decode step; the Sieve paper studies up to 256"),
+    "tokens": Bound(1, 1 << 14, "tokens one expert or GEMV handles in a step (at most the batch)"),
+    "context": Bound(0, 1 << 24, "tokens of context per request"),
+    "requests": Bound(1, (1 << 31) - 1, "requests in one DRAM trace (32-bit request index in the engine)"),
+    "gpus": Bound(1, 1 << 12, "GPUs in one system"),
+    "stacks": Bound(1, 64, "HBM stacks on one GPU; shipped GPUs have at most 12"),
+    "queue": Bound(1, 1 << 16, "entries of one controller queue; DRAM controllers hold tens"),
+    "org_level": Bound(1, 1 << 24, "units at one DRAM organisation level"),
+    "cycles": Bound(0, 1 << 24, "DRAM command-clock cycles of one timing; JEDEC timings stay below 2**16"),
+    "seed": Bound(0, (1 << 63) - 1, "a random seed"),
+    "batches": Bound(1, 1 << 16, "decode steps measured per batch size"),
+    "threads": Bound(1, 1024, "threads"),
+    "clock_ratio": Bound(1, 64, "frontend ticks per memory tick (the engine tracks 64)"),
+    "repeat": Bound(1, 10_000, "timed runs"),
+    "inner": Bound(1, 1_000_000, "calls per timed run"),
+    "layer_index": Bound(0, (1 << 12) - 1, "a layer index"),
+}
+
+
+def _is_int(value: Any) -> bool:
+    import numpy as np  # noqa: PLC0415 - numpy only when an array value is checked
+
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+# ---------------------------------------------------------------------------------------------
+# values read from files (TOML, YAML, JSON, npz)
+
+
+def check_int(field: str, value: Any, kind: str, *, source: str | None = None,
+              lo: int | None = None, hi: int | None = None) -> int:
+    """``value`` as an int within ``BOUNDS[kind]`` (``lo``/``hi`` narrow it); else a field error."""
+    b = BOUNDS[kind]
+    lo = b.lo if lo is None else lo
+    hi = b.hi if hi is None else hi
+    if not _is_int(value):
+        raise field_error(field, value, f"an integer ({b.why})", source=source)
+    if not lo <= value <= hi:
+        raise field_error(field, value, f"an integer from {lo} to {hi} ({b.why})", source=source)
+    return int(value)
+
+
+def check_number(field: str, value: Any, *, source: str | None = None, lo: float = -math.inf,
+                 hi: float = math.inf, lo_open: bool = False, what: str = "a number") -> float:
+    """A finite real number (not a bool) in ``[lo, hi]`` (``(lo, hi]`` with ``lo_open``)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if ok:
+        try:
+            v = float(value)
+        except OverflowError:
+            ok = False
+        else:
+            ok = math.isfinite(v) and (v > lo if lo_open else v >= lo) and v <= hi
+    if not ok:
+        rng = "" if (lo, hi) == (-math.inf, math.inf) else (
+            f" {'>' if lo_open else '>='} {lo:g}" if hi == math.inf else f" in {'(' if lo_open else '['}{lo:g}, {hi:g}]")
+        raise field_error(field, value, f"{what}, finite{rng}", source=source)
+    return v
+
+
+def check_bool(field: str, value: Any, *, source: str | None = None) -> bool:
+    """``true`` or ``false`` -- never a string such as ``"no"`` or a number."""
+    if not isinstance(value, bool):
+        raise field_error(field, value, "true or false", source=source)
+    return value
+
+
+def check_str(field: str, value: Any, *, source: str | None = None, what: str = "a string") -> str:
+    if not isinstance(value, str) or not value:
+        raise field_error(field, value, f"{what} (a non-empty string)", source=source)
+    return value
+
+
+def check_table(field: str, value: Any, *, source: str | None = None) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise field_error(field, value, "a table (mapping of keys to values)", source=source)
+    return value
+
+
+class Problems:
+    """Collects the type and range problems of one input, so that they are reported in one message.
+
+    ::
+
+        problems = Problems(source)
+        with problems.check():
+            check_int("org.channel", value, "org_level", source=source)
+        problems.raise_if_any()     # one ConfigError listing every problem found
+    """
+
+    def __init__(self, source: str | None = None) -> None:
+        self.source = source
+        self.messages: list[str] = []
+
+    @contextlib.contextmanager
+    def check(self) -> Iterator[None]:
+        try:
+            yield
+        except SievesimError as exc:
+            msg = str(exc)
+            prefix = f"{self.source}: " if self.source else ""
+            self.messages.append(msg[len(prefix):] if prefix and msg.startswith(prefix) else msg)
+
+    def raise_if_any(self) -> None:
+        if not self.messages:
+            return
+        where = f"{self.source}: " if self.source else ""
+        if len(self.messages) == 1:
+            raise ConfigError(where + self.messages[0])
+        raise ConfigError(f"{where}{len(self.messages)} problems: " + "; ".join(self.messages))
+
+
+# ---------------------------------------------------------------------------------------------
+# values typed on the command line
+
+_ASCII_INT = re.compile(r"[+-]?[0-9]{1,30}")
+
+
+def parse_int(field: str, text: str, kind: str, *, lo: int | None = None) -> int:
+    """An ASCII decimal integer within ``BOUNDS[kind]``; Python's ``int`` also takes Unicode digits
+    (``'٣'``), underscores and spaces, which are refused here."""
+    b = BOUNDS[kind]
+    lo = b.lo if lo is None else lo
+    if not isinstance(text, str) or not _ASCII_INT.fullmatch(text):
+        raise field_error(field, text, f"an integer written in ASCII digits ({b.why})")
+    value = int(text)
+    if not lo <= value <= b.hi:
+        raise field_error(field, value, f"an integer from {lo} to {b.hi} ({b.why})")
+    return value
+
+
+#: Longest comma-separated list a command takes (each entry is one run).
+MAX_LIST = 64
+
+
+def parse_int_list(field: str, text: str, kind: str, *, lo: int | None = None) -> list[int]:
+    """Comma-separated integers (1 to :data:`MAX_LIST`), each as :func:`parse_int` reads it."""
+    parts = [p.strip() for p in str(text).split(",")]
+    if not text or not text.strip() or any(not p for p in parts) or len(parts) > MAX_LIST:
+        raise field_error(field, text, f"1 to {MAX_LIST} comma-separated integers ({BOUNDS[kind].why})")
+    return [parse_int(field, p, kind, lo=lo) for p in parts]
+
+
+def _arg_type(parse: Callable[[str], Any], name: str) -> Callable[[str], Any]:
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except SievesimError as exc:
+            # argparse names the option itself
+            raise argparse.ArgumentTypeError(str(exc).removeprefix("value = ")) from None
+    convert.__name__ = name
+    return convert
+
+
+def int_arg(kind: str, *, lo: int | None = None) -> Callable[[str], int]:
+    """argparse ``type=`` for one bounded integer of ``kind``."""
+    return _arg_type(lambda t: parse_int("value", t, kind, lo=lo), "integer")
+
+
+def int_list_arg(kind: str, *, lo: int | None = None) -> Callable[[str], list[int]]:
+    """argparse ``type=`` for comma-separated bounded integers of ``kind``."""
+    return _arg_type(lambda t: parse_int_list("value", t, kind, lo=lo), "integer list")
+
+
+# ---------------------------------------------------------------------------------------------
+# memory
+
+#: Default limit on the memory one estimated piece of work may ask for (bytes).
+DEFAULT_MAX_MEMORY = 4 * 2**30
+_MAX_MEMORY: contextvars.ContextVar[int] = contextvars.ContextVar("sievesim_max_memory", default=DEFAULT_MAX_MEMORY)
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6, "mib": 2**20,
+          "g": 10**9, "gb": 10**9, "gib": 2**30, "t": 10**12, "tb": 10**12, "tib": 2**40}
+_SIZE = re.compile(r"([0-9]{1,15}(?:\.[0-9]{1,6})?)\s*([a-zA-Z]{0,3})")
+
+
+def parse_size(text: str, field: str = "--max-memory") -> int:
+    """``'8GiB'``, ``'500M'``, ``'1073741824'`` -> bytes (positive)."""
+    m = _SIZE.fullmatch(text.strip()) if isinstance(text, str) else None
+    unit = m.group(2).lower() if m else None
+    if m is None or unit not in _UNITS or float(m.group(1)) * _UNITS[unit] < 1:
+        raise field_error(field, text, "a positive size such as 8GiB, 500MB or 1073741824 (bytes)")
+    return int(float(m.group(1)) * _UNITS[unit])
+
+
+size_arg = _arg_type(parse_size, "size")
+
+
+def max_memory() -> int:
+    """The memory limit in force (bytes)."""
+    return _MAX_MEMORY.get()
+
+
+@contextlib.contextmanager
+def memory_limit(nbytes: int) -> Iterator[None]:
+    """Raise (or lower) the memory limit inside a ``with`` block."""
+    if not _is_int(nbytes) or nbytes < 1:
+        raise field_error("max_memory", nbytes, "a positive number of bytes")
+    token = _MAX_MEMORY.set(int(nbytes))
+    try:
+        yield
+    finally:
+        _MAX_MEMORY.reset(token)
+
+
+def format_bytes(n: float) -> str:
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{int(n)} B"
+
+
+def check_memory(nbytes: float, what: str, field: str, value: Any, *, source: str | None = None) -> None:
+    """Refuse work estimated at ``nbytes`` above :func:`max_memory`, naming ``field`` = ``value``."""
+    limit = max_memory()
+    if nbytes > limit:
+        raise field_error(field, value, f"a smaller value: {what} needs about {format_bytes(nbytes)} of "
+                          f"memory, above the limit of {format_bytes(limit)} (raise it with --max-memory)",
+                          source=source, cls=ConfigError)

@@ -1,0 +1,368 @@
+"""Regression tests of the input contract: every example of issue 15, one test (or one row) each.
+
+Each case runs ``sievesim.cli.main`` in-process (tests/contract_helpers.py) and must end in well
+under a second with exit status 2 and one stderr line naming the field or file -- or, where the
+input is fine, with a correct result.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from contract_helpers import assert_refused, run_cli
+
+# ------------------------------------------------------------------------------------------
+# 1. the CLI's last line of defence: files, encodings, output paths, seeds, YAML syntax
+
+
+def _write(path, data: bytes | str):
+    path.write_bytes(data if isinstance(data, bytes) else data.encode())
+    return path
+
+
+NOT_UTF8 = b'name = "\xff\xfe"\n'
+
+
+@pytest.mark.parametrize("argv, name, needle", [
+    (["dram", "run", "synthetic:stream:10", "--config", "{f}"], "c.toml", "not UTF-8"),
+    (["dram", "run", "synthetic:stream:10", "--config", "{f}"], "c.yaml", "not UTF-8"),
+    (["model", "show", "{f}"], "config.json", "not UTF-8"),
+    (["model", "show", "{f}"], "m.toml", "not UTF-8"),
+    (["hardware", "show", "{f}"], "h.toml", "not UTF-8"),
+    (["policy", "decide", "--model", "mixtral-8x7b", "--counts", "{f}"], "counts.json", "not UTF-8"),
+])
+def test_non_utf8_files_are_named(tmp_path, argv, name, needle):
+    f = _write(tmp_path / name, NOT_UTF8)
+    line = assert_refused(run_cli([a.format(f=f) for a in argv]), needle)
+    assert str(f) in line
+
+
+@pytest.mark.parametrize("argv", [
+    ["dram", "gen-trace", "stream", "--requests", "10", "-o", "{missing}/t"],
+    ["dram", "gen-trace", "stream", "--requests", "10", "-o", "{dir}"],
+    ["dram", "run", "synthetic:stream:10", "--log-commands", "{missing}/log.csv"],
+    ["pim", "gemv", "--d-in", "64", "--d-out", "64", "--log-commands", "{dir}"],
+    ["model", "save", "mixtral-8x7b", "{missing}/m.toml"],
+    ["hardware", "save", "b200", "{dir}"],
+])
+def test_unwritable_output_paths(tmp_path, argv):
+    argv = [a.format(missing=tmp_path / "no" / "such", dir=tmp_path) for a in argv]
+    line = assert_refused(run_cli(argv), "cannot open")
+    assert str(tmp_path) in line
+
+
+@pytest.mark.parametrize("argv", [
+    ["dram", "run", "synthetic:stream:10", "--seed", "-1"],
+    ["dram", "gen-trace", "stream", "--requests", "10", "-o", "x", "--seed", "-1"],
+    ["trace-stats", "synthetic:mixtral-8x7b", "--seed", "-1"],
+])
+def test_negative_seed(argv):
+    assert_refused(run_cli(argv), "--seed", "-1")
+
+
+def test_yaml_syntax_error_is_one_line(tmp_path):
+    f = _write(tmp_path / "c.yaml", "MemorySystem:\n  impl: [GenericDRAM\n  DRAM: {\n")
+    assert_refused(run_cli(["dram", "run", "synthetic:stream:10", "--config", f]), str(f), "not valid YAML", "line")
+
+
+def test_json_integer_of_5000_digits(tmp_path):
+    f = _write(tmp_path / "counts.json", "[" + "9" * 5000 + "]")
+    assert_refused(run_cli(["policy", "decide", "--model", "mixtral-8x7b", "--counts", f]), "--counts")
+    g = _write(tmp_path / "config.json", '{"num_local_experts": ' + "9" * 5000 + "}")
+    assert_refused(run_cli(["model", "show", g]), str(g))
+
+
+def test_deeply_nested_json(tmp_path):
+    f = _write(tmp_path / "counts.json", "[" * 100_000 + "]" * 100_000)
+    assert_refused(run_cli(["policy", "decide", "--model", "mixtral-8x7b", "--counts", f]), "--counts")
+
+
+def test_usage_errors_are_one_line():
+    assert_refused(run_cli(["pim", "gemv", "--d-in", "x", "--d-out", "4"]), "--d-in")
+    assert_refused(run_cli(["no-such-command"]))
+
+
+def test_max_memory_is_parsed_everywhere():
+    assert_refused(run_cli(["--max-memory", "lots", "models"]), "--max-memory")
+    assert run_cli(["models", "--max-memory", "1GiB"]).rc == 0
+    assert run_cli(["--max-memory", "8G", "hardware", "show", "b200"]).rc == 0
+
+
+def test_other_exceptions_keep_their_traceback(monkeypatch):
+    """Only input errors are turned into one line: a bug still raises (so tests catch it)."""
+    import sievesim.commands.hardware as hw_cmd
+
+    def boom(args):
+        raise KeyError("a bug")
+    monkeypatch.setattr(hw_cmd, "_show", boom)
+    with pytest.raises(KeyError):
+        run_cli(["hardware", "show", "b200"])
+
+
+def test_subprocess_exit_code_and_stderr(tmp_path):
+    """Through a real process: exit status 2, one stderr line, nothing on stdout, no traceback."""
+    f = _write(tmp_path / "c.toml", NOT_UTF8)
+    p = subprocess.run([sys.executable, "-m", "sievesim", "dram", "run", "synthetic:stream:10", "--config", str(f)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2
+    assert p.stdout == ""
+    assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+
+
+# ------------------------------------------------------------------------------------------
+# 2. bounds and the memory estimate: what used to hang or allocate gigabytes ends at once
+
+DRAM_TOML = 'standard = "hbm3"\nbase = "hbm3-6400"\n'
+HW_TOML = """name = "x"
+[gpu]
+name = "g"
+peak_flops_bf16 = 2.25e15
+hbm_bandwidth_bytes_per_s = 8.0e12
+hbm_capacity_bytes = 192000000000
+num_hbm_stacks = {stacks}
+[pim]
+dram_config = "hbm3e-8000"
+operand_bytes = {operand_bytes}
+[interconnect]
+bandwidth_bytes_per_s_per_direction = 9.0e11
+latency_s = 1e-6
+"""
+
+
+def _hw(tmp_path, stacks=8, operand_bytes=2.0, drop_pim=False):
+    text = HW_TOML.format(stacks=stacks, operand_bytes=operand_bytes)
+    if drop_pim:
+        text = text.replace('[pim]\ndram_config = "hbm3e-8000"\n', "").replace(f"operand_bytes = {operand_bytes}\n", "")
+    return _write(tmp_path / "hw.toml", text)
+
+
+@pytest.mark.parametrize("argv, needles", [
+    (["pim", "gemv", "--d-in", "1000000000000", "--d-out", "4096", "--tokens", "1"], ["--d-in", "1048576"]),
+    (["trace-stats", "synthetic:mixtral-8x7b", "--batch-sizes", "1000000000"], ["--batch-sizes", "16384"]),
+    (["policy", "compare", "--model", "mixtral-8x7b", "--batch", "1000000000"], ["--batch", "16384"]),
+    (["policy", "compare", "--model", "mixtral-8x7b", "--batch", ",".join(["1"] * 65)], ["--batch"]),
+    (["dram", "run", "synthetic:stream:99999999999"], ["TRACE"]),
+    (["dram", "gen-trace", "stream", "--requests", "4294967296", "-o", "x"], ["--requests"]),
+    (["policy", "bench", "--inner", "1000000000000"], ["--inner"]),
+    (["policy", "decide", "--model", "mixtral-8x7b", "--counts", "x", "--context-len", "99999999999"],
+     ["--context-len"]),
+])
+def test_sizes_above_their_bound(argv, needles):
+    res = run_cli(argv, timeout_s=5)
+    assert_refused(res, *needles)
+    assert res.seconds < 1.0
+
+
+@pytest.mark.parametrize("argv, needles", [
+    # within every bound, but the program would need about 1.4 TiB
+    (["pim", "gemv", "--d-in", "1048576", "--d-out", "1048576", "--tokens", "16384"], ["d_in x d_out x tokens", "TiB"]),
+    (["trace-stats", "synthetic:qwen3.5-397b-a17b", "--batch-sizes", "16384", "--max-memory", "100MiB"],
+     ["batch size = 16384", "450 MiB", "--max-memory"]),
+    (["dram", "gen-trace", "random", "--requests", "2000000000", "-o", "x"], ["requests", "GiB"]),
+    (["dram", "run", "synthetic:random:1000000", "--max-memory", "10MB"], ["requests = 1000000", "--max-memory"]),
+])
+def test_memory_estimate_refuses_before_allocating(argv, needles):
+    res = run_cli(argv, timeout_s=5, memory_bytes=2 * 2**30)
+    assert_refused(res, "needs about", *needles)
+    assert res.seconds < 1.0
+
+
+def test_max_memory_raises_the_limit():
+    argv = ["trace-stats", "synthetic:mixtral-8x7b", "--batch-sizes", "64", "--batches", "2", "--json"]
+    assert_refused(run_cli(argv + ["--max-memory", "10KB"]), "batch size = 64")
+    assert run_cli(argv + ["--max-memory", "1GiB"]).rc == 0
+
+
+def test_dram_toml_with_a_huge_queue(tmp_path):
+    f = _write(tmp_path / "q.toml", DRAM_TOML + "[controller]\nread_queue_size = 1000000000000\n")
+    assert_refused(run_cli(["dram", "run", "synthetic:stream:10", "--config", f]), "read_queue_size", "65536")
+    # within the bound, every controller's queues together are still refused by the estimate
+    f = _write(tmp_path / "q2.toml", DRAM_TOML + "[controller]\nread_queue_size = 65536\nwrite_queue_size = 65536\n"
+               "active_queue_size = 65536\npriority_queue_size = 65536\n")
+    assert_refused(run_cli(["dram", "run", "synthetic:stream:10", "--config", f, "--max-memory", "1GiB"]),
+                   "queue_size", "needs about")
+
+
+def test_dram_toml_with_a_huge_organisation(tmp_path):
+    f = _write(tmp_path / "o.toml", DRAM_TOML + "[org]\nchannel = 9223372036854775807\n")
+    assert_refused(run_cli(["dram", "run", "synthetic:stream:10", "--config", f]), "org.channel")
+    f = _write(tmp_path / "o2.toml", DRAM_TOML + "[org]\nchannel = 16777216\nbank = 16\n")
+    assert_refused(run_cli(["dram", "run", "synthetic:stream:10", "--config", f]), "org")
+
+
+def test_hardware_with_huge_stack_count(tmp_path):
+    f = _hw(tmp_path, stacks=9223372036854775807)
+    for argv in (["hardware", "show", f], ["pim", "expert", "--model", "mixtral-8x7b", "--hardware", f]):
+        res = run_cli(argv, timeout_s=5)
+        assert_refused(res, "num_hbm_stacks")
+        assert res.seconds < 1.0
+
+
+# ------------------------------------------------------------------------------------------
+# 3. wrong types, numeric edge cases and nonsense: refused, naming the field that was set
+
+from test_dram_engine import RAMULATOR_YAML  # noqa: E402  (a complete Ramulator 2.0 file)
+
+QWEN3_MOE = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "num_hidden_layers": 4,
+             "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+             "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 96, "intermediate_size": 768,
+             "decoder_sparse_step": 1, "mlp_only_layers": [], "vocab_size": 1000, "torch_dtype": "bfloat16",
+             "sliding_window": None, "use_sliding_window": False}
+
+
+def _dram(tmp_path, extra: str, name="c.toml"):
+    return _write(tmp_path / name, DRAM_TOML + extra)
+
+
+@pytest.mark.parametrize("text, field", [
+    ('standard = ["hbm3"]\n', "standard"),
+    ('standard = "hbm3"\norg = 5\n', "org"),
+    ('standard = "hbm3"\nbase = "hbm3-6400"\n[controller]\nrefresh = "no"\n', "controller.refresh"),
+    ('standard = "hbm3"\nbase = "hbm3-6400"\nname = 5\n', "name"),
+    ('standard = "hbm3"\nbase = "hbm3-6400"\n[timing]\ntCK_ps = 0\n', "timing.tCK_ps"),
+    ('standard = "hbm3"\nbase = "hbm3-6400"\n[timing]\nnBL = 0\n', "timing.nBL"),
+    ('standard = "hbm3"\nbase = "hbm3-6400"\n[timing]\nrate = 0\n', "timing.rate"),
+    ('standard = "hbm3"\nbase = "hbm3-6400"\n[timing]\nnCL = 9223372036854775807\n', "timing.nCL"),
+    ('standard = "hbm3"\nbase = "hbm3-6400"\n[timing]\nnREFI = 1\n', "timing.nREFI"),
+    ('standard = "hbm3"\nbase = "hbm3-6400"\n[controller]\nwr_low_watermark = "0.2"\n', "controller.wr_low_watermark"),
+    ('standard = "hbm3"\nbase = "hbm3-6400"\n[org]\nchannel = 1.5\n', "org.channel"),
+    ('standard = "hbm3"\nbase = "hbm3-6400"\n[org]\npreset = ["x"]\n', "org.preset"),
+])
+def test_dram_toml_types_and_ranges(tmp_path, text, field):
+    f = _write(tmp_path / "c.toml", text)
+    res = run_cli(["dram", "run", "synthetic:stream:10", "--config", f], timeout_s=5)
+    assert_refused(res, field, str(f))
+
+
+@pytest.mark.parametrize("edit, field", [
+    (("impl: GenericDRAM", "impl: [GenericDRAM]"), "MemorySystem.impl"),
+    (("preset: HBM3_2Gbps", "rate: 0"), "timing.rate"),
+    (("preset: HBM3_2Gbps", "preset: HBM3_2Gbps\n      tCL: .nan"), "timing.tCL"),
+    (("impl: Generic\n", "impl: Generic\n    wr_low_watermark: low\n"), "wr_low_watermark"),
+])
+def test_ramulator_yaml_types_and_ranges(tmp_path, edit, field):
+    assert edit[0] in RAMULATOR_YAML
+    f = _write(tmp_path / "r.yaml", RAMULATOR_YAML.replace(*edit, 1))
+    assert_refused(run_cli(["dram", "run", "synthetic:stream:10", "--config", f]), field)
+
+
+def test_hardware_numeric_edge_cases(tmp_path):
+    argv = ["pim", "expert", "--model", "mixtral-8x7b", "--hardware"]
+    assert_refused(run_cli(argv + [_hw(tmp_path, operand_bytes=0.5)]), "pim.operand_bytes = 0.5")
+    assert_refused(run_cli(argv + [_hw(tmp_path, drop_pim=True)]), "pim", "plain HBM")
+    f = _write(tmp_path / "big.toml", HW_TOML.format(stacks=8, operand_bytes=2.0).replace("2.25e15", "1e308"))
+    assert_refused(run_cli(["hardware", "show", f]), "peak_flops_bf16 = 1e+308")
+    f = _write(tmp_path / "ratio.toml", HW_TOML.format(stacks=8, operand_bytes=2.0).replace(
+        'dram_config = "hbm3e-8000"', 'dram_config = "hbm3e-8000"\ninternal_bandwidth_ratio = 1e308'))
+    assert_refused(run_cli(["hardware", "show", f]), "internal_bandwidth_ratio")
+
+
+@pytest.mark.parametrize("argv, needles", [
+    (["policy", "compare", "--model", "mixtral-8x7b", "--gpus", "0"], ["--gpus = 0"]),
+    (["pim", "table", "--tokens", "0"], ["--tokens = 0"]),
+    (["pim", "table", "--tokens", "abc"], ["--tokens = 'abc'"]),
+    (["pim", "table", "--tokens", "1,,2"], ["--tokens"]),
+    (["policy", "bench", "--policies", ","], ["--policies"]),
+    (["trace-stats", "synthetic:mixtral-8x7b", "--batch-sizes", ""], ["--batch-sizes = ''"]),
+    (["trace-stats", "synthetic:mixtral-8x7b", "--batch-sizes", "\u0663"], ["--batch-sizes"]),
+    (["dram", "run", "synthetic:random:\u0663"], ["TRACE", "\u0663"]),
+    (["pim", "gemv", "--d-in", "\u0663", "--d-out", "4"], ["--d-in"]),
+])
+def test_cli_values(argv, needles):
+    assert_refused(run_cli(argv), *needles)
+
+
+def test_policy_decide_layer_and_counts(tmp_path):
+    counts = _write(tmp_path / "c.json", json.dumps([1] * 8))
+    base = ["policy", "decide", "--model", "mixtral-8x7b", "--counts", counts]
+    assert_refused(run_cli(base + ["--pim-cost", "engine", "--layer", "99"]), "--layer = 99")
+    assert run_cli(base + ["--layer", "3"]).rc == 0
+    _write(counts, "[1e30, 1, 1, 1, 1, 1, 1, 1]")
+    assert_refused(run_cli(base), "counts[0] = 1e+30")
+    _write(counts, '{"\u0663": 1}')
+    assert_refused(run_cli(base), "expert id")
+
+
+def test_npz_empty_bitflipped_and_string_meta(tmp_path):
+    import numpy as np
+
+    empty = _write(tmp_path / "empty.npz", b"")
+    assert_refused(run_cli(["trace-stats", empty]), str(empty))
+    ids = np.zeros((4, 2, 2), dtype=np.int32)
+    ids[:, :, 1] = 1
+    good = tmp_path / "good.npz"
+    np.savez(good, topk_ids=ids, seq_id=np.arange(4), pos=np.zeros(4, dtype=np.int64),
+             meta=np.array(json.dumps({"num_experts": 8, "top_k": 2})))
+    assert run_cli(["trace-stats", good, "--batch-sizes", "2", "--batches", "2"]).rc == 0
+    data = bytearray(good.read_bytes())
+    # every byte of the first array's header flipped in turn (shape, dtype, header length)
+    start = data.index(b"{'descr'")
+    for i in range(start - 4, start + 70):
+        flipped = tmp_path / f"flip{i}.npz"
+        b = bytearray(data)
+        b[i] ^= 0xFF
+        flipped.write_bytes(bytes(b))
+        res = run_cli(["trace-stats", flipped, "--batch-sizes", "2", "--batches", "2"], timeout_s=5,
+                      memory_bytes=2 * 2**30)
+        if res.rc != 0:
+            assert_refused(res, str(flipped))
+    # a shape of 2**40 rows written into the header: refused from the header, nothing allocated
+    huge = tmp_path / "huge.npz"
+    _npz_claiming_shape(huge, (99999999999, 2, 2))
+    assert_refused(run_cli(["trace-stats", huge], timeout_s=5, memory_bytes=2 * 2**30), str(huge), "needs about")
+    bad_meta = tmp_path / "meta.npz"
+    np.savez(bad_meta, topk_ids=ids, seq_id=np.arange(4), pos=np.zeros(4, dtype=np.int64),
+             meta=np.array(json.dumps({"num_experts": "8", "top_k": 2})))
+    assert_refused(run_cli(["trace-stats", bad_meta]), "meta.num_experts = '8'")
+
+
+def _npz_claiming_shape(path, shape) -> None:
+    """A well-formed zip (right CRCs) whose topk_ids.npy header claims ``shape`` over 64 bytes of data."""
+    import io
+    import zipfile
+
+    import numpy as np
+
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": "<i4", "fortran_order": False, "shape": shape})
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("topk_ids.npy", buf.getvalue() + bytes(64))
+
+
+def test_readwrite_trace_field_beyond_int32(tmp_path):
+    f = _write(tmp_path / "rw.trace", "R 0,0,0,0,0,0,2147483648\n")
+    assert_refused(run_cli(["dram", "run", f, "--config", "hbm2-2000"]), f"{f}:1", "below 2**31")
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"moe_intermediate_size": None}, "moe_intermediate_size"),
+    ({"torch_dtype": "float7"}, "torch_dtype = 'float7'"),
+    ({"sliding_window": 0}, "sliding_window = 0"),
+    ({"mlp_only_layers": [100]}, "mlp_only_layers"),
+    ({"num_hidden_layers": 10**12}, "num_hidden_layers"),
+    ({"hidden_size": 10**30}, "hidden_size"),
+])
+def test_hf_config_nonsense(tmp_path, change, field):
+    cfg = {k: v for k, v in {**QWEN3_MOE, **change}.items() if v is not None or k == "sliding_window"}
+    f = _write(tmp_path / "config.json", json.dumps(cfg))
+    assert run_cli(["model", "show", _write(tmp_path / "ok.json", json.dumps(QWEN3_MOE))]).rc == 0
+    res = run_cli(["model", "show", f], timeout_s=5)
+    assert_refused(res, field)
+    assert res.seconds < 1.0
+
+
+def test_model_toml_derived_inf_names_the_field(tmp_path):
+    f = _write(tmp_path / "m.toml", 'name = "x"\nnum_layers = 2\nattention = "full"\nhidden_size = 64\n'
+               'num_attention_heads = 4\nnum_kv_heads = 2\nnum_experts = 4\ntop_k = 2\n'
+               'moe_intermediate_size = 32\nvocab_size = 100\ndtype_bytes = 1e308\n')
+    assert_refused(run_cli(["model", "show", f]), "dtype_bytes = 1e+308")
+
+
+def test_every_problem_of_a_dram_file_in_one_message(tmp_path):
+    f = _write(tmp_path / "c.toml", DRAM_TOML + "[timing]\nnBL = 0\nnCL = -5\n[controller]\nread_queue_size = 0\n")
+    line = assert_refused(run_cli(["dram", "run", "synthetic:stream:10", "--config", f]), "3 problems")
+    for field in ("timing.nBL = 0", "timing.nCL = -5", "read_queue_size = 0"):
+        assert field in line
