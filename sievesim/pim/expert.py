@@ -14,12 +14,14 @@ import numpy as np
 
 from ..dram.config import get_config
 from ..errors import field_error
-from .engine import PIMResult, geometry_for, pim_config, run_programs
+from .engine import PIMResult, even_phases, geometry_for, pim_config, run_phases, run_programs, stratified_phases
 from .program import PIMGeometry, gemv_program, plan_gemv
 
-__all__ = ["PIMDevice", "EnginePimCost", "AttentionLayer", "UNITS", "gemv"]
+__all__ = ["PIMDevice", "EnginePimCost", "AttentionLayer", "UNITS", "REFRESH_MODES", "gemv"]
 
 UNITS = ("pseudo_channel", "channel", "stack")
+#: Where a program starts in the refresh interval (see :class:`PIMDevice`).
+REFRESH_MODES = ("mean", "staggered", "aligned")
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,16 @@ class PIMDevice:
     """The PIM of one GPU, as the engine sees it (all fields hashable, for caching).
 
     ``stacks``: HBM-PIM stacks per GPU; ``dram_config``: engine configuration of one stack.
+
+    ``refresh``: where a program falls in the refresh interval (all-bank refresh every nREFI).
+    ``"mean"`` (default): the expected duration over a uniform start, from ``refresh_phases``
+    phases (:func:`sievesim.pim.engine.stratified_phases`: a quarter in the first tRFC after a
+    refresh request, where that refresh still runs at the start, the rest over the remainder of
+    nREFI, weighted by the parts' lengths); ``"staggered"``: refresh staggered evenly across the pseudo-channels,
+    so a tensor-parallel program over P pseudo-channels takes its longest phase of
+    ``min(P, refresh_phases)`` evenly spaced ones (one pseudo-channel: as ``"mean"``);
+    ``"aligned"``: every program starts as a refresh interval begins (no refresh before nREFI:
+    the optimistic timing of earlier versions).
     """
 
     dram_config: str = "hbm3e-8000"
@@ -39,6 +51,15 @@ class PIMDevice:
     dual_row_buffer: bool = True
     activation_on_pim: bool = False
     multi_vector_pu: bool = False
+    refresh: str = "mean"
+    refresh_phases: int = 8
+
+    def __post_init__(self) -> None:
+        if self.refresh not in REFRESH_MODES:
+            raise field_error("refresh", self.refresh, f"one of {list(REFRESH_MODES)}")
+        if not isinstance(self.refresh_phases, int) or isinstance(self.refresh_phases, bool) \
+                or self.refresh_phases < 1:
+            raise field_error("refresh_phases", self.refresh_phases, "a positive integer")
 
     @classmethod
     def from_hardware(cls, hw) -> "PIMDevice":
@@ -52,6 +73,43 @@ class PIMDevice:
     @functools.cached_property
     def config(self):
         return pim_config(self.dram_config, 1, dual_row_buffer=self.dual_row_buffer)
+
+    def phases(self, pcs: int, duration: int | None = None) -> tuple[list[int], list[float]]:
+        """Refresh phases [cycles after a refresh request] a program on ``pcs`` pseudo-channels
+        (``duration`` cycles long without refresh) is simulated at, and their weights (empty:
+        ``"aligned"``)."""
+        if self.refresh == "aligned":
+            return [], []
+        if self.refresh == "staggered" and pcs > 1:
+            count = min(pcs, self.refresh_phases)
+            return even_phases(self.config, count), [1.0 / count] * count
+        return stratified_phases(self.config, self.refresh_phases, duration)
+
+    def run(self, program: tuple[np.ndarray, np.ndarray], pcs: int) -> PIMResult:
+        """One pseudo-channel's program of a job spread over ``pcs`` pseudo-channels, at this
+        device's refresh phases (one engine run; compiled configurations are reused)."""
+        aligned = None
+        if self.refresh != "staggered" or pcs == 1:      # where the expectation's phases go
+            cfg, spec = self._compiled_for(1)
+            aligned = run_programs(cfg, [program], compiled=spec)
+        if self.refresh == "aligned":
+            return aligned
+        phases, weights = self.phases(pcs, None if aligned is None else aligned.cycles)
+        cfg, spec = self._compiled_for(len(phases))
+        return run_phases(cfg, program, phases, weights=weights, compiled=spec)
+
+    def _compiled_for(self, units: int):
+        return _compiled(self.dram_config, self.dual_row_buffer, units)
+
+    def program_cycles(self, result: PIMResult, pcs: int) -> float:
+        """Duration [cycles] of a job on ``pcs`` pseudo-channels whose program ran as ``result``:
+        the mean over refresh phases, their maximum (``"staggered"`` over several pseudo-channels),
+        or the single aligned run."""
+        if not result.phase_cycles:
+            return float(result.cycles)
+        if self.refresh == "staggered" and pcs > 1:
+            return float(max(result.phase_cycles))
+        return result.mean_phase_cycles
 
     @functools.cached_property
     def geometry(self) -> PIMGeometry:
@@ -87,15 +145,23 @@ class PIMDevice:
         return per_pc * self.pcs_per_stack * self.stacks
 
 
+@functools.lru_cache(maxsize=64)
+def _compiled(dram_config: str, dual_row_buffer: bool, units: int):
+    """A PIM configuration with ``units`` pseudo-channels and its compiled form (milliseconds to
+    build: shared by every device and cost object of the same configuration)."""
+    cfg = pim_config(dram_config, units, dual_row_buffer=dual_row_buffer)
+    return cfg, cfg.compile()
+
+
 @functools.lru_cache(maxsize=4096)
 def _gemv(device: PIMDevice, d_in: int, d_out: int, tokens: int, pcs: int) -> PIMResult:
-    cfg = device.config
-    plan = plan_gemv(d_in, d_out, tokens, pcs, device.geometry, dict(cfg.timings))
-    return run_programs(cfg, [gemv_program(plan, device.geometry)])
+    plan = plan_gemv(d_in, d_out, tokens, pcs, device.geometry, dict(device.config.timings))
+    return device.run(gemv_program(plan, device.geometry), pcs)
 
 
 def gemv(device: PIMDevice, d_in: int, d_out: int, tokens: int, pcs: int) -> PIMResult:
-    """One GEMV (``tokens`` input vectors) tensor-parallel over ``pcs`` pseudo-channels."""
+    """One GEMV (``tokens`` input vectors) tensor-parallel over ``pcs`` pseudo-channels, at the
+    device's refresh phases (``device.program_cycles(result, pcs)`` is its duration)."""
     return _gemv(device, int(d_in), int(d_out), int(tokens), int(pcs))
 
 
@@ -116,7 +182,7 @@ def _sequence(device: PIMDevice, gemvs: tuple[tuple[int, int, int], ...], pcs: i
         base = max(base, _rows_used(rc))    # each weight matrix in rows of its own
     ops.append(o[-1:])
     rcs.append(rc[-1:])
-    return run_programs(cfg, [(np.concatenate(ops), np.concatenate(rcs))])
+    return device.run((np.concatenate(ops), np.concatenate(rcs)), pcs)
 
 
 def gemv_sequence(device: PIMDevice, gemvs: Sequence[tuple], pcs: int) -> PIMResult:
@@ -169,10 +235,11 @@ class EnginePimCost:
     def _expert_s(self, tokens: int, pcs: int) -> float:
         if tokens <= 0:
             return 0.0
-        if self.device.activation_on_pim:
-            return gemv_sequence(self.device, self._expert_gemvs(tokens), pcs).cycles * self.device.tck_s
+        dev = self.device
+        if dev.activation_on_pim:
+            return dev.program_cycles(gemv_sequence(dev, self._expert_gemvs(tokens), pcs), pcs) * dev.tck_s
         gu, dn = self.expert_result(tokens, pcs)
-        return (gu.cycles + dn.cycles) * self.device.tck_s + self.activation_s
+        return (dev.program_cycles(gu, pcs) + dev.program_cycles(dn, pcs)) * dev.tck_s + self.activation_s
 
     def expert_time_s(self, tokens: int) -> float:
         return self._expert_s(tokens, self.device.unit_pcs("gpu"))
@@ -187,9 +254,10 @@ class EnginePimCost:
         if not counts:
             return 0.0
         seq = [g for n in counts for g in self._expert_gemvs(n)]
-        res = gemv_sequence(self.device, seq, self.device.unit_pcs(unit))
+        pcs = self.device.unit_pcs(unit)
+        res = gemv_sequence(self.device, seq, pcs)
         gaps = 0 if self.device.activation_on_pim else len(counts)
-        return res.cycles * self.device.tck_s + self.activation_s * gaps
+        return self.device.program_cycles(res, pcs) * self.device.tck_s + self.activation_s * gaps
 
     def partition_pim_time_s(self, partition, batch_context_lens: Sequence[int] = ()) -> float:
         """T_PIM of a policy's partition on the engine: its PIM experts as one program, plus the
@@ -289,4 +357,4 @@ class AttentionLayer:
         seq = [g for L in busiest for g in self.unit_gemvs(L)]
         if not seq:
             return 0.0
-        return gemv_sequence(device, seq, 1).cycles * device.tck_s
+        return device.program_cycles(gemv_sequence(device, seq, 1), 1) * device.tck_s
