@@ -169,6 +169,10 @@ class PIMSpec:
     operand_bytes: float = 2.0
     #: Dual row buffers (NeuPIMs): PIM and normal reads keep separate open rows in a bank.
     dual_row_buffer: bool = True
+    #: One hand-over between the GPU and the PIM inside an expert or attention layer (the GPU step
+    #: after the PIM's results, the PIM's next GEMV after the GPU step), seconds: a dependent kernel
+    #: in a CUDA graph, about 0.875 us (docs/hardware.md).
+    sync_latency_s: float = 8.75e-7
     #: External bandwidth of one stack, bytes/s; set by :class:`HardwareSpec` from the GPU
     #: (``hbm_bandwidth_bytes_per_s / num_hbm_stacks``); None for a PIMSpec on its own.
     external_bandwidth_bytes_per_s_per_stack: float | None = None
@@ -188,6 +192,8 @@ class PIMSpec:
         _positive(self, "operand_bytes", "bytes per weight element", src)
         for fname in ("activation_on_pim", "multi_vector_pu", "dual_row_buffer"):
             _boolean(self, fname, src)
+        if not (_is_number(self.sync_latency_s) and 0 <= self.sync_latency_s < 1):
+            raise field_error("sync_latency_s", self.sync_latency_s, "a latency in seconds, >= 0 and < 1", source=src)
         if self.external_bandwidth_bytes_per_s_per_stack is not None:
             _positive(self, "external_bandwidth_bytes_per_s_per_stack", "bytes/s", src)
 

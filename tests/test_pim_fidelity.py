@@ -101,3 +101,42 @@ def test_a_program_ends_when_its_last_result_has_reached_the_gpu():
     last_preab = max(c for c, n in zip(clk, cmds) if n == "PREAB")
     assert last_preab < last_rdres + t["nCL"] + t["nBL"]          # the PREAB is not the end
     assert res.cycles == last_rdres + t["nCL"] + t["nBL"]
+
+
+def test_an_expert_on_pim_is_the_whole_round_trip():
+    dev = PIMDevice()
+    cost = EnginePimCost(dev, 4096, 1024)
+    for n in (1, 4):
+        st_ = cost.expert_stages_s(n)
+        assert sum(st_.values()) == pytest.approx(cost.expert_time_s(n))
+        assert st_["sync"] == dev.sync_latency_s > 0
+        assert st_["gate_up"] > 0 and st_["down"] > 0 and st_["gpu"] > 0
+        # the GPU adds the gate/up partial sums of every input segment and applies the activation
+        parts = dev.pcs_in(4096, 2048, n, 256)
+        assert st_["gpu"] == pytest.approx(max(((parts - 1) * 2048 * n + 5 * 1024 * n) / dev.gpu_flops_per_s,
+                                               (parts * 2048 * n * 4 + 1024 * n * 2) / dev.gpu_bytes_per_s))
+    no_sync = EnginePimCost(dataclasses.replace(dev, sync_latency_s=0.0), 4096, 1024)
+    assert cost.expert_time_s(1) - no_sync.expert_time_s(1) == pytest.approx(dev.sync_latency_s)
+    on_pim = EnginePimCost(dataclasses.replace(dev, activation_on_pim=True), 4096, 1024)
+    assert on_pim.expert_stages_s(2)["sync"] == 0 == on_pim.expert_stages_s(2)["gpu"]
+
+
+def test_attention_on_pim_hands_scores_to_the_gpu_and_back():
+    from sievesim.pim.expert import AttentionLayer
+    dev = PIMDevice()
+    no_sync = dataclasses.replace(dev, sync_latency_s=0.0)
+    full = AttentionLayer("full", kv_heads=2, q_per_kv=8, head_dim=128, value_dim=128)
+    assert full.time_s(dev, [1024] * 4) - full.time_s(no_sync, [1024] * 4) == pytest.approx(dev.sync_latency_s)
+    linear = AttentionLayer("linear", kv_heads=4, head_dim=128, value_dim=128)
+    assert linear.time_s(dev, [1024] * 4) == linear.time_s(no_sync, [1024] * 4)
+
+
+def test_sync_latency_is_a_hardware_field():
+    from sievesim.errors import ConfigError
+    from sievesim.hardware import PIMSpec, get_hardware
+    hw = get_hardware("b200")
+    assert PIMDevice.from_hardware(hw).sync_latency_s == hw.pim.sync_latency_s == 8.75e-7
+    hw0 = dataclasses.replace(hw, pim=dataclasses.replace(hw.pim, sync_latency_s=0.0))
+    assert PIMDevice.from_hardware(hw0).sync_latency_s == 0.0
+    with pytest.raises(ConfigError, match="sync_latency_s"):
+        PIMSpec(sync_latency_s=-1.0)

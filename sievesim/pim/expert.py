@@ -22,6 +22,10 @@ __all__ = ["PIMDevice", "EnginePimCost", "AttentionLayer", "UNITS", "REFRESH_MOD
 UNITS = ("pseudo_channel", "channel", "stack")
 #: Where a program starts in the refresh interval (see :class:`PIMDevice`).
 REFRESH_MODES = ("mean", "staggered", "aligned")
+#: GPU FLOPs per element of the SwiGLU activation (SiLU: exponential, add, divide; then x up) and
+#: of a softmax (max, subtract, exponential, sum, divide).
+ACTIVATION_FLOPS_PER_ELEMENT = 5
+SOFTMAX_FLOPS_PER_ELEMENT = 5
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,10 @@ class PIMDevice:
     ``min(P, refresh_phases)`` evenly spaced ones (one pseudo-channel: as ``"mean"``);
     ``"aligned"``: every program starts as a refresh interval begins (no refresh before nREFI:
     the optimistic timing of earlier versions).
+
+    ``gpu_flops_per_s`` / ``gpu_bytes_per_s``: the GPU's reachable rates, for the roofline time of
+    its steps between PIM GEMVs (partial-sum reduction, activation, softmax);
+    ``sync_latency_s``: one hand-over between the GPU and the PIM [s] (see ``PIMSpec``).
     """
 
     dram_config: str = "hbm3e-8000"
@@ -53,6 +61,9 @@ class PIMDevice:
     multi_vector_pu: bool = False
     refresh: str = "mean"
     refresh_phases: int = 8
+    gpu_flops_per_s: float = 2.25e15
+    gpu_bytes_per_s: float = 8.0e12
+    sync_latency_s: float = 8.75e-7
 
     def __post_init__(self) -> None:
         if self.refresh not in REFRESH_MODES:
@@ -60,6 +71,11 @@ class PIMDevice:
         if not isinstance(self.refresh_phases, int) or isinstance(self.refresh_phases, bool) \
                 or self.refresh_phases < 1:
             raise field_error("refresh_phases", self.refresh_phases, "a positive integer")
+        for name in ("gpu_flops_per_s", "gpu_bytes_per_s"):
+            if not getattr(self, name) > 0:
+                raise field_error(name, getattr(self, name), "a positive rate")
+        if not 0 <= self.sync_latency_s < 1:
+            raise field_error("sync_latency_s", self.sync_latency_s, "a latency in seconds, >= 0 and < 1")
 
     @classmethod
     def from_hardware(cls, hw) -> "PIMDevice":
@@ -68,7 +84,19 @@ class PIMDevice:
         return cls(dram_config=p.dram_config, stacks=int(hw.gpu.num_hbm_stacks), banks_per_pu=int(p.banks_per_pu),
                    macs_per_command=int(p.macs_per_command), operand_bytes=int(round(p.operand_bytes)),
                    global_buffer_bytes=int(p.global_buffer_bytes), dual_row_buffer=bool(p.dual_row_buffer),
-                   activation_on_pim=bool(p.activation_on_pim), multi_vector_pu=bool(p.multi_vector_pu))
+                   activation_on_pim=bool(p.activation_on_pim), multi_vector_pu=bool(p.multi_vector_pu),
+                   gpu_flops_per_s=float(hw.gpu.effective_flops),
+                   gpu_bytes_per_s=float(hw.gpu.effective_bandwidth_bytes_per_s),
+                   sync_latency_s=float(getattr(p, "sync_latency_s", cls.sync_latency_s)))
+
+    def gpu_step_s(self, flops: float, bytes_moved: float) -> float:
+        """Roofline time of a GPU step between PIM GEMVs [s]: ``max(FLOPs / rate, bytes / rate)``."""
+        return max(flops / self.gpu_flops_per_s, bytes_moved / self.gpu_bytes_per_s)
+
+    def pcs_in(self, d_in: int, d_out: int, tokens: int, pcs: int) -> int:
+        """Input segments of a GEMV's tiling: partial sums per output that the GPU adds up."""
+        return plan_gemv(int(d_in), int(d_out), int(tokens), int(pcs), self.geometry,
+                         dict(self.config.timings)).pcs_in
 
     @functools.cached_property
     def config(self):
@@ -200,8 +228,13 @@ class EnginePimCost:
     """:class:`sievesim.costs.PimCostModel` backed by the engine (cycle-accurate, cached).
 
     ``hidden``/``intermediate``: expert GEMV sizes (SwiGLU: gate+up ``hidden -> 2 x intermediate``,
-    then ``intermediate -> hidden``). ``activation_s``: time between the gate/up results leaving the
-    PIM and the down input arriving (the GPU's activation), added once per expert.
+    then ``intermediate -> hidden``). An expert on PIM runs as (:meth:`expert_stages_s`): the
+    gate/up program (token inputs written, GEMVs, results read back to the GPU), the GPU's step
+    (adding up the partial sums of a GEMV split over input segments, the activation; roofline),
+    one GPU-PIM hand-over (``device.sync_latency_s``), the down program (intermediate written,
+    GEMV, results back), and the GPU's sum of the down partial sums. ``activation_s``: extra GPU
+    time per hand-over (default 0). With ``activation_on_pim`` the intermediate never leaves the
+    PIM: one program, no GPU step.
     ``attention``: the attention of the layer this object prices, an :class:`AttentionLayer`.
     """
 
@@ -232,32 +265,76 @@ class EnginePimCost:
         return [(self.hidden, 2 * self.intermediate, tokens, True, not on_pim),
                 (self.intermediate, self.hidden, tokens, not on_pim, True)]
 
-    def _expert_s(self, tokens: int, pcs: int) -> float:
+    def _gpu_between_s(self, token_counts: Sequence[int], pcs: int) -> float:
+        """One GPU step for these experts' gate/up results: partial sums added, SwiGLU applied,
+        the bf16 intermediate produced (read and written through HBM: an upper bound) [s]."""
+        h, i2 = self.hidden, 2 * self.intermediate
+        flops = bytes_moved = 0.0
+        for n in token_counts:
+            parts = self.device.pcs_in(h, i2, n, pcs)
+            flops += (parts - 1) * i2 * n + ACTIVATION_FLOPS_PER_ELEMENT * self.intermediate * n
+            bytes_moved += parts * i2 * n * 4 + self.intermediate * n * 2
+        return self.device.gpu_step_s(flops, bytes_moved) + self.activation_s
+
+    def _gpu_after_s(self, token_counts: Sequence[int], pcs: int) -> float:
+        """The GPU's sum of the down GEMVs' partial sums (none when not split over inputs) [s]."""
+        flops = bytes_moved = 0.0
+        for n in token_counts:
+            parts = self.device.pcs_in(self.intermediate, self.hidden, n, pcs)
+            if parts > 1:
+                flops += (parts - 1) * self.hidden * n
+                bytes_moved += parts * self.hidden * n * 4 + self.hidden * n * 2
+        return self.device.gpu_step_s(flops, bytes_moved) if flops else 0.0
+
+    def expert_stages_s(self, tokens: int, unit: str = "gpu") -> dict[str, float]:
+        """The stages of one expert with ``tokens`` tokens on ``unit`` [s]: ``gate_up`` (PIM program
+        until its last result is on the GPU), ``gpu`` (reduction + activation), ``sync`` (one
+        hand-over), ``down`` (PIM), ``reduce`` (GPU sum of the down partial sums). With the
+        activation on the PIM, ``gate_up`` holds the whole program and the GPU stages are 0.
+        The stages add up to :meth:`expert_time_on_unit_s`; a layer's PIM experts share one GPU
+        step and one hand-over (:meth:`experts_time_s`)."""
+        stages = dict(gate_up=0.0, gpu=0.0, sync=0.0, down=0.0, reduce=0.0)
         if tokens <= 0:
-            return 0.0
-        dev = self.device
+            return stages
+        dev, pcs = self.device, self.device.unit_pcs(unit)
         if dev.activation_on_pim:
-            return dev.program_cycles(gemv_sequence(dev, self._expert_gemvs(tokens), pcs), pcs) * dev.tck_s
+            stages["gate_up"] = dev.program_cycles(gemv_sequence(dev, self._expert_gemvs(tokens), pcs), pcs) * dev.tck_s
+            return stages
         gu, dn = self.expert_result(tokens, pcs)
-        return (dev.program_cycles(gu, pcs) + dev.program_cycles(dn, pcs)) * dev.tck_s + self.activation_s
+        stages.update(gate_up=dev.program_cycles(gu, pcs) * dev.tck_s, gpu=self._gpu_between_s([tokens], pcs),
+                      sync=dev.sync_latency_s, down=dev.program_cycles(dn, pcs) * dev.tck_s,
+                      reduce=self._gpu_after_s([tokens], pcs))
+        return stages
+
+    def _expert_s(self, tokens: int, pcs_unit: str) -> float:
+        return sum(self.expert_stages_s(tokens, pcs_unit).values())
 
     def expert_time_s(self, tokens: int) -> float:
-        return self._expert_s(tokens, self.device.unit_pcs("gpu"))
+        """One expert with ``tokens`` tokens, tensor-parallel over all the GPU's PIM [s]."""
+        return self._expert_s(tokens, "gpu")
 
     def expert_time_on_unit_s(self, tokens: int, unit: str) -> float:
-        return self._expert_s(tokens, self.device.unit_pcs(unit))
+        """One expert with ``tokens`` tokens inside one placement ``unit`` [s]."""
+        self.device.unit_pcs(unit)          # checks the name
+        return self._expert_s(tokens, unit)
 
     def experts_time_s(self, token_counts: Sequence[int], unit: str = "gpu") -> float:
-        """All these experts (tokens each) back to back on PIM, simulated as one program (exact
-        T_PIM of a partition's PIM side, refresh included) [s]. Activation gaps are added."""
+        """All these experts (tokens each) on PIM as a layer runs them [s]: every gate/up GEMV as
+        one program, one GPU step for all of them, one hand-over, every down GEMV as one program,
+        the GPU's sum of the down partial sums (with the activation on the PIM: one program of
+        gate/up and down per expert). Refresh, row switches and turnarounds inside a program are
+        simulated, not added up."""
         counts = sorted((int(n) for n in token_counts if n > 0), reverse=True)
         if not counts:
             return 0.0
-        seq = [g for n in counts for g in self._expert_gemvs(n)]
-        pcs = self.device.unit_pcs(unit)
-        res = gemv_sequence(self.device, seq, pcs)
-        gaps = 0 if self.device.activation_on_pim else len(counts)
-        return self.device.program_cycles(res, pcs) * self.device.tck_s + self.activation_s * gaps
+        dev, pcs = self.device, self.device.unit_pcs(unit)
+        if dev.activation_on_pim:
+            seq = [g for n in counts for g in self._expert_gemvs(n)]
+            return dev.program_cycles(gemv_sequence(dev, seq, pcs), pcs) * dev.tck_s
+        gate_up = gemv_sequence(dev, [(self.hidden, 2 * self.intermediate, n) for n in counts], pcs)
+        down = gemv_sequence(dev, [(self.intermediate, self.hidden, n) for n in counts], pcs)
+        return ((dev.program_cycles(gate_up, pcs) + dev.program_cycles(down, pcs)) * dev.tck_s
+                + self._gpu_between_s(counts, pcs) + dev.sync_latency_s + self._gpu_after_s(counts, pcs))
 
     def partition_pim_time_s(self, partition, batch_context_lens: Sequence[int] = ()) -> float:
         """T_PIM of a policy's partition on the engine: its PIM experts as one program, plus the
@@ -357,4 +434,12 @@ class AttentionLayer:
         seq = [g for L in busiest for g in self.unit_gemvs(L)]
         if not seq:
             return 0.0
-        return device.program_cycles(gemv_sequence(device, seq, 1), 1) * device.tck_s
+        if self.kind == "linear":       # readout and state update need nothing from the GPU between them
+            return device.program_cycles(gemv_sequence(device, seq, 1), 1) * device.tck_s
+        # every score GEMV, the GPU's softmax over all scores of the layer, one hand-over, every value GEMV
+        scores = gemv_sequence(device, seq[0::2], 1)
+        values = gemv_sequence(device, seq[1::2], 1)
+        n_scores = sum(lens) * self.kv_heads * self.q_per_kv
+        softmax = device.gpu_step_s(SOFTMAX_FLOPS_PER_ELEMENT * n_scores, n_scores * (4 + 2))
+        return ((device.program_cycles(scores, 1) + device.program_cycles(values, 1)) * device.tck_s
+                + softmax + device.sync_latency_s)
