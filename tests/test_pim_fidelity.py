@@ -140,3 +140,24 @@ def test_sync_latency_is_a_hardware_field():
     assert PIMDevice.from_hardware(hw0).sync_latency_s == 0.0
     with pytest.raises(ConfigError, match="sync_latency_s"):
         PIMSpec(sync_latency_s=-1.0)
+
+
+def test_the_cost_cache_returns_the_new_time_after_a_configuration_file_changes(tmp_path):
+    from sievesim.hardware import get_hardware
+    from sievesim.models import get_model
+    path = tmp_path / "pim-hbm3e.toml"
+
+    def write(n_ccdab: int) -> None:
+        path.write_text(f'name = "my-hbm3e"\nstandard = "hbm3"\nbase = "hbm3e-8000"\n[timing]\nnCCDAB = {n_ccdab}\n')
+
+    b200 = get_hardware("b200")
+    hw = dataclasses.replace(b200, pim=dataclasses.replace(b200.pim, dram_config=str(path)))
+    model = get_model("qwen3-30b-a3b")
+    write(6)
+    fast = EnginePimCost.for_model(model, hw).expert_time_s(4)
+    assert fast == pytest.approx(EnginePimCost.for_model(model, b200).expert_time_s(4))   # same contents
+    write(12)
+    slow = EnginePimCost.for_model(model, hw).expert_time_s(4)
+    assert slow > 1.15 * fast
+    write(6)
+    assert EnginePimCost.for_model(model, hw).expert_time_s(4) == fast

@@ -5,14 +5,16 @@ seconds unless a name says cycles or ns.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
+import hashlib
 import math
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
-from ..dram.config import get_config
+from ..dram.config import BUILTIN_CONFIGS, DRAMConfig, get_config
 from ..errors import field_error
 from .engine import PIMResult, even_phases, geometry_for, pim_config, run_phases, run_programs, stratified_phases
 from .program import PIMGeometry, gemv_program, plan_gemv
@@ -47,6 +49,10 @@ class PIMDevice:
     ``gpu_flops_per_s`` / ``gpu_bytes_per_s``: the GPU's reachable rates, for the roofline time of
     its steps between PIM GEMVs (partial-sum reduction, activation, softmax);
     ``sync_latency_s``: one hand-over between the GPU and the PIM [s] (see ``PIMSpec``).
+
+    A device reads its DRAM configuration once, when it is made; ``config_key`` (a digest of the
+    configuration's contents) is part of its identity, so the cost caches (keyed by device) give a
+    new time after a configuration file changes and the same time for the same contents.
     """
 
     dram_config: str = "hbm3e-8000"
@@ -64,8 +70,13 @@ class PIMDevice:
     gpu_flops_per_s: float = 2.25e15
     gpu_bytes_per_s: float = 8.0e12
     sync_latency_s: float = 8.75e-7
+    config_key: str = dataclasses.field(init=False, default="")
+    _base: DRAMConfig = dataclasses.field(init=False, compare=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
+        base = _load_config(self.dram_config)
+        object.__setattr__(self, "_base", base)
+        object.__setattr__(self, "config_key", hashlib.sha256(repr(base).encode()).hexdigest()[:16])
         if self.refresh not in REFRESH_MODES:
             raise field_error("refresh", self.refresh, f"one of {list(REFRESH_MODES)}")
         if not isinstance(self.refresh_phases, int) or isinstance(self.refresh_phases, bool) \
@@ -99,8 +110,9 @@ class PIMDevice:
                          dict(self.config.timings)).pcs_in
 
     @functools.cached_property
-    def config(self):
-        return pim_config(self.dram_config, 1, dual_row_buffer=self.dual_row_buffer)
+    def config(self) -> DRAMConfig:
+        """One pseudo-channel of the stack's configuration (tensor-parallel programs are alike)."""
+        return self._compiled_for(1)[0]
 
     def phases(self, pcs: int, duration: int | None = None) -> tuple[list[int], list[float]]:
         """Refresh phases [cycles after a refresh request] a program on ``pcs`` pseudo-channels
@@ -126,8 +138,12 @@ class PIMDevice:
         cfg, spec = self._compiled_for(len(phases))
         return run_phases(cfg, program, phases, weights=weights, compiled=spec)
 
-    def _compiled_for(self, units: int):
-        return _compiled(self.dram_config, self.dual_row_buffer, units)
+    def _compiled_for(self, units: int) -> tuple[DRAMConfig, dict]:
+        key = (self.config_key, self.dual_row_buffer, units)
+        if key not in _COMPILED:
+            cfg = pim_config(self._base, units, dual_row_buffer=self.dual_row_buffer)
+            _COMPILED[key] = (cfg, cfg.compile())
+        return _COMPILED[key]
 
     def program_cycles(self, result: PIMResult, pcs: int) -> float:
         """Duration [cycles] of a job on ``pcs`` pseudo-channels whose program ran as ``result``:
@@ -147,15 +163,14 @@ class PIMDevice:
 
     @property
     def pcs_per_stack(self) -> int:
-        stack = get_config(self.dram_config)
-        return int(stack.org["channel"] * stack.org["pseudochannel"])
+        return int(self._base.org["channel"] * self._base.org["pseudochannel"])
 
     def unit_pcs(self, unit: str) -> int:
         """Pseudo-channels in one placement unit (tensor parallelism inside it)."""
         if unit == "pseudo_channel":
             return 1
         if unit == "channel":
-            return int(get_config(self.dram_config).org["pseudochannel"])
+            return int(self._base.org["pseudochannel"])
         if unit == "stack":
             return self.pcs_per_stack
         if unit == "gpu":
@@ -173,12 +188,21 @@ class PIMDevice:
         return per_pc * self.pcs_per_stack * self.stacks
 
 
-@functools.lru_cache(maxsize=64)
-def _compiled(dram_config: str, dual_row_buffer: bool, units: int):
-    """A PIM configuration with ``units`` pseudo-channels and its compiled form (milliseconds to
-    build: shared by every device and cost object of the same configuration)."""
-    cfg = pim_config(dram_config, units, dual_row_buffer=dual_row_buffer)
-    return cfg, cfg.compile()
+#: (config_key, dual_row_buffer, units) -> a PIM configuration with ``units`` pseudo-channels and
+#: its compiled form (milliseconds to build: shared by every device of the same contents).
+_COMPILED: dict[tuple[str, bool, int], tuple[DRAMConfig, dict]] = {}
+
+
+@functools.lru_cache(maxsize=16)
+def _builtin_config(name: str) -> DRAMConfig:
+    return get_config(name)
+
+
+def _load_config(name_or_path: str) -> DRAMConfig:
+    """A built-in configuration (built once) or a file, read now (its current contents)."""
+    if not isinstance(name_or_path, str):
+        raise field_error("dram_config", name_or_path, "a configuration name or a file path")
+    return _builtin_config(name_or_path) if name_or_path in BUILTIN_CONFIGS else get_config(name_or_path)
 
 
 @functools.lru_cache(maxsize=4096)
