@@ -64,7 +64,8 @@ def test_h100_h200_values():
     assert h100.gpu.num_hbm_stacks == 5 and h200.gpu.num_hbm_stacks == 6
     assert h200.gpu.hbm_bandwidth_bytes_per_s == 4.8e12
     assert h100.interconnect.bandwidth_bytes_per_s_per_direction == 450e9
-    assert h200.pim_peak_flops == pytest.approx(6 * 16 * 800e9)
+    # hbm3-6400 has 1024 banks per stack: 1024 x 32 B per 6 x 0.625 ns = 8.74 TB/s = 10.92 x 800 GB/s
+    assert h200.pim_peak_flops == pytest.approx(6 * 10.92 * 800e9)
 
 
 def test_efficiency_factors():

@@ -161,3 +161,13 @@ def test_the_cost_cache_returns_the_new_time_after_a_configuration_file_changes(
     assert slow > 1.15 * fast
     write(6)
     assert EnginePimCost.for_model(model, hw).expert_time_s(4) == fast
+
+
+@pytest.mark.parametrize("name", __import__("sievesim.hardware", fromlist=["list_hardware"]).list_hardware())
+def test_every_preset_roofline_peak_is_what_its_engine_configuration_issues(name):
+    from sievesim.hardware import get_hardware
+    hw = get_hardware(name)
+    if hw.pim is None:
+        pytest.skip("plain HBM")
+    engine_peak = PIMDevice.from_hardware(hw).peak_flops()     # PUs x MACs x 2 FLOP per nCCDAB, every PC
+    assert hw.pim_peak_flops == pytest.approx(engine_peak, rel=0.05)
