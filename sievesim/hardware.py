@@ -173,6 +173,9 @@ class PIMSpec:
     #: after the PIM's results, the PIM's next GEMV after the GPU step), seconds: a dependent kernel
     #: in a CUDA graph, about 0.875 us (docs/hardware.md).
     sync_latency_s: float = 8.75e-7
+    #: Command-clock cycles between all-bank MAC commands under a power budget; 0 = the DRAM
+    #: configuration's nCCDAB (no power limit beyond it). See docs/hardware.md.
+    macab_interval_cycles: int = 0
     #: External bandwidth of one stack, bytes/s; set by :class:`HardwareSpec` from the GPU
     #: (``hbm_bandwidth_bytes_per_s / num_hbm_stacks``); None for a PIMSpec on its own.
     external_bandwidth_bytes_per_s_per_stack: float | None = None
@@ -194,6 +197,9 @@ class PIMSpec:
             _boolean(self, fname, src)
         if not (_is_number(self.sync_latency_s) and 0 <= self.sync_latency_s < 1):
             raise field_error("sync_latency_s", self.sync_latency_s, "a latency in seconds, >= 0 and < 1", source=src)
+        if not _is_int(self.macab_interval_cycles) or self.macab_interval_cycles < 0:
+            raise field_error("macab_interval_cycles", self.macab_interval_cycles,
+                              "cycles between all-bank MACs, >= 0 (0: the DRAM configuration's nCCDAB)", source=src)
         if self.external_bandwidth_bytes_per_s_per_stack is not None:
             _positive(self, "external_bandwidth_bytes_per_s_per_stack", "bytes/s", src)
 

@@ -171,3 +171,29 @@ def test_every_preset_roofline_peak_is_what_its_engine_configuration_issues(name
         pytest.skip("plain HBM")
     engine_peak = PIMDevice.from_hardware(hw).peak_flops()     # PUs x MACs x 2 FLOP per nCCDAB, every PC
     assert hw.pim_peak_flops == pytest.approx(engine_peak, rel=0.05)
+
+
+def test_tokens_share_opened_rows_only_with_a_multi_vector_pu():
+    shared, serial = PIMDevice(multi_vector_pu=True), PIMDevice(multi_vector_pu=False)
+    for dev in (dataclasses.replace(shared, refresh="aligned"), dataclasses.replace(serial, refresh="aligned")):
+        one, four = gemv(dev, 4096, 2048, 1, 256), gemv(dev, 4096, 2048, 4, 256)
+        if dev.multi_vector_pu:
+            assert four.activations < 2 * one.activations
+        else:                                   # one GEMV per token: every token opens the rows again
+            assert four.activations >= 4 * one.activations
+    assert EnginePimCost(serial, 4096, 1024).expert_time_s(4) > EnginePimCost(shared, 4096, 1024).expert_time_s(4)
+
+
+def test_power_limited_mac_rate_slows_pim_and_matches_its_preset_peak():
+    from sievesim.hardware import get_hardware
+    free, limited = get_hardware("b200"), get_hardware("b200-power")
+    dev_free, dev_lim = PIMDevice.from_hardware(free), PIMDevice.from_hardware(limited)
+    assert dev_lim.config.timings["nCCDAB"] == 11 and dev_free.config.timings["nCCDAB"] == 6
+    assert dev_lim.peak_flops() == pytest.approx(dev_free.peak_flops() * 6 / 11)
+    assert limited.pim_peak_flops == pytest.approx(dev_lim.peak_flops(), rel=0.05)
+    assert dev_lim.config_key != dev_free.config_key
+    t_free = EnginePimCost(dev_free, 4096, 1024).expert_stages_s(8)
+    t_lim = EnginePimCost(dev_lim, 4096, 1024).expert_stages_s(8)
+    assert t_lim["gate_up"] > 1.4 * t_free["gate_up"]
+    with pytest.raises(Exception, match="macab_interval_cycles"):
+        PIMDevice(macab_interval_cycles=-1)

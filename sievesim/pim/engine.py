@@ -72,13 +72,13 @@ def pim_config(dram_config: str | DRAMConfig, units: int = 1, *, dual_row_buffer
 
 
 def geometry_for(config: DRAMConfig, *, banks_per_pu: int = 1, macs_per_command: int = 16, operand_bytes: int = 2,
-                 global_buffer_bytes: int = 2048, accumulators: int = 8) -> PIMGeometry:
+                 global_buffer_bytes: int = 2048, accumulators: int = 8, multi_vector: bool = True) -> PIMGeometry:
     levels = config.standard.levels
     banks = int(np.prod([config.org[l] for l in levels[levels.index("pseudochannel") + 1: levels.index("row")]]))
     return PIMGeometry(banks=banks, banks_per_pu=banks_per_pu, macs_per_command=macs_per_command,
                        operand_bytes=operand_bytes, row_bytes=config.org["column"] * config.tx_bytes,
                        burst_bytes=config.tx_bytes, global_buffer_bytes=global_buffer_bytes,
-                       accumulators=accumulators)
+                       accumulators=accumulators, multi_vector=multi_vector)
 
 
 def run_programs(config: DRAMConfig, programs: list[tuple[np.ndarray, np.ndarray]], *,

@@ -49,6 +49,8 @@ class PIMDevice:
     ``gpu_flops_per_s`` / ``gpu_bytes_per_s``: the GPU's reachable rates, for the roofline time of
     its steps between PIM GEMVs (partial-sum reduction, activation, softmax);
     ``sync_latency_s``: one hand-over between the GPU and the PIM [s] (see ``PIMSpec``).
+    ``macab_interval_cycles``: cycles between all-bank MACs when a power budget slows them (0: the
+    configuration's nCCDAB). ``multi_vector_pu``: tokens share opened rows (else one GEMV per token).
 
     A device reads its DRAM configuration once, when it is made; ``config_key`` (a digest of the
     configuration's contents) is part of its identity, so the cost caches (keyed by device) give a
@@ -70,11 +72,17 @@ class PIMDevice:
     gpu_flops_per_s: float = 2.25e15
     gpu_bytes_per_s: float = 8.0e12
     sync_latency_s: float = 8.75e-7
+    macab_interval_cycles: int = 0
     config_key: str = dataclasses.field(init=False, default="")
     _base: DRAMConfig = dataclasses.field(init=False, compare=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
         base = _load_config(self.dram_config)
+        if not isinstance(self.macab_interval_cycles, int) or self.macab_interval_cycles < 0:
+            raise field_error("macab_interval_cycles", self.macab_interval_cycles,
+                              "cycles between all-bank MACs (0: the configuration's nCCDAB)")
+        if self.macab_interval_cycles:          # a power-limited all-bank MAC rate
+            base = base.replace(timings=dict(base.timings, nCCDAB=self.macab_interval_cycles))
         object.__setattr__(self, "_base", base)
         object.__setattr__(self, "config_key", hashlib.sha256(repr(base).encode()).hexdigest()[:16])
         if self.refresh not in REFRESH_MODES:
@@ -98,7 +106,8 @@ class PIMDevice:
                    activation_on_pim=bool(p.activation_on_pim), multi_vector_pu=bool(p.multi_vector_pu),
                    gpu_flops_per_s=float(hw.gpu.effective_flops),
                    gpu_bytes_per_s=float(hw.gpu.effective_bandwidth_bytes_per_s),
-                   sync_latency_s=float(getattr(p, "sync_latency_s", cls.sync_latency_s)))
+                   sync_latency_s=float(getattr(p, "sync_latency_s", cls.sync_latency_s)),
+                   macab_interval_cycles=int(getattr(p, "macab_interval_cycles", 0)))
 
     def gpu_step_s(self, flops: float, bytes_moved: float) -> float:
         """Roofline time of a GPU step between PIM GEMVs [s]: ``max(FLOPs / rate, bytes / rate)``."""
@@ -159,7 +168,7 @@ class PIMDevice:
     def geometry(self) -> PIMGeometry:
         return geometry_for(self.config, banks_per_pu=self.banks_per_pu, macs_per_command=self.macs_per_command,
                             operand_bytes=self.operand_bytes, global_buffer_bytes=self.global_buffer_bytes,
-                            accumulators=self.accumulators)
+                            accumulators=self.accumulators, multi_vector=self.multi_vector_pu)
 
     @property
     def pcs_per_stack(self) -> int:
