@@ -197,3 +197,22 @@ def test_power_limited_mac_rate_slows_pim_and_matches_its_preset_peak():
     assert t_lim["gate_up"] > 1.4 * t_free["gate_up"]
     with pytest.raises(Exception, match="macab_interval_cycles"):
         PIMDevice(macab_interval_cycles=-1)
+
+
+def test_roofline_overestimate_depends_on_the_peak(capsys):
+    import json
+    from sievesim.cli import main
+    from sievesim.hardware import get_hardware
+    from sievesim.models import get_model
+    from sievesim.pim import roofline_overestimate
+    hw = get_hardware("b200")
+    rows = roofline_overestimate(get_model("qwen3-30b-a3b"), hw, (1, 8))
+    assert [r["tokens"] for r in rows] == [1, 8]
+    for r in rows:
+        # the MAC-issue peak is a lower bound on the engine's programs; 4x external is 4/16.4 of it
+        assert r["mac_peak_over_programs"] < 1 < r["external_over_programs"]
+        assert r["roofline_external_us"] / r["roofline_mac_peak_us"] == pytest.approx(131.072 / 32)
+        assert r["engine_us"] > r["pim_programs_us"]
+    assert main(["pim", "table", "--models", "qwen3-30b-a3b", "--tokens", "1,2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [r["tokens"] for r in out] == [1, 2] and out[0]["engine_us"] == pytest.approx(rows[0]["engine_us"])

@@ -110,30 +110,30 @@ def _expert(args: argparse.Namespace) -> int:
 def _table(args: argparse.Namespace) -> int:
     from ..hardware import get_hardware
     from ..models import get_model
-    from ..pim.expert import EnginePimCost
+    from ..pim.roofline import roofline_overestimate
 
     hw = get_hardware(args.hardware)
     tokens = [int(x) for x in args.tokens.split(",")]
     rows = []
     for name in args.models.split(","):
         model = get_model(name)
-        cost = EnginePimCost.for_model(model, hw)
         params = model.params_per_expert
-        for n in tokens:
-            pim = cost.expert_time_s(n)
-            roof = cost.roofline_expert_s(n)
+        for r in roofline_overestimate(model, hw, tokens):
+            n = r["tokens"]
             gpu = max(2.0 * params * n / (hw.gpu.peak_flops_bf16 * hw.gpu.compute_efficiency),
                       model.bytes_per_expert / (hw.gpu.hbm_bandwidth_bytes_per_s * hw.gpu.memory_efficiency))
-            rows.append({"model": name, "tokens": n, "pim_engine_us": pim * 1e6, "pim_roofline_us": roof * 1e6,
-                         "roofline_over_engine": roof / pim, "gpu_roofline_us": gpu * 1e6})
+            rows.append(r | {"model": name, "gpu_roofline_us": gpu * 1e6})
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
-        print("| model | N | PIM engine (us) | PIM roofline (us) | roofline / engine | GPU roofline (us) |")
-        print("|---|---|---|---|---|---|")
+        print("| model | N | PIM engine, round trip (us) | PIM programs (us) | roofline, MAC-issue peak (us) | "
+              "roofline, 4x external (us) | MAC peak / engine | 4x / engine | 4x / programs | GPU roofline (us) |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for r in rows:
-            print(f"| {r['model']} | {r['tokens']} | {r['pim_engine_us']:.3f} | {r['pim_roofline_us']:.3f} | "
-                  f"{r['roofline_over_engine']:.2f} | {r['gpu_roofline_us']:.3f} |")
+            print(f"| {r['model']} | {r['tokens']} | {r['engine_us']:.3f} | {r['pim_programs_us']:.3f} | "
+                  f"{r['roofline_mac_peak_us']:.3f} | {r['roofline_external_us']:.3f} | "
+                  f"{r['mac_peak_over_engine']:.2f} | {r['external_over_engine']:.2f} | "
+                  f"{r['external_over_programs']:.2f} | {r['gpu_roofline_us']:.3f} |")
     return 0
 
 
