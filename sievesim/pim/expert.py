@@ -17,7 +17,7 @@ import numpy as np
 from ..dram.config import BUILTIN_CONFIGS, DRAMConfig, get_config
 from ..errors import field_error
 from .engine import PIMResult, even_phases, geometry_for, pim_config, run_phases, run_programs, stratified_phases
-from .program import PIMGeometry, gemv_program, plan_gemv
+from .program import OP_MACAB, PIMGeometry, gemv_program, plan_gemv
 
 __all__ = ["PIMDevice", "EnginePimCost", "AttentionLayer", "UNITS", "REFRESH_MODES", "gemv"]
 
@@ -115,8 +115,7 @@ class PIMDevice:
 
     def pcs_in(self, d_in: int, d_out: int, tokens: int, pcs: int) -> int:
         """Input segments of a GEMV's tiling: partial sums per output that the GPU adds up."""
-        return plan_gemv(int(d_in), int(d_out), int(tokens), int(pcs), self.geometry,
-                         dict(self.config.timings)).pcs_in
+        return _plan(self, int(d_in), int(d_out), int(tokens), int(pcs)).pcs_in
 
     @functools.cached_property
     def config(self) -> DRAMConfig:
@@ -137,6 +136,13 @@ class PIMDevice:
     def run(self, program: tuple[np.ndarray, np.ndarray], pcs: int) -> PIMResult:
         """One pseudo-channel's program of a job spread over ``pcs`` pseudo-channels, at this
         device's refresh phases (one engine run; compiled configurations are reused)."""
+        interval = int(self.config.timings["nREFI"])
+        if (self.refresh == "mean" or self.refresh == "staggered" and pcs == 1) and np.count_nonzero(program[0] == OP_MACAB) * int(self.config.timings["nCCDAB"]) \
+                > self.refresh_phases * interval:
+            # long: it meets about T / nREFI refreshes at any phase; one mid-interval start is off
+            # from the mean by less than one refresh (< 1 / refresh_phases of nREFI over T)
+            cfg, spec = self._compiled_for(1)
+            return run_phases(cfg, program, [interval // 2], compiled=spec)
         aligned = None
         if self.refresh != "staggered" or pcs == 1:      # where the expectation's phases go
             cfg, spec = self._compiled_for(1)
@@ -214,10 +220,24 @@ def _load_config(name_or_path: str) -> DRAMConfig:
     return _builtin_config(name_or_path) if name_or_path in BUILTIN_CONFIGS else get_config(name_or_path)
 
 
+@functools.lru_cache(maxsize=8192)
+def _plan(device: PIMDevice, d_in: int, d_out: int, tokens: int, pcs: int):
+    return plan_gemv(d_in, d_out, tokens, pcs, device.geometry, dict(device.config.timings))
+
+
+@functools.lru_cache(maxsize=8192)
+def _program(device: PIMDevice, d_in: int, d_out: int, tokens: int, pcs: int, write_inputs: bool = True,
+             read_results: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """One GEMV's program from row 0 (read-only arrays: shared by every sequence that holds it)."""
+    ops, rc = gemv_program(_plan(device, d_in, d_out, tokens, pcs), device.geometry, write_inputs=write_inputs,
+                           read_results=read_results)
+    ops.flags.writeable = rc.flags.writeable = False
+    return ops, rc
+
+
 @functools.lru_cache(maxsize=4096)
 def _gemv(device: PIMDevice, d_in: int, d_out: int, tokens: int, pcs: int) -> PIMResult:
-    plan = plan_gemv(d_in, d_out, tokens, pcs, device.geometry, dict(device.config.timings))
-    return device.run(gemv_program(plan, device.geometry), pcs)
+    return device.run(_program(device, d_in, d_out, tokens, pcs), pcs)
 
 
 def gemv(device: PIMDevice, d_in: int, d_out: int, tokens: int, pcs: int) -> PIMResult:
@@ -232,15 +252,14 @@ def _rows_used(rowcol) -> int:
 
 @functools.lru_cache(maxsize=1024)
 def _sequence(device: PIMDevice, gemvs: tuple[tuple[int, int, int], ...], pcs: int) -> PIMResult:
-    cfg = device.config
     ops, rcs, base = [], [], 0
     for d_in, d_out, tokens, write_inputs, read_results in gemvs:
-        plan = plan_gemv(d_in, d_out, tokens, pcs, device.geometry, dict(cfg.timings))
-        o, rc = gemv_program(plan, device.geometry, row_base=base, write_inputs=write_inputs,
-                             read_results=read_results)
+        o, rc = _program(device, d_in, d_out, tokens, pcs, write_inputs, read_results)
+        rc = rc.copy()
+        rc[o == OP_MACAB, 0] += base                         # each weight matrix in rows of its own
         ops.append(o[:-1])          # one PREAB at the very end
         rcs.append(rc[:-1])
-        base = max(base, _rows_used(rc))    # each weight matrix in rows of its own
+        base = max(base, _rows_used(rc))
     ops.append(o[-1:])
     rcs.append(rc[-1:])
     return device.run((np.concatenate(ops), np.concatenate(rcs)), pcs)
