@@ -39,6 +39,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument("--models", default="qwen3-30b-a3b,gpt-oss-120b,qwen3.5-397b-a17b")
     t.add_argument("--hardware", default="b200")
     t.add_argument("--tokens", default="1,2,4,8,16,32")
+    t.add_argument("--refresh", choices=["mean", "staggered", "aligned"], default=None,
+                   help="refresh phase of each program (default: the device's, mean)")
+    t.add_argument("--sync-latency-s", type=float, default=None, help="GPU-PIM hand-over (default: the hardware's)")
+    t.add_argument("--multi-vector", choices=["yes", "no"], default=None,
+                   help="tokens share opened rows (default: the hardware's multi_vector_pu)")
     t.add_argument("--json", action="store_true")
     t.set_defaults(func=_table)
 
@@ -114,11 +119,18 @@ def _table(args: argparse.Namespace) -> int:
 
     hw = get_hardware(args.hardware)
     tokens = [int(x) for x in args.tokens.split(",")]
+    changes = {}
+    if args.refresh:
+        changes["refresh"] = args.refresh
+    if args.sync_latency_s is not None:
+        changes["sync_latency_s"] = args.sync_latency_s
+    if args.multi_vector:
+        changes["multi_vector_pu"] = args.multi_vector == "yes"
     rows = []
     for name in args.models.split(","):
         model = get_model(name)
         params = model.params_per_expert
-        for r in roofline_overestimate(model, hw, tokens):
+        for r in roofline_overestimate(model, hw, tokens, device_changes=changes):
             n = r["tokens"]
             gpu = max(2.0 * params * n / (hw.gpu.peak_flops_bf16 * hw.gpu.compute_efficiency),
                       model.bytes_per_expert / (hw.gpu.hbm_bandwidth_bytes_per_s * hw.gpu.memory_efficiency))

@@ -8,6 +8,7 @@ paper's roofline). :func:`roofline_overestimate` gives both, per token count.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Sequence
 
 from .expert import EnginePimCost
@@ -16,7 +17,7 @@ __all__ = ["roofline_overestimate"]
 
 
 def roofline_overestimate(model, hw, tokens: Sequence[int] = (1, 2, 4, 8, 16, 32), *,
-                          external_ratio: float = 4.0, **cost_kw) -> list[dict]:
+                          external_ratio: float = 4.0, device_changes: dict | None = None) -> list[dict]:
     """Per token count N, one expert of ``model`` tensor-parallel over all PIM of one GPU of ``hw``.
 
     Keys (times in us): ``engine_us`` (the whole round trip, :meth:`EnginePimCost.expert_time_s`),
@@ -25,10 +26,12 @@ def roofline_overestimate(model, hw, tokens: Sequence[int] = (1, 2, 4, 8, 16, 32
     ``external_ratio`` x the GPU's external HBM bandwidth, 1 FLOP per weight byte for bf16:
     ``external_ratio`` = 4 is Samsung HBM-PIM's figure), and the ratios roofline / engine for each
     peak (``mac_peak_over_engine``, ``external_over_engine``; above 1 the roofline overestimates)
-    and the same against the PIM programs alone (``..._over_programs``). ``cost_kw`` go to
-    :meth:`EnginePimCost.for_model` (e.g. ``refresh``-free devices are made by the caller).
+    and the same against the PIM programs alone (``..._over_programs``). ``device_changes``:
+    :class:`~sievesim.pim.expert.PIMDevice` fields to change (``{"refresh": "aligned"}``, ...).
     """
-    cost = EnginePimCost.for_model(model, hw, **cost_kw)
+    cost = EnginePimCost.for_model(model, hw)
+    if device_changes:
+        cost.device = dataclasses.replace(cost.device, **device_changes)
     flops_per_token = 2.0 * 3 * cost.hidden * cost.intermediate
     mac_peak = cost.device.peak_flops()
     # bf16: a PU does one MAC (2 FLOP) per 2-byte weight it reads, so FLOP/s = internal bytes/s
