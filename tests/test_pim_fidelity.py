@@ -108,7 +108,8 @@ def test_an_expert_on_pim_is_the_whole_round_trip():
     cost = EnginePimCost(dev, 4096, 1024)
     for n in (1, 4):
         st_ = cost.expert_stages_s(n)
-        assert sum(st_.values()) == pytest.approx(cost.expert_time_s(n))
+        assert sum(st_.values()) == pytest.approx(cost.expert_time_s(n, hand_over=True))
+        assert cost.expert_time_s(n) == pytest.approx(sum(st_.values()) - st_["sync"])   # paid once per layer
         assert st_["sync"] == dev.sync_latency_s > 0
         assert st_["gate_up"] > 0 and st_["down"] > 0 and st_["gpu"] > 0
         # the GPU adds the gate/up partial sums of every input segment and applies the activation
@@ -116,7 +117,9 @@ def test_an_expert_on_pim_is_the_whole_round_trip():
         assert st_["gpu"] == pytest.approx(max(((parts - 1) * 2048 * n + 5 * 1024 * n) / dev.gpu_flops_per_s,
                                                (parts * 2048 * n * 4 + 1024 * n * 2) / dev.gpu_bytes_per_s))
     no_sync = EnginePimCost(dataclasses.replace(dev, sync_latency_s=0.0), 4096, 1024)
-    assert cost.expert_time_s(1) - no_sync.expert_time_s(1) == pytest.approx(dev.sync_latency_s)
+    assert cost.expert_time_s(1, hand_over=True) - no_sync.expert_time_s(1, hand_over=True) \
+        == pytest.approx(dev.sync_latency_s)
+    assert cost.expert_time_s(1) == no_sync.expert_time_s(1)
     on_pim = EnginePimCost(dataclasses.replace(dev, activation_on_pim=True), 4096, 1024)
     assert on_pim.expert_stages_s(2)["sync"] == 0 == on_pim.expert_stages_s(2)["gpu"]
 

@@ -343,8 +343,8 @@ class EnginePimCost:
         until its last result is on the GPU), ``gpu`` (reduction + activation), ``sync`` (one
         hand-over), ``down`` (PIM), ``reduce`` (GPU sum of the down partial sums). With the
         activation on the PIM, ``gate_up`` holds the whole program and the GPU stages are 0.
-        The stages add up to :meth:`expert_time_on_unit_s`; a layer's PIM experts share one GPU
-        step and one hand-over (:meth:`experts_time_s`)."""
+        The stages add up to :meth:`expert_time_on_unit_s` with ``hand_over=True``; a layer's PIM
+        experts share one GPU step and one hand-over (:meth:`experts_time_s`)."""
         stages = dict(gate_up=0.0, gpu=0.0, sync=0.0, down=0.0, reduce=0.0)
         if tokens <= 0:
             return stages
@@ -358,17 +358,22 @@ class EnginePimCost:
                       reduce=self._gpu_after_s([tokens], pcs))
         return stages
 
-    def _expert_s(self, tokens: int, pcs_unit: str) -> float:
-        return sum(self.expert_stages_s(tokens, pcs_unit).values())
+    def _expert_s(self, tokens: int, unit: str, hand_over: bool) -> float:
+        stages = self.expert_stages_s(tokens, unit)
+        return sum(stages.values()) - (0.0 if hand_over else stages["sync"])
 
-    def expert_time_s(self, tokens: int) -> float:
-        """One expert with ``tokens`` tokens, tensor-parallel over all the GPU's PIM [s]."""
-        return self._expert_s(tokens, "gpu")
+    def expert_time_s(self, tokens: int, *, hand_over: bool = False) -> float:
+        """One expert with ``tokens`` tokens, tensor-parallel over all the GPU's PIM [s]: its two
+        PIM programs and its GPU step (:meth:`expert_stages_s`). The GPU-PIM hand-over between
+        gate/up and down is paid once per layer, not per expert, so it is left out unless
+        ``hand_over`` (an expert alone); a layer adds ``device.sync_latency_s`` once."""
+        return self._expert_s(tokens, "gpu", hand_over)
 
-    def expert_time_on_unit_s(self, tokens: int, unit: str) -> float:
-        """One expert with ``tokens`` tokens inside one placement ``unit`` [s]."""
+    def expert_time_on_unit_s(self, tokens: int, unit: str, *, hand_over: bool = False) -> float:
+        """One expert with ``tokens`` tokens inside one placement ``unit`` [s] (as
+        :meth:`expert_time_s`)."""
         self.device.unit_pcs(unit)          # checks the name
-        return self._expert_s(tokens, unit)
+        return self._expert_s(tokens, unit, hand_over)
 
     def experts_time_s(self, token_counts: Sequence[int], unit: str = "gpu") -> float:
         """All these experts (tokens each) on PIM as a layer runs them [s]: every gate/up GEMV as
