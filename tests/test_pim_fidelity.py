@@ -219,3 +219,14 @@ def test_roofline_overestimate_depends_on_the_peak(capsys):
     assert main(["pim", "table", "--models", "qwen3-30b-a3b", "--tokens", "1,2", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert [r["tokens"] for r in out] == [1, 2] and out[0]["engine_us"] == pytest.approx(rows[0]["engine_us"])
+
+
+def test_a_long_program_at_one_mid_interval_phase_is_within_one_refresh_of_the_mean():
+    dev = PIMDevice()
+    cfg, geo = dev.config, dev.geometry
+    prog = gemv_program(plan_gemv(4096, 48 * 700, 1, 1, geo, dict(cfg.timings)), geo)  # ~10 nREFI long
+    res = dev.run(prog, 1)
+    assert res.phases == [cfg.timings["nREFI"] // 2]                       # the long-program shortcut
+    many = run_phases(cfg, prog, list(range(0, 7800, 975)))
+    per_refresh = cfg.timings["nRFC"] + cfg.timings["nRC"] + cfg.timings["nRP"] + cfg.timings["nRCDRD"]
+    assert abs(dev.program_cycles(res, 1) - many.mean_phase_cycles) < per_refresh
