@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
 from typing import Sequence
 
 from . import __version__
@@ -22,6 +23,9 @@ _COMMAND_MODULES = [
     "hardware",
     "policy",
     "trace_stats",
+    "run",
+    "sweep",
+    "reproduce",
 ]
 
 
@@ -37,6 +41,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+    print(f"sievesim: warning: {message}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -44,7 +52,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():  # a warning (e.g. an unverified model family) is one line too
+            warnings.showwarning = _show_warning
+            return int(args.func(args) or 0)
     except SievesimError as exc:
         print(f"sievesim: error: {exc}", file=sys.stderr)
         return 2

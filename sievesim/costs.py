@@ -35,6 +35,7 @@ import numpy as np
 from .errors import ConfigError, field_error
 
 __all__ = [
+    "DEFAULT_CONTEXT_LEN",
     "UNITS",
     "PimOrganisation",
     "PimCostModel",
@@ -53,6 +54,9 @@ __all__ = [
     "validate_counts",
     "build_context",
 ]
+
+#: Context length [tokens] of every request when a command is given none (one default everywhere).
+DEFAULT_CONTEXT_LEN = 4096
 
 #: Placement units of expert-parallel PIM (PIMoE), from the finest to the coarsest.
 UNITS: tuple[str, ...] = ("pseudo_channel", "channel", "stack")
@@ -110,12 +114,14 @@ class AttentionShape:
 
     ``flops(L) = flops_per_context_token * min(L, window) + fixed_flops_per_request``;
     ``window=None`` means full attention, linear attention (Gated-DeltaNet) has
-    ``flops_per_context_token = 0`` and a fixed state update/readout cost.
+    ``flops_per_context_token = 0`` and a fixed state update/readout cost. ``chunk`` (chunked
+    attention, Llama 4) replaces ``L`` by the tokens of the current chunk, ``(L - 1) % chunk + 1``.
     """
 
     flops_per_context_token: float = 0.0
     window: int | None = None
     fixed_flops_per_request: float = 0.0
+    chunk: int | None = None
 
     def total_flops(self, batch_context_lens: Sequence[int] | np.ndarray | int) -> float:
         """Summed FLOPs over the requests whose context lengths are given (tokens)."""
@@ -126,6 +132,8 @@ class AttentionShape:
             raise field_error("context length", int(lens.min()), "a non-negative number of tokens")
         if self.window is not None:
             lens = np.minimum(lens, float(self.window))
+        if self.chunk:
+            lens = np.where(lens > 0, np.mod(lens - 1, float(self.chunk)) + 1, 0.0)
         return float(self.flops_per_context_token * lens.sum()
                      + self.fixed_flops_per_request * lens.size)
 
@@ -238,9 +246,12 @@ class PimCostTable:
 
 
 def _expert_time_array(pim: PimCostModel, max_tokens: int, unit: str | None = None) -> np.ndarray:
-    """``t(n)`` for ``n = 0..max_tokens`` (``t(0) = 0``), using a vectorised method when offered."""
-    if unit is None and type(pim) is RooflinePimCost:
-        arr = pim.expert_times_s(max_tokens)
+    """``t(n)`` for ``n = 0..max_tokens`` (``t(0) = 0``), using a vectorised method when the cost
+    model offers one (``expert_times_s(max_tokens)``, ``expert_times_on_unit_s(max_tokens, unit)``)."""
+    if unit is None and hasattr(pim, "expert_times_s"):
+        arr = np.asarray(pim.expert_times_s(max_tokens), dtype=np.float64)
+    elif unit is not None and hasattr(pim, "expert_times_on_unit_s"):
+        arr = np.asarray(pim.expert_times_on_unit_s(max_tokens, unit), dtype=np.float64)
     elif unit is None:
         arr = np.array([0.0] + [pim.expert_time_s(n) for n in range(1, max_tokens + 1)], dtype=np.float64)
     else:
@@ -348,7 +359,7 @@ def attention_shape(model: Any, layer: int) -> AttentionShape:
     ``num_attention_heads / num_kv_heads``), 2 FLOPs per MAC: ``2 * kv_elems * group``.
     MLA: the latent (``kv_lora_rank + qk_rope_head_dim`` elements) is read by every head for the
     score and again for the value: ``4 * latent * heads``. Sliding layers cap the context at
-    ``sliding_window``. Linear-attention (Gated-DeltaNet) layers read and update a fixed state
+    ``sliding_window``, chunked layers at the current chunk. Linear-attention (Gated-DeltaNet) layers read and update a fixed state
     of ``linear_num_value_heads * linear_key_head_dim * linear_value_head_dim`` elements per
     request: ``4 * state_elems`` FLOPs per step (its cost grows with the batch, not the context).
     """
@@ -368,11 +379,14 @@ def attention_shape(model: Any, layer: int) -> AttentionShape:
     if kind == "mla":
         return AttentionShape(4.0 * kv_elems * heads)
     group = heads / kv_heads if kv_heads > 0 else 1.0
-    window = None
+    window = chunk = None
     if kind == "sliding":
         w = getattr(model, "sliding_window", None)
         window = int(w) if w else None
-    return AttentionShape(2.0 * kv_elems * group, window)
+    if kind == "chunked":
+        c = getattr(model, "attention_chunk_size", None)
+        chunk = int(c) if c else None
+    return AttentionShape(2.0 * kv_elems * group, window, chunk=chunk)
 
 
 def non_moe_work(model: Any, layer: int, local_tokens: int) -> GpuWork:

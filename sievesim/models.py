@@ -22,6 +22,8 @@ import difflib
 import json
 import math
 import os
+import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -33,7 +35,12 @@ __all__ = [
     "ATTENTION_KINDS",
     "MLP_KINDS",
     "ModelSpec",
+    "STRUCTURAL_KEYS",
+    "UnverifiedFamilyWarning",
+    "VERIFIED_FAMILIES",
+    "chunked_attended_tokens",
     "from_hf_config",
+    "is_verified_family",
     "get_model",
     "list_models",
     "load_model_toml",
@@ -43,10 +50,14 @@ __all__ = [
 ]
 
 #: Per-layer attention kinds. ``full``: softmax attention over the whole context (GQA/MHA/MQA);
-#: ``sliding``: softmax attention over the last ``sliding_window`` tokens; ``linear``: Gated
+#: ``sliding``: softmax attention over the last ``sliding_window`` tokens; ``chunked``: softmax
+#: attention over the tokens of the current chunk of ``attention_chunk_size`` tokens (Llama 4's
+#: local layers: a token at position ``p`` sees positions ``C * (p // C) .. p``); ``linear``: Gated
 #: DeltaNet (Qwen3-Next / Qwen3.5), a fixed-size recurrent state instead of a KV cache; ``mla``:
 #: DeepSeek multi-head latent attention (compressed KV cache of ``kv_lora_rank + qk_rope_head_dim``).
-ATTENTION_KINDS: tuple[str, ...] = ("full", "sliding", "linear", "mla")
+ATTENTION_KINDS: tuple[str, ...] = ("full", "sliding", "chunked", "linear", "mla")
+#: Attention kinds with a per-head K/V cache (projections and KV bytes as in standard GQA).
+_SOFTMAX_GQA_KINDS: tuple[str, ...] = ("full", "sliding", "chunked")
 #: Per-layer MLP kinds: ``moe`` (router + routed experts (+ shared experts)) or ``dense`` (one SwiGLU FFN).
 MLP_KINDS: tuple[str, ...] = ("moe", "dense")
 
@@ -68,6 +79,15 @@ _POSITIVE_INT_FIELDS = {
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def chunked_attended_tokens(context_len: int, chunk: int) -> int:
+    """Tokens the newest of ``context_len`` tokens attends to under chunked attention with chunks
+    of ``chunk`` tokens: the tokens of its own chunk, ``(context_len - 1) % chunk + 1`` (0 for an
+    empty context; ``context_len`` when ``chunk`` is 0)."""
+    if context_len <= 0:
+        return 0
+    return (context_len - 1) % chunk + 1 if chunk > 0 else context_len
 
 
 @dataclass(frozen=True)
@@ -113,6 +133,8 @@ class ModelSpec:
     tie_word_embeddings: bool = False
     #: Window of ``sliding`` layers (tokens); None when there is no sliding layer.
     sliding_window: int | None = None
+    #: Chunk of ``chunked`` layers (tokens; Llama 4's ``attention_chunk_size``); None when there is none.
+    attention_chunk_size: int | None = None
     #: Bytes per stored element of weights and activations (2 = bf16, the default everywhere).
     dtype_bytes: float = 2.0
     #: Per-part override: bytes per routed/shared-expert weight (e.g. 0.53125 for MXFP4); None = dtype_bytes.
@@ -227,7 +249,7 @@ class ModelSpec:
         if self.num_shared_experts == 0 and self.shared_expert_gate:
             raise field_error("shared_expert_gate", True, "false when num_shared_experts = 0", source=src)
         kinds_present = set(self.layer_attention)
-        if kinds_present & {"full", "sliding"}:
+        if kinds_present & set(_SOFTMAX_GQA_KINDS):
             if self.num_attention_heads % self.num_kv_heads:
                 raise field_error("num_kv_heads", self.num_kv_heads,
                                   f"a divisor of num_attention_heads = {self.num_attention_heads}", source=src)
@@ -237,6 +259,13 @@ class ModelSpec:
                                   "a positive window in tokens (the model has sliding layers)", source=src)
         elif self.sliding_window is not None and (not _is_int(self.sliding_window) or self.sliding_window <= 0):
             raise field_error("sliding_window", self.sliding_window, "a positive integer or none", source=src)
+        chunk = self.attention_chunk_size
+        if "chunked" in kinds_present:
+            if not _is_int(chunk) or chunk <= 0:
+                raise field_error("attention_chunk_size", chunk,
+                                  "a positive chunk in tokens (the model has chunked layers)", source=src)
+        elif chunk is not None and (not _is_int(chunk) or chunk <= 0):
+            raise field_error("attention_chunk_size", chunk, "a positive integer or none", source=src)
         if "mla" in kinds_present:
             for fname in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
                 if getattr(self, fname) <= 0:
@@ -352,7 +381,7 @@ class ModelSpec:
 
     def _attention_params(self, kind: str) -> int:
         h = self.hidden_size
-        if kind in ("full", "sliding"):
+        if kind in _SOFTMAX_GQA_KINDS:
             nq, nkv, d = self.num_attention_heads, self.num_kv_heads, self.head_dim
             q_out = nq * d * (2 if self.attention_output_gate else 1)
             params = h * q_out + 2 * h * nkv * d + nq * d * h
@@ -391,7 +420,7 @@ class ModelSpec:
         return self._kv_elements(kind) * self.kv_bytes_per_element
 
     def _kv_elements(self, kind: str) -> int:
-        if kind in ("full", "sliding"):
+        if kind in _SOFTMAX_GQA_KINDS:
             return 2 * self.num_kv_heads * self.head_dim
         if kind == "mla":
             return self.kv_lora_rank + self.qk_rope_head_dim
@@ -408,8 +437,10 @@ class ModelSpec:
         return float(sum(self.kv_bytes_per_token_per_layer))
 
     def kv_tokens_held(self, layer: int, context_len: int) -> int:
-        """Tokens whose K/V ``layer`` keeps for a request of ``context_len`` tokens
-        (``min(context_len, sliding_window)`` for sliding layers, 0 for linear layers)."""
+        """Tokens whose K/V ``layer`` keeps (and the newest token attends to) for a request of
+        ``context_len`` tokens: ``min(context_len, sliding_window)`` for sliding layers,
+        ``(context_len - 1) % attention_chunk_size + 1`` for chunked layers (the current chunk),
+        0 for linear layers."""
         kind = self.layer_attention[self._check_layer(layer)]
         if not _is_int(context_len) or context_len < 0:
             raise field_error("context_len", context_len, "a non-negative integer (tokens)")
@@ -417,6 +448,8 @@ class ModelSpec:
             return 0
         if kind == "sliding":
             return min(context_len, int(self.sliding_window or context_len))
+        if kind == "chunked":
+            return chunked_attended_tokens(context_len, int(self.attention_chunk_size or 0))
         return context_len
 
     @property
@@ -718,18 +751,140 @@ _EXPERT_COUNT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "m
 _TOP_K_KEYS = ("num_experts_per_tok", "experts_per_token", "moe_topk", "num_experts_per_token")
 _TORCH_DTYPE_BYTES = {"bfloat16": 2.0, "float16": 2.0, "float32": 4.0, "float8_e4m3fn": 1.0}
 
+#: ``model_type`` values whose reading is checked against the publisher's parameter counts
+#: (``docs/models.md``, ``tests/test_models.py``), with the models it was checked on. Any other
+#: family is read only when every structural key in its config is understood, and is reported as
+#: an "unverified family".
+VERIFIED_FAMILIES: dict[str, str] = {
+    "gpt_oss": "GPT-OSS-20B, GPT-OSS-120B",
+    "qwen3_moe": "Qwen3-30B-A3B, Qwen3-235B-A22B",
+    "qwen3_next": "Qwen3-Next-80B-A3B",
+    "qwen3_5_moe": "Qwen3.5-397B-A17B", "qwen3_5_moe_text": "Qwen3.5-397B-A17B",
+    "mixtral": "Mixtral-8x7B, Mixtral-8x22B",
+    "deepseek_v2": "DeepSeek-V2-Lite", "deepseek_v3": "DeepSeek-V3",
+    "llama4": "Llama-4-Scout-17B-16E, Llama-4-Maverick-17B-128E",
+    "llama4_text": "Llama-4-Scout-17B-16E, Llama-4-Maverick-17B-128E",
+}
+
+#: Config keys that change a model's structure (layer pattern, expert placement, shared experts,
+#: MLP widths, attention kinds, extra weights), with what each means. One of them that the reader
+#: did not use for the config at hand is an error naming it: reading on would simulate another model.
+STRUCTURAL_KEYS: dict[str, str] = {
+    # layer pattern / expert placement
+    "first_k_dense_replace": "leading dense layers (DeepSeek)",
+    "moe_layer_freq": "every N-th layer is MoE (DeepSeek)",
+    "decoder_sparse_step": "every N-th layer is MoE (Qwen)",
+    "mlp_only_layers": "dense layers by index (Qwen)",
+    "interleave_moe_layer_step": "every N-th layer is MoE (Llama 4)",
+    "moe_layers": "MoE layers by index (Llama 4)",
+    "moe_layer_start_index": "first MoE layer (ERNIE 4.5)",
+    "moe_layer_end_index": "last MoE layer (ERNIE 4.5)",
+    "moe_layer_interval": "every N-th layer is MoE (ERNIE 4.5)",
+    "moe_layer_frequency": "every N-th layer is MoE (Arctic)",
+    "expert_interval": "every N-th layer is MoE",
+    "expert_layer_period": "period of MoE layers (Jamba)",
+    "expert_layer_offset": "offset of MoE layers (Jamba)",
+    "mlp_layer_types": "MLP kind per layer",
+    "hybrid_override_pattern": "layer kinds as a pattern string (Nemotron-H)",
+    "num_dense_layers": "leading dense layers",
+    # shared experts and MLP widths
+    "n_shared_experts": "shared experts per MoE layer (DeepSeek)",
+    "num_shared_experts": "shared experts per MoE layer",
+    "moe_num_shared_experts": "shared experts per MoE layer (ERNIE 4.5)",
+    "shared_expert_intermediate_size": "width of the shared expert (Qwen)",
+    "moe_shared_expert_intermediate_size": "width of the shared expert",
+    "shared_intermediate_size": "width of the shared expert",
+    "intermediate_size_mlp": "width of the dense layers' MLP (Llama 4)",
+    "dense_intermediate_size": "width of the dense layers' MLP",
+    "moe_intermediate_size": "width of one routed expert",
+    "mlp_bias": "biases on the MLP projections",
+    "parallel_attn_mlp_res": "dense MLP in parallel with the MoE (Arctic)",
+    "use_residual": "dense residual MLP beside the experts",
+    # attention kinds
+    "layer_types": "attention kind per layer",
+    "full_attention_interval": "every N-th layer is full attention, the rest linear (Qwen3-Next)",
+    "sliding_window": "window of sliding-window layers",
+    "use_sliding_window": "whether sliding_window applies",
+    "max_window_layers": "layers without the sliding window (Qwen)",
+    "sliding_window_pattern": "every N-th layer is global attention (Gemma)",
+    "global_attn_every_n_layers": "every N-th layer is global attention",
+    "attention_chunk_size": "chunk of chunked-attention layers (Llama 4)",
+    "no_rope_layers": "RoPE/NoPE per layer; NoPE layers are global attention (Llama 4)",
+    "no_rope_layer_interval": "every N-th layer is NoPE/global (Llama 4)",
+    "attn_layer_period": "period of attention layers among Mamba layers (Jamba)",
+    "attn_layer_offset": "offset of attention layers among Mamba layers (Jamba)",
+    "cross_attention_layers": "cross-attention layers (Mllama)",
+    "num_kv_shared_layers": "layers that reuse another layer's KV cache",
+    "kv_sharing_layer_map": "layers that reuse another layer's KV cache",
+    "attention_k_eq_v": "keys double as values",
+    "global_head_dim": "head size of global layers",
+    "num_global_key_value_heads": "KV heads of global layers",
+    "kv_lora_rank": "MLA latent rank (DeepSeek)",
+    "q_lora_rank": "MLA query rank (DeepSeek)",
+    "attn_output_gate": "gated attention output (Qwen3-Next)",
+    "sparse_attention_config": "sparse attention with an indexer",
+    "index_n_heads": "sparse-attention indexer heads (DeepSeek-V3.2)",
+    "index_head_dim": "sparse-attention indexer head size (DeepSeek-V3.2)",
+    "parallel_attn": "attention and MLP in parallel",
+    "hidden_size_per_layer_input": "per-layer input embeddings (Gemma 3n)",
+    "ffn_config": "nested MLP/expert configuration (DBRX)",
+    "attn_config": "nested attention configuration (DBRX)",
+}
+
+#: Keys known not to change the time or memory of a decode step: numerics, routing-score details,
+#: position encodings, token ids, training and serving flags.
+_NON_STRUCTURAL_KEYS = frozenset({
+    "architectures", "model_type", "transformers_version", "_name_or_path", "auto_map", "torch_dtype",
+    "dtype", "quantization_config", "use_cache", "cache_implementation", "bos_token_id", "eos_token_id",
+    "pad_token_id", "hidden_act", "initializer_range", "rms_norm_eps", "layer_norm_eps", "norm_eps",
+    "attention_dropout", "hidden_dropout", "rope_theta", "rope_scaling", "rope_parameters",
+    "partial_rotary_factor", "max_position_embeddings", "router_aux_loss_coef", "output_router_logits",
+    "router_jitter_noise", "norm_topk_prob", "routed_scaling_factor", "scoring_func", "n_group",
+    "topk_group", "aux_loss_alpha", "seq_aux", "ep_size", "tie_word_embeddings", "use_qk_norm",
+    "attn_temperature_tuning", "attn_scale", "floor_scale", "for_llm_compressor", "swiglu_limit",
+    "initial_context_length", "pretraining_tp", "bias", "vision_config",
+})
+# Names that suggest structure: an unverified family's key like this, neither used by the reader
+# nor known harmless, is refused (it might change the layer pattern, the experts or the attention).
+_STRUCTURAL_NAME = re.compile(r"moe|expert|dense|shared|layer|attn|attention|window|mlp|ffn|intermediate|"
+                              r"head|lora|kv|sparse|hybrid|chunk|conv|ssm|mamba|state|nextn|mtp|cross|"
+                              r"block|group|rank|dim|size|num_|n_")
+
+
+def _unset(value: Any) -> bool:
+    """A value that switches nothing on (absent, null, false, 0, empty)."""
+    return value is None or value is False or (_is_int(value) and value == 0) or value in ("", [], {})
+
 
 class _HF:
-    """Reads fields of one config dict, with errors naming the field and the file."""
+    """Reads fields of one config dict, with errors naming the field and the file, and records
+    which keys the reader consulted (the rest are checked by :func:`_check_unused_keys`)."""
 
     def __init__(self, cfg: Mapping[str, Any], source: str) -> None:
         self.cfg, self.source = cfg, source
+        self.used: set[str] = set()
 
     def has(self, key: str) -> bool:
+        self.used.add(key)
         return self.cfg.get(key) is not None
 
+    def consider(self, *keys: str) -> None:
+        """Mark keys as understood though they change nothing here (e.g. a dense width without dense layers)."""
+        self.used.update(keys)
+
     def first(self, keys: Iterable[str]) -> str | None:
-        return next((k for k in keys if self.has(k)), None)
+        """The first of ``keys`` present; the others, when present too, must agree with it."""
+        keys = tuple(keys)
+        found = next((k for k in keys if self.cfg.get(k) is not None), None)
+        if found is not None:
+            self.used.add(found)
+            for other in keys:
+                if other != found and self.cfg.get(other) is not None:
+                    if self.cfg[other] != self.cfg[found]:
+                        raise field_error(other, self.cfg[other], f"{self.cfg[found]!r}, the value of {found} "
+                                          "(two names for one quantity must agree)", source=self.source)
+                    self.used.add(other)
+        return found
 
     def int(self, key: str, default: Any = dataclasses.MISSING, *, what: str = "a non-negative integer",
             allow_zero: bool = True) -> Any:
@@ -745,6 +900,7 @@ class _HF:
         return value
 
     def bool(self, key: str, default: bool) -> bool:
+        self.used.add(key)
         if key not in self.cfg or self.cfg[key] is None:
             return default
         value = self.cfg[key]
@@ -760,25 +916,68 @@ class _HF:
             raise field_error(key, value, "a list", source=self.source)
         return value
 
+    def index_list(self, key: str, num_layers: int) -> list[int] | None:
+        """A list of layer indices in ``[0, num_layers)``, or None when absent."""
+        value = self.list(key)
+        if value is not None and not all(_is_int(i) and 0 <= i < num_layers for i in value):
+            raise field_error(key, value, f"a list of layer indices in [0, {num_layers})", source=self.source)
+        return value
+
+
+def _check_unused_keys(hf: _HF, model_type: str, verified: bool) -> None:
+    """Refuse structural keys the reader did not use (and, for an unverified family, keys whose
+    names suggest structure and that are neither used nor known harmless): all named in one error."""
+    unhandled, unknown = [], []
+    for key, value in hf.cfg.items():
+        if key in hf.used or _unset(value):
+            continue
+        if key in STRUCTURAL_KEYS:
+            unhandled.append(f"{key} ({STRUCTURAL_KEYS[key]})")
+        elif not verified and key not in _NON_STRUCTURAL_KEYS and _STRUCTURAL_NAME.search(key):
+            unknown.append(key)
+    family = f"model_type {model_type or '?'!r}"
+    if unhandled:
+        raise field_error(", ".join(unhandled), "<not handled>",
+                          f"only structural keys that sievesim's reader handles for {family}: reading "
+                          "on would simulate a different model (write a sievesim TOML instead, "
+                          "docs/models.md)", source=hf.source)
+    if unknown:
+        raise field_error(", ".join(unknown), "<not understood>",
+                          f"only keys sievesim understands: {family} is an unverified family, read only "
+                          "when every key that may change its structure is understood (write a sievesim "
+                          "TOML instead, docs/models.md)", source=hf.source)
+
 
 _HF_LAYER_TYPES = {
     "full_attention": "full", "attention": "full", "global_attention": "full",
     "sliding_attention": "sliding", "sliding_window_attention": "sliding", "local_attention": "sliding",
+    "chunked_attention": "chunked",
     "linear_attention": "linear",
 }
+
+
+def is_verified_family(model_type: str) -> bool:
+    """True when ``model_type`` is one of :data:`VERIFIED_FAMILIES`."""
+    return model_type in VERIFIED_FAMILIES
 
 
 def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, name: str | None = None,
                    dtype_bytes: float = 2.0) -> ModelSpec:
     """Build a spec from a Hugging Face ``config.json`` as published (or the parsed dict).
 
-    Understands the GPT-OSS, Mixtral, Qwen2-MoE / Qwen3-MoE / Qwen3-Next / Qwen3.5-MoE and
-    DeepSeek-V2/V3 field names, a nested ``text_config`` (multimodal checkpoints), ``layer_types``,
-    ``full_attention_interval``, ``first_k_dense_replace``, ``moe_layer_freq``,
-    ``decoder_sparse_step`` and ``mlp_only_layers``. Weights are bf16 (``dtype_bytes = 2``) unless
-    told otherwise, as in the Sieve paper; ``mamba_ssm_dtype`` sets the linear-attention state width.
-    A dense model (no expert-count field) or a config missing a needed field raises
-    :class:`ConfigError` naming that field; nothing is guessed.
+    Understands the GPT-OSS, Mixtral, Qwen2-MoE / Qwen3-MoE / Qwen3-Next / Qwen3.5-MoE,
+    DeepSeek-V2/V3 and Llama 4 field names, a nested ``text_config`` (multimodal checkpoints: the
+    language model only), ``layer_types``, ``full_attention_interval``, ``first_k_dense_replace``,
+    ``moe_layer_freq``, ``decoder_sparse_step``, ``mlp_only_layers``, ``interleave_moe_layer_step``,
+    ``moe_layers``, ``intermediate_size_mlp``, ``no_rope_layers`` and ``attention_chunk_size``.
+    Weights are bf16 (``dtype_bytes = 2``) unless told otherwise, as in the Sieve paper;
+    ``mamba_ssm_dtype`` sets the linear-attention state width.
+
+    Nothing is guessed: a dense model (no expert-count field), a missing needed field, or a
+    structural key (:data:`STRUCTURAL_KEYS`) the reader does not use for this family raises
+    :class:`ConfigError` naming it. A ``model_type`` outside :data:`VERIFIED_FAMILIES` is read only
+    when every key that may change its structure is understood, and its ``source`` says
+    "unverified family".
     """
     if isinstance(path_or_dict, Mapping):
         raw: Mapping[str, Any] = path_or_dict
@@ -807,7 +1006,10 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
         cfg = text_cfg
     hf = _HF(cfg, source)
     model_type = str(cfg.get("model_type") or raw.get("model_type") or "")
+    top_type = str(raw.get("model_type") or model_type)
+    verified = is_verified_family(model_type) or is_verified_family(top_type)
     archs = raw.get("architectures") or []
+    llama4 = model_type.startswith("llama4") or top_type.startswith("llama4")
 
     expert_key = hf.first(_EXPERT_COUNT_KEYS)
     if expert_key is None or cfg[expert_key] == 0:
@@ -843,6 +1045,7 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
         head_dim = hidden // heads
 
     # ---- attention kind per layer
+    hf.consider("use_sliding_window", "max_window_layers")  # read below only where they apply
     layer_types = hf.list("layer_types")
     if layer_types is not None:
         if len(layer_types) < num_layers:
@@ -855,14 +1058,31 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
             attention.append(_HF_LAYER_TYPES[t])
         if is_mla:
             attention = ["mla" if a == "full" else a for a in attention]
+        branch = "layer_types"
+        if llama4:  # layer_types already says which layers are chunked; RoPE/NoPE changes no cost
+            hf.consider("no_rope_layers", "no_rope_layer_interval")
+        if hf.has("full_attention_interval"):  # Qwen3.5 gives both: they must agree
+            interval = hf.int("full_attention_interval", what="a positive layer interval", allow_zero=False)
+            implied = ["full" if (i + 1) % interval == 0 else "linear" for i in range(num_layers)]
+            if attention != implied:
+                raise field_error("full_attention_interval", interval,
+                                  "the pattern layer_types gives (every N-th layer full, the rest linear)",
+                                  source=source)
+    elif llama4 or hf.has("no_rope_layers"):
+        branch = "llama4"
+        attention = _llama4_attention(hf, num_layers)
     elif hf.has("full_attention_interval"):
+        branch = "interval"
         interval = hf.int("full_attention_interval", what="a positive layer interval", allow_zero=False)
         attention = ["full" if (i + 1) % interval == 0 else "linear" for i in range(num_layers)]
     elif is_mla:
+        branch = "mla"
         attention = ["mla"] * num_layers
     else:
+        branch = "sliding_window"
         use_sw = hf.bool("use_sliding_window", True)
         window = cfg.get("sliding_window")
+        hf.consider("sliding_window")
         if use_sw and window:
             max_window_layers = hf.int("max_window_layers", num_layers)
             # Qwen2/3 convention: layers >= max_window_layers use the sliding window.
@@ -872,8 +1092,19 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
                 attention = ["sliding"] * num_layers
         else:
             attention = ["full"] * num_layers
+    # a window that a branch without sliding layers would drop while use_sliding_window asks for it
+    # is left unconsulted, so the structural-key check names it
+    window_dropped = branch in ("llama4", "interval", "mla") and cfg.get("use_sliding_window") is not False \
+        and bool(cfg.get("sliding_window"))
     if "sliding" in attention:
         kw["sliding_window"] = hf.int("sliding_window", what="a positive window (tokens)", allow_zero=False)
+    elif not window_dropped:
+        hf.consider("sliding_window")  # a window no layer uses (e.g. Qwen's with use_sliding_window false)
+    if "chunked" not in attention:
+        hf.consider("attention_chunk_size")  # no chunked layer: the chunk changes nothing
+    if "chunked" in attention:
+        kw["attention_chunk_size"] = hf.int("attention_chunk_size", what="a positive chunk (tokens)",
+                                            allow_zero=False)
     if "linear" in attention:
         kw.update(linear_num_key_heads=hf.int("linear_num_key_heads"),
                   linear_num_value_heads=hf.int("linear_num_value_heads"),
@@ -881,6 +1112,7 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
                   linear_value_head_dim=hf.int("linear_value_head_dim"),
                   linear_conv_kernel_dim=hf.int("linear_conv_kernel_dim"))
         state_dtype = cfg.get("mamba_ssm_dtype")
+        hf.consider("mamba_ssm_dtype")
         if state_dtype is not None:
             if state_dtype not in _TORCH_DTYPE_BYTES:
                 raise field_error("mamba_ssm_dtype", state_dtype, f"one of {sorted(_TORCH_DTYPE_BYTES)}",
@@ -888,7 +1120,15 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
             kw["state_dtype_bytes"] = _TORCH_DTYPE_BYTES[state_dtype]
 
     # ---- MLP kind per layer
-    if model_type.startswith("deepseek") or hf.has("first_k_dense_replace") or hf.has("moe_layer_freq"):
+    moe_layers = hf.index_list("moe_layers", num_layers)
+    if moe_layers is not None:  # Llama 4 (as saved by transformers): wins over the step
+        hf.consider("interleave_moe_layer_step")
+        mlp = ["moe" if i in set(moe_layers) else "dense" for i in range(num_layers)]
+    elif hf.has("interleave_moe_layer_step") or llama4:
+        step = hf.int("interleave_moe_layer_step", 1, what="a positive layer step", allow_zero=False)
+        # transformers' Llama4TextConfig: moe_layers = range(step - 1, num_layers, step)
+        mlp = ["moe" if i % step == step - 1 else "dense" for i in range(num_layers)]
+    elif model_type.startswith("deepseek") or hf.has("first_k_dense_replace") or hf.has("moe_layer_freq"):
         first_dense = hf.int("first_k_dense_replace", 0)
         freq = hf.int("moe_layer_freq", 1, what="a positive layer frequency", allow_zero=False)
         mlp = ["moe" if (i >= first_dense and i % freq == 0) else "dense" for i in range(num_layers)]
@@ -902,19 +1142,27 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
     # ---- expert sizes
     if hf.has("moe_intermediate_size"):
         moe_inter = hf.int("moe_intermediate_size", what="a positive expert width", allow_zero=False)
-    else:  # GPT-OSS, Mixtral: intermediate_size is the expert's
+    else:  # GPT-OSS, Mixtral, Llama 4: intermediate_size is the expert's
         moe_inter = hf.int("intermediate_size", what="a positive expert width (no moe_intermediate_size)",
                            allow_zero=False)
     dense_inter = 0
     if "dense" in mlp:
-        if not hf.has("moe_intermediate_size"):
-            raise field_error("moe_intermediate_size", "<missing>",
-                              "the expert width, distinct from intermediate_size (config has dense layers)",
-                              source=source)
-        dense_inter = hf.int("intermediate_size", what="a positive dense FFN width (config has dense layers)",
-                             allow_zero=False)
+        if llama4 or hf.has("intermediate_size_mlp"):
+            dense_inter = hf.int("intermediate_size_mlp", what="a positive dense FFN width (config has dense "
+                                 "layers)", allow_zero=False)
+        else:
+            if not hf.has("moe_intermediate_size"):
+                raise field_error("moe_intermediate_size", "<missing>",
+                                  "the expert width, distinct from intermediate_size (config has dense layers)",
+                                  source=source)
+            dense_inter = hf.int("intermediate_size", what="a positive dense FFN width (config has dense layers)",
+                                 allow_zero=False)
+    else:  # no dense layer: the dense widths change nothing
+        hf.consider("intermediate_size", "intermediate_size_mlp")
     n_shared, shared_inter, shared_gate = 0, 0, False
-    if hf.has("n_shared_experts"):  # DeepSeek: n shared experts of moe_intermediate_size each
+    if llama4:  # Llama4TextMoe: one shared expert of intermediate_size, no gate
+        n_shared, shared_inter = 1, moe_inter
+    elif hf.has("n_shared_experts"):  # DeepSeek: n shared experts of moe_intermediate_size each
         n_shared = hf.int("n_shared_experts")
         shared_inter = moe_inter if n_shared else 0
     elif hf.has("shared_expert_intermediate_size") and cfg["shared_expert_intermediate_size"] != 0:
@@ -925,6 +1173,12 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
     gpt_oss = model_type == "gpt_oss"
     deepseek = model_type.startswith("deepseek")
     gated = model_type.startswith(("qwen3_next", "qwen3_5")) and hf.bool("attn_output_gate", True)
+    if deepseek:
+        hf.consider("topk_method")
+    if verified:
+        family = f"verified family ({VERIFIED_FAMILIES.get(model_type) or VERIFIED_FAMILIES[top_type]})"
+    else:
+        family = "unverified family: counts not checked against published figures"
     kw.update(
         name=name or model_type or "hf-model",
         num_layers=num_layers, hidden_size=hidden, num_attention_heads=heads,
@@ -939,9 +1193,37 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
         attention_output_gate=gated, expert_bias=gpt_oss,
         router_bias=gpt_oss or (deepseek and cfg.get("topk_method") == "noaux_tc"),
         num_mtp_layers=hf.int("num_nextn_predict_layers", 0) or hf.int("mtp_num_hidden_layers", 0),
-        source=f"Hugging Face config ({source}; model_type {model_type or '?'})",
+        source=f"Hugging Face config ({source}; model_type {model_type or '?'}; {family})",
     )
     if kw["num_kv_heads"] and heads % kw["num_kv_heads"] and not is_mla:
         raise field_error("num_key_value_heads", kw["num_kv_heads"],
                           f"a divisor of num_attention_heads = {heads}", source=source)
-    return ModelSpec(**kw)
+    _check_unused_keys(hf, model_type, verified)
+    spec = ModelSpec(**kw)
+    if not verified:
+        warnings.warn(f"{source}: model_type {model_type or '?'!r} is an unverified family: every structural key "
+                      "was understood, but its parameter counts were not checked against published figures",
+                      UnverifiedFamilyWarning, stacklevel=2)
+    return spec
+
+
+class UnverifiedFamilyWarning(UserWarning):
+    """A Hugging Face config of a ``model_type`` outside :data:`VERIFIED_FAMILIES` was read."""
+
+
+def _llama4_attention(hf: _HF, num_layers: int) -> list[str]:
+    """Llama 4's iRoPE layers: ``no_rope_layers[i] = 1`` (RoPE) is chunked attention over chunks of
+    ``attention_chunk_size`` tokens, ``0`` (NoPE) is global attention; an empty or missing list
+    means every ``no_rope_layer_interval``-th layer (default 4) is NoPE (transformers' default)."""
+    flags = hf.list("no_rope_layers") or []
+    if not flags:
+        interval = hf.int("no_rope_layer_interval", 4, what="a positive layer interval", allow_zero=False)
+        flags = [int((i + 1) % interval != 0) for i in range(num_layers)]
+    else:
+        hf.consider("no_rope_layer_interval")
+        if len(flags) < num_layers or any(f not in (0, 1) or isinstance(f, bool) for f in flags):
+            raise field_error("no_rope_layers", flags,
+                              f"one 0 (NoPE) or 1 (RoPE) per layer (num_hidden_layers = {num_layers})",
+                              source=hf.source)
+    chunked = hf.has("attention_chunk_size")
+    return ["chunked" if (flag and chunked) else "full" for flag in flags[:num_layers]]

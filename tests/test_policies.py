@@ -1,6 +1,7 @@
 """Expert-partitioning policies: worked examples, properties, registry, CLI."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -424,16 +425,27 @@ def test_policies_react_to_the_cost_table():
     assert Sieve().decide([8, 1], ctx).gpu_experts.tolist() == []
 
 
-def test_paper_trend_on_qwen3_single_gpu():
-    """Comparable at small B, PIMoE falls behind Sieve as B grows (paper Figure 9 trend)."""
-    from sievesim.policies.bench import compare_policies
+def test_pimoe_balances_isolated_expert_times_only():
+    """PIMoE as the paper describes it: GPU experts' own time (no non-MoE GPU work) against the
+    busiest unit's expert time (no attention): it stops at the first move that makes the GPU side
+    exceed the PIM side, whatever the layer's other work. Its estimate at small B therefore trails
+    Sieve's (docs/policies.md); the paper's trends are checked on executed times (test_system)."""
+    from sievesim.policies.bench import compare_policies, model_routing
 
-    rows = compare_policies("qwen3-30b-a3b", 1, [4, 256], policies=("allexp", "sieve", "pimoe"))
-    t = {(r["policy"], r["batch"]): r["t_total_us"] for r in rows}
-    assert t[("pimoe", 4)] < 1.25 * t[("sieve", 4)]
-    assert t[("allexp", 4)] < 1.25 * t[("sieve", 4)]
-    assert t[("pimoe", 256)] > 1.1 * t[("sieve", 256)]
-    assert t[("allexp", 256)] > t[("pimoe", 256)]
+    model, hw = get_model("qwen3-30b-a3b"), get_hardware("b200")
+    counts, ids, _ = model_routing(model, 64, seed=0)
+    ctx = build_context(model, hw, 1, 64, counts=counts, routing=ids, context_lens=4096)
+    part = PIMoE().decide(counts, ctx)
+    gpu = ~part.on_pim & (counts > 0)
+    n, tok = int(gpu.sum()), int(counts[gpu].sum())
+    busy = part.evaluate(ctx).unit_busy_s
+    assert ctx.moe_gpu_time_s(n, tok) > busy.max()           # stopped after crossing
+    # and the same with a huge non-MoE GPU load: PIMoE does not see it
+    heavy = dataclasses.replace(ctx, gpu_fixed=GpuWork(1e15, 1e13))
+    assert PIMoE().decide(counts, heavy).gpu_experts.tolist() == part.gpu_experts.tolist()
+    rows = compare_policies("qwen3-30b-a3b", 1, [256], policies=("allexp", "sieve", "pimoe"))
+    t = {r["policy"]: r["t_total_us"] for r in rows}
+    assert t["allexp"] > t["pimoe"] > t["sieve"]
 
 
 # ------------------------------------------------------------------------------ CLI

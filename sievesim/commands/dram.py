@@ -25,6 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--seed", type=int, default=0, help="seed for synthetic traces")
     run.add_argument("--json", action="store_true", help="print one JSON object")
     run.add_argument("--log-commands", metavar="FILE", help="write the command log as CSV")
+    run.add_argument("--address-overflow", choices=["error", "wrap"], default="error",
+                     help="an address at or beyond the capacity: error (default) or wrap, as Ramulator 2.0's "
+                          "mappers do (the output counts the wrapped requests)")
     run.add_argument("--threads", type=int, default=None,
                      help="split the controllers between N threads; the result is the same "
                           "(default: the cores available, for traces of 50 000 requests or more)")
@@ -62,7 +65,8 @@ def _run(args: argparse.Namespace) -> int:
         trace = parse_synthetic(args.trace, config, seed=args.seed)
     else:
         trace = read_trace(args.trace, len(config.standard.levels))
-    result = simulate(config, trace, log_commands=bool(args.log_commands), threads=args.threads)
+    result = simulate(config, trace, log_commands=bool(args.log_commands), threads=args.threads,
+                      address_overflow=args.address_overflow)
     if args.log_commands:
         write_command_log(result, config, args.log_commands)
     d = result.to_dict()
@@ -71,6 +75,8 @@ def _run(args: argparse.Namespace) -> int:
     else:
         width = max(len(k) for k in d)
         for k, v in d.items():
+            if isinstance(v, dict):
+                v = ", ".join(f"{name} {count}" for name, count in v.items())
             print(f"{k:<{width}}  {v:.4f}" if isinstance(v, float) else f"{k:<{width}}  {v}")
     return 0
 

@@ -87,7 +87,8 @@ def _show(args: argparse.Namespace) -> int:
         f"{spec.name}" + (f"  ({spec.source})" if spec.source else ""),
         f"  layers            {spec.num_layers} ({counts}); {spec.num_moe_layers} MoE, {spec.num_dense_layers} dense",
         f"  hidden            {spec.hidden_size}; heads {spec.num_attention_heads} q / {spec.num_kv_heads} kv "
-        f"x {spec.head_dim}" + (f"; sliding window {spec.sliding_window} tokens" if spec.sliding_window else ""),
+        f"x {spec.head_dim}" + (f"; sliding window {spec.sliding_window} tokens" if spec.sliding_window else "")
+        + (f"; attention chunk {spec.attention_chunk_size} tokens" if spec.attention_chunk_size else ""),
         f"  experts           {spec.num_experts} routed, top-{spec.top_k}, I = {spec.moe_intermediate_size}"
         + (f"; {spec.num_shared_experts} shared, I = {spec.shared_expert_intermediate_size}"
            if spec.num_shared_experts else ""),

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ..costs import DEFAULT_CONTEXT_LEN
 from ..errors import ConfigError, field_error
 
 
@@ -23,6 +24,11 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
+def _check_batches(batches: list[int]) -> None:
+    if any(b < 1 for b in batches):
+        raise field_error("--batch", ",".join(map(str, batches)), "positive batch sizes (a batch has at least one token)")
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("policy", help="expert-partitioning policies (Sieve, NoExp, AllExp, PIMoE, Oracle)")
     sub = p.add_subparsers(dest="policy_command", metavar="SUBCOMMAND")
@@ -30,14 +36,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     d = sub.add_parser("decide", help="which experts of one GPU run on PIM at one layer")
     d.add_argument("--model", required=True, help="preset name, .toml or HF config.json")
+    d.add_argument("--top-k", type=int, default=None, help="override the model's routed experts per token")
     d.add_argument("--hardware", default="b200", help="preset name or .toml (default: b200)")
     d.add_argument("--gpus", type=int, default=1, help="GPUs G (experts E/G per GPU; default 1)")
     d.add_argument("--policy", default="sieve", help="registered policy name (default: sieve)")
     d.add_argument("--counts", required=True, metavar="FILE",
                    help="JSON list of token counts per expert of one GPU (index = local expert id), "
                         "or an object {local expert id: count}; '-' reads stdin")
-    d.add_argument("--context-len", type=int, default=0, metavar="L",
-                   help="context length of every request of this GPU (tokens; default 0)")
+    d.add_argument("--context-len", type=int, default=DEFAULT_CONTEXT_LEN, metavar="L",
+                   help=f"context length of every request of this GPU (tokens; default {DEFAULT_CONTEXT_LEN})")
     d.add_argument("--batch", type=int, default=None, metavar="B",
                    help="global batch B (default: max(largest count, ceil(G * sum / top_k)))")
     d.add_argument("--layer", type=int, default=None,
@@ -53,7 +60,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     b = sub.add_parser("bench", help="median decision latency per policy (microseconds)")
     b.add_argument("--experts", type=_int_list, default=[128, 256, 512],
                    help="expert counts (128, 256, 512; default all)")
-    b.add_argument("--batch", type=_int_list, default=[1, 16, 64, 256], help="batch sizes (default 1,16,64,256)")
+    b.add_argument("--batch", type=_int_list, default=[1, 16, 64, 256],
+                   help="batch sizes (default 1,16,64,256)")
     b.add_argument("--policies", default="sieve,noexp,allexp,pimoe,oracle", help="comma-separated names")
     b.add_argument("--hardware", default="b200")
     b.add_argument("--repeat", type=int, default=7, help="runs per median (default 7)")
@@ -63,10 +71,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     c = sub.add_parser("compare", help="estimated T_total of the policies on synthetic routing")
     c.add_argument("--model", required=True)
+    c.add_argument("--top-k", type=int, default=None, help="override the model's routed experts per token")
     c.add_argument("--hardware", default="b200")
     c.add_argument("--gpus", type=int, default=1)
     c.add_argument("--batch", type=_int_list, default=[1, 4, 16, 64, 256])
-    c.add_argument("--context-len", type=int, default=4096)
+    c.add_argument("--context-len", type=int, default=DEFAULT_CONTEXT_LEN, metavar="L",
+                   help=f"context length of every request (tokens; default {DEFAULT_CONTEXT_LEN})")
     c.add_argument("--units", action="store_true", help="PIMoE at every placement unit (docs/policies.md)")
     c.add_argument("--pim-cost", choices=["roofline", "engine"], default="roofline",
                    help="PIM times from the roofline estimate or from the cycle-accurate engine")
@@ -113,7 +123,9 @@ def _decide(args: argparse.Namespace) -> int:
     from ..models import get_model
     from ..policies import get_policy
 
-    model = get_model(args.model)
+    if args.top_k is not None and args.top_k < 1:
+        raise field_error("--top-k", args.top_k, "a positive integer")
+    model = get_model(args.model, top_k=args.top_k)
     hw = get_hardware(args.hardware)
     if args.gpus < 1 or model.num_experts % args.gpus:
         raise field_error("--gpus", args.gpus, f"a positive divisor of the model's {model.num_experts} experts")
@@ -193,6 +205,7 @@ def _bench(args: argparse.Namespace) -> int:
         policy_class(n)
     for e in args.experts:
         bench_model_for(e)
+    _check_batches(args.batch)
     if args.repeat < 1 or args.inner < 1:
         raise ConfigError("--repeat and --inner must be positive")
     rows = bench(args.experts, args.batch, names, args.hardware, args.repeat, args.inner)
@@ -210,24 +223,29 @@ def _bench(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     from ..policies.bench import compare_policies, unit_sensitivity
 
-    if args.units:
-        rows = unit_sensitivity(args.model, args.gpus, args.batch, hardware=args.hardware,
-                                context_len=args.context_len)
-    else:
-        pim = None
-        if args.pim_cost == "engine":
-            from ..hardware import get_hardware
-            from ..models import get_model
-            model, hw = get_model(args.model), get_hardware(args.hardware)
-            pim = _pim_cost("engine", model, hw, None)
-        rows = compare_policies(args.model, args.gpus, args.batch, hardware=args.hardware,
-                                context_len=args.context_len, pim=pim)
+    if args.top_k is not None and args.top_k < 1:
+        raise field_error("--top-k", args.top_k, "a positive integer")
+    _check_batches(args.batch)
+    pim = None
+    if args.pim_cost == "engine":
+        from ..hardware import get_hardware
+        from ..models import get_model
+        model, hw = get_model(args.model, top_k=args.top_k), get_hardware(args.hardware)
+        pim = _pim_cost("engine", model, hw, None)
+    compare = unit_sensitivity if args.units else compare_policies
+    rows = compare(args.model, args.gpus, args.batch, hardware=args.hardware, context_len=args.context_len,
+                   pim=pim, top_k=args.top_k)
     if args.json:
         print(json.dumps(rows))
         return 0
     labels = list(dict.fromkeys(r["policy"] for r in rows))
-    print(f"T_total estimate [us] (PIM: {args.pim_cost}), mean of 3 synthetic routings "
-          "(busiest/mean unit in brackets)")
+    r0 = rows[0]
+    print(f"Equation 1 estimate T_total [us] of one layer on GPU 0 (not an executed schedule: see `sievesim run`)")
+    print(f"{r0['model']} on {r0['gpus']} x {r0['hardware']}: layer {r0['layer']}, context {r0['context_len']} "
+          f"tokens per request, top-k {r0['top_k']}, routing {r0['routing']} (mean of seeds "
+          f"{','.join(map(str, r0['seeds']))}), PIM costs: {'engine' if args.pim_cost == 'engine' and not args.units else 'roofline'}"
+          + (" (--units prices PIM by the roofline)" if args.units and args.pim_cost == "engine" else "")
+          + "; busiest/mean unit in brackets")
     print(f"{'B':>5s} " + " ".join(f"{lab:>24s}" for lab in labels))
     for b in args.batch:
         cells = []

@@ -8,6 +8,8 @@ from typing import Any
 from ..errors import ConfigError, field_error
 
 DEFAULT_BATCH_SIZES = (1, 4, 16, 64, 256)
+# synthetic presets whose model preset has another name
+_MODEL_OF_SYNTHETIC = {"llama-4-maverick": "llama4-maverick"}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,7 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="which trace tokens form batches (auto: decode if any, else prompt tokens)")
     p.add_argument("--allow-reuse", action="store_true",
                    help="allow a request (or token) to appear more than once when the trace is too small")
-    p.add_argument("--top-k", type=int, default=None, help="top-k for SGLang dumps that do not record it")
+    p.add_argument("--top-k", type=int, default=None,
+                   help="experts per token: replaces synthetic:MODEL's top-k and the model's; a trace or "
+                        "dump that records another top-k is refused; needed for SGLang dumps that do not record it")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_run)
 
@@ -64,26 +68,32 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.batches < 1:
         raise field_error("--batches", args.batches, "an integer >= 1")
+    if args.top_k is not None and args.top_k < 1:
+        raise field_error("--top-k", args.top_k, "a positive integer")
+    synthetic = args.source.startswith("synthetic:")
     model_name = args.model
-    if model_name is None and args.source.startswith("synthetic:"):
-        from ..models import get_model  # noqa: PLC0415
+    if model_name is None and synthetic:
+        from ..models import list_models  # noqa: PLC0415
 
-        try:
-            get_model(args.source.split(":", 1)[1])
-            model_name = args.source.split(":", 1)[1]
-        except Exception:  # noqa: BLE001 - synthetic preset without a model preset (e.g. llama-4)
-            model_name = None
+        preset = args.source.split(":", 1)[1]
+        model_name = preset if preset.lower() in list_models() else _MODEL_OF_SYNTHETIC.get(preset.lower())
     model = _load_model(model_name)
-    src = open_source(args.source, phase=args.phase, top_k=args.top_k,
-                      **({"seed": args.seed} if args.source.startswith("synthetic:") else {}))
+    if model is not None and args.top_k is not None:
+        model = model.with_top_k(args.top_k)
+    if synthetic:
+        src = open_source(args.source, seed=args.seed, top_k=args.top_k)
+    else:
+        src = open_source(args.source, phase=args.phase, top_k=args.top_k)
     if model is not None:
         if isinstance(src, TraceSource):
-            check_model(src.trace, model.num_experts, model.top_k, model.name)
+            check_model(src.trace, model.num_experts, model.top_k, model.name, model.num_moe_layers)
         elif isinstance(src, PassCountSource):
-            check_model(src.pc, model.num_experts, model.top_k, model.name)
-        elif src.num_experts != model.num_experts or src.top_k != model.top_k:
-            raise ConfigError(f"{args.source}: num_experts/top_k = {src.num_experts}/{src.top_k} differ "
-                              f"from model {model.name} ({model.num_experts}/{model.top_k})")
+            check_model(src.pc, model.num_experts, model.top_k, model.name, model.num_moe_layers)
+        elif (src.num_experts, src.top_k, src.num_layers) != (model.num_experts, model.top_k,
+                                                              model.num_moe_layers):
+            raise ConfigError(f"{args.source}: num_experts/top_k/MoE layers = {src.num_experts}/{src.top_k}/"
+                              f"{src.num_layers}: expected those of model {model.name} ({model.num_experts}/"
+                              f"{model.top_k}/{model.num_moe_layers})")
     if isinstance(src, PassCountSource):
         import numpy as np  # noqa: PLC0415
 

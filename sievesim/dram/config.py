@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import ConfigError, field_error
 from .standards import Standard, eval_latency, get_standard
 
-__all__ = ["DRAMConfig", "BUILTIN_CONFIGS", "get_config", "MAPPERS", "ROW_POLICIES"]
+__all__ = ["DRAMConfig", "ControllerPlugin", "BUILTIN_CONFIGS", "PLUGINS", "get_config", "MAPPERS", "ROW_POLICIES"]
 
 MAPPERS = ("RoBaRaCoCh", "ChRaBaRoCo", "MOP4CLXOR")
 ROW_POLICIES = ("open", "closed")
@@ -29,6 +29,22 @@ FLAG_OPENING, FLAG_CLOSING, FLAG_ACCESSING, FLAG_REFRESHING = 1, 2, 4, 8
 ACTION_CODES = {None: 0, "open": 1, "close": 2, "close_all": 3, "pim_open": 4, "pim_close": 5}
 PREREQ_CODES = {None: 0, "row_open": 1, "all_closed": 2, "pim_row_open": 3}
 PIM_COMMANDS = ("ACTAB", "PREAB", "MACAB", "GWRITE", "RDRES")
+
+
+#: Ramulator 2.0 controller plugins sievesim carries out (others are refused by name).
+PLUGINS = ("TraceRecorder", "CommandCounter")
+
+
+@dataclass(frozen=True)
+class ControllerPlugin:
+    """One Ramulator 2.0 controller plugin. ``TraceRecorder``: sievesim's command log (CSV, as
+    ``--log-commands`` writes it) goes to ``path``. ``CommandCounter``: the issued commands named in
+    ``commands_to_count`` are counted into the result and written to ``path`` as Ramulator does
+    (``NAME, count`` per line)."""
+
+    impl: str
+    path: str
+    commands_to_count: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -64,6 +80,9 @@ class DRAMConfig:
     end: str = "completed"
     dual_row_buffer: bool = True
     source: str = "built-in"
+    #: Ramulator 2.0 controller plugins of the configuration (``TraceRecorder``, ``CommandCounter``),
+    #: applied by :func:`sievesim.dram.engine.simulate`; they change no timing.
+    plugins: tuple["ControllerPlugin", ...] = dataclasses.field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         self.validate()

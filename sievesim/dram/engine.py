@@ -46,13 +46,23 @@ class DRAMResult:
     command_log: dict[str, np.ndarray] | None = field(default=None, repr=False)
     request_arrays: dict[str, np.ndarray] | None = field(default=None, repr=False)
     threads: int = 1               # threads the engine ran on (see sievesim._core.parallel)
+    threads_note: str = ""         # why fewer threads ran than were asked for ("" when none)
+    wrapped_requests: int = 0      # requests whose address was at or beyond the capacity (address_overflow="wrap")
+    command_counts: dict[str, int] | None = None  # a CommandCounter plugin's counts, by command name
 
     def to_dict(self) -> dict[str, Any]:
-        """Scalars only (what ``--json`` prints)."""
-        return {k: v for k, v in asdict(self).items() if k not in ("command_log", "request_arrays")}
+        """Scalars (what ``--json`` prints), plus ``command_counts`` when a CommandCounter asked for them."""
+        out = {k: v for k, v in asdict(self).items()
+               if k not in ("command_log", "request_arrays", "command_counts", "threads_note")}
+        if self.threads_note:
+            out["threads_note"] = self.threads_note
+        if self.command_counts is not None:
+            out["command_counts"] = dict(self.command_counts)
+        return out
 
 
-def _to_vectors(config: DRAMConfig, trace: RequestTrace) -> tuple[np.ndarray, np.ndarray]:
+def _to_vectors(config: DRAMConfig, trace: RequestTrace,
+                overflow: str = "error") -> tuple[np.ndarray, np.ndarray]:
     radix = np.array(config.address_radix)
     if trace.addr_vectors is not None:
         vecs = np.asarray(trace.addr_vectors, dtype=np.int32)
@@ -68,19 +78,25 @@ def _to_vectors(config: DRAMConfig, trace: RequestTrace) -> tuple[np.ndarray, np
         for lv in range(len(radix)):
             keys = keys * int(radix[lv]) + vecs[:, lv]
         return vecs, keys
-    vecs = map_addresses(config, trace.addresses, source=trace.source)
+    vecs = map_addresses(config, trace.addresses, source=trace.source, overflow=overflow)
+    # keys stay the requested addresses: Ramulator forwards a read from a write of the same req.addr
     return vecs, np.asarray(trace.addresses, dtype=np.int64)
 
 
 def simulate(config: DRAMConfig, trace: RequestTrace, *, log_commands: bool = False,
-             skip_idle: bool = True, threads: int | None = None) -> DRAMResult:
+             skip_idle: bool = True, threads: int | None = None,
+             address_overflow: str = "error") -> DRAMResult:
     """Run ``trace`` through the memory system ``config``; optionally keep the command log.
 
     ``threads``: controllers are split between this many threads (default: the cores this
     process may use, for traces of at least ``AUTO_THREADS_MIN_REQUESTS``); the result is the
     one-thread result, bit for bit, and a trace that fills a queue falls back to one thread
-    (docs/dram.md, "Threads"). ``skip_idle=False`` visits every controller every cycle (slow;
-    used to test that skipping idle cycles changes nothing).
+    (docs/dram.md, "Threads"; ``threads_note`` says so). ``skip_idle=False`` visits every
+    controller every cycle (slow; used to test that skipping idle cycles changes nothing).
+    ``address_overflow``: ``error`` (default) or ``wrap`` (Ramulator 2.0's mappers; see
+    :data:`sievesim.dram.mapping.ADDRESS_OVERFLOW`); ``wrapped_requests`` counts those past the capacity.
+    The configuration's plugins run too: ``TraceRecorder`` writes the command log to its path,
+    ``CommandCounter`` fills ``command_counts`` and writes them to its path.
     """
     from .._core.parallel import available_threads, run_requests
 
@@ -88,10 +104,15 @@ def simulate(config: DRAMConfig, trace: RequestTrace, *, log_commands: bool = Fa
         threads = available_threads() if len(trace) >= AUTO_THREADS_MIN_REQUESTS else 1
     if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
         raise field_error("threads", threads, "an integer >= 1")
-    vecs, keys = _to_vectors(config, trace)
+    vecs, keys = _to_vectors(config, trace, address_overflow)
+    wrapped = 0
+    if trace.addr_vectors is None and len(trace):
+        wrapped = int((np.asarray(trace.addresses, dtype=np.int64) >= config.capacity_bytes).sum())
+    plugins = tuple(getattr(config, "plugins", ()))
+    keep_log = log_commands or bool(plugins)
     spec = config.compile()
     t0 = time.perf_counter()
-    raw = run_requests(spec, vecs, keys, trace.is_write, trace.arrival, log_commands=log_commands,
+    raw = run_requests(spec, vecs, keys, trace.is_write, trace.arrival, log_commands=keep_log,
                        skip_idle=skip_idle, threads=int(threads))
     wall = time.perf_counter() - t0
     n = len(trace)
@@ -107,10 +128,22 @@ def simulate(config: DRAMConfig, trace: RequestTrace, *, log_commands: bool = Fa
     served = int(((depart >= 0) & (depart <= cycles)).sum())
     time_ns = cycles * config.tck_ns
     log = None
-    if log_commands:
+    if keep_log:
         log = {"cycle": raw["log_clk"], "addr": raw["log_addr"], "command": raw["log_cmd"],
                "names": spec["command_names"]}
-    return DRAMResult(
+    note = ""
+    if int(raw["threads"]) < int(threads):
+        if raw.get("speculation") == "refused":
+            why = ("a queue filled up and the frontend offers at most one request per memory cycle, so the "
+                   "run fell back to one thread (the result is the same)")
+        elif n == 0:
+            why = "the trace is empty"
+        elif not skip_idle:
+            why = "skip_idle=False runs on one thread"
+        else:
+            why = f"the configuration has {config.num_controllers} controllers (at most one thread each)"
+        note = f"asked for {int(threads)} threads, ran on {int(raw['threads'])}: {why}"
+    result = DRAMResult(
         config=config.name,
         requests=n,
         cycles=int(cycles),
@@ -131,7 +164,35 @@ def simulate(config: DRAMConfig, trace: RequestTrace, *, log_commands: bool = Fa
         request_arrays={"arrive": arrive, "depart": depart, "forwarded": raw["forwarded"],
                          "row_class": row_class, "addr_vectors": vecs},
         threads=raw["threads"],
+        threads_note=note,
+        wrapped_requests=wrapped,
     )
+    if plugins:
+        _run_plugins(result, config, plugins)
+        if not log_commands:
+            result.command_log = None
+    return result
+
+
+def _run_plugins(result: DRAMResult, config: DRAMConfig, plugins: tuple) -> None:
+    """Ramulator 2.0 controller plugins: TraceRecorder writes the command log to its path,
+    CommandCounter counts the commands it names into the result and writes ``NAME, count`` lines."""
+    log = result.command_log
+    assert log is not None
+    names = list(log["names"])
+    issued = np.bincount(np.asarray(log["command"], dtype=np.int64), minlength=len(names))
+    for plugin in plugins:
+        try:
+            if plugin.impl == "TraceRecorder":
+                write_command_log(result, config, plugin.path)
+            elif plugin.impl == "CommandCounter":
+                counts = {n: int(issued[names.index(n)]) if n in names else 0 for n in plugin.commands_to_count}
+                result.command_counts = {**(result.command_counts or {}), **counts}
+                with open(plugin.path, "w") as fh:
+                    fh.write("".join(f"{n}, {c}\n" for n, c in counts.items()))
+        except OSError as exc:
+            raise field_error(f"{plugin.impl}.path", plugin.path, f"a writable file ({exc.strerror})",
+                              source=config.source) from None
 
 
 def write_command_log(result: DRAMResult, config: DRAMConfig, path: str | pathlib.Path) -> None:

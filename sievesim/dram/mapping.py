@@ -11,21 +11,34 @@ import numpy as np
 from ..errors import TraceError
 from .config import DRAMConfig
 
-__all__ = ["map_addresses"]
+__all__ = ["ADDRESS_OVERFLOW", "map_addresses"]
 
 
-def map_addresses(config: DRAMConfig, addrs: np.ndarray, *, source: str = "trace") -> np.ndarray:
-    """Map byte addresses (int64, shape (n,)) to address vectors (int32, shape (n, levels))."""
+#: What to do with an address at or beyond the capacity: ``error`` (refuse it, naming the request)
+#: or ``wrap`` (what Ramulator 2.0's linear mappers do: RoBaRaCoCh and ChRaBaRoCo slice the levels
+#: from the low bits and drop the bits above the last level, so the address wraps modulo the
+#: capacity; MOP4CLXOR keeps every remaining bit in the row, cast to a 32-bit int).
+ADDRESS_OVERFLOW = ("error", "wrap")
+
+
+def map_addresses(config: DRAMConfig, addrs: np.ndarray, *, source: str = "trace",
+                  overflow: str = "error") -> np.ndarray:
+    """Map byte addresses (int64, shape (n,)) to address vectors (int32, shape (n, levels)).
+
+    ``overflow``: one of :data:`ADDRESS_OVERFLOW` (default ``error``)."""
+    if overflow not in ADDRESS_OVERFLOW:
+        raise TraceError(f"{source}: address overflow = {overflow!r}: expected one of {list(ADDRESS_OVERFLOW)}")
     addrs = np.asarray(addrs, dtype=np.int64)
     if addrs.size and addrs.min() < 0:
         bad = int(np.argmax(addrs < 0))
         raise TraceError(f"{source}: request {bad}: address = {int(addrs[bad])}: expected a non-negative byte address")
     tx_shift = int(config.tx_bytes).bit_length() - 1
     capacity = config.capacity_bytes
-    if addrs.size and addrs.max() >= capacity:
+    if overflow == "error" and addrs.size and addrs.max() >= capacity:
         bad = int(np.argmax(addrs >= capacity))
         raise TraceError(f"{source}: request {bad}: address = {hex(int(addrs[bad]))}: expected an address "
-                         f"below the capacity of {config.name}, {hex(capacity)} ({capacity} bytes)")
+                         f"below the capacity of {config.name}, {hex(capacity)} ({capacity} bytes), "
+                         "or --address-overflow wrap (as Ramulator 2.0's mappers do)")
     rest = addrs >> tx_shift
     radix = config.address_radix
     levels = config.standard.levels
@@ -59,7 +72,7 @@ def map_addresses(config: DRAMConfig, addrs: np.ndarray, *, source: str = "trace
         high = rest % (1 << (col_bits - 2))
         rest = rest >> (col_bits - 2)
         out[:, col] = low + (high << 2)
-        out[:, row] = rest
+        out[:, row] = rest.astype(np.int32).astype(np.int64)  # Ramulator: (int) addr
         xor_index = 0
         for lv in range(0, col):
             bits = int(radix[lv]).bit_length() - 1
@@ -69,4 +82,8 @@ def map_addresses(config: DRAMConfig, addrs: np.ndarray, *, source: str = "trace
                 xor_index += bits
     else:  # validated by DRAMConfig
         raise AssertionError(config.mapper)
+    if overflow == "wrap" and out.size and out[:, row].min() < 0:  # a row past 2^31: the engine's "closed" mark
+        bad = int(np.argmax(out[:, row] < 0))
+        raise TraceError(f"{source}: request {bad}: address = {hex(int(addrs[bad]))}: expected an address whose "
+                         "MOP4CLXOR row fits in 31 bits")
     return out.astype(np.int32)

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from ..errors import ConfigError, field_error
-from .config import DRAMConfig
+from .config import PLUGINS, ControllerPlugin, DRAMConfig
 from .standards import _r2_finish_timings, get_standard
 
 __all__ = ["load_ramulator_yaml"]
@@ -150,8 +150,7 @@ def load_ramulator_yaml(path: str | pathlib.Path) -> DRAMConfig:
     _impl(ctrl, "MemorySystem.Controller", {"Generic"}, src)
     _check_keys(ctrl, {"impl", "Scheduler", "RefreshManager", "RowPolicy", "plugins",
                        "wr_low_watermark", "wr_high_watermark"}, "MemorySystem.Controller", src)
-    if ctrl.get("plugins"):
-        raise ConfigError(f"{src}: MemorySystem.Controller.plugins: controller plugins are not supported by sievesim")
+    plugins = _plugins(ctrl.get("plugins"), std, src)
     sched = _section(ctrl.get("Scheduler"), "MemorySystem.Controller.Scheduler", src)
     _impl(sched, "MemorySystem.Controller.Scheduler", {"FRFCFS"}, src)
     _check_keys(sched, {"impl"}, "MemorySystem.Controller.Scheduler", src)
@@ -179,5 +178,45 @@ def load_ramulator_yaml(path: str | pathlib.Path) -> DRAMConfig:
         name=path.stem, standard=std, org=org, timings=timings, mapper=mapper,
         row_policy=row_policy, row_policy_cap=cap, refresh=True,
         wr_low_watermark=_float("wr_low_watermark", 0.2), wr_high_watermark=_float("wr_high_watermark", 0.8),
-        clock_ratio=clock_ratio, memory_clock_ratio=mem_ratio, end="accepted", source=src,
+        clock_ratio=clock_ratio, memory_clock_ratio=mem_ratio, end="accepted", source=src, plugins=plugins,
     )
+
+
+def _plugins(node: Any, std: Any, src: str) -> tuple[ControllerPlugin, ...]:
+    """``Controller.plugins``: a list of ``{ControllerPlugin: {impl, path, ...}}``; TraceRecorder and
+    CommandCounter are carried out, any other plugin is refused by name."""
+    if not node:
+        return ()
+    path = "MemorySystem.Controller.plugins"
+    if not isinstance(node, list):
+        raise field_error(path, node, "a list of ControllerPlugin entries", source=src)
+    out = []
+    for i, entry in enumerate(node):
+        where = f"{path}[{i}]"
+        if not isinstance(entry, dict) or set(entry) != {"ControllerPlugin"}:
+            raise field_error(where, entry, "{ControllerPlugin: {impl: ..., path: ...}}", source=src)
+        plug = _section(entry["ControllerPlugin"], f"{where}.ControllerPlugin", src)
+        impl = plug.get("impl")
+        if impl not in PLUGINS:
+            raise field_error(f"{where}.ControllerPlugin.impl", impl,
+                              f"one of {list(PLUGINS)} (other Ramulator plugins are not supported by sievesim)",
+                              source=src)
+        allowed = {"impl", "path"} | ({"commands_to_count"} if impl == "CommandCounter" else set())
+        _check_keys(plug, allowed, f"{where}.ControllerPlugin", src)
+        target = plug.get("path")
+        if not isinstance(target, str) or not target:
+            raise field_error(f"{where}.ControllerPlugin.path", target, "a file path (required)", source=src)
+        commands: tuple[str, ...] = ()
+        if impl == "CommandCounter":
+            names = plug.get("commands_to_count")
+            if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+                raise field_error(f"{where}.ControllerPlugin.commands_to_count", names,
+                                  "a non-empty list of command names (required)", source=src)
+            known = [c.name for c in std.commands]
+            for n in names:
+                if n not in known:
+                    raise field_error(f"{where}.ControllerPlugin.commands_to_count", n,
+                                      f"a command of {std.name}: {known}", source=src)
+            commands = tuple(names)
+        out.append(ControllerPlugin(impl=impl, path=target, commands_to_count=commands))
+    return tuple(out)

@@ -440,6 +440,8 @@ class AttentionLayer:
     value_dim: int = 0
     window: int | None = None
     multi_vector: bool = False
+    #: Chunked attention (Llama 4): a request of ``L`` tokens reads the current chunk, ``(L - 1) % chunk + 1``.
+    chunk: int | None = None
 
     @classmethod
     def from_model(cls, model, layer: int, multi_vector: bool = False) -> "AttentionLayer":
@@ -453,13 +455,16 @@ class AttentionLayer:
                        multi_vector=multi_vector)
         return cls(kind, kv_heads=model.num_kv_heads, q_per_kv=max(1, model.num_attention_heads // model.num_kv_heads),
                    head_dim=model.head_dim, value_dim=model.head_dim,
-                   window=model.sliding_window if kind == "sliding" else None, multi_vector=multi_vector)
+                   window=model.sliding_window if kind == "sliding" else None, multi_vector=multi_vector,
+                   chunk=getattr(model, "attention_chunk_size", None) if kind == "chunked" else None)
 
     def unit_gemvs(self, context: int) -> list[tuple[int, int, int]]:
         """(d_in, d_out, vectors) GEMVs of one unit (request x KV head) with ``context`` tokens."""
         if self.kind == "linear":
             return [(self.head_dim, self.value_dim, 1)] * 2
         L = min(context, self.window) if self.window else context
+        if self.chunk and L > 0:
+            L = (L - 1) % self.chunk + 1
         if L <= 0:
             return []
         vectors, passes = (self.q_per_kv, 1) if self.multi_vector else (1, self.q_per_kv)
@@ -474,6 +479,8 @@ class AttentionLayer:
             raise field_error("context length", min(lens), "a non-negative number of tokens")
         if self.window:
             lens = [min(L, self.window) for L in lens]
+        if self.chunk:
+            lens = [(L - 1) % self.chunk + 1 if L > 0 else 0 for L in lens]
         pcs = device.unit_pcs("gpu")
         units = [L for L in lens for _ in range(self.kv_heads)]
         split = max(1, pcs // len(units)) if self.kind != "linear" else 1

@@ -83,6 +83,9 @@ class Policy(ABC):
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
+    #: ``"gpu"`` or ``"pim"`` when the policy places every expert on one side whatever the counts
+    #: (it then needs no decision at run time), ``None`` when it decides per layer and step.
+    static_placement: ClassVar[str | None] = None
 
     def decide(self, counts: Any, ctx: CostContext, expert_ids: Any = None, *,
                validate: bool = True) -> Partition:

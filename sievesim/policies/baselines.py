@@ -21,6 +21,7 @@ class NoExp(Policy):
 
     name = "noexp"
     description = "all experts on the GPU (PIM runs attention only)"
+    static_placement = "gpu"
 
     def _decide(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> np.ndarray:
         return np.zeros(counts.shape, dtype=bool)
@@ -32,6 +33,7 @@ class AllExp(Policy):
 
     name = "allexp"
     description = "all experts on PIM, tensor-parallel across channels"
+    static_placement = "pim"
 
     def _decide(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> np.ndarray:
         return counts > 0
@@ -44,11 +46,11 @@ class PIMoE(Policy):
     Experts are placed on PIM units by expert parallelism (expert id ``i`` on unit
     ``i mod U``, ``U`` units of kind ``unit`` in one GPU's PIM; static, so a unit's load follows the
     routing). Start with all activated experts on PIM; while the GPU time does not exceed the PIM
-    time, move the most popular expert of the busiest unit to the GPU. The PIM time is the
-    busiest unit's expert work alone: PIMoE ignores the attention already on PIM, and it ignores
-    the interconnect. The GPU time is ``T_GPU(G)`` as Sieve sees it (the layer's non-MoE GPU work
-    included). The move that makes the GPU time exceed the PIM time is kept. Ties: lower unit
-    index, then lower expert id.
+    time, move the most popular expert of the busiest unit to the GPU. Both are *isolated expert*
+    times, as the Sieve paper describes PIMoE: the PIM time is the busiest unit's expert work alone
+    (no attention), the GPU time the GPU experts' weight loads, activations and FLOPs alone
+    (``CostContext.moe_gpu_time_s``: no non-MoE GPU work), and the interconnect is ignored. The move
+    that makes the GPU time exceed the PIM time is kept. Ties: lower unit index, then lower expert id.
 
     Parameters
     ----------
@@ -88,7 +90,7 @@ class PIMoE(Policy):
         while True:
             u = int(np.argmax(load))
             t_pim = float(load[u])
-            if t_pim <= 0.0 or ctx.gpu_time_s(n_gpu, tok)[0] > t_pim:
+            if t_pim <= 0.0 or ctx.moe_gpu_time_s(n_gpu, tok) > t_pim:
                 break
             q = queues[u]
             i = q[heads[u]]

@@ -1,11 +1,11 @@
 """Decision-latency benchmark and the PIMoE placement-unit study (used by ``sievesim policy bench``,
-``benchmarks/benchmarks_policies.py`` and docs/policies.md).
+``sievesim policy compare``, ``benchmarks/benchmarks_policies.py`` and docs/policies.md).
 
-The token counts are synthetic and deterministic: each of ``B`` tokens picks ``top_k`` distinct
-experts with probabilities from a rank-Zipf popularity (exponent ``skew``, ranks shuffled by the
-seed). This is a stand-in for real routing (``sievesim.workload``) that keeps this module free
-of other packages' choices; it has the bimodal shape the paper describes (a few popular experts,
-a long tail with one or two tokens).
+``compare_policies`` prices one layer under the model's calibrated synthetic routing
+(:func:`model_routing`, the default routing of ``sievesim run``). The latency benchmark and the
+single-flip study keep :func:`synthetic_counts`, a deterministic rank-Zipf stand-in that needs no
+model preset (each of ``B`` tokens picks ``top_k`` distinct experts; the bimodal shape the paper
+describes: a few popular experts, a long tail with one or two tokens).
 """
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..costs import UNITS, CostContext, build_context
+from ..costs import DEFAULT_CONTEXT_LEN, UNITS, CostContext, build_context
 from .base import get_policy
 
-__all__ = ["synthetic_counts", "bench_model_for", "bench_context", "decision_latency_us", "bench",
+__all__ = ["synthetic_counts", "model_routing", "bench_model_for", "bench_context", "decision_latency_us", "bench",
            "compare_policies", "unit_sensitivity", "best_single_flip"]
 
 #: Preset model used by the latency benchmark for each expert count (one GPU holds them all).
@@ -96,31 +96,59 @@ def bench(experts: Sequence[int] = (128, 256, 512), batches: Sequence[int] = (1,
     return rows
 
 
+def model_routing(model: Any, batch: int, seed: int, layer: int | None = None) -> tuple[np.ndarray, np.ndarray, str]:
+    """One step of the model's calibrated synthetic routing (the default routing of ``sievesim run``):
+    ``(counts[E], topk_ids[B, top_k], source name)`` at MoE layer ``layer`` (default: the layer of
+    :func:`sievesim.costs.default_layer`), the stream seeded by ``seed``."""
+    from ..costs import default_layer
+    from ..errors import field_error
+    from ..workload.synthetic import PRESETS, SyntheticSource
+
+    if model.name not in PRESETS:
+        raise field_error("model", model.name, "a model with calibrated synthetic routing ("
+                          + ", ".join(PRESETS) + ")")
+    src = SyntheticSource.from_preset(model.name, top_k=int(model.top_k))
+    if layer is None:
+        layer = default_layer(model)
+    moe = model.moe_layer_indices
+    li = moe.index(layer) if layer in moe else 0
+    step = src.stream(int(batch), seed=seed).step()
+    return step.counts[li], step.topk_ids[:, li, :], f"synthetic:{model.name}"
+
+
 def compare_policies(model_name: str, num_gpus: int, batches: Sequence[int], *, hardware: str = "b200",
                      policies: Sequence[Any] = ("noexp", "allexp", "sieve", "pimoe", "oracle"),
-                     context_len: int = 4096, seeds: Sequence[int] = (0, 1, 2), skew: float = 1.0,
-                     pim: Any = None) -> list[dict[str, Any]]:
-    """Estimated ``T_total`` of each policy, averaged over ``seeds`` (one layer of GPU 0).
+                     context_len: int = DEFAULT_CONTEXT_LEN, seeds: Sequence[int] = (0, 1, 2),
+                     pim: Any = None, top_k: int | None = None) -> list[dict[str, Any]]:
+    """Estimated ``T_total`` (Equation 1) of each policy, averaged over ``seeds`` (one layer of GPU 0).
 
     ``pim``: a PIM cost model (``sievesim.costs.PimCostModel``); default the roofline estimate.
+    ``top_k``: overrides the model's routed experts per token.
 
-    The global routing of ``B`` tokens is synthetic; GPU 0 holds experts ``0..E/G-1``. A policy is
-    a name or ``(label, policy instance)``. Returns rows with ``policy``, ``batch``,
-    ``t_total_us`` and, for expert-parallel placements, the busiest/mean unit ratio.
+    The routing of ``B`` tokens is the model's calibrated synthetic routing (:func:`model_routing`,
+    the same as ``sievesim run``'s default), at the layer of :func:`sievesim.costs.default_layer`;
+    GPU 0 holds experts ``0..E/G-1``; dispatch volumes come from the routing. A policy is a name or
+    ``(label, policy instance)``. Returns rows with ``policy``, ``batch``, ``t_total_us``, the
+    settings (``model``, ``hardware``, ``gpus``, ``layer``, ``context_len``, ``top_k``,
+    ``routing``) and, for expert-parallel placements, the busiest/mean unit ratio.
     """
+    from ..costs import default_layer
     from ..hardware import get_hardware
     from ..models import get_model
 
     hw = get_hardware(hardware)
-    model = get_model(model_name)
+    model = get_model(model_name, top_k=top_k)
     e_local = model.num_experts // num_gpus
+    layer = default_layer(model)
     rows = []
     for b in batches:
         acc: dict[str, list[float]] = {}
         imb: dict[str, list[float]] = {}
         for seed in seeds:
-            counts = synthetic_counts(model.num_experts, int(b), model.top_k, seed=seed, skew=skew)[:e_local]
-            ctx = build_context(model, hw, num_gpus, int(b), counts=counts, context_lens=context_len, pim=pim)
+            counts, ids, routing = model_routing(model, int(b), seed, layer)
+            counts = counts[:e_local]
+            ctx = build_context(model, hw, num_gpus, int(b), counts=counts, routing=ids, context_lens=context_len,
+                                pim=pim, layer=layer)
             for item in policies:
                 label, pol = (item, get_policy(item)) if isinstance(item, str) else item
                 part = pol.decide(counts, ctx)
@@ -129,7 +157,10 @@ def compare_policies(model_name: str, num_gpus: int, batches: Sequence[int], *, 
                 if est.unit_busy_s is not None and est.unit_busy_s.mean() > 0:
                     imb.setdefault(label, []).append(float(est.unit_busy_s.max() / est.unit_busy_s.mean()))
         for label, vals in acc.items():
-            row = {"policy": label, "batch": int(b), "t_total_us": 1e6 * float(np.mean(vals))}
+            row = {"policy": label, "batch": int(b), "t_total_us": 1e6 * float(np.mean(vals)),
+                   "model": model.name, "hardware": hw.name, "gpus": int(num_gpus), "layer": int(layer),
+                   "context_len": int(context_len), "top_k": int(model.top_k), "routing": routing,
+                   "seeds": list(seeds)}
             if label in imb:
                 row["busiest_over_mean_unit"] = float(np.mean(imb[label]))
             rows.append(row)

@@ -29,6 +29,10 @@ class Sieve(Policy):
     first non-decrease is taken from it. Both paths compute bit-identical ``T_total`` values, so
     the result is exactly the greedy rule's. Ties in count are broken by lower expert id first.
 
+    ``include_attention=False`` is a variant that is not the paper's: it leaves the decode attention
+    out of ``T_PIM`` (attention precedes the experts of its layer in the executed graph, so it does
+    not compete with them for the PIM; docs/system.md measures both).
+
     "Strictly decreases" means by more than floating-point rounding: a move counts as a decrease
     when ``T_new < T_old - rel_tol * T_start`` (``T_start``: all on PIM, the largest value the
     walk sees). With the default ``1e-12`` this only removes decisions made by rounding noise
@@ -38,10 +42,19 @@ class Sieve(Policy):
     name = "sieve"
     description = "greedy: move the most popular experts to the GPU while T_total strictly decreases"
 
-    def __init__(self, scalar_steps: int = 8, rel_tol: float = 1e-12, use_kernel: bool = True) -> None:
+    def __init__(self, scalar_steps: int = 8, rel_tol: float = 1e-12, use_kernel: bool = True,
+                 include_attention: bool = True) -> None:
         self.scalar_steps = int(scalar_steps)
         self.rel_tol = float(rel_tol)
         self.use_kernel = bool(use_kernel) and _sieve_walk is not None
+        self.include_attention = bool(include_attention)
+
+    def __repr__(self) -> str:
+        return "Sieve()" if self.include_attention else "Sieve(include_attention=False)"
+
+    def _attention_s(self, ctx: CostContext) -> float:
+        """The attention term of T_PIM as this instance counts it (the paper: included)."""
+        return ctx.t_attention_s if self.include_attention else 0.0
 
     def _decide(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> np.ndarray:
         if self.use_kernel:
@@ -56,7 +69,7 @@ class Sieve(Policy):
             perm = np.argsort(expert_ids, kind="stable")     # ties go to the lower id first
             c = np.ascontiguousarray(c[perm])
         out = np.empty(c.size, dtype=np.uint8)
-        _sieve_walk(c, ctx.pim_times(), ctx.t_attention_s, ctx.t_comm_s, ctx._off0, ctx._off_e, ctx._off_t,
+        _sieve_walk(c, ctx.pim_times(), self._attention_s(ctx), ctx.t_comm_s, ctx._off0, ctx._off_e, ctx._off_t,
                     ctx._comp0, ctx._comp_t, self.rel_tol, out)
         on_pim = out.view(bool)
         if perm is not None:
@@ -71,7 +84,7 @@ class Sieve(Policy):
         if m == 0:
             return counts > 0
         pt = ctx.pim_times()[desc]
-        p_all = ctx.t_attention_s + float(np.add.reduce(pt))
+        p_all = self._attention_s(ctx) + float(np.add.reduce(pt))
         comm = ctx.t_comm_s
         offbase, off_t = ctx._offbase, ctx._off_t
         comp0, comp_t = ctx._comp0, ctx._comp_t

@@ -188,7 +188,7 @@ def trace_from_arrays(arrays: Mapping[str, Any], *, source: str = "<arrays>",
     if num_experts is not None and e_meta is not None and num_experts != e_meta:
         raise _err(source, "meta.num_experts", e_meta, f"{num_experts} (the model's expert count)")
     if top_k is not None and k_meta is not None and top_k != k_meta:
-        raise _err(source, "meta.top_k", k_meta, f"{top_k} (the model's top-k)")
+        raise _err(source, "meta.top_k", k_meta, f"{top_k} (the top-k asked for)")
     e = e_meta if e_meta is not None else num_experts
     kk = k_meta if k_meta is not None else top_k
     if e is None:
@@ -238,15 +238,21 @@ def trace_from_arrays(arrays: Mapping[str, Any], *, source: str = "<arrays>",
 
 
 def check_model(routing: "TraceData | PassCounts", num_experts: int, top_k: int | None,
-                model_name: str = "") -> None:
-    """Raise :class:`TraceError` when a trace's expert count or top-k differ from a model's."""
+                model_name: str = "", num_moe_layers: int | None = None) -> None:
+    """Raise :class:`TraceError` when a trace's expert count, top-k or (when given) number of MoE
+    layers differ from a model's; every disagreement is named in the one message."""
     what = f" (model {model_name})" if model_name else ""
+    problems = []
     if routing.num_experts != num_experts:
-        raise _err(routing.source, "meta.num_experts", routing.num_experts,
-                   f"{num_experts}, the expert count of the chosen model{what}")
+        problems.append(f"meta.num_experts = {routing.num_experts!r}: expected {num_experts}, the expert count "
+                        f"of the chosen model{what}")
     if top_k is not None and routing.top_k and routing.top_k != top_k:
-        raise _err(routing.source, "meta.top_k", routing.top_k,
-                   f"{top_k}, the top-k of the chosen model{what}")
+        problems.append(f"meta.top_k = {routing.top_k!r}: expected {top_k}, the top-k of the chosen model{what}")
+    if num_moe_layers is not None and routing.num_layers != num_moe_layers:
+        problems.append(f"MoE layers (topk_ids.shape[1]) = {routing.num_layers!r}: expected {num_moe_layers}, "
+                        f"the MoE layers of the chosen model{what}")
+    if problems:
+        raise TraceError(f"{routing.source}: " + "; ".join(problems))
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,0 +1,45 @@
+"""System step benchmarks: wall time of one executed decode step at B = 256 with every PIM node from
+the engine: cold (engine caches empty, a new simulator), warm (the same step again: every PIM program
+was simulated before) and next (the following step: contexts one token longer, so attention programs
+are new).
+
+Target (issue: the system step): Qwen3.5-397B-A17B on 8 GPUs at B = 256 under 1 s cold and 0.2 s warm
+on one core. Run with ``python benchmarks/run.py system``.
+"""
+from __future__ import annotations
+
+from sievesim.system import StepSimulator
+
+CASES = {"qwen3.5-397b-a17b": 8, "gpt-oss-120b": 4, "qwen3-30b-a3b": 1}
+
+
+def _clear_engine_caches() -> None:
+    from sievesim.pim import contention, expert
+
+    expert._gemv.cache_clear()
+    expert._sequence.cache_clear()
+    contention.measure_contention.cache_clear()
+
+
+class SystemStep:
+    """One step of each paper model at B = 256 under Sieve."""
+
+    params = (list(CASES),)
+    param_names = ["model"]
+
+    def setup(self, model: str) -> None:
+        self.warm = StepSimulator(model, gpus=CASES[model], policy="sieve", batch=256)
+        self.warm.run_step(grow_contexts=False)
+
+    def time_step_cold(self, model: str) -> None:
+        _clear_engine_caches()
+        StepSimulator(model, gpus=CASES[model], policy="sieve", batch=256).run_step()
+
+    def time_step_warm(self, model: str) -> None:
+        self.warm.run_step(grow_contexts=False)
+
+    def time_step_next(self, model: str) -> None:
+        self.warm.run_step()
+
+    def track_nodes_per_step(self, model: str) -> int:
+        return len(self.warm.run_step(grow_contexts=False)["schedule"].graph)

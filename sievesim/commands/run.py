@@ -1,0 +1,195 @@
+"""``sievesim run``: decode steps of a model on G GPUs with HBM-PIM, executed as a dependency graph."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from typing import Any
+
+from ..errors import field_error
+
+#: Policies that ``--policy all`` runs, in table order (the GPU-only reference first).
+ALL_POLICIES = ("gpu-only", "noexp", "allexp", "pimoe", "sieve")
+
+
+def _positive_int(text: str) -> int:
+    if not (text.isascii() and text.strip().lstrip("+").isdigit()):
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    if not (text.isascii() and text.strip().lstrip("+").isdigit()):
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return int(text)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "run", help="decode steps of a model on G GPUs with HBM-PIM, executed as a dependency graph",
+        description="Simulate decode steps of a MoE model on G GPUs whose HBM stacks carry PIM: the policy "
+                    "splits each GPU's experts at each layer on its own estimate (Equation 1), every node of "
+                    "the layer graph is priced (PIM nodes on the cycle-accurate engine) and the graph is "
+                    "executed. Prints the executed step time beside the policy's estimate.")
+    p.add_argument("--model", required=True, help="preset name, .toml or Hugging Face config.json")
+    p.add_argument("--hardware", default="b200", help="preset name or .toml (default: b200)")
+    p.add_argument("--gpus", type=_positive_int, default=1, help="GPUs G (default 1)")
+    p.add_argument("--policy", default="all",
+                   help="policy name, comma-separated names, or 'all' = " + ",".join(ALL_POLICIES)
+                        + " ('gpu-only': attention and experts on the GPU, no PIM)")
+    p.add_argument("--batch", type=_positive_int, default=64, help="decode requests B over all GPUs (default 64)")
+    p.add_argument("--trace", default=None, metavar="SOURCE",
+                   help="routing: .npz trace, SGLang dump, or synthetic:MODEL (default: the model's "
+                        "calibrated synthetic routing)")
+    p.add_argument("--context-len", type=_non_negative_int, default=None, metavar="L",
+                   help="context length of every request (tokens; default 4096)")
+    p.add_argument("--context-preset", default=None, metavar="NAME",
+                   help="draw context lengths from a dataset preset (hh-rlhf, math-500)")
+    p.add_argument("--prefill", default=None, metavar="P:L", help="colocate P prefill requests of L tokens")
+    p.add_argument("--steps", type=_positive_int, default=1, help="measured steps (default 1)")
+    p.add_argument("--warmup", type=_non_negative_int, default=2,
+                   help="warm-up steps before them, while the cost table learns (default 2)")
+    p.add_argument("--seed", type=_non_negative_int, default=0, help="seed of routing and lengths (default 0)")
+    p.add_argument("--pimoe-unit", default=None, help="PIMoE placement unit: pseudo_channel, channel, stack")
+    p.add_argument("--microbatches", type=_positive_int, default=1,
+                   help="2 interleaves two halves of the batch (prior work's schedule; default 1)")
+    p.add_argument("--no-early-loads", action="store_true",
+                   help="do not load popular experts' weights before the decision")
+    p.add_argument("--no-contention", action="store_true",
+                   help="let PIM and GPU HBM traffic overlap without slowing each other")
+    p.add_argument("--scheduler-latency-us", type=float, default=None, metavar="US",
+                   help="modelled decision latency per layer for 256 experts (default: the hardware's, 20 us)")
+    p.add_argument("--policy-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="constructor argument of the policies that take it, e.g. include_attention=false "
+                        "(Sieve's variant without attention in T_PIM); repeatable")
+    p.add_argument("--json", action="store_true", help="JSON: one object (one policy) or a list")
+    p.add_argument("--chrome-trace", default=None, metavar="FILE",
+                   help="write the last step's schedule as Chrome trace JSON (Perfetto); one policy only")
+    p.set_defaults(func=_run)
+
+
+def _policies(text: str) -> list[str]:
+    from ..policies import policy_class
+    from ..system import GPU_ONLY
+
+    names = list(ALL_POLICIES) if text.strip().lower() == "all" else [n.strip().lower() for n in text.split(",")]
+    if not names or any(not n for n in names):
+        raise field_error("--policy", text, "a policy name, comma-separated names, or 'all'")
+    for n in names:
+        if n != GPU_ONLY:
+            policy_class(n)
+    return list(dict.fromkeys(names))
+
+
+def _policy_options(items: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs; values are JSON where they parse (true, 3, "x"), else strings."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise field_error("--policy-option", item, "KEY=VALUE with a Python identifier as KEY")
+        try:
+            out[key.strip()] = json.loads(value.strip().lower() if value.strip().lower() in ("true", "false")
+                                          else value)
+        except json.JSONDecodeError:
+            out[key.strip()] = value
+    return out
+
+
+def _options_for(name: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The subset of ``options`` that policy ``name``'s constructor takes."""
+    import inspect
+
+    from ..policies import policy_class
+    from ..system import GPU_ONLY
+
+    if not options or name == GPU_ONLY:
+        return {}
+    params = inspect.signature(policy_class(name).__init__).parameters
+    return {k: v for k, v in options.items() if k in params}
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..hardware import get_hardware
+    from ..models import get_model
+    from ..system import simulate_step
+    from ..system.chrome import write_chrome_trace
+
+    names = _policies(args.policy)
+    if args.chrome_trace and len(names) != 1:
+        raise field_error("--chrome-trace", args.chrome_trace, "one policy (--policy NAME)")
+    if args.pimoe_unit is not None and "pimoe" not in names:
+        raise field_error("--pimoe-unit", args.pimoe_unit, "only with policy pimoe")
+    model = get_model(args.model)
+    hw = get_hardware(args.hardware)
+    if args.scheduler_latency_us is not None:
+        lat = args.scheduler_latency_us
+        if not (lat >= 0 and lat < 1e6):
+            raise field_error("--scheduler-latency-us", lat, "a latency in microseconds, >= 0")
+        hw = dataclasses.replace(hw, gpu=dataclasses.replace(hw.gpu, scheduler_latency_s=lat * 1e-6))
+    options = _policy_options(args.policy_option)
+    unused = [k for k in options if not any(k in _options_for(n, options) for n in names)]
+    if unused:
+        raise field_error("--policy-option", unused[0], f"an argument of one of the policies {', '.join(names)}")
+    results = []
+    for name in names:
+        res = simulate_step(model, hw, gpus=args.gpus, policy=name, batch=args.batch, trace=args.trace,
+                            context_len=args.context_len, context_preset=args.context_preset,
+                            prefill=args.prefill, steps=args.steps, warmup=args.warmup, seed=args.seed,
+                            pimoe_unit=args.pimoe_unit if name == "pimoe" else None,
+                            early_loads=not args.no_early_loads, microbatches=args.microbatches,
+                            contention=not args.no_contention, policy_options=_options_for(name, options))
+        results.append(res)
+    if args.chrome_trace:
+        try:
+            write_chrome_trace(results[0].schedule, args.chrome_trace)
+        except OSError as exc:
+            raise field_error("--chrome-trace", args.chrome_trace, f"a writable file ({exc.strerror})") from None
+    records = [r.to_dict() for r in results]
+    _add_speedups(records)
+    if args.json:
+        print(json.dumps(records[0] if len(records) == 1 else records))
+        return 0
+    _print_table(records, model, hw)
+    return 0
+
+
+def _add_speedups(records: list[dict[str, Any]]) -> None:
+    """``speedup_over_<ref>`` = reference step time / this step time, for the references that ran."""
+    by_name = {r["policy"]: r for r in records}
+    for ref in ("gpu-only", "noexp"):
+        if ref in by_name:
+            for r in records:
+                r[f"speedup_over_{ref.replace('-', '_')}"] = by_name[ref]["step_time_s"] / r["step_time_s"]
+
+
+def _print_table(records: list[dict[str, Any]], model: Any, hw: Any) -> None:
+    r0 = records[0]
+    print(f"{model.name} on {r0['gpus']} x {hw.name}, B = {r0['batch']}"
+          + (f" + {r0['prefill_requests']} prefill x {r0['prefill_len']} tokens" if r0["prefill_requests"] else "")
+          + f", context {r0['context']}, routing {r0['routing']}, seed {r0['seed']}; "
+            f"mean of {r0['steps']} step(s) after {r0['warmup']} warm-up step(s)")
+    print("executed = the dependency graph run with engine-priced PIM nodes; estimate = the policy's Equation 1 "
+          "summed over layers")
+    refs = [k for k in ("speedup_over_gpu_only", "speedup_over_noexp") if k in r0]
+    head = (f"{'policy':14s} {'executed_ms':>11s} {'estimate_ms':>11s} {'tok/s/GPU':>10s} {'tok/s/user':>10s} "
+            + " ".join(f"{'x ' + k[len('speedup_over_'):]:>10s}" for k in refs)
+            + f" {'GPU exp/layer':>13s} {'PIM exp/layer':>13s}")
+    print(head)
+    for r in records:
+        name = r["policy"] + (f"({r['pimoe_unit']})" if r.get("pimoe_unit") else "")
+        name += "".join(f"[{k}={v}]" for k, v in r.get("policy_options", {}).items())
+        layers = len(r["layer_time_s"])
+        print(f"{name:14s} {r['step_time_s'] * 1e3:11.3f} {r['estimated_step_time_s'] * 1e3:11.3f} "
+              f"{r['throughput_tokens_per_s_per_gpu']:10.1f} {r['interactivity_tokens_per_s_per_user']:10.1f} "
+              + " ".join(f"{r[k]:10.2f}" for k in refs)
+              + f" {r['experts_on_gpu'] / layers:13.1f} {r['experts_on_pim'] / layers:13.1f}")
+    if len(records) == 1:
+        r = r0
+        print("busy per GPU [ms]: " + "; ".join(f"{k} " + ",".join(f"{x * 1e3:.3f}" for x in v)
+                                                for k, v in r["busy_s"].items()))
+        print(f"decision: modelled {r['scheduler_us']:.2f} us per layer and GPU, simulator wall "
+              f"{r['wall_decision_us']:.2f} us")

@@ -1,0 +1,122 @@
+"""``sievesim sweep``: run a grid of points through a process pool, serially or on a Dask cluster;
+results go point by point into a directory and a rerun resumes where the last one stopped."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from typing import Any, Callable
+
+from ..errors import ConfigError, field_error
+
+#: Point functions by name; the first one whose module imports is the default.
+POINT_FUNCTIONS = {
+    "step": "sievesim.sweep:step_point",
+    "estimate": "sievesim.sweep:estimate_point",
+}
+
+
+def _list(kind: Callable[[str], Any]) -> Callable[[str], list[Any]]:
+    def parse(text: str) -> list[Any]:
+        try:
+            values = [kind(x.strip()) for x in text.split(",") if x.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list, got {text!r}") from None
+        if not values:
+            raise argparse.ArgumentTypeError(f"expected at least one value, got {text!r}")
+        return values
+    return parse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "sweep", help="run a grid of points (resumable; process pool or Dask)",
+        description="Every combination of the listed values is one point; each point is one call of "
+                    "the point function. Results go to OUT/results.csv and OUT/results.jsonl as points "
+                    "finish; rerunning the same command skips the finished points.")
+    p.add_argument("--grid", metavar="FILE", help="TOML grid file (keys: " + ", ".join(_grid_keys()) + ")")
+    p.add_argument("--model", type=_list(str), help="model presets or config paths, comma-separated")
+    p.add_argument("--hardware", type=_list(str), help="hardware presets or TOML paths (default b200)")
+    p.add_argument("--gpus", type=_list(int), help="GPU counts (default 1)")
+    p.add_argument("--policy", type=_list(str), help="policies (default sieve; gpu-only = no PIM)")
+    p.add_argument("--pimoe-unit", type=_list(str), help="PIMoE placement units (default stack)")
+    p.add_argument("--batch", type=_list(int), help="batch sizes (decode requests)")
+    p.add_argument("--trace", type=_list(str), help="routing: trace files or synthetic:MODEL (default: the model's synthetic routing)")
+    p.add_argument("--context-len", type=_list(int), help="context tokens of every decode request")
+    p.add_argument("--context-preset", type=_list(str), help="request-length presets (hh-rlhf, math-500)")
+    p.add_argument("--prefill", type=_list(str), metavar="P:L,...",
+                   help="colocated prefill: P requests of L prompt tokens each (e.g. 2:1024)")
+    p.add_argument("--steps", type=_list(int), help="decode steps per point (default 1)")
+    p.add_argument("--warmup", type=_list(int), help="warm-up steps before the measured ones (default: the step's, 2)")
+    p.add_argument("--seed", type=_list(int), help="seeds (default 0)")
+    p.add_argument("--out", default="sweep-out", metavar="DIR", help="output directory (default sweep-out)")
+    p.add_argument("--point", choices=sorted(POINT_FUNCTIONS), default=None,
+                   help="what one point runs: step = the executed decode step (sievesim run), "
+                        "estimate = the scheduler's one-layer estimate (default: step when available)")
+    p.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help="worker processes (default: CPU count; 1 runs the points in this process)")
+    p.add_argument("--dask", metavar="ADDRESS", help="run on a Dask scheduler (needs sievesim[dask])")
+    p.add_argument("--force", action="store_true", help="start over in a directory that holds another grid")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.set_defaults(func=_run)
+
+
+def _grid_keys() -> tuple[str, ...]:
+    from ..sweep import GRID_KEYS
+    return GRID_KEYS
+
+
+def resolve_point_function(name: str | None) -> Callable[..., Any]:
+    """The point function called ``name`` (:data:`POINT_FUNCTIONS`); ``None``: the executed step
+    when ``sievesim.system`` provides it, else the estimate."""
+    from ..sweep import step_available
+
+    if name is None:
+        name = "step" if step_available() else "estimate"
+    if name == "step" and not step_available():
+        raise field_error("--point", name, "estimate (this installation has no sievesim.system.simulate_step)")
+    module, attr = POINT_FUNCTIONS[name].split(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..sweep import GRID_KEYS, check_points, expand_grid, load_grid_file, run_grid
+
+    products = load_grid_file(args.grid) if args.grid else [{}]
+    flags = {k: getattr(args, k) for k in GRID_KEYS if getattr(args, k, None) is not None}
+    products = [{**prod, **flags} for prod in products]
+    points = expand_grid(products)
+    check_points(points)
+    point_fn = resolve_point_function(args.point)
+    if args.jobs is not None and args.jobs < 1:
+        raise field_error("--jobs", args.jobs, "a positive number of worker processes")
+    if args.dask and args.jobs is not None:
+        raise field_error("--jobs", args.jobs, "not with --dask (the cluster has its own workers)")
+    progress = None if args.quiet else sys.stderr
+    if args.dask:
+        try:
+            from dask.distributed import Client
+        except ImportError:
+            raise ConfigError("--dask needs Dask: pip install 'sievesim[dask]'") from None
+        try:
+            client = Client(args.dask, timeout="10s")
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise field_error("--dask", args.dask, f"the address of a running Dask scheduler ({exc})") from None
+        try:
+            summary = run_grid(points, args.out, point_fn=point_fn, executor=client.get_executor(),
+                               force=args.force, progress=progress)
+        finally:
+            client.close()
+    elif args.jobs == 1 or len(points) == 1:
+        summary = run_grid(points, args.out, point_fn=point_fn, force=args.force, progress=progress)
+    else:
+        from concurrent.futures import ProcessPoolExecutor
+
+        workers = min(args.jobs or os.cpu_count() or 1, len(points))
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            summary = run_grid(points, args.out, point_fn=point_fn, executor=pool,
+                               force=args.force, progress=progress)
+    print(f"{summary.done}/{summary.total} points in {summary.out_dir} ({summary.ran} run now, "
+          f"{summary.skipped} already done): results.csv, results.jsonl")
+    return 0

@@ -1,0 +1,545 @@
+"""``sievesim reproduce``: the Sieve paper's figures, each as CSV + PNG next to the paper's claims.
+
+A figure is one function registered with :func:`register_figure`::
+
+    @register_figure("fig3", "Activated-parameter ratio vs batch size", plot=_plot_fig3)
+    def fig3(opts: FigureOptions) -> FigureData:
+        records = [...]                      # flat dicts, units in the keys
+        claims = [Claim("GPT-OSS act-ratio at B=1", "2.4 %", f"{x:.1%}")]
+        return FigureData(records, claims)
+
+``compute(opts)`` returns the records (written to ``NAME.csv``) and the paper's claims beside our
+numbers (printed as a table); ``plot(data, path)`` draws ``NAME.png`` with matplotlib, which is an
+optional extra: without it the CSV is still written and the report says how to get plots.
+``opts.quick`` asks for the reduced version (fewer batch sizes and steps; under a minute on two
+cores). ``reproduce("all", ...)`` runs every registered figure in registration order. A figure
+that needs the executed step gets its rows from :func:`step_records` (a resumable sweep kept in
+``OUT/NAME-points/``, run on ``opts.jobs`` processes).
+"""
+from __future__ import annotations
+
+import csv
+import functools
+import io
+import json
+import os
+import pathlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from .errors import field_error
+
+__all__ = ["Claim", "FigureData", "FigureOptions", "Figure", "FigureReport", "FIGURES",
+           "register_figure", "figure_names", "reproduce", "step_records", "PAPER_MODELS"]
+
+#: The four models of the paper's Figures 3 and 5, in its legend order.
+PAPER_MODELS = ("mixtral-8x22b", "qwen3-30b-a3b", "qwen3-next-80b-a3b", "gpt-oss-120b")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One statement of the paper and our number for it (``ours`` already formatted)."""
+
+    what: str
+    paper: str
+    ours: str
+
+
+@dataclass
+class FigureData:
+    """What a figure function returns: records (one CSV row each), claims, and notes that explain
+    differences (printed under the claims)."""
+
+    records: list[dict[str, Any]]
+    claims: list[Claim] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class FigureOptions:
+    """Options every figure function receives.
+
+    quick: the reduced version (fewer batch sizes and steps).
+    traces: routing trace files to add beside the synthetic routing where a figure can use them.
+    seed: seed of every random draw.
+    out_dir: where the figure's files go (:func:`step_records` keeps its points there too).
+    jobs: worker processes for :func:`step_records` (1: in this process).
+    """
+
+    quick: bool = False
+    traces: tuple[str, ...] = ()
+    seed: int = 0
+    out_dir: str = "figures"
+    jobs: int = 1
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A registered figure: its name, title, compute function and optional plot function."""
+
+    name: str
+    title: str
+    compute: Callable[[FigureOptions], FigureData]
+    plot: Callable[[FigureData, pathlib.Path], None] | None = None
+
+
+@dataclass
+class FigureReport:
+    """A reproduced figure: its data and the files written (``png`` is None without matplotlib)."""
+
+    name: str
+    title: str
+    data: FigureData
+    csv: pathlib.Path
+    png: pathlib.Path | None
+    message: str = ""
+
+
+#: Registered figures, in the order ``all`` runs them.
+FIGURES: dict[str, Figure] = {}
+
+
+def register_figure(name: str, title: str, *, plot: Callable[[FigureData, pathlib.Path], None] | None = None
+                    ) -> Callable[[Callable[[FigureOptions], FigureData]], Callable[[FigureOptions], FigureData]]:
+    """Decorator: register ``compute(opts) -> FigureData`` as figure ``name`` (see module doc)."""
+    def wrap(compute: Callable[[FigureOptions], FigureData]) -> Callable[[FigureOptions], FigureData]:
+        if name in FIGURES or name == "all":
+            raise ValueError(f"figure {name!r} is already registered")
+        FIGURES[name] = Figure(name, title, compute, plot)
+        return compute
+    return wrap
+
+
+def figure_names() -> list[str]:
+    """Registered figure names and ``all``."""
+    return list(FIGURES) + ["all"]
+
+
+def _csv_bytes(records: Sequence[dict[str, Any]]) -> bytes:
+    columns: list[str] = []
+    for r in records:
+        columns.extend(k for k in r if k not in columns)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(columns)
+    for r in records:
+        w.writerow(["" if r.get(c) is None else (json.dumps(r[c]) if isinstance(r[c], (list, dict)) else r[c])
+                    for c in columns])
+    return buf.getvalue().encode()
+
+
+def _have_matplotlib() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def step_records(name: str, points: Sequence[dict[str, Any]], opts: FigureOptions, *,
+                 point_fn: Callable[[dict[str, Any]], Any] | None = None) -> list[dict[str, Any]]:
+    """Rows of the executed step (:func:`sievesim.sweep.step_point`, or ``point_fn``) at every
+    point, in point order, for a figure that needs the step (Figures 6 and 9-11).
+
+    The points run as a sweep in ``OUT/NAME-points/`` (``opts.jobs`` worker processes), so an
+    interrupted ``reproduce`` resumes where it stopped and a rerun of a finished figure only
+    redraws it. ``points`` are settings dicts as :func:`sievesim.sweep.expand_grid` gives them
+    (``expand_grid`` fills the defaults)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from .sweep import expand_grid, point_id, read_results, run_grid, step_point
+
+    fn = point_fn or step_point
+    pts = expand_grid([{k: [v] for k, v in p.items()} for p in points])
+    out = pathlib.Path(opts.out_dir) / f"{name}-points"
+    if opts.jobs > 1 and len(pts) > 1:
+        with ProcessPoolExecutor(max_workers=min(opts.jobs, len(pts))) as pool:
+            run_grid(pts, out, point_fn=fn, executor=pool, force=_grid_changed(out, pts, fn), progress=None)
+    else:
+        run_grid(pts, out, point_fn=fn, force=_grid_changed(out, pts, fn), progress=None)
+    by_id = {r["point_id"]: r for r in read_results(out)}
+    return [by_id[point_id(p)] for p in pts]
+
+
+def _grid_changed(out: pathlib.Path, points: Sequence[dict[str, Any]], fn: Callable[..., Any]) -> bool:
+    """Whether ``out`` holds the points of another grid (a figure's points changed with --quick or
+    --seed): then its directory is started over."""
+    from .sweep import MANIFEST, grid_manifest
+
+    path = out / MANIFEST
+    if not path.exists():
+        return out.exists() and any(out.iterdir())
+    try:
+        return json.loads(path.read_text()) != grid_manifest(points, fn)
+    except json.JSONDecodeError:
+        return True
+
+
+def reproduce(name: str, out_dir: str | os.PathLike[str] = "figures", *, quick: bool = False,
+              traces: Sequence[str] = (), seed: int = 0, plot: bool = True, jobs: int = 1) -> list[FigureReport]:
+    """Compute figure ``name`` (or ``all``), write ``NAME.csv`` and ``NAME.png`` into ``out_dir``
+    and return the reports. An unknown name is a :class:`~sievesim.errors.SievesimError`."""
+    if name not in FIGURES and name != "all":
+        import difflib
+        close = difflib.get_close_matches(name, figure_names(), n=1)
+        raise field_error("figure", name, "one of " + ", ".join(figure_names())
+                          + (f" (did you mean {close[0]!r}?)" if close else ""))
+    for t in traces:
+        if not os.path.exists(t):
+            raise field_error("--trace", t, "an existing routing trace file")
+    names = list(FIGURES) if name == "all" else [name]
+    out = pathlib.Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if jobs < 1:
+        raise field_error("--jobs", jobs, "a positive number of worker processes")
+    opts = FigureOptions(quick=quick, traces=tuple(traces), seed=seed, out_dir=str(out), jobs=jobs)
+    reports = []
+    for n in names:
+        fig = FIGURES[n]
+        data = fig.compute(opts)
+        for r in data.records:
+            r.setdefault("figure", n)
+        csv_path = out / f"{n}.csv"
+        tmp = csv_path.with_name(csv_path.name + ".tmp")
+        tmp.write_bytes(_csv_bytes(data.records))
+        os.replace(tmp, csv_path)
+        png, message = None, ""
+        if plot and fig.plot is not None:
+            if _have_matplotlib():
+                import matplotlib
+                matplotlib.use("Agg")
+                png = out / f"{n}.png"
+                fig.plot(data, png)
+            else:
+                message = "no PNG: matplotlib is not installed (pip install 'sievesim[plot]')"
+        reports.append(FigureReport(n, fig.title, data, csv_path, png, message))
+    return reports
+
+
+def format_report(report: FigureReport) -> str:
+    """The claims table of a report, with the files written and the notes."""
+    lines = [f"{report.name}: {report.title}"]
+    claims = report.data.claims
+    if claims:
+        w1 = max(len("claim"), *(len(c.what) for c in claims))
+        w2 = max(len("paper"), *(len(c.paper) for c in claims))
+        lines.append(f"  {'claim':<{w1}}  {'paper':<{w2}}  ours")
+        for c in claims:
+            lines.append(f"  {c.what:<{w1}}  {c.paper:<{w2}}  {c.ours}")
+    for note in report.data.notes:
+        lines.append(f"  note: {note}")
+    files = [str(report.csv)] + ([str(report.png)] if report.png else [])
+    lines.append("  wrote " + ", ".join(files) + (f"; {report.message}" if report.message else ""))
+    return "\n".join(lines)
+
+
+# ================================================================================================
+# Figures 3 and 5: routing statistics
+# ================================================================================================
+def _routing_batches(quick: bool) -> tuple[list[int], int]:
+    """(batch sizes, steps per batch size) of Figures 3 and 5."""
+    if quick:
+        return [1, 4, 16, 64, 256], 16
+    return [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], 64
+
+
+@functools.lru_cache(maxsize=32)
+def _stats(spec: str, model_name: str | None, batches: tuple[int, ...], steps: int, seed: int) -> tuple[Any, ...]:
+    """``routing_stats`` of a routing spec (synthetic:MODEL or a trace file), cached so that
+    Figures 3 and 5 share one computation."""
+    from .models import get_model
+    from .workload.batches import TraceSource, open_source
+    from .workload.stats import routing_stats
+
+    src = open_source(spec, seed=seed) if spec.startswith("synthetic:") else open_source(spec)
+    opts = {"allow_reuse": True} if isinstance(src, TraceSource) else {}
+    model = get_model(model_name) if model_name else None
+    return tuple(routing_stats(src, list(batches), batches=steps, seed=seed, model=model, **opts))
+
+
+def _trace_model(path: str) -> str | None:
+    """The model preset a trace was recorded on, from its ``meta.model`` (None if no preset)."""
+    from .models import list_models
+    from .workload.traces import load_routing
+
+    meta = getattr(load_routing(path), "meta", {}) or {}
+    text = str(meta.get("model", "")).lower().replace("_", "-")
+    return next((m for m in sorted(list_models(), key=len, reverse=True) if m in text), None)
+
+
+def _routing_series(opts: FigureOptions, need_model: bool) -> list[tuple[str, str, str | None]]:
+    """(label, routing spec, model preset) of every series: the paper's four models on calibrated
+    synthetic routing, then each trace (with its model preset, if it has one)."""
+    series: list[tuple[str, str, str | None]] = [(m, f"synthetic:{m}", m) for m in PAPER_MODELS]
+    for t in opts.traces:
+        model = _trace_model(t)
+        if model is None and need_model:
+            continue
+        series.append((f"{pathlib.Path(t).stem} (trace)", t, model))
+    return series
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f} %"
+
+
+@functools.lru_cache(maxsize=4)
+def _routing_records(opts: FigureOptions) -> tuple[tuple[dict[str, Any], ...], tuple[str, ...]]:
+    batches, steps = _routing_batches(opts.quick)
+    records = []
+    skipped = []
+    for label, spec, model in _routing_series(opts, need_model=False):
+        stats = _stats(spec, model, tuple(batches), steps, opts.seed)
+        for s in stats:
+            records.append({
+                "series": label, "model": model, "routing": spec, "batch": s.batch_size, "steps": steps,
+                "seed": opts.seed,
+                "act_param_ratio": s.act_param_ratio, "act_param_ratio_median": s.act_param_ratio_median,
+                "activated_expert_ratio": s.activated_ratio,
+                "activated_expert_ratio_median": s.activated_ratio_median,
+                "frac_n1": s.frac_1, "frac_n2": s.frac_2, "frac_n3_4": s.frac_3_4, "frac_gt4": s.frac_gt4,
+                "frac_memory_bound": s.frac_memory_bound, "tokens_per_active_expert": s.tokens_per_active,
+            })
+        if model is None:
+            skipped.append(label)
+    return tuple(records), tuple(skipped)
+
+
+def _find(records: Sequence[dict[str, Any]], series: str, batch: int) -> dict[str, Any] | None:
+    return next((r for r in records if r["series"] == series and r["batch"] == batch), None)
+
+
+@register_figure("fig3", "Activated-parameter ratio vs batch size (Sieve paper Figure 3)",
+                 plot=lambda data, path: _plot_fig3(data, path))
+def fig3(opts: FigureOptions) -> FigureData:
+    """Activated parameters / total parameters per decode step, mean over steps, for the paper's
+    four models on calibrated synthetic routing (and traces recorded on a preset model)."""
+    rows, _ = _routing_records(opts)
+    keys = ("series", "model", "routing", "batch", "steps", "seed", "act_param_ratio",
+            "act_param_ratio_median", "activated_expert_ratio", "activated_expert_ratio_median")
+    records = [{k: r[k] for k in keys} for r in rows if r["model"] is not None]
+    top = 256
+
+    def val(series: str, batch: int, key: str = "act_param_ratio") -> float | None:
+        r = _find(records, series, batch)
+        return None if r is None else r[key]
+
+    claims = [
+        Claim("GPT-OSS act-ratio at B=1", "2.4 %", f"{_pct(val('gpt-oss-120b', 1))} "
+              f"(routed experts active: {_pct(val('gpt-oss-120b', 1, 'activated_expert_ratio'))})"),
+        Claim("Mixtral-8x22B act-ratio at B=1", "25.0 %", f"{_pct(val('mixtral-8x22b', 1))} "
+              f"(routed experts active: {_pct(val('mixtral-8x22b', 1, 'activated_expert_ratio'))})"),
+        Claim("Mixtral median act-ratio at B=16", "100 %",
+              f"{_pct(val('mixtral-8x22b', 16, 'act_param_ratio_median'))} over steps; median over "
+              f"(layer, step) of experts active: {_pct(val('mixtral-8x22b', 16, 'activated_expert_ratio_median'))}"),
+        Claim(f"GPT-OSS act-ratio at B={top}", "47.9 %", _pct(val("gpt-oss-120b", top))),
+        Claim(f"Qwen3-Next act-ratio at B={top}", "similar to GPT-OSS", _pct(val("qwen3-next-80b-a3b", top))),
+        Claim(f"Qwen3 act-ratio at B={top}", "above Qwen3-Next and GPT-OSS", _pct(val("qwen3-30b-a3b", top))),
+    ]
+    notes = ["act-ratio = (total - routed + routed experts activated) / total parameters, the paper's "
+             "written definition; at B=1 it is above the paper's GPT-OSS 2.4 % (docs/workloads.md)",
+             "routing: synthetic, calibrated to the paper's Figure 3/5 numbers; Qwen3-30B-A3B with "
+             "top-k 8 from its config.json (the paper says 4)"]
+    return FigureData(records, claims, notes)
+
+
+def _plot_fig3(data: FigureData, path: pathlib.Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for series in dict.fromkeys(r["series"] for r in data.records):
+        rows = [r for r in data.records if r["series"] == series]
+        style = "--" if "(trace)" in series else "-"
+        ax.plot([r["batch"] for r in rows], [100 * r["act_param_ratio"] for r in rows], style, marker="o",
+                ms=3, label=series)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch size B (decode requests)")
+    ax.set_ylabel("activated parameter ratio [%]")
+    ax.set_ylim(0, 105)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title("Activated-parameter ratio vs batch size")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120, metadata={"Software": None})
+    plt.close(fig)
+
+
+# ================================================================================================
+# Figure 4: rooflines of the GPU and of its PIM, with operations placed by arithmetic intensity
+# ================================================================================================
+FIG4_MODEL = "qwen3-30b-a3b"
+FIG4_HARDWARE = ("b200", "b200-pim4x")
+
+
+def _roof(flops: float, bytes_moved: float, peak: float, bw: float) -> tuple[float, float]:
+    """(time [s], attained FLOP/s) of one operation under a roofline."""
+    t = max(flops / peak, bytes_moved / bw)
+    return t, flops / t
+
+
+@register_figure("fig4", "Rooflines of the B200 and of its HBM-PIM, operations placed by token count "
+                 "(Sieve paper Figure 4)", plot=lambda data, path: _plot_fig4(data, path))
+def fig4(opts: FigureOptions) -> FigureData:
+    """Attention, QKV generation and routed experts with N tokens of Qwen3-30B-A3B on the B200
+    roofline (2250 TFLOP/s, 8 TB/s) and on the roofline of its PIM (all 8 stacks; the 16x and the
+    Samsung-like 4x presets). Each operation is placed where its roofline time is lower."""
+    from .costs import attention_shape, default_layer
+    from .hardware import get_hardware
+    from .models import get_model
+
+    model = get_model(FIG4_MODEL)
+    layer = default_layer(model)
+    dtype = float(model.dtype_bytes)
+    h, inter = float(model.hidden_size), float(model.moe_intermediate_size)
+    context = 4096
+    def expert_work(n: int) -> tuple[float, float]:
+        """(FLOPs, bytes) of one routed expert with n tokens: weights once, activations per token."""
+        return 2.0 * model.params_per_expert * n, float(model.bytes_per_expert) + n * dtype * (2 * h + 2 * inter)
+
+    ops: list[tuple[str, int, float, float]] = []  # (op, tokens, flops, bytes)
+    for n in ([1, 2, 4, 8, 16, 32, 64, 128, 256] if not opts.quick else [1, 4, 16, 64, 256]):
+        ops.append(("expert", n, *expert_work(n)))
+    attn = attention_shape(model, layer)
+    ops.append(("attention", 1, attn.total_flops([context]), float(model.kv_bytes_per_token(layer)) * context))
+    qkv = float(model.attention_params_per_layer(layer))
+    for b in (16, 256):
+        ops.append(("qkv_generation", b, 2.0 * qkv * b, qkv * dtype + b * dtype * 2 * h))
+    records = []
+    crossover: dict[str, int] = {}
+    for hw_name in FIG4_HARDWARE:
+        hw = get_hardware(hw_name)
+        gpu_peak, gpu_bw = float(hw.gpu.peak_flops_bf16), float(hw.gpu.hbm_bandwidth_bytes_per_s)
+        pim_peak, pim_bw = float(hw.pim_peak_flops), float(hw.pim_internal_bandwidth_bytes_per_s)
+        for op, tokens, flops, nbytes in ops:
+            t_gpu, f_gpu = _roof(flops, nbytes, gpu_peak, gpu_bw)
+            t_pim, f_pim = _roof(flops, nbytes, pim_peak, pim_bw)
+            records.append({
+                "hardware": hw_name, "model": model.name, "layer": layer, "op": op, "tokens": tokens,
+                "context_tokens": context if op == "attention" else None,
+                "flops": flops, "bytes": nbytes, "arithmetic_intensity_flop_per_byte": flops / nbytes,
+                "gpu_peak_flop_per_s": gpu_peak, "gpu_bandwidth_bytes_per_s": gpu_bw,
+                "pim_peak_flop_per_s": pim_peak, "pim_bandwidth_bytes_per_s": pim_bw,
+                "gpu_time_s": t_gpu, "pim_time_s": t_pim, "gpu_attained_flop_per_s": f_gpu,
+                "pim_attained_flop_per_s": f_pim, "placed_on": "pim" if t_pim < t_gpu else "gpu",
+            })
+        crossover[hw_name] = next((n for n in range(1, 4097)
+                                   if _roof(*expert_work(n), gpu_peak, gpu_bw)[0]
+                                   <= _roof(*expert_work(n), pim_peak, pim_bw)[0]), None)
+
+    def placed(hw_name: str, op: str) -> str:
+        return ", ".join(sorted({r["placed_on"] for r in records if r["hardware"] == hw_name and r["op"] == op}))
+
+    ai_attn = next(r["arithmetic_intensity_flop_per_byte"] for r in records if r["op"] == "attention")
+    claims = [
+        Claim("attention is memory-bound; offload to PIM", "yes",
+              f"{ai_attn:.1f} FLOP/B, placed on {placed('b200', 'attention')} (ridge: GPU "
+              f"{records[0]['gpu_peak_flop_per_s'] / records[0]['gpu_bandwidth_bytes_per_s']:.0f} FLOP/B)"),
+        Claim("experts with few tokens: low intensity, best on PIM", "yes",
+              f"N <= {crossover['b200'] - 1} on PIM (b200), N <= {crossover['b200-pim4x'] - 1} (b200-pim4x)"),
+        Claim("experts with many tokens: compute-bound, best on GPU", "yes",
+              f"N >= {crossover['b200']} on GPU (b200), N >= {crossover['b200-pim4x']} (b200-pim4x)"),
+    ]
+    notes = ["the paper draws Samsung HBM-PIM; b200-pim4x is our Samsung-like preset (4x internal "
+             "bandwidth), b200 the 16x bank-PU preset used everywhere else",
+             "expert crossover N searched over every N = 1..4096; rooflines only: the engine's PIM expert times are 1.5-2x above this roof (docs/pim.md)"]
+    return FigureData(records, claims, notes)
+
+
+def _plot_fig4(data: FigureData, path: pathlib.Path) -> None:
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    x = np.logspace(-1, 3.5, 200)
+    first = data.records[0]
+    ax.plot(x, np.minimum(first["gpu_peak_flop_per_s"], x * first["gpu_bandwidth_bytes_per_s"]) / 1e12,
+            "k-", label=f"GPU (B200)")
+    styles = {"b200": "b-", "b200-pim4x": "b:"}
+    for hw_name in dict.fromkeys(r["hardware"] for r in data.records):
+        r0 = next(r for r in data.records if r["hardware"] == hw_name)
+        ax.plot(x, np.minimum(r0["pim_peak_flop_per_s"], x * r0["pim_bandwidth_bytes_per_s"]) / 1e12,
+                styles.get(hw_name, "b--"), label=f"PIM ({hw_name})")
+    rows = [r for r in data.records if r["hardware"] == "b200"]
+    marks = {"expert": ("o", "tab:green"), "attention": ("s", "tab:pink"), "qkv_generation": ("^", "tab:red")}
+    for op, (m, c) in marks.items():
+        sel = [r for r in rows if r["op"] == op]
+        ax.scatter([r["arithmetic_intensity_flop_per_byte"] for r in sel],
+                   [r["gpu_attained_flop_per_s"] / 1e12 for r in sel], marker=m, color=c, zorder=3,
+                   label=op.replace("_", " ") + " (filled: GPU, hollow: PIM b200)")
+        ax.scatter([r["arithmetic_intensity_flop_per_byte"] for r in sel],
+                   [r["pim_attained_flop_per_s"] / 1e12 for r in sel], marker=m, facecolors="none",
+                   edgecolors=c, zorder=3)
+        for r in sel:
+            if op == "expert":
+                ax.annotate(f"N={r['tokens']}", (r["arithmetic_intensity_flop_per_byte"],
+                            r["gpu_attained_flop_per_s"] / 1e12), fontsize=6, xytext=(3, -8),
+                            textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity [FLOP/byte]")
+    ax.set_ylabel("attainable [TFLOP/s]")
+    ax.grid(True, which="both", alpha=0.2)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title(f"Rooflines, {first['model']} operations", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120, metadata={"Software": None})
+    plt.close(fig)
+
+
+@register_figure("fig5", "Expert computations by tokens per expert N (Sieve paper Figure 5)",
+                 plot=lambda data, path: _plot_fig5(data, path))
+def fig5(opts: FigureOptions) -> FigureData:
+    """Share of activated (layer, step, expert) triples with N = 1, 2, 3-4, >4 tokens."""
+    rows, _ = _routing_records(opts)
+    keys = ("series", "model", "routing", "batch", "steps", "seed", "frac_n1", "frac_n2", "frac_n3_4",
+            "frac_gt4", "frac_memory_bound", "tokens_per_active_expert")
+    records = [{k: r[k] for k in keys} for r in rows]
+
+    def val(series: str, batch: int, key: str) -> float | None:
+        r = _find(records, series, batch)
+        return None if r is None else r[key]
+
+    claims = [
+        Claim("Qwen3-Next N=1 at B=4", "92.5 %", _pct(val("qwen3-next-80b-a3b", 4, "frac_n1"))),
+        Claim("Mixtral memory-bound (N<=4) at B=64", "almost none", _pct(val("mixtral-8x22b", 64, "frac_memory_bound"))),
+        Claim("Qwen3 memory-bound at B=64", "47.6 %", _pct(val("qwen3-30b-a3b", 64, "frac_memory_bound"))),
+        Claim("Qwen3-Next memory-bound at B=64", "89.3 %", _pct(val("qwen3-next-80b-a3b", 64, "frac_memory_bound"))),
+        Claim("GPT-OSS memory-bound at B=64", "65.9 %", _pct(val("gpt-oss-120b", 64, "frac_memory_bound"))),
+        Claim("Qwen3-Next memory-bound at B=256", "50.1 %", _pct(val("qwen3-next-80b-a3b", 256, "frac_memory_bound"))),
+        Claim("GPT-OSS memory-bound at B=256", "56.6 %", _pct(val("gpt-oss-120b", 256, "frac_memory_bound"))),
+        Claim("N=1 at B=64: Qwen3 / GPT-OSS / Qwen3-Next", "20.2 / 32.6 / 44.2 %",
+              " / ".join(_pct(val(m, 64, "frac_n1")) for m in ("qwen3-30b-a3b", "gpt-oss-120b", "qwen3-next-80b-a3b"))),
+        Claim("N=1 at B=256: Qwen3 / GPT-OSS / Qwen3-Next", "11.9 / 23.5 / 23.9 %",
+              " / ".join(_pct(val(m, 256, "frac_n1")) for m in ("qwen3-30b-a3b", "gpt-oss-120b", "qwen3-next-80b-a3b"))),
+    ]
+    notes = ["routing: synthetic, calibrated to these very numbers (docs/workloads.md); agreement here "
+             "checks the calibration, not an independent prediction"]
+    if opts.traces:
+        notes.append("traces: batches of distinct requests, requests reused when a trace has fewer than B")
+    return FigureData(records, claims, notes)
+
+
+def _plot_fig5(data: FigureData, path: pathlib.Path) -> None:
+    import matplotlib.pyplot as plt
+
+    series = list(dict.fromkeys(r["series"] for r in data.records))
+    fig, axes = plt.subplots(1, len(series), figsize=(3.2 * len(series), 3.6), sharey=True, squeeze=False)
+    bins = (("frac_n1", "N=1"), ("frac_n2", "N=2"), ("frac_n3_4", "N=3-4"), ("frac_gt4", "N>4"))
+    colors = ("#1b9e77", "#7fc97f", "#fdc086", "#d95f02")
+    for ax, name in zip(axes[0], series):
+        rows = [r for r in data.records if r["series"] == name]
+        x = list(range(len(rows)))
+        bottom = [0.0] * len(rows)
+        for (key, label), color in zip(bins, colors):
+            h = [100 * r[key] for r in rows]
+            ax.bar(x, h, bottom=bottom, color=color, label=label, width=0.8)
+            bottom = [b + v for b, v in zip(bottom, h)]
+        ax.set_xticks(x)
+        ax.set_xticklabels([str(r["batch"]) for r in rows], rotation=90, fontsize=7)
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("B")
+    axes[0][0].set_ylabel("share of expert computations [%]")
+    axes[0][-1].legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120, metadata={"Software": None})
+    plt.close(fig)

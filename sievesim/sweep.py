@@ -1,0 +1,566 @@
+"""Sweeps: a grid of settings, one point function call per point, resumable result files.
+
+A *point* is one combination of the settings in :data:`GRID_KEYS` (the keyword arguments of
+``sievesim.system.simulate_step``). A grid is the union of Cartesian products of lists of values
+(from CLI flags or a TOML file, :func:`load_grid_file`). :func:`run_grid` calls a point function
+on each point through any :class:`concurrent.futures.Executor` (a process pool, Dask's
+``Client.get_executor()``, or none for serial runs) and writes, in the output directory:
+
+* ``results.jsonl``: one JSON object per finished point, appended with a single ``write`` as the
+  point finishes and fsynced; a line cut short by a kill is dropped when the sweep is resumed;
+* ``results.csv``: the same rows in grid order, rewritten atomically (temporary file + rename);
+* ``wall_clock.jsonl``: fields measured on the wall clock (names starting with ``wall_``) and the
+  seconds each point took: they differ between runs, so they are kept out of the result files;
+* ``grid.json``: the points and the point function, so that a rerun can skip finished points and
+  refuse a directory that holds another grid.
+
+Every row carries the settings that produced it (the point function's inputs, the
+``point_id`` and the sievesim version), so one row is enough to reproduce itself. When every point
+is done, ``results.jsonl`` is rewritten in grid order, so two runs of one grid give byte-identical
+result files however the executor ordered the work.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import csv
+import difflib
+import functools
+import hashlib
+import io
+import itertools
+import json
+import os
+import pathlib
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from . import __version__
+from .errors import ConfigError, SievesimError, field_error
+
+__all__ = ["GRID_KEYS", "SETTING_DEFAULTS", "load_grid_file", "expand_grid", "check_points",
+           "point_id", "grid_manifest", "run_grid", "SweepSummary", "read_results", "estimate_point",
+           "step_point", "step_available",
+           "RESULTS_JSONL", "RESULTS_CSV", "WALL_CLOCK_JSONL", "MANIFEST"]
+
+#: Settings of one point, in the order they appear in result rows. Each is a keyword argument of
+#: ``sievesim.system.simulate_step``.
+GRID_KEYS: tuple[str, ...] = ("model", "hardware", "gpus", "policy", "pimoe_unit", "batch", "trace",
+                              "context_len", "context_preset", "prefill", "steps", "warmup", "seed")
+
+#: Defaults of the settings a grid leaves out (``None``: the point function's own default).
+SETTING_DEFAULTS: dict[str, Any] = {
+    "model": None, "hardware": "b200", "gpus": 1, "policy": "sieve", "pimoe_unit": "stack",
+    "batch": None, "trace": None, "context_len": None, "context_preset": None, "prefill": None,
+    "steps": 1, "warmup": None, "seed": 0,
+}
+
+#: Result-row column of each setting whose name does not already say its unit.
+_COLUMN = {"context_len": "context_len_tokens"}
+
+RESULTS_JSONL = "results.jsonl"
+RESULTS_CSV = "results.csv"
+WALL_CLOCK_JSONL = "wall_clock.jsonl"
+MANIFEST = "grid.json"
+_FORMAT = 1
+
+_INT_KEYS = ("gpus", "batch", "context_len", "steps", "warmup", "seed")
+_STR_KEYS = ("model", "hardware", "policy", "pimoe_unit", "trace", "context_preset", "prefill")
+
+
+# ------------------------------------------------------------------------------------------------
+# grids
+# ------------------------------------------------------------------------------------------------
+def _unknown_key(key: str, where: str) -> ConfigError:
+    close = difflib.get_close_matches(key, GRID_KEYS + ("grid",), n=1, cutoff=0.5)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return ConfigError(f"{where}: unknown key {key!r}{hint}; grid keys are {', '.join(GRID_KEYS)}")
+
+
+def _as_list(key: str, value: Any, where: str) -> list[Any]:
+    values = list(value) if isinstance(value, (list, tuple)) else [value]
+    if not values:
+        raise field_error(key, value, "at least one value", source=where)
+    for v in values:
+        if v is None:
+            continue
+        if key in _INT_KEYS and (isinstance(v, bool) or not isinstance(v, int)):
+            raise field_error(key, v, "an integer", source=where)
+        if key in _STR_KEYS and not isinstance(v, str):
+            raise field_error(key, v, "a string", source=where)
+        if key == "prefill" and not isinstance(v, str):
+            raise field_error(key, v, "a string P:L (P prefill requests of L prompt tokens)", source=where)
+    return values
+
+
+def normalise_axes(axes: Mapping[str, Any], where: str = "grid") -> dict[str, list[Any]]:
+    """``axes`` with every key checked (an unknown key names the closest valid one) and every
+    value turned into a list."""
+    out: dict[str, list[Any]] = {}
+    for key, value in axes.items():
+        if key not in GRID_KEYS:
+            raise _unknown_key(key, where)
+        out[key] = _as_list(key, value, where)
+    return out
+
+
+def load_grid_file(path: str | os.PathLike[str]) -> list[dict[str, list[Any]]]:
+    """The products of a TOML grid file.
+
+    Top-level keys (from :data:`GRID_KEYS`, a value or a list of values each) apply to every
+    product; each ``[[grid]]`` table adds one product with its own keys on top of them (for
+    example one table per (model, GPU count) pair). Without ``[[grid]]`` tables the top-level keys
+    form one product.
+    """
+    from ._inputs import read_toml
+
+    data = read_toml(path)
+    tables = data.pop("grid", None)
+    base = normalise_axes(data, f"{path}")
+    if tables is None:
+        return [base]
+    if isinstance(tables, dict):
+        tables = [tables]
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise field_error("grid", type(tables).__name__, "[[grid]] tables", source=str(path))
+    return [{**base, **normalise_axes(t, f"{path} [[grid]] #{i + 1}")} for i, t in enumerate(tables)]
+
+
+def expand_grid(products: Iterable[Mapping[str, Sequence[Any]]]) -> list[dict[str, Any]]:
+    """Every point of the products, in order (the last key of :data:`GRID_KEYS` varies fastest),
+    without repeats. ``pimoe_unit`` is ``None`` unless the policy is PIMoE, so that a sweep over
+    units runs the other policies once."""
+    points: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for axes in products:
+        axes = normalise_axes(axes)
+        for key in ("model", "batch"):
+            if key not in axes:
+                raise field_error(key, None, "at least one value (--" + key + " or the grid file)")
+        lists = [axes.get(k, [SETTING_DEFAULTS[k]]) for k in GRID_KEYS]
+        for combo in itertools.product(*lists):
+            settings = dict(zip(GRID_KEYS, combo))
+            if str(settings["policy"]).lower() != "pimoe":
+                settings["pimoe_unit"] = None
+            pid = point_id(settings)
+            if pid not in seen:
+                seen.add(pid)
+                points.append(settings)
+    return points
+
+
+def point_id(settings: Mapping[str, Any]) -> str:
+    """A short stable id of a point (hash of its settings)."""
+    text = json.dumps({k: settings.get(k) for k in GRID_KEYS}, sort_keys=True)
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
+def check_points(points: Sequence[Mapping[str, Any]]) -> None:
+    """Check every point's settings before anything runs (names exist, numbers in range).
+
+    Raises :class:`~sievesim.errors.SievesimError` naming the setting, the value and what was
+    expected (an unknown model names the closest presets)."""
+    from .costs import UNITS
+    from .hardware import get_hardware
+    from .models import get_model
+    from .policies import policy_class
+    from .system import GPU_ONLY
+    from .workload.lengths import get_length_preset
+
+    models = functools.lru_cache(maxsize=None)(get_model)
+    hardware = functools.lru_cache(maxsize=None)(get_hardware)
+    for p in points:
+        model = models(p["model"])
+        hardware(p["hardware"])
+        if str(p["policy"]).lower() != GPU_ONLY:
+            policy_class(p["policy"])
+        if p.get("pimoe_unit") is not None and p["pimoe_unit"] not in UNITS:
+            raise field_error("pimoe_unit", p["pimoe_unit"], "one of " + ", ".join(UNITS))
+        gpus = p["gpus"]
+        if gpus < 1 or model.num_experts % gpus:
+            raise field_error("gpus", gpus, f"a positive divisor of {model.name}'s {model.num_experts} experts")
+        if p["batch"] < 1:
+            raise field_error("batch", p["batch"], "an integer >= 1 (requests)")
+        if p["steps"] < 1:
+            raise field_error("steps", p["steps"], "an integer >= 1")
+        if p.get("warmup") is not None and p["warmup"] < 0:
+            raise field_error("warmup", p["warmup"], "an integer >= 0 (steps)")
+        if p.get("context_len") is not None and p["context_len"] < 0:
+            raise field_error("context_len", p["context_len"], "a non-negative number of tokens")
+        if p.get("context_preset") is not None:
+            get_length_preset(p["context_preset"])
+        if p.get("context_len") is not None and p.get("context_preset") is not None:
+            raise field_error("context_preset", p["context_preset"], "not both context_len and context_preset")
+        if p.get("prefill") is not None:
+            from .system import parse_prefill
+            parse_prefill(p["prefill"])
+        trace = p.get("trace")
+        if trace is not None and not trace.startswith("synthetic:") and not os.path.exists(trace):
+            raise field_error("trace", trace, "an existing routing file (.npz, SGLang dump) or synthetic:MODEL")
+
+
+# ------------------------------------------------------------------------------------------------
+# result files
+# ------------------------------------------------------------------------------------------------
+def _row(settings: Mapping[str, Any], pid: str, result: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(result row, wall-clock row) of one finished point."""
+    row: dict[str, Any] = {"point_id": pid}
+    for k in GRID_KEYS:  # a setting left to the point function's default shows the value it used
+        value = settings.get(k)
+        row[_COLUMN.get(k, k)] = result.get(k) if value is None else value
+    wall: dict[str, Any] = {"point_id": pid}
+    for k, v in result.items():
+        if k.startswith("wall_"):
+            wall[k] = v
+        elif k not in row:
+            row[k] = v
+    row.setdefault("sievesim_version", __version__)
+    return row, wall
+
+
+def _json_line(obj: Mapping[str, Any]) -> bytes:
+    return (json.dumps(obj, separators=(",", ":"), allow_nan=True) + "\n").encode()
+
+
+def _append(path: pathlib.Path, data: bytes) -> None:
+    """Append ``data`` with one ``write`` and make it durable (a kill leaves all of it or a tail
+    that :func:`_read_jsonl` drops)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_atomic(path: pathlib.Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _read_jsonl(path: pathlib.Path, *, repair: bool = False) -> list[dict[str, Any]]:
+    """Rows of a JSON-lines file. A last line without its newline (a write cut short) is left out,
+    and with ``repair`` cut from the file."""
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    keep = data.rfind(b"\n") + 1
+    if keep < len(data) and repair:
+        with open(path, "r+b") as fh:
+            fh.truncate(keep)
+            fh.flush()
+            os.fsync(fh.fileno())
+    rows = []
+    for n, line in enumerate(data[:keep].splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            raise ConfigError(f"{path}: line {n} is not JSON; remove it or rerun with --force") from None
+    return rows
+
+
+def read_results(out_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The result rows of a sweep directory (``results.jsonl``), one per finished point."""
+    return _read_jsonl(pathlib.Path(out_dir) / RESULTS_JSONL)
+
+
+def _cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, separators=(",", ":"))
+    return value
+
+
+def _csv_bytes(rows: Sequence[Mapping[str, Any]]) -> bytes:
+    columns: list[str] = []
+    for r in rows:
+        columns.extend(k for k in r if k not in columns)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    for r in rows:
+        writer.writerow([_cell(r.get(c)) for c in columns])
+    return buf.getvalue().encode()
+
+
+# ------------------------------------------------------------------------------------------------
+# running
+# ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SweepSummary:
+    """What :func:`run_grid` did: points in the grid, skipped (already done) and run now."""
+
+    out_dir: pathlib.Path
+    total: int
+    skipped: int
+    ran: int
+
+    @property
+    def done(self) -> int:
+        return self.skipped + self.ran
+
+
+def _function_name(fn: Callable[..., Any]) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+
+
+def grid_manifest(points: Sequence[Mapping[str, Any]], fn: Callable[..., Any]) -> dict[str, Any]:
+    """What ``grid.json`` records of a sweep: its points and the point function's name."""
+    return {"format": _FORMAT, "point_function": _function_name(fn),
+            "points": [{k: p.get(k) for k in GRID_KEYS} for p in points]}
+
+
+class _Progress:
+    """tqdm bar on a terminal, else one plain line per point on ``stream``."""
+
+    def __init__(self, total: int, initial: int, stream: Any, bar: bool | None) -> None:
+        self.total, self.done, self.stream = total, initial, stream
+        self.bar = None
+        if bar is None:
+            bar = bool(getattr(stream, "isatty", lambda: False)())
+        if bar:
+            try:
+                from tqdm import tqdm
+                self.bar = tqdm(total=total, initial=initial, unit="point", file=stream, desc="sweep")
+            except ImportError:  # tqdm is an optional extra (sievesim[progress])
+                self.bar = None
+        if self.bar is None and initial:
+            print(f"sweep: {initial}/{total} points already done, skipped", file=stream, flush=True)
+
+    def update(self, settings: Mapping[str, Any], seconds: float) -> None:
+        self.done += 1
+        if self.bar is not None:
+            self.bar.update(1)
+            return
+        what = " ".join(f"{k}={settings[k]}" for k in GRID_KEYS
+                        if settings.get(k) is not None and settings[k] != SETTING_DEFAULTS[k])
+        print(f"sweep: {self.done}/{self.total} {what} ({seconds:.2f} s)", file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _timed_call(fn: Callable[[dict[str, Any]], Mapping[str, Any]], settings: dict[str, Any]
+                ) -> tuple[dict[str, Any], float]:
+    t0 = time.perf_counter()
+    result = dict(fn(settings))
+    return result, time.perf_counter() - t0
+
+
+def run_grid(points: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str], *,
+             point_fn: Callable[[dict[str, Any]], Mapping[str, Any]],
+             executor: cf.Executor | None = None, force: bool = False,
+             progress: Any = sys.stderr, bar: bool | None = None,
+             csv_interval_s: float = 2.0) -> SweepSummary:
+    """Run ``point_fn(settings)`` for every point not yet in ``out_dir`` and record the results.
+
+    ``point_fn`` takes a settings dict (keys :data:`GRID_KEYS`) and returns a flat dict of
+    results whose keys carry their units; with an ``executor`` it must be picklable (a
+    module-level function). ``executor=None`` runs the points one after the other in this
+    process. A directory that holds another grid (or another point function) is refused with a
+    :class:`~sievesim.errors.SievesimError` unless ``force``, which starts it over. The CSV is
+    rewritten after each point, at most once per ``csv_interval_s`` seconds, and at the end.
+    ``progress``: stream for the progress bar or lines (``None``: quiet); ``bar``: force the tqdm
+    bar on (True) or off (False); default: on when ``progress`` is a terminal.
+    """
+    out = pathlib.Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    points = [dict(p) for p in points]
+    ids = [point_id(p) for p in points]
+    manifest = grid_manifest(points, point_fn)
+    jsonl, csv_path, wall_path, man_path = (out / RESULTS_JSONL, out / RESULTS_CSV,
+                                            out / WALL_CLOCK_JSONL, out / MANIFEST)
+    existing = man_path.exists() or jsonl.exists() or csv_path.exists()
+    if existing and not force:
+        old = None
+        if man_path.exists():
+            try:
+                old = json.loads(man_path.read_text())
+            except json.JSONDecodeError:
+                old = None
+        if old != manifest:
+            what = "another grid" if old is not None else "results of an unknown grid"
+            raise field_error("--out", str(out), f"a new directory or one of this same grid: it holds "
+                              f"{what}; rerun with --force to start it over")
+    if force:
+        for path in (jsonl, csv_path, wall_path, man_path):
+            path.unlink(missing_ok=True)
+    if not man_path.exists():
+        _write_atomic(man_path, (json.dumps(manifest, indent=1) + "\n").encode())
+
+    order = {pid: i for i, pid in enumerate(ids)}
+    rows = {r["point_id"]: r for r in _read_jsonl(jsonl, repair=True) if r.get("point_id") in order}
+    _read_jsonl(wall_path, repair=True)
+    todo = [(pid, p) for pid, p in zip(ids, points) if pid not in rows]
+    skipped = len(points) - len(todo)
+    bar_out = _Progress(len(points), skipped, progress, bar) if progress is not None else None
+
+    def sorted_rows() -> list[dict[str, Any]]:
+        return sorted(rows.values(), key=lambda r: order[r["point_id"]])
+
+    last_csv = 0.0
+
+    def record(pid: str, settings: dict[str, Any], result: dict[str, Any], seconds: float) -> None:
+        nonlocal last_csv
+        row, wall = _row(settings, pid, result)
+        wall["wall_point_s"] = seconds
+        _append(jsonl, _json_line(row))
+        _append(wall_path, _json_line(wall))
+        rows[pid] = row
+        now = time.monotonic()
+        if now - last_csv >= csv_interval_s:
+            _write_atomic(csv_path, _csv_bytes(sorted_rows()))
+            last_csv = now
+        if bar_out is not None:
+            bar_out.update(settings, seconds)
+
+    def failed(settings: Mapping[str, Any], exc: BaseException) -> SievesimError:
+        what = ", ".join(f"{k}={settings[k]!r}" for k in GRID_KEYS if settings.get(k) is not None)
+        cls = type(exc) if isinstance(exc, SievesimError) else SievesimError
+        return cls(f"point {what}: {exc}")
+
+    ran = 0
+    try:
+        if executor is None:
+            for pid, settings in todo:
+                try:
+                    result, seconds = _timed_call(point_fn, settings)
+                except SievesimError as exc:
+                    raise failed(settings, exc) from None
+                record(pid, settings, result, seconds)
+                ran += 1
+        else:
+            futures = {executor.submit(_timed_call, point_fn, settings): (pid, settings)
+                       for pid, settings in todo}
+            try:
+                for fut in cf.as_completed(futures):
+                    pid, settings = futures[fut]
+                    try:
+                        result, seconds = fut.result()
+                    except SievesimError as exc:
+                        raise failed(settings, exc) from None
+                    record(pid, settings, result, seconds)
+                    ran += 1
+            finally:
+                for fut in futures:
+                    fut.cancel()
+    finally:
+        if bar_out is not None:
+            bar_out.close()
+        if rows:
+            _write_atomic(csv_path, _csv_bytes(sorted_rows()))
+    if len(rows) == len(points):
+        # grid order, so that the file does not depend on the order the executor finished in
+        _write_atomic(jsonl, b"".join(_json_line(r) for r in sorted_rows()))
+    return SweepSummary(out, len(points), skipped, ran)
+
+
+# ------------------------------------------------------------------------------------------------
+# point functions
+# ------------------------------------------------------------------------------------------------
+def step_available() -> bool:
+    """Whether this installation has the executed decode step (``sievesim.system.simulate_step``)."""
+    try:
+        from .system import simulate_step  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def step_point(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The executed decode step at a point: ``sievesim.system.simulate_step(**settings).to_dict()``
+    (settings left as ``None`` take the step's own defaults)."""
+    from .system import simulate_step
+
+    kwargs = {k: settings[k] for k in GRID_KEYS if settings.get(k) is not None}
+    return dict(simulate_step(**kwargs).to_dict())
+
+
+# ------------------------------------------------------------------------------------------------
+# a point function that needs no executed step: the scheduler's estimate of one layer
+# ------------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=8)
+def _routing_source(spec: str, seed: int) -> Any:
+    from .workload.batches import open_source
+
+    return open_source(spec, seed=seed) if spec.startswith("synthetic:") else open_source(spec)
+
+
+def estimate_point(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The policy's estimated ``T_total`` of one MoE layer of GPU 0 (paper Equation 1) at a point.
+
+    Routing: ``trace`` or, by default, the calibrated synthetic routing of the model
+    (``synthetic:MODEL``); ``steps`` decode steps of ``batch`` requests from a stream seeded by
+    ``[seed, batch]``, at the model's default layer (first MoE layer with full/MLA attention).
+    Context per request: ``context_len`` tokens, or drawn from ``context_preset``
+    (``sievesim.workload.lengths``), else 0. Times are means over the steps, in seconds. This
+    is the scheduler's estimate, not the executed step; prefill needs the executed step.
+    """
+    import numpy as np
+
+    from .costs import build_context, default_layer
+    from .hardware import get_hardware
+    from .models import get_model
+    from .policies import get_policy
+    from .workload.lengths import decode_context_lengths
+
+    from .system import parse_prefill
+
+    if settings.get("prefill") and parse_prefill(settings["prefill"])[0] > 0:
+        raise field_error("prefill", settings["prefill"], "none with the estimate point function "
+                          "(colocated prefill needs the executed step)")
+    model = get_model(settings["model"])
+    hw = get_hardware(settings.get("hardware") or "b200")
+    gpus, batch = int(settings.get("gpus") or 1), int(settings["batch"])
+    seed, steps = int(settings.get("seed") or 0), int(settings.get("steps") or 1)
+    name = str(settings.get("policy") or "sieve")
+    kwargs = {"unit": settings["pimoe_unit"]} if name.lower() == "pimoe" and settings.get("pimoe_unit") else {}
+    policy = get_policy(name, **kwargs)
+    spec = settings.get("trace") or f"synthetic:{model.name}"
+    src = _routing_source(spec, seed)
+    if src.num_experts != model.num_experts:
+        raise field_error("trace", spec, f"routing over {model.num_experts} experts ({model.name}); it has {src.num_experts}")
+    layer = default_layer(model)
+    moe = list(model.moe_layer_indices)
+    routing_layer = moe.index(layer) if layer in moe and src.num_layers == len(moe) else 0
+    stream = src.stream(batch, seed=[seed, batch])
+    local = -(-batch // gpus)
+    rng = np.random.default_rng([seed, batch, 1])
+    e_local = model.num_experts // gpus
+    sums = {"estimated_layer_time_s": 0.0, "t_comm_s": 0.0, "t_gpu_s": 0.0, "t_pim_s": 0.0,
+            "t_attention_s": 0.0, "experts_on_gpu": 0.0, "experts_on_pim": 0.0, "context_mean_tokens": 0.0}
+    for _ in range(steps):
+        step = stream.step()
+        if settings.get("context_len") is not None:
+            lens: Any = np.full(local, int(settings["context_len"]), dtype=np.int64)
+        elif settings.get("context_preset"):
+            lens = decode_context_lengths(settings["context_preset"], local, rng)
+        else:
+            lens = np.zeros(local, dtype=np.int64)
+        counts = step.counts[routing_layer, :e_local]
+        ids = step.topk_ids[:, routing_layer, :] if step.topk_ids is not None else None
+        if ids is not None and np.any(ids < 0):
+            ids = None
+        ctx = build_context(model, hw, gpus, batch, counts=counts, routing=ids, context_lens=lens)
+        part = policy.decide(counts, ctx)
+        est = part.evaluate(ctx)
+        for key, value in (("estimated_layer_time_s", est.t_total_s), ("t_comm_s", est.t_comm_s),
+                           ("t_gpu_s", est.t_gpu_s), ("t_pim_s", est.t_pim_s),
+                           ("t_attention_s", est.t_attention_s),
+                           ("experts_on_gpu", part.gpu_experts.size), ("experts_on_pim", part.pim_experts.size),
+                           ("context_mean_tokens", float(np.mean(lens)) if len(lens) else 0.0)):
+            sums[key] += float(value)
+    out = {k: v / steps for k, v in sums.items()}
+    out.update({"layer": layer, "routing": spec, "point_function": "estimate"})
+    return out

@@ -1,0 +1,117 @@
+"""Ramulator 2.0 inputs as Ramulator takes them: addresses beyond the capacity (--address-overflow
+wrap), the TraceRecorder and CommandCounter controller plugins; and the threads fallback said in
+the output."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from sievesim.cli import main
+from sievesim.dram.config import get_config
+from sievesim.dram.engine import simulate, write_command_log
+from sievesim.dram.mapping import map_addresses
+from sievesim.dram.synthetic import make_trace
+from sievesim.dram.traces import RequestTrace
+from sievesim.errors import ConfigError, TraceError
+
+from test_dram_engine import RAMULATOR_YAML
+
+
+@pytest.mark.parametrize("mapper", ["RoBaRaCoCh", "ChRaBaRoCo"])
+def test_wrap_is_modulo_capacity_for_sliced_mappers(mapper):
+    config = get_config("ramulator2-hbm3").replace(mapper=mapper)
+    rng = np.random.default_rng(0)
+    addrs = rng.integers(0, config.capacity_bytes, 500) & ~np.int64(31)
+    base = map_addresses(config, addrs)
+    for k in (1, 3):
+        assert np.array_equal(map_addresses(config, addrs + k * config.capacity_bytes, overflow="wrap"), base)
+    with pytest.raises(TraceError, match=r"request 0: .*below the capacity.*--address-overflow wrap"):
+        map_addresses(config, addrs + config.capacity_bytes)
+
+
+def test_wrap_keeps_the_high_bits_in_the_row_for_mop4clxor():
+    """Ramulator's MOP4CLXOR: ``addr_vec[row] = (int) addr`` (every bit left above the other levels)."""
+    config = get_config("ramulator2-hbm3").replace(mapper="MOP4CLXOR")
+    addrs = np.arange(0, 64 * 1000, 64, dtype=np.int64)
+    base = map_addresses(config, addrs)
+    row = config.standard.levels.index("row")
+    over = map_addresses(config, addrs + 2 * config.capacity_bytes, overflow="wrap")
+    assert np.array_equal(np.delete(over, row, axis=1), np.delete(base, row, axis=1))
+    assert np.array_equal(over[:, row], base[:, row] + 2 * config.org["row"])
+
+
+def test_simulate_wrap_equals_the_wrapped_trace_and_counts_it():
+    config = get_config("ramulator2-hbm3")
+    t = make_trace("random", 2000, config, seed=1, write_fraction=0.0)
+    shifted = RequestTrace(is_write=t.is_write, arrival=t.arrival, source="shifted",
+                           addresses=np.where(np.arange(len(t)) % 2 == 0, t.addresses + config.capacity_bytes,
+                                              t.addresses))
+    a, b = simulate(config, t), simulate(config, shifted, address_overflow="wrap")
+    assert a.wrapped_requests == 0 and b.wrapped_requests == 1000
+    assert (a.cycles, a.row_hits, a.avg_read_latency_cycles) == (b.cycles, b.row_hits, b.avg_read_latency_cycles)
+
+
+def test_cli_address_overflow(tmp_path, capsys):
+    p = tmp_path / "t.trace"
+    p.write_text("LD 0x40\nLD 0xffffffffffc0\n")
+    assert main(["dram", "run", str(p), "--config", "ramulator2-hbm3"]) == 2
+    assert "--address-overflow wrap" in capsys.readouterr().err
+    assert main(["dram", "run", str(p), "--config", "ramulator2-hbm3", "--address-overflow", "wrap", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["wrapped_requests"] == 1
+
+
+def _yaml_with_plugins(tmp_path, plugins: str):
+    p = tmp_path / "r.yaml"
+    p.write_text(RAMULATOR_YAML.replace("    plugins:\n", "    plugins:\n" + plugins))
+    return p
+
+
+def test_trace_recorder_and_command_counter(tmp_path):
+    rec, cnt = tmp_path / "out" / "cmds.csv", tmp_path / "counts.txt"
+    (tmp_path / "out").mkdir()
+    p = _yaml_with_plugins(tmp_path, f"""      - ControllerPlugin:
+          impl: TraceRecorder
+          path: {rec}
+      - ControllerPlugin:
+          impl: CommandCounter
+          path: {cnt}
+          commands_to_count: [ACT, RD, WR, REFab]
+""")
+    config = get_config(p)
+    assert [pl.impl for pl in config.plugins] == ["TraceRecorder", "CommandCounter"]
+    trace = make_trace("random", 3000, config, seed=2)
+    result = simulate(config, trace)
+    plain = simulate(config.replace(plugins=()), trace, log_commands=True)  # plugins change no timing
+    assert result.cycles == plain.cycles and result.command_log is None
+    ref = tmp_path / "ref.csv"
+    write_command_log(plain, config, ref)
+    assert rec.read_text() == ref.read_text()
+    names = np.array(plain.command_log["names"])[plain.command_log["command"].astype(int)]
+    expected = {n: int((names == n).sum()) for n in ("ACT", "RD", "WR", "REFab")}
+    assert result.command_counts == expected and expected["ACT"] > 0 and expected["RD"] > 0
+    assert cnt.read_text() == "".join(f"{n}, {c}\n" for n, c in expected.items())
+    assert result.to_dict()["command_counts"] == expected
+
+
+@pytest.mark.parametrize("plugin, named", [
+    ("impl: RFMManager\n          path: x", "impl = 'RFMManager': expected one of ['TraceRecorder', 'CommandCounter']"),
+    ("impl: CommandCounter\n          path: x\n          commands_to_count: [ACT, XYZ]",
+     "commands_to_count = 'XYZ': expected a command of"),
+    ("impl: CommandCounter\n          path: x", "commands_to_count = None"),
+    ("impl: TraceRecorder\n          path: x\n          format: csv", "ControllerPlugin.format: not supported"),
+])
+def test_bad_plugins_are_named(tmp_path, plugin, named):
+    p = _yaml_with_plugins(tmp_path, f"      - ControllerPlugin:\n          {plugin}\n")
+    with pytest.raises(ConfigError) as exc:
+        get_config(p)
+    assert named in str(exc.value)
+
+
+def test_threads_fallback_is_said(capsys):
+    assert main(["dram", "run", "synthetic:hotrow:20000", "--config", "hbm2-2000", "--threads", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "threads                  1" in out and "threads_note" in out and "fell back to one thread" in out
+    assert main(["dram", "run", "synthetic:stream:2000", "--config", "hbm3e-8000", "--threads", "2"]) == 0
+    assert "threads_note" not in capsys.readouterr().out
