@@ -137,8 +137,9 @@ class PIMDevice:
         """One pseudo-channel's program of a job spread over ``pcs`` pseudo-channels, at this
         device's refresh phases (one engine run; compiled configurations are reused)."""
         interval = int(self.config.timings["nREFI"])
-        if (self.refresh == "mean" or self.refresh == "staggered" and pcs == 1) and np.count_nonzero(program[0] == OP_MACAB) * int(self.config.timings["nCCDAB"]) \
-                > self.refresh_phases * interval:
+        expected = self.refresh == "mean" or (self.refresh == "staggered" and pcs == 1)
+        issue_bound = np.count_nonzero(program[0] == OP_MACAB) * int(self.config.timings["nCCDAB"])
+        if expected and issue_bound > self.refresh_phases * interval:
             # long: it meets about T / nREFI refreshes at any phase; one mid-interval start is off
             # from the mean by less than one refresh (< 1 / refresh_phases of nREFI over T)
             cfg, spec = self._compiled_for(1)
