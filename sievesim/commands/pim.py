@@ -56,9 +56,12 @@ def _device(hw_name: str, single: bool = False):
     return dataclasses.replace(dev, dual_row_buffer=not single) if single else dev
 
 
-def _result_dict(res, device) -> dict:
+def _result_dict(res, device, pcs: int) -> dict:
+    """The run's fields; ``cycles`` / ``time_ns``: the job's duration at the device's refresh
+    phases (expected, or the slowest staggered pseudo-channel; ``phase_cycles`` has each phase)."""
     d = res.to_dict()
-    d["time_ns"] = res.cycles * device.tck_s * 1e9
+    d["cycles"] = device.program_cycles(res, pcs)
+    d["time_ns"] = d["cycles"] * device.tck_s * 1e9
     return d
 
 
@@ -82,7 +85,7 @@ def _gemv(args: argparse.Namespace) -> int:
         write_command_log(_R, dev.config, args.log_commands)
     else:
         res = gemv(dev, args.d_in, args.d_out, args.tokens, pcs)
-    d = _result_dict(res, dev) | {"pseudo_channels": pcs, "d_in": args.d_in, "d_out": args.d_out,
+    d = _result_dict(res, dev, pcs) | {"pseudo_channels": pcs, "d_in": args.d_in, "d_out": args.d_out,
                                   "tokens": args.tokens, "roofline_ns": 2.0 * args.d_in * args.d_out * args.tokens
                                   / (dev.peak_flops() * pcs / dev.unit_pcs("gpu")) * 1e9}
     _print(d, args.json)
@@ -100,14 +103,17 @@ def _expert(args: argparse.Namespace) -> int:
     cost = EnginePimCost.for_model(model, hw)
     pcs = cost.device.unit_pcs("gpu" if args.placement == "tp" else args.unit)
     gu, dn = cost.expert_result(args.tokens, pcs)
-    tck_ns = cost.device.tck_s * 1e9
-    cycles = gu.cycles + dn.cycles
-    d = {"model": model.name, "tokens": args.tokens, "pseudo_channels": pcs, "cycles": cycles,
-         "time_ns": cycles * tck_ns,
-         "macab_utilization": (gu.macab_utilization * gu.cycles + dn.macab_utilization * dn.cycles) / cycles,
-         "activations": gu.activations + dn.activations,
-         "refresh_stall_cycles": gu.refresh_stall_cycles + dn.refresh_stall_cycles,
-         "gate_up": _result_dict(gu, cost.device), "down": _result_dict(dn, cost.device)}
+    unit = "gpu" if args.placement == "tp" else args.unit
+    stages = cost.expert_stages_s(args.tokens, unit)
+    dev = cost.device
+    cycles = dev.program_cycles(gu, pcs) + dev.program_cycles(dn, pcs)
+    d = {"model": model.name, "tokens": args.tokens, "pseudo_channels": pcs, "refresh": dev.refresh,
+         "cycles": cycles, "pim_time_ns": cycles * dev.tck_s * 1e9,
+         "macab_utilization": sum(r.macabs / max(1, len(r.phase_cycles)) for r in (gu, dn))   # per copy
+         * dev.config.timings["nCCDAB"] / cycles,
+         "time_ns": sum(stages.values()) * 1e9,
+         **{f"{k}_ns": v * 1e9 for k, v in stages.items()},
+         "gate_up": _result_dict(gu, dev, pcs), "down": _result_dict(dn, dev, pcs)}
     _print(d, args.json)
     return 0
 
