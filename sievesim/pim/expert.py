@@ -48,7 +48,9 @@ class PIMDevice:
 
     ``gpu_flops_per_s`` / ``gpu_bytes_per_s``: the GPU's reachable rates, for the roofline time of
     its steps between PIM GEMVs (partial-sum reduction, activation, softmax);
-    ``sync_latency_s``: one hand-over between the GPU and the PIM [s] (see ``PIMSpec``).
+    ``sync_latency_s``: one hand-over between the GPU and the PIM [s] (see ``PIMSpec``);
+    ``gpu_step_via_hbm``: the GPU step reads the PIM's results and writes its output through HBM
+    (an upper bound) instead of on-chip memory (the paper's design, default).
     ``macab_interval_cycles``: cycles between all-bank MACs when a power budget slows them (0: the
     configuration's nCCDAB). ``multi_vector_pu``: tokens share opened rows (else one GEMV per token).
 
@@ -73,6 +75,7 @@ class PIMDevice:
     gpu_bytes_per_s: float = 8.0e12
     sync_latency_s: float = 8.75e-7
     macab_interval_cycles: int = 0
+    gpu_step_via_hbm: bool = False
     config_key: str = dataclasses.field(init=False, default="")
     _base: DRAMConfig = dataclasses.field(init=False, compare=False, repr=False, default=None)
 
@@ -110,8 +113,12 @@ class PIMDevice:
                    macab_interval_cycles=int(getattr(p, "macab_interval_cycles", 0)))
 
     def gpu_step_s(self, flops: float, bytes_moved: float) -> float:
-        """Roofline time of a GPU step between PIM GEMVs [s]: ``max(FLOPs / rate, bytes / rate)``."""
-        return max(flops / self.gpu_flops_per_s, bytes_moved / self.gpu_bytes_per_s)
+        """Roofline time of a GPU step between PIM GEMVs [s]: ``max(FLOPs / rate, bytes / rate)``,
+        the bytes counted only with ``gpu_step_via_hbm`` (by default the PIM's results land in the
+        GPU's on-chip memory and the step's output goes straight back to the PIM, as in the Sieve
+        paper's Section 6, sub-step iii: no HBM traffic)."""
+        return max(flops / self.gpu_flops_per_s,
+                   bytes_moved / self.gpu_bytes_per_s if self.gpu_step_via_hbm else 0.0)
 
     def pcs_in(self, d_in: int, d_out: int, tokens: int, pcs: int) -> int:
         """Input segments of a GEMV's tiling: partial sums per output that the GPU adds up."""
@@ -320,7 +327,7 @@ class EnginePimCost:
 
     def _gpu_between_s(self, token_counts: Sequence[int], pcs: int) -> float:
         """One GPU step for these experts' gate/up results: partial sums added, SwiGLU applied,
-        the bf16 intermediate produced (read and written through HBM: an upper bound) [s]."""
+        the bf16 intermediate produced (bytes count only with ``gpu_step_via_hbm``) [s]."""
         h, i2 = self.hidden, 2 * self.intermediate
         flops = bytes_moved = 0.0
         for n in token_counts:
