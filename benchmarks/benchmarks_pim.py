@@ -61,6 +61,8 @@ class DecodeStepPricing:
     def track_price_decode_step_s(self):
         pim_expert._gemv.cache_clear()
         pim_expert._sequence.cache_clear()
+        pim_expert._program.cache_clear()
+        pim_expert._plan.cache_clear()
         t0 = time.perf_counter()
         price_decode_step(self.model, self.hw, 256, 8)
         return time.perf_counter() - t0
@@ -79,6 +81,51 @@ class DecodeStepPricing:
         return price_decode_step(self.model, self.hw, 256, 8) * 1e6
 
     track_decode_step_pim_time_us.unit = "us"
+
+
+class ExpertPricing:
+    """Wall time of a cold ``expert_time_s(N)`` for Qwen3.5-397B-A17B on b200, N = 1, 2, 4, .., 32
+    (the system step calls it once per distinct token count): ``track_cold_expert_max_ms`` the
+    slowest N, ``track_cold_expert_total_ms`` all six; configurations compiled beforehand (the
+    one-time cost of a process, ``track_first_call_ms``: the first N = 1 call before anything)."""
+
+    timeout = 300
+
+    def setup(self):
+        self.model = get_model("qwen3.5-397b-a17b")
+        self.hw = get_hardware("b200")
+
+    def _times_ms(self, first=False):
+        pim_expert._gemv.cache_clear()
+        pim_expert._sequence.cache_clear()
+        pim_expert._program.cache_clear()
+        pim_expert._plan.cache_clear()
+        if first:
+            pim_expert._COMPILED.clear()
+        cost = EnginePimCost.for_model(self.model, self.hw)
+        out = []
+        for n in (1, 2, 4, 8, 16, 32):
+            t0 = time.perf_counter()
+            cost.expert_time_s(n)
+            out.append((time.perf_counter() - t0) * 1e3)
+        return out
+
+    def track_first_call_ms(self):
+        return self._times_ms(first=True)[0]
+
+    track_first_call_ms.unit = "ms"
+
+    def track_cold_expert_max_ms(self):
+        self._times_ms()
+        return max(self._times_ms())
+
+    track_cold_expert_max_ms.unit = "ms"
+
+    def track_cold_expert_total_ms(self):
+        self._times_ms()
+        return sum(self._times_ms())
+
+    track_cold_expert_total_ms.unit = "ms"
 
 
 class DualRowBuffer:

@@ -60,7 +60,7 @@ BOUNDS: dict[str, Bound] = {
     "org_level": Bound(1, 1 << 24, "units at one DRAM organisation level"),
     "cycles": Bound(0, 1 << 24, "DRAM command-clock cycles of one timing; JEDEC timings stay below 2**16"),
     "seed": Bound(0, (1 << 63) - 1, "a random seed"),
-    "batches": Bound(1, 1 << 16, "decode steps measured per batch size"),
+    "batches": Bound(1, 1 << 12, "decode steps measured per batch size"),
     "threads": Bound(1, 1024, "threads"),
     "clock_ratio": Bound(1, 64, "frontend ticks per memory tick (the engine tracks 64)"),
     "repeat": Bound(1, 10_000, "timed runs"),

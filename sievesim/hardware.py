@@ -180,6 +180,13 @@ class PIMSpec:
     operand_bytes: float = 2.0
     #: Dual row buffers (NeuPIMs): PIM and normal reads keep separate open rows in a bank.
     dual_row_buffer: bool = True
+    #: One hand-over between the GPU and the PIM inside an expert or attention layer (the GPU step
+    #: after the PIM's results, the PIM's next GEMV after the GPU step), seconds: a dependent kernel
+    #: in a CUDA graph, about 0.875 us (docs/hardware.md).
+    sync_latency_s: float = 8.75e-7
+    #: Command-clock cycles between all-bank MAC commands under a power budget; 0 = the DRAM
+    #: configuration's nCCDAB (no power limit beyond it). See docs/hardware.md.
+    macab_interval_cycles: int = 0
     #: External bandwidth of one stack, bytes/s; set by :class:`HardwareSpec` from the GPU
     #: (``hbm_bandwidth_bytes_per_s / num_hbm_stacks``); None for a PIMSpec on its own.
     external_bandwidth_bytes_per_s_per_stack: float | None = None
@@ -199,6 +206,11 @@ class PIMSpec:
         _positive(self, "operand_bytes", "bytes per weight element", src)
         for fname in ("activation_on_pim", "multi_vector_pu", "dual_row_buffer"):
             _boolean(self, fname, src)
+        if not (_is_number(self.sync_latency_s) and 0 <= self.sync_latency_s < 1):
+            raise field_error("sync_latency_s", self.sync_latency_s, "a latency in seconds, >= 0 and < 1", source=src)
+        if not _is_int(self.macab_interval_cycles) or self.macab_interval_cycles < 0:
+            raise field_error("macab_interval_cycles", self.macab_interval_cycles,
+                              "cycles between all-bank MACs, >= 0 (0: the DRAM configuration's nCCDAB)", source=src)
         if self.external_bandwidth_bytes_per_s_per_stack is not None:
             _positive(self, "external_bandwidth_bytes_per_s_per_stack", "bytes/s", src)
 
@@ -471,21 +483,23 @@ RATIO_TOLERANCE = 0.05
 
 @functools.lru_cache(maxsize=64)
 def _engine_internal_bandwidth(dram_config: str, banks_per_pu: int, macs_per_command: int,
-                               operand_bytes: float, global_buffer_bytes: int) -> float:
+                               operand_bytes: float, global_buffer_bytes: int, macab_interval_cycles: int = 0) -> float:
     from .pim.expert import PIMDevice  # noqa: PLC0415 - the engine's organisation (a lower layer)
 
     dev = PIMDevice(dram_config=dram_config, stacks=1, banks_per_pu=banks_per_pu,
                     macs_per_command=macs_per_command, operand_bytes=int(round(operand_bytes)),
-                    global_buffer_bytes=global_buffer_bytes)
+                    global_buffer_bytes=global_buffer_bytes, macab_interval_cycles=macab_interval_cycles)
     return dev.peak_flops() / 2.0 * operand_bytes
 
 
 def engine_internal_bandwidth_bytes_per_s_per_stack(pim: PIMSpec) -> float:
     """Bytes/s the PUs of one stack read in the cycle-accurate engine: PUs x ``macs_per_command`` x
-    ``operand_bytes`` per all-bank MAC command, one every ``nCCD_AB`` of ``dram_config``. Raises
+    ``operand_bytes`` per all-bank MAC command, one every ``nCCD_AB`` of ``dram_config`` (or
+    ``macab_interval_cycles`` when a power limit sets it). Raises
     :class:`ConfigError` when ``dram_config`` is not an engine configuration with PIM commands."""
     return _engine_internal_bandwidth(pim.dram_config, pim.banks_per_pu, pim.macs_per_command,
-                                      float(pim.operand_bytes), pim.global_buffer_bytes)
+                                      float(pim.operand_bytes), pim.global_buffer_bytes,
+                                      int(pim.macab_interval_cycles))
 
 
 def _check_engine_ratio(built: dict[str, Any], pim_data: Mapping[str, Any], problems: list[str]) -> None:

@@ -133,6 +133,8 @@ cdef class Engine:
     cdef int64_t* prog_head
     cdef int64_t* prog_done
     cdef int64_t* prog_stall
+    cdef int64_t* prog_release    # per controller: the program's first command issues no earlier
+    cdef int64_t* prog_result     # per controller: when the last RDRES's data has reached the GPU
     cdef int64_t* pim_counts      # (n_ctrl, 5): ACTAB, PREAB, MACAB, GWRITE, RDRES issued
     cdef int32_t* prog_final
     cdef int32_t* prog_rowcol     # (n_ops, 2)
@@ -386,9 +388,12 @@ cdef class Engine:
         a = arr(np.zeros(n_ctrl * NBUF, dtype=np.int32), np.int32); self.bsize = <int32_t*> a.data
         a = arr(np.zeros(n_ctrl, dtype=np.int8), np.int8); self.write_mode = <int8_t*> a.data
         a = arr(np.full(n_ctrl, -1, dtype=np.int64), np.int64); self.flip_clk = <int64_t*> a.data
-        for name in ("prog_start", "prog_end", "prog_head", "prog_done", "prog_stall"):
+        for name in ("prog_start", "prog_end", "prog_head", "prog_done", "prog_stall", "prog_release",
+                     "prog_result"):
             a = arr(np.zeros(n_ctrl, dtype=np.int64), np.int64)
             if name == "prog_start": self.prog_start = <int64_t*> a.data
+            elif name == "prog_release": self.prog_release = <int64_t*> a.data
+            elif name == "prog_result": self.prog_result = <int64_t*> a.data
             elif name == "prog_end": self.prog_end = <int64_t*> a.data
             elif name == "prog_head": self.prog_head = <int64_t*> a.data
             elif name == "prog_done": self.prog_done = <int64_t*> a.data
@@ -629,12 +634,14 @@ cdef class Engine:
         a = arrays[4]; self.wlv_start = <int32_t*> a.data
         a = arrays[5]; self.wlv_level = <int32_t*> a.data
 
-    def load_pim_programs(self, cnp.ndarray controllers, cnp.ndarray ops, cnp.ndarray rowcol):
+    def load_pim_programs(self, cnp.ndarray controllers, cnp.ndarray ops, cnp.ndarray rowcol, release=None):
         """Give controller ``controllers[i]`` the i-th program; ``ops`` lists each program's final
         commands (MACAB, GWRITE, RDRES, PREAB) back to back, ``rowcol`` their (row, column).
 
         ``controllers`` (int, (k,)) are controller indices; the programs are split by
         ``np.cumsum`` of the lengths given as the second column of ``controllers``.
+        ``release`` (int, (k,), optional): the cycle before which program i issues nothing (its
+        start within the refresh interval: refresh requests come every nREFI from cycle nREFI).
         """
         cdef cnp.ndarray a
         ctrl = np.asarray(controllers, dtype=np.int64).reshape(-1, 2)
@@ -650,8 +657,11 @@ cdef class Engine:
         self.prog_final = <int32_t*> (<cnp.ndarray> ops).data
         self.prog_rowcol = <int32_t*> (<cnp.ndarray> rowcol).data
         self.n_prog_ops = ops.shape[0]
+        rel = np.zeros(len(ctrl), dtype=np.int64) if release is None else np.asarray(release, dtype=np.int64)
+        if rel.shape != (len(ctrl),) or (rel < 0).any():
+            raise ValueError("release: one non-negative cycle per program")
         pos = 0
-        for c, n in ctrl:
+        for i, (c, n) in enumerate(ctrl):
             if not 0 <= c < self.n_ctrl:
                 raise ValueError(f"controller {c} out of range")
             if self.prog_end[c] > self.prog_start[c]:
@@ -659,6 +669,7 @@ cdef class Engine:
             self.prog_start[c] = pos
             self.prog_head[c] = pos
             self.prog_end[c] = pos + n
+            self.prog_release[c] = rel[i]
             pos += n
             if n:
                 self.wake[c] = 1
@@ -1162,7 +1173,7 @@ cdef class Engine:
                 op = self.prog_head[c]
                 self.pim_address(c, op, av_pim)
                 cmd = self.prereq(self.prog_final[op], av_pim)
-                rt = self.ready_time(cmd, av_pim)
+                rt = i64max(self.ready_time(cmd, av_pim), self.prog_release[c])
                 if clk >= rt:
                     found = True
                     pim = True
@@ -1210,17 +1221,22 @@ cdef class Engine:
             self.issue(cmd, ra, clk, -1)
             self.ctrl_issues[c] += 1
             self.pim_counts[c * 5 + self.pim_slot(cmd)] += 1
+            if cmd == self.cmd_rdres:
+                self.prog_result[c] = clk + self.read_latency     # its data reaches the GPU then
             if cmd == self.prog_final[self.prog_head[c]]:
                 self.prog_head[c] += 1
                 if self.prog_head[c] == self.prog_end[c]:
-                    self.prog_done[c] = clk + (self.read_latency if cmd == self.cmd_rdres else
-                                               (self.write_latency if cmd == self.cmd_gwrite else 0))
+                    # the program is over when its last command is and its last result has arrived
+                    self.prog_done[c] = i64max(self.prog_result[c], clk + (
+                        self.read_latency if cmd == self.cmd_rdres else
+                        (self.write_latency if cmd == self.cmd_gwrite else 0)))
             self.wake[c] = clk + 1
             if self.prog_head[c] < self.prog_end[c] and self.queues_empty(c):
                 # only the program is left: sleep until its next command can issue (or refresh)
                 op = self.prog_head[c]
                 self.pim_address(c, op, av_pim)
-                rt = self.ready_time(self.prereq(self.prog_final[op], av_pim), av_pim)
+                rt = i64max(self.ready_time(self.prereq(self.prog_final[op], av_pim), av_pim),
+                            self.prog_release[c])
                 self.wake[c] = i64max(clk + 1, i64min(rt, self.next_refresh[c]))
             return True
         # row policy (closed: close a bank after row_cap column accesses)

@@ -40,6 +40,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument("--models", default="qwen3-30b-a3b,gpt-oss-120b,qwen3.5-397b-a17b")
     t.add_argument("--hardware", default="b200")
     t.add_argument("--tokens", default="1,2,4,8,16,32")
+    t.add_argument("--refresh", choices=["mean", "staggered", "aligned"], default=None,
+                   help="refresh phase of each program (default: the device's, mean)")
+    t.add_argument("--sync-latency-s", type=float, default=None, help="GPU-PIM hand-over (default: the hardware's)")
+    t.add_argument("--multi-vector", choices=["yes", "no"], default=None,
+                   help="tokens share opened rows (default: the hardware's multi_vector_pu)")
     t.add_argument("--json", action="store_true")
     t.set_defaults(func=_table)
 
@@ -52,9 +57,12 @@ def _device(hw_name: str, single: bool = False):
     return dataclasses.replace(dev, dual_row_buffer=not single) if single else dev
 
 
-def _result_dict(res, device) -> dict:
+def _result_dict(res, device, pcs: int) -> dict:
+    """The run's fields; ``cycles`` / ``time_ns``: the job's duration at the device's refresh
+    phases (expected, or the slowest staggered pseudo-channel; ``phase_cycles`` has each phase)."""
     d = res.to_dict()
-    d["time_ns"] = res.cycles * device.tck_s * 1e9
+    d["cycles"] = device.program_cycles(res, pcs)
+    d["time_ns"] = d["cycles"] * device.tck_s * 1e9
     return d
 
 
@@ -78,7 +86,7 @@ def _gemv(args: argparse.Namespace) -> int:
         write_command_log(_R, dev.config, args.log_commands)
     else:
         res = gemv(dev, args.d_in, args.d_out, args.tokens, pcs)
-    d = _result_dict(res, dev) | {"pseudo_channels": pcs, "d_in": args.d_in, "d_out": args.d_out,
+    d = _result_dict(res, dev, pcs) | {"pseudo_channels": pcs, "d_in": args.d_in, "d_out": args.d_out,
                                   "tokens": args.tokens, "roofline_ns": 2.0 * args.d_in * args.d_out * args.tokens
                                   / (dev.peak_flops() * pcs / dev.unit_pcs("gpu")) * 1e9}
     _print(d, args.json)
@@ -96,14 +104,17 @@ def _expert(args: argparse.Namespace) -> int:
     cost = EnginePimCost.for_model(model, hw)
     pcs = cost.device.unit_pcs("gpu" if args.placement == "tp" else args.unit)
     gu, dn = cost.expert_result(args.tokens, pcs)
-    tck_ns = cost.device.tck_s * 1e9
-    cycles = gu.cycles + dn.cycles
-    d = {"model": model.name, "tokens": args.tokens, "pseudo_channels": pcs, "cycles": cycles,
-         "time_ns": cycles * tck_ns,
-         "macab_utilization": (gu.macab_utilization * gu.cycles + dn.macab_utilization * dn.cycles) / cycles,
-         "activations": gu.activations + dn.activations,
-         "refresh_stall_cycles": gu.refresh_stall_cycles + dn.refresh_stall_cycles,
-         "gate_up": _result_dict(gu, cost.device), "down": _result_dict(dn, cost.device)}
+    unit = "gpu" if args.placement == "tp" else args.unit
+    stages = cost.expert_stages_s(args.tokens, unit)
+    dev = cost.device
+    cycles = dev.program_cycles(gu, pcs) + dev.program_cycles(dn, pcs)
+    d = {"model": model.name, "tokens": args.tokens, "pseudo_channels": pcs, "refresh": dev.refresh,
+         "cycles": cycles, "pim_time_ns": cycles * dev.tck_s * 1e9,
+         "macab_utilization": sum(r.macabs / max(1, len(r.phase_cycles)) for r in (gu, dn))   # per copy
+         * dev.config.timings["nCCDAB"] / cycles,
+         "time_ns": sum(stages.values()) * 1e9,
+         **{f"{k}_ns": v * 1e9 for k, v in stages.items()},
+         "gate_up": _result_dict(gu, dev, pcs), "down": _result_dict(dn, dev, pcs)}
     _print(d, args.json)
     return 0
 
@@ -111,33 +122,42 @@ def _expert(args: argparse.Namespace) -> int:
 def _table(args: argparse.Namespace) -> int:
     from ..hardware import get_hardware
     from ..models import get_model
-    from ..pim.expert import EnginePimCost
+    from ..pim.roofline import roofline_overestimate
 
     hw = get_hardware(args.hardware)
     tokens = parse_int_list("--tokens", args.tokens, "tokens")
     names = [n.strip() for n in args.models.split(",")]
     if not all(names) or len(names) > 64:
         raise field_error("--models", args.models, "1 to 64 comma-separated model names or files")
+    changes = {}
+    if args.refresh:
+        changes["refresh"] = args.refresh
+    if args.sync_latency_s is not None:
+        if not (0 <= args.sync_latency_s < 1):   # also refuses nan
+            raise field_error("--sync-latency-s", args.sync_latency_s, "a latency in seconds, >= 0 and < 1")
+        changes["sync_latency_s"] = args.sync_latency_s
+    if args.multi_vector:
+        changes["multi_vector_pu"] = args.multi_vector == "yes"
     rows = []
     for name in names:
         model = get_model(name)
-        cost = EnginePimCost.for_model(model, hw)
         params = model.params_per_expert
-        for n in tokens:
-            pim = cost.expert_time_s(n)
-            roof = cost.roofline_expert_s(n)
+        for r in roofline_overestimate(model, hw, tokens, device_changes=changes):
+            n = r["tokens"]
             gpu = max(2.0 * params * n / (hw.gpu.peak_flops_bf16 * hw.gpu.compute_efficiency),
                       model.bytes_per_expert / (hw.gpu.hbm_bandwidth_bytes_per_s * hw.gpu.memory_efficiency))
-            rows.append({"model": name, "tokens": n, "pim_engine_us": pim * 1e6, "pim_roofline_us": roof * 1e6,
-                         "roofline_over_engine": roof / pim, "gpu_roofline_us": gpu * 1e6})
+            rows.append(r | {"model": name, "gpu_roofline_us": gpu * 1e6})
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
-        print("| model | N | PIM engine (us) | PIM roofline (us) | roofline / engine | GPU roofline (us) |")
-        print("|---|---|---|---|---|---|")
+        print("| model | N | PIM engine, round trip (us) | PIM programs (us) | roofline, MAC-issue peak (us) | "
+              "roofline, 4x external (us) | MAC peak / engine | 4x / engine | 4x / programs | GPU roofline (us) |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for r in rows:
-            print(f"| {r['model']} | {r['tokens']} | {r['pim_engine_us']:.3f} | {r['pim_roofline_us']:.3f} | "
-                  f"{r['roofline_over_engine']:.2f} | {r['gpu_roofline_us']:.3f} |")
+            print(f"| {r['model']} | {r['tokens']} | {r['engine_us']:.3f} | {r['pim_programs_us']:.3f} | "
+                  f"{r['roofline_mac_peak_us']:.3f} | {r['roofline_external_us']:.3f} | "
+                  f"{r['mac_peak_over_engine']:.2f} | {r['external_over_engine']:.2f} | "
+                  f"{r['external_over_programs']:.2f} | {r['gpu_roofline_us']:.3f} |")
     return 0
 
 

@@ -13,14 +13,15 @@ from ..dram.traces import RequestTrace
 from ..errors import field_error
 from .program import OP_GWRITE, OP_MACAB, OP_PREAB, OP_RDRES, PIMGeometry
 
-__all__ = ["PIMResult", "pim_config", "geometry_for", "run_programs"]
+__all__ = ["PIMResult", "pim_config", "geometry_for", "run_programs", "run_phases", "even_phases",
+           "stratified_phases"]
 
 
 @dataclass
 class PIMResult:
     """One engine run of PIM programs. Cycles are memory command-clock cycles (tCK)."""
 
-    cycles: int                      # until every program's last command (and result data) is done
+    cycles: int                      # until every program's last command and last result's data are done
     time_ns: float
     macabs: int
     activations: int                 # ACTAB commands
@@ -30,12 +31,25 @@ class PIMResult:
     macab_utilization: float         # MACAB issue slots used / available (one per nCCDAB), busiest unit
     refresh_stall_cycles: int        # busiest unit: from a refresh request to tRFC's end, mid-program
     refreshes: int
-    per_unit_busy_cycles: list[int]  # program completion cycle of each simulated pseudo-channel
+    per_unit_busy_cycles: list[int]  # each simulated pseudo-channel: program end - program start
     commands: int
     normal_requests: int = 0
     normal_cycles: int = 0           # completion of the background (GPU) requests, if any
     wall_s: float = 0.0
     command_log: dict | None = field(default=None, repr=False)
+    #: :func:`run_phases`: the program's duration [cycles] at each refresh phase (empty otherwise)
+    phase_cycles: list[int] = field(default_factory=list)
+    #: :func:`run_phases`: the phases [cycles after a refresh request] those durations belong to
+    phases: list[int] = field(default_factory=list)
+    #: :func:`run_phases`: the share of the refresh interval each phase stands for (sums to 1)
+    phase_weights: list[float] = field(default_factory=list)
+
+    @property
+    def mean_phase_cycles(self) -> float:
+        """Expected duration over the simulated refresh phases [cycles] (``cycles`` without phases)."""
+        if not self.phase_cycles:
+            return float(self.cycles)
+        return float(np.average(self.phase_cycles, weights=self.phase_weights or None))
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -58,24 +72,29 @@ def pim_config(dram_config: str | DRAMConfig, units: int = 1, *, dual_row_buffer
 
 
 def geometry_for(config: DRAMConfig, *, banks_per_pu: int = 1, macs_per_command: int = 16, operand_bytes: int = 2,
-                 global_buffer_bytes: int = 2048, accumulators: int = 8) -> PIMGeometry:
+                 global_buffer_bytes: int = 2048, accumulators: int = 8, multi_vector: bool = True) -> PIMGeometry:
     levels = config.standard.levels
     banks = int(np.prod([config.org[l] for l in levels[levels.index("pseudochannel") + 1: levels.index("row")]]))
     return PIMGeometry(banks=banks, banks_per_pu=banks_per_pu, macs_per_command=macs_per_command,
                        operand_bytes=operand_bytes, row_bytes=config.org["column"] * config.tx_bytes,
                        burst_bytes=config.tx_bytes, global_buffer_bytes=global_buffer_bytes,
-                       accumulators=accumulators)
+                       accumulators=accumulators, multi_vector=multi_vector)
 
 
 def run_programs(config: DRAMConfig, programs: list[tuple[np.ndarray, np.ndarray]], *,
                  background: RequestTrace | None = None, log_commands: bool = False,
-                 skip_idle: bool = True) -> PIMResult:
+                 skip_idle: bool = True, release: "list[int] | np.ndarray | None" = None,
+                 compiled: dict | None = None) -> PIMResult:
     """Program ``i`` runs on pseudo-channel ``i`` of ``config`` (see :func:`pim_config`).
 
-    ``skip_idle=False`` visits the controller every cycle (for tests: same log, bit for bit)."""
+    ``release[i]``: the cycle program ``i`` starts at (default 0); refresh requests arrive every
+    nREFI from cycle nREFI, so the release places the program in the refresh interval. Durations
+    (``per_unit_busy_cycles``, ``cycles``) count from the release.
+    ``skip_idle=False`` visits the controller every cycle (for tests: same log, bit for bit).
+    ``compiled``: ``config.compile()`` if the caller has it already (it takes milliseconds)."""
     from .._core import Engine
 
-    spec = config.compile()
+    spec = config.compile() if compiled is None else compiled
     if len(programs) > config.num_controllers:
         raise field_error("programs", len(programs), f"at most {config.num_controllers} (one per pseudo-channel)")
     code = np.zeros(4, dtype=np.int32)          # program op code -> the standard's command id
@@ -96,14 +115,18 @@ def run_programs(config: DRAMConfig, programs: list[tuple[np.ndarray, np.ndarray
     t0 = time.perf_counter()
     engine = Engine(spec | {"nRFC": int(config.timings["nRFC"])}, vecs, keys, is_write, arrival, log_commands,
                     skip_idle)
-    engine.load_pim_programs(lengths, ops, rowcol)
+    rel = np.zeros(len(programs), np.int64) if release is None else np.asarray(release, np.int64)
+    if rel.shape != (len(programs),) or (rel < 0).any():
+        raise field_error("release", list(np.ravel(rel)), "one cycle >= 0 per program")
+    engine.load_pim_programs(lengths, ops, rowcol, rel)
     raw = engine.run()
     wall = time.perf_counter() - t0
     has = raw["pim_has_program"]
-    done = raw["pim_done"]
+    done = raw["pim_done"].copy()
+    done[: len(programs)] -= rel
     counts = raw["pim_counts"]
     busiest = int(np.argmax(np.where(has, done, -1))) if has.any() else 0
-    cycles = int(max(done.max(initial=0), raw["depart"].max(initial=0)))
+    cycles = int(max(done[has].max(initial=0), raw["depart"].max(initial=0)))
     n_ccdab = int(config.timings["nCCDAB"])
     util = counts[busiest, 2] * n_ccdab / done[busiest] if has.any() and done[busiest] else 0.0
     log = None
@@ -117,3 +140,66 @@ def run_programs(config: DRAMConfig, programs: list[tuple[np.ndarray, np.ndarray
         per_unit_busy_cycles=[int(d) for d, h in zip(done, has) if h], commands=raw["n_commands"],
         normal_requests=int(len(arrival)), normal_cycles=int(raw["depart"].max(initial=0)), wall_s=wall,
         command_log=log)
+
+
+def even_phases(config: DRAMConfig, count: int) -> list[int]:
+    """``count`` refresh phases evenly spaced over one refresh interval [cycles after a request]:
+    the midpoints of ``count`` equal parts."""
+    if not isinstance(count, (int, np.integer)) or isinstance(count, bool) or count < 1:
+        raise field_error("refresh_phases", count, "a positive integer")
+    interval = int(config.timings["nREFI"])
+    return [(2 * k + 1) * interval // (2 * count) for k in range(count)]
+
+
+def stratified_phases(config: DRAMConfig, count: int, duration: int | None = None) -> tuple[list[int], list[float]]:
+    """``count`` refresh phases and their weights, for the expected duration of a program over a
+    start uniform in the refresh interval; ``duration``: its length without refresh [cycles].
+
+    A program of length T < nREFI - tRFC either starts while the last refresh still runs (phase
+    below tRFC: the wait falls linearly with the phase, a quarter of the phases at the midpoints
+    of that part give its mean), or meets the next request at a point u in (0, T) of its run
+    (phase nREFI - u: most phases, at the midpoints of T's equal parts), or meets none (one phase;
+    weight (nREFI - tRFC - T) / nREFI). Each weight is the length of the part of the interval it
+    stands for. Longer programs (or ``duration`` None) take the midpoints of equal parts of nREFI.
+    """
+    if not isinstance(count, (int, np.integer)) or isinstance(count, bool) or count < 1:
+        raise field_error("refresh_phases", count, "a positive integer")
+    interval, rfc = int(config.timings["nREFI"]), int(config.timings["nRFC"])
+    if duration is None or count < 3 or not 0 < rfc < interval or duration + rfc >= interval - count:
+        return even_phases(config, count), [1.0 / count] * count
+    early = max(1, count // 4)
+    inside = count - early - 1
+    phases = [(2 * k + 1) * rfc // (2 * early) for k in range(early)]
+    weights = [rfc / early] * early
+    phases.append(rfc + (interval - rfc - duration) // 2)
+    weights.append(interval - rfc - duration)
+    phases += [interval - max(1, (2 * k + 1) * duration // (2 * inside)) for k in range(inside)]
+    weights += [duration / inside] * inside
+    return phases, [w / interval for w in weights]
+
+
+def run_phases(config: DRAMConfig, program: tuple[np.ndarray, np.ndarray], phases: list[int], *,
+               weights: list[float] | None = None, compiled: dict | None = None) -> PIMResult:
+    """One program at each refresh ``phase`` (cycles from the last refresh request to the program's
+    start, in [0, nREFI)), all in one engine run, one pseudo-channel each.
+
+    Phase ``p`` releases the program at cycle nREFI + p, so a refresh requested within the last
+    tRFC is still running when it starts. ``phase_cycles`` holds each phase's duration;
+    ``cycles`` the longest; command counts are those of all copies together. ``weights``: the
+    share of the interval each phase stands for (default: equal). ``compiled``: the
+    compiled form of ``config`` when it already has one pseudo-channel per phase.
+    """
+    interval = int(config.timings["nREFI"])
+    if not phases or any(not 0 <= int(p) < interval for p in phases):
+        raise field_error("phases", list(phases), f"phases in [0, nREFI = {interval}) cycles")
+    if config.num_controllers != len(phases):
+        config, compiled = pim_config(config, len(phases), dual_row_buffer=config.dual_row_buffer), None
+    res = run_programs(config, [program] * len(phases), release=[interval + int(p) for p in phases],
+                       compiled=compiled)
+    res.phase_cycles = list(res.per_unit_busy_cycles)
+    res.phases = [int(p) for p in phases]
+    w = np.ones(len(phases)) if weights is None else np.asarray(weights, dtype=float)
+    if w.shape != (len(phases),) or (w < 0).any() or w.sum() <= 0:
+        raise field_error("weights", list(np.ravel(w)), "one non-negative weight per phase, not all 0")
+    res.phase_weights = list(w / w.sum())
+    return res

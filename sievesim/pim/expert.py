@@ -5,21 +5,29 @@ seconds unless a name says cycles or ns.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
+import hashlib
 import math
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
-from ..dram.config import get_config
+from ..dram.config import BUILTIN_CONFIGS, DRAMConfig, get_config
 from ..errors import field_error
-from .engine import PIMResult, geometry_for, pim_config, run_programs
-from .program import PIMGeometry, gemv_program, plan_gemv
+from .engine import PIMResult, even_phases, geometry_for, pim_config, run_phases, run_programs, stratified_phases
+from .program import OP_MACAB, PIMGeometry, gemv_program, plan_gemv
 
-__all__ = ["PIMDevice", "EnginePimCost", "AttentionLayer", "UNITS", "gemv"]
+__all__ = ["PIMDevice", "EnginePimCost", "AttentionLayer", "UNITS", "REFRESH_MODES", "gemv"]
 
 UNITS = ("pseudo_channel", "channel", "stack")
+#: Where a program starts in the refresh interval (see :class:`PIMDevice`).
+REFRESH_MODES = ("mean", "staggered", "aligned")
+#: GPU FLOPs per element of the SwiGLU activation (SiLU: exponential, add, divide; then x up) and
+#: of a softmax (max, subtract, exponential, sum, divide).
+ACTIVATION_FLOPS_PER_ELEMENT = 5
+SOFTMAX_FLOPS_PER_ELEMENT = 5
 
 
 @dataclass(frozen=True)
@@ -27,6 +35,28 @@ class PIMDevice:
     """The PIM of one GPU, as the engine sees it (all fields hashable, for caching).
 
     ``stacks``: HBM-PIM stacks per GPU; ``dram_config``: engine configuration of one stack.
+
+    ``refresh``: where a program falls in the refresh interval (all-bank refresh every nREFI).
+    ``"mean"`` (default): the expected duration over a uniform start, from ``refresh_phases``
+    phases (:func:`sievesim.pim.engine.stratified_phases`: a quarter in the first tRFC after a
+    refresh request, where that refresh still runs at the start, the rest over the remainder of
+    nREFI, weighted by the parts' lengths); ``"staggered"``: refresh staggered evenly across the pseudo-channels,
+    so a tensor-parallel program over P pseudo-channels takes its longest phase of
+    ``min(P, refresh_phases)`` evenly spaced ones (one pseudo-channel: as ``"mean"``);
+    ``"aligned"``: every program starts as a refresh interval begins (no refresh before nREFI:
+    the optimistic timing of earlier versions).
+
+    ``gpu_flops_per_s`` / ``gpu_bytes_per_s``: the GPU's reachable rates, for the roofline time of
+    its steps between PIM GEMVs (partial-sum reduction, activation, softmax);
+    ``sync_latency_s``: one hand-over between the GPU and the PIM [s] (see ``PIMSpec``);
+    ``gpu_step_via_hbm``: the GPU step reads the PIM's results and writes its output through HBM
+    (an upper bound) instead of on-chip memory (the paper's design, default).
+    ``macab_interval_cycles``: cycles between all-bank MACs when a power budget slows them (0: the
+    configuration's nCCDAB). ``multi_vector_pu``: tokens share opened rows (else one GEMV per token).
+
+    A device reads its DRAM configuration once, when it is made; ``config_key`` (a digest of the
+    configuration's contents) is part of its identity, so the cost caches (keyed by device) give a
+    new time after a configuration file changes and the same time for the same contents.
     """
 
     dram_config: str = "hbm3e-8000"
@@ -39,6 +69,35 @@ class PIMDevice:
     dual_row_buffer: bool = True
     activation_on_pim: bool = False
     multi_vector_pu: bool = False
+    refresh: str = "mean"
+    refresh_phases: int = 8
+    gpu_flops_per_s: float = 2.25e15
+    gpu_bytes_per_s: float = 8.0e12
+    sync_latency_s: float = 8.75e-7
+    macab_interval_cycles: int = 0
+    gpu_step_via_hbm: bool = False
+    config_key: str = dataclasses.field(init=False, default="")
+    _base: DRAMConfig = dataclasses.field(init=False, compare=False, repr=False, default=None)
+
+    def __post_init__(self) -> None:
+        base = _load_config(self.dram_config)
+        if not isinstance(self.macab_interval_cycles, int) or self.macab_interval_cycles < 0:
+            raise field_error("macab_interval_cycles", self.macab_interval_cycles,
+                              "cycles between all-bank MACs (0: the configuration's nCCDAB)")
+        if self.macab_interval_cycles:          # a power-limited all-bank MAC rate
+            base = base.replace(timings=dict(base.timings, nCCDAB=self.macab_interval_cycles))
+        object.__setattr__(self, "_base", base)
+        object.__setattr__(self, "config_key", hashlib.sha256(repr(base).encode()).hexdigest()[:16])
+        if self.refresh not in REFRESH_MODES:
+            raise field_error("refresh", self.refresh, f"one of {list(REFRESH_MODES)}")
+        if not isinstance(self.refresh_phases, int) or isinstance(self.refresh_phases, bool) \
+                or self.refresh_phases < 1:
+            raise field_error("refresh_phases", self.refresh_phases, "a positive integer")
+        for name in ("gpu_flops_per_s", "gpu_bytes_per_s"):
+            if not getattr(self, name) > 0:
+                raise field_error(name, getattr(self, name), "a positive rate")
+        if not 0 <= self.sync_latency_s < 1:
+            raise field_error("sync_latency_s", self.sync_latency_s, "a latency in seconds, >= 0 and < 1")
 
     @classmethod
     def from_hardware(cls, hw) -> "PIMDevice":
@@ -53,29 +112,94 @@ class PIMDevice:
         return cls(dram_config=p.dram_config, stacks=int(hw.gpu.num_hbm_stacks), banks_per_pu=int(p.banks_per_pu),
                    macs_per_command=int(p.macs_per_command), operand_bytes=int(round(p.operand_bytes)),
                    global_buffer_bytes=int(p.global_buffer_bytes), dual_row_buffer=bool(p.dual_row_buffer),
-                   activation_on_pim=bool(p.activation_on_pim), multi_vector_pu=bool(p.multi_vector_pu))
+                   activation_on_pim=bool(p.activation_on_pim), multi_vector_pu=bool(p.multi_vector_pu),
+                   gpu_flops_per_s=float(hw.gpu.effective_flops),
+                   gpu_bytes_per_s=float(hw.gpu.effective_bandwidth_bytes_per_s),
+                   sync_latency_s=float(getattr(p, "sync_latency_s", cls.sync_latency_s)),
+                   macab_interval_cycles=int(getattr(p, "macab_interval_cycles", 0)))
+
+    def gpu_step_s(self, flops: float, bytes_moved: float) -> float:
+        """Roofline time of a GPU step between PIM GEMVs [s]: ``max(FLOPs / rate, bytes / rate)``,
+        the bytes counted only with ``gpu_step_via_hbm`` (by default the PIM's results land in the
+        GPU's on-chip memory and the step's output goes straight back to the PIM, as in the Sieve
+        paper's Section 6, sub-step iii: no HBM traffic)."""
+        return max(flops / self.gpu_flops_per_s,
+                   bytes_moved / self.gpu_bytes_per_s if self.gpu_step_via_hbm else 0.0)
+
+    def pcs_in(self, d_in: int, d_out: int, tokens: int, pcs: int) -> int:
+        """Input segments of a GEMV's tiling: partial sums per output that the GPU adds up."""
+        return _plan(self, int(d_in), int(d_out), int(tokens), int(pcs)).pcs_in
 
     @functools.cached_property
-    def config(self):
-        return pim_config(self.dram_config, 1, dual_row_buffer=self.dual_row_buffer)
+    def config(self) -> DRAMConfig:
+        """One pseudo-channel of the stack's configuration (tensor-parallel programs are alike)."""
+        return self._compiled_for(1)[0]
+
+    def phases(self, pcs: int, duration: int | None = None) -> tuple[list[int], list[float]]:
+        """Refresh phases [cycles after a refresh request] a program on ``pcs`` pseudo-channels
+        (``duration`` cycles long without refresh) is simulated at, and their weights (empty:
+        ``"aligned"``)."""
+        if self.refresh == "aligned":
+            return [], []
+        if self.refresh == "staggered" and pcs > 1:
+            count = min(pcs, self.refresh_phases)
+            return even_phases(self.config, count), [1.0 / count] * count
+        return stratified_phases(self.config, self.refresh_phases, duration)
+
+    def run(self, program: tuple[np.ndarray, np.ndarray], pcs: int) -> PIMResult:
+        """One pseudo-channel's program of a job spread over ``pcs`` pseudo-channels, at this
+        device's refresh phases (one engine run; compiled configurations are reused)."""
+        interval = int(self.config.timings["nREFI"])
+        expected = self.refresh == "mean" or (self.refresh == "staggered" and pcs == 1)
+        issue_bound = np.count_nonzero(program[0] == OP_MACAB) * int(self.config.timings["nCCDAB"])
+        if expected and issue_bound > self.refresh_phases * interval:
+            # long: it meets about T / nREFI refreshes at any phase; one mid-interval start is off
+            # from the mean by less than one refresh (< 1 / refresh_phases of nREFI over T)
+            cfg, spec = self._compiled_for(1)
+            return run_phases(cfg, program, [interval // 2], compiled=spec)
+        aligned = None
+        if self.refresh != "staggered" or pcs == 1:      # where the expectation's phases go
+            cfg, spec = self._compiled_for(1)
+            aligned = run_programs(cfg, [program], compiled=spec)
+        if self.refresh == "aligned":
+            return aligned
+        phases, weights = self.phases(pcs, None if aligned is None else aligned.cycles)
+        cfg, spec = self._compiled_for(len(phases))
+        return run_phases(cfg, program, phases, weights=weights, compiled=spec)
+
+    def _compiled_for(self, units: int) -> tuple[DRAMConfig, dict]:
+        key = (self.config_key, self.dual_row_buffer, units)
+        if key not in _COMPILED:
+            cfg = pim_config(self._base, units, dual_row_buffer=self.dual_row_buffer)
+            _COMPILED[key] = (cfg, cfg.compile())
+        return _COMPILED[key]
+
+    def program_cycles(self, result: PIMResult, pcs: int) -> float:
+        """Duration [cycles] of a job on ``pcs`` pseudo-channels whose program ran as ``result``:
+        the mean over refresh phases, their maximum (``"staggered"`` over several pseudo-channels),
+        or the single aligned run."""
+        if not result.phase_cycles:
+            return float(result.cycles)
+        if self.refresh == "staggered" and pcs > 1:
+            return float(max(result.phase_cycles))
+        return result.mean_phase_cycles
 
     @functools.cached_property
     def geometry(self) -> PIMGeometry:
         return geometry_for(self.config, banks_per_pu=self.banks_per_pu, macs_per_command=self.macs_per_command,
                             operand_bytes=self.operand_bytes, global_buffer_bytes=self.global_buffer_bytes,
-                            accumulators=self.accumulators)
+                            accumulators=self.accumulators, multi_vector=self.multi_vector_pu)
 
     @property
     def pcs_per_stack(self) -> int:
-        stack = get_config(self.dram_config)
-        return int(stack.org["channel"] * stack.org["pseudochannel"])
+        return int(self._base.org["channel"] * self._base.org["pseudochannel"])
 
     def unit_pcs(self, unit: str) -> int:
         """Pseudo-channels in one placement unit (tensor parallelism inside it)."""
         if unit == "pseudo_channel":
             return 1
         if unit == "channel":
-            return int(get_config(self.dram_config).org["pseudochannel"])
+            return int(self._base.org["pseudochannel"])
         if unit == "stack":
             return self.pcs_per_stack
         if unit == "gpu":
@@ -93,15 +217,46 @@ class PIMDevice:
         return per_pc * self.pcs_per_stack * self.stacks
 
 
+#: (config_key, dual_row_buffer, units) -> a PIM configuration with ``units`` pseudo-channels and
+#: its compiled form (milliseconds to build: shared by every device of the same contents).
+_COMPILED: dict[tuple[str, bool, int], tuple[DRAMConfig, dict]] = {}
+
+
+@functools.lru_cache(maxsize=16)
+def _builtin_config(name: str) -> DRAMConfig:
+    return get_config(name)
+
+
+def _load_config(name_or_path: str) -> DRAMConfig:
+    """A built-in configuration (built once) or a file, read now (its current contents)."""
+    if not isinstance(name_or_path, str):
+        raise field_error("dram_config", name_or_path, "a configuration name or a file path")
+    return _builtin_config(name_or_path) if name_or_path in BUILTIN_CONFIGS else get_config(name_or_path)
+
+
+@functools.lru_cache(maxsize=8192)
+def _plan(device: PIMDevice, d_in: int, d_out: int, tokens: int, pcs: int):
+    return plan_gemv(d_in, d_out, tokens, pcs, device.geometry, dict(device.config.timings))
+
+
+@functools.lru_cache(maxsize=8192)
+def _program(device: PIMDevice, d_in: int, d_out: int, tokens: int, pcs: int, write_inputs: bool = True,
+             read_results: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """One GEMV's program from row 0 (read-only arrays: shared by every sequence that holds it)."""
+    ops, rc = gemv_program(_plan(device, d_in, d_out, tokens, pcs), device.geometry, write_inputs=write_inputs,
+                           read_results=read_results)
+    ops.flags.writeable = rc.flags.writeable = False
+    return ops, rc
+
+
 @functools.lru_cache(maxsize=4096)
 def _gemv(device: PIMDevice, d_in: int, d_out: int, tokens: int, pcs: int) -> PIMResult:
-    cfg = device.config
-    plan = plan_gemv(d_in, d_out, tokens, pcs, device.geometry, dict(cfg.timings))
-    return run_programs(cfg, [gemv_program(plan, device.geometry)])
+    return device.run(_program(device, d_in, d_out, tokens, pcs), pcs)
 
 
 def gemv(device: PIMDevice, d_in: int, d_out: int, tokens: int, pcs: int) -> PIMResult:
-    """One GEMV (``tokens`` input vectors) tensor-parallel over ``pcs`` pseudo-channels."""
+    """One GEMV (``tokens`` input vectors) tensor-parallel over ``pcs`` pseudo-channels, at the
+    device's refresh phases (``device.program_cycles(result, pcs)`` is its duration)."""
     return _gemv(device, int(d_in), int(d_out), int(tokens), int(pcs))
 
 
@@ -111,18 +266,17 @@ def _rows_used(rowcol) -> int:
 
 @functools.lru_cache(maxsize=1024)
 def _sequence(device: PIMDevice, gemvs: tuple[tuple[int, int, int], ...], pcs: int) -> PIMResult:
-    cfg = device.config
     ops, rcs, base = [], [], 0
     for d_in, d_out, tokens, write_inputs, read_results in gemvs:
-        plan = plan_gemv(d_in, d_out, tokens, pcs, device.geometry, dict(cfg.timings))
-        o, rc = gemv_program(plan, device.geometry, row_base=base, write_inputs=write_inputs,
-                             read_results=read_results)
+        o, rc = _program(device, d_in, d_out, tokens, pcs, write_inputs, read_results)
+        rc = rc.copy()
+        rc[o == OP_MACAB, 0] += base                         # each weight matrix in rows of its own
         ops.append(o[:-1])          # one PREAB at the very end
         rcs.append(rc[:-1])
-        base = max(base, _rows_used(rc))    # each weight matrix in rows of its own
+        base = max(base, _rows_used(rc))
     ops.append(o[-1:])
     rcs.append(rc[-1:])
-    return run_programs(cfg, [(np.concatenate(ops), np.concatenate(rcs))])
+    return device.run((np.concatenate(ops), np.concatenate(rcs)), pcs)
 
 
 def gemv_sequence(device: PIMDevice, gemvs: Sequence[tuple], pcs: int) -> PIMResult:
@@ -140,8 +294,13 @@ class EnginePimCost:
     """:class:`sievesim.costs.PimCostModel` backed by the engine (cycle-accurate, cached).
 
     ``hidden``/``intermediate``: expert GEMV sizes (SwiGLU: gate+up ``hidden -> 2 x intermediate``,
-    then ``intermediate -> hidden``). ``activation_s``: time between the gate/up results leaving the
-    PIM and the down input arriving (the GPU's activation), added once per expert.
+    then ``intermediate -> hidden``). An expert on PIM runs as (:meth:`expert_stages_s`): the
+    gate/up program (token inputs written, GEMVs, results read back to the GPU), the GPU's step
+    (adding up the partial sums of a GEMV split over input segments, the activation; roofline),
+    one GPU-PIM hand-over (``device.sync_latency_s``), the down program (intermediate written,
+    GEMV, results back), and the GPU's sum of the down partial sums. ``activation_s``: extra GPU
+    time per hand-over (default 0). With ``activation_on_pim`` the intermediate never leaves the
+    PIM: one program, no GPU step.
     ``attention``: the attention of the layer this object prices, an :class:`AttentionLayer`.
     """
 
@@ -172,30 +331,81 @@ class EnginePimCost:
         return [(self.hidden, 2 * self.intermediate, tokens, True, not on_pim),
                 (self.intermediate, self.hidden, tokens, not on_pim, True)]
 
-    def _expert_s(self, tokens: int, pcs: int) -> float:
+    def _gpu_between_s(self, token_counts: Sequence[int], pcs: int) -> float:
+        """One GPU step for these experts' gate/up results: partial sums added, SwiGLU applied,
+        the bf16 intermediate produced (bytes count only with ``gpu_step_via_hbm``) [s]."""
+        h, i2 = self.hidden, 2 * self.intermediate
+        flops = bytes_moved = 0.0
+        for n in token_counts:
+            parts = self.device.pcs_in(h, i2, n, pcs)
+            flops += (parts - 1) * i2 * n + ACTIVATION_FLOPS_PER_ELEMENT * self.intermediate * n
+            bytes_moved += parts * i2 * n * 4 + self.intermediate * n * 2
+        return self.device.gpu_step_s(flops, bytes_moved) + self.activation_s
+
+    def _gpu_after_s(self, token_counts: Sequence[int], pcs: int) -> float:
+        """The GPU's sum of the down GEMVs' partial sums (none when not split over inputs) [s]."""
+        flops = bytes_moved = 0.0
+        for n in token_counts:
+            parts = self.device.pcs_in(self.intermediate, self.hidden, n, pcs)
+            if parts > 1:
+                flops += (parts - 1) * self.hidden * n
+                bytes_moved += parts * self.hidden * n * 4 + self.hidden * n * 2
+        return self.device.gpu_step_s(flops, bytes_moved) if flops else 0.0
+
+    def expert_stages_s(self, tokens: int, unit: str = "gpu") -> dict[str, float]:
+        """The stages of one expert with ``tokens`` tokens on ``unit`` [s]: ``gate_up`` (PIM program
+        until its last result is on the GPU), ``gpu`` (reduction + activation), ``sync`` (one
+        hand-over), ``down`` (PIM), ``reduce`` (GPU sum of the down partial sums). With the
+        activation on the PIM, ``gate_up`` holds the whole program and the GPU stages are 0.
+        The stages add up to :meth:`expert_time_on_unit_s` with ``hand_over=True``; a layer's PIM
+        experts share one GPU step and one hand-over (:meth:`experts_time_s`)."""
+        stages = dict(gate_up=0.0, gpu=0.0, sync=0.0, down=0.0, reduce=0.0)
         if tokens <= 0:
-            return 0.0
-        if self.device.activation_on_pim:
-            return gemv_sequence(self.device, self._expert_gemvs(tokens), pcs).cycles * self.device.tck_s
+            return stages
+        dev, pcs = self.device, self.device.unit_pcs(unit)
+        if dev.activation_on_pim:
+            stages["gate_up"] = dev.program_cycles(gemv_sequence(dev, self._expert_gemvs(tokens), pcs), pcs) * dev.tck_s
+            return stages
         gu, dn = self.expert_result(tokens, pcs)
-        return (gu.cycles + dn.cycles) * self.device.tck_s + self.activation_s
+        stages.update(gate_up=dev.program_cycles(gu, pcs) * dev.tck_s, gpu=self._gpu_between_s([tokens], pcs),
+                      sync=dev.sync_latency_s, down=dev.program_cycles(dn, pcs) * dev.tck_s,
+                      reduce=self._gpu_after_s([tokens], pcs))
+        return stages
 
-    def expert_time_s(self, tokens: int) -> float:
-        return self._expert_s(tokens, self.device.unit_pcs("gpu"))
+    def _expert_s(self, tokens: int, unit: str, hand_over: bool) -> float:
+        stages = self.expert_stages_s(tokens, unit)
+        return sum(stages.values()) - (0.0 if hand_over else stages["sync"])
 
-    def expert_time_on_unit_s(self, tokens: int, unit: str) -> float:
-        return self._expert_s(tokens, self.device.unit_pcs(unit))
+    def expert_time_s(self, tokens: int, *, hand_over: bool = False) -> float:
+        """One expert with ``tokens`` tokens, tensor-parallel over all the GPU's PIM [s]: its two
+        PIM programs and its GPU step (:meth:`expert_stages_s`). The GPU-PIM hand-over between
+        gate/up and down is paid once per layer, not per expert, so it is left out unless
+        ``hand_over`` (an expert alone); a layer adds ``device.sync_latency_s`` once."""
+        return self._expert_s(tokens, "gpu", hand_over)
+
+    def expert_time_on_unit_s(self, tokens: int, unit: str, *, hand_over: bool = False) -> float:
+        """One expert with ``tokens`` tokens inside one placement ``unit`` [s] (as
+        :meth:`expert_time_s`)."""
+        self.device.unit_pcs(unit)          # checks the name
+        return self._expert_s(tokens, unit, hand_over)
 
     def experts_time_s(self, token_counts: Sequence[int], unit: str = "gpu") -> float:
-        """All these experts (tokens each) back to back on PIM, simulated as one program (exact
-        T_PIM of a partition's PIM side, refresh included) [s]. Activation gaps are added."""
+        """All these experts (tokens each) on PIM as a layer runs them [s]: every gate/up GEMV as
+        one program, one GPU step for all of them, one hand-over, every down GEMV as one program,
+        the GPU's sum of the down partial sums (with the activation on the PIM: one program of
+        gate/up and down per expert). Refresh, row switches and turnarounds inside a program are
+        simulated, not added up."""
         counts = sorted((int(n) for n in token_counts if n > 0), reverse=True)
         if not counts:
             return 0.0
-        seq = [g for n in counts for g in self._expert_gemvs(n)]
-        res = gemv_sequence(self.device, seq, self.device.unit_pcs(unit))
-        gaps = 0 if self.device.activation_on_pim else len(counts)
-        return res.cycles * self.device.tck_s + self.activation_s * gaps
+        dev, pcs = self.device, self.device.unit_pcs(unit)
+        if dev.activation_on_pim:
+            seq = [g for n in counts for g in self._expert_gemvs(n)]
+            return dev.program_cycles(gemv_sequence(dev, seq, pcs), pcs) * dev.tck_s
+        gate_up = gemv_sequence(dev, [(self.hidden, 2 * self.intermediate, n) for n in counts], pcs)
+        down = gemv_sequence(dev, [(self.intermediate, self.hidden, n) for n in counts], pcs)
+        return ((dev.program_cycles(gate_up, pcs) + dev.program_cycles(down, pcs)) * dev.tck_s
+                + self._gpu_between_s(counts, pcs) + dev.sync_latency_s + self._gpu_after_s(counts, pcs))
 
     def partition_pim_time_s(self, partition, batch_context_lens: Sequence[int] = ()) -> float:
         """T_PIM of a policy's partition on the engine: its PIM experts as one program, plus the
@@ -302,4 +512,12 @@ class AttentionLayer:
         seq = [g for L in busiest for g in self.unit_gemvs(L)]
         if not seq:
             return 0.0
-        return gemv_sequence(device, seq, 1).cycles * device.tck_s
+        if self.kind == "linear":       # readout and state update need nothing from the GPU between them
+            return device.program_cycles(gemv_sequence(device, seq, 1), 1) * device.tck_s
+        # every score GEMV, the GPU's softmax over all scores of the layer, one hand-over, every value GEMV
+        scores = gemv_sequence(device, seq[0::2], 1)
+        values = gemv_sequence(device, seq[1::2], 1)
+        n_scores = sum(lens) * self.kv_heads * self.q_per_kv
+        softmax = device.gpu_step_s(SOFTMAX_FLOPS_PER_ELEMENT * n_scores, n_scores * (4 + 2))
+        return ((device.program_cycles(scores, 1) + device.program_cycles(values, 1)) * device.tck_s
+                + softmax + device.sync_latency_s)

@@ -38,7 +38,9 @@ class PIMGeometry:
     ``macs_per_command``: multiply-accumulates per PU per MACAB; ``operand_bytes``: bytes per weight
     (2 for bf16); ``row_bytes``: DRAM row per bank; ``burst_bytes``: bytes per GWRITE / RDRES;
     ``global_buffer_bytes``: input vector storage per pseudo-channel; ``accumulators``: output
-    registers per PU; ``result_bytes``: bytes read back per output (4: fp32 partial sums).
+    registers per PU; ``result_bytes``: bytes read back per output (4: fp32 partial sums);
+    ``multi_vector``: a PU applies one opened row to several tokens' inputs held in the global
+    buffer (tokens share rows); False: one GEMV per token, each opening the rows again.
     """
 
     banks: int
@@ -50,6 +52,7 @@ class PIMGeometry:
     global_buffer_bytes: int = 2048
     accumulators: int = 8
     result_bytes: int = 4
+    multi_vector: bool = True
 
     @property
     def pus(self) -> int:
@@ -121,8 +124,8 @@ def plan_gemv(d_in: int, d_out: int, tokens: int, pcs: int, geo: PIMGeometry,
         if best is None or est < best[0]:
             best = (est, pcs_in, o, k, slots, steps, bursts, segments)
     _, pcs_in, o, k, slots, steps, bursts, segments = best
-    per_pass = 1 if segments > 1 else max(1, min(tokens, geo.global_buffer_bytes // (bursts * geo.burst_bytes),
-                                                 geo.accumulators))
+    per_pass = 1 if segments > 1 or not geo.multi_vector else max(
+        1, min(tokens, geo.global_buffer_bytes // (bursts * geo.burst_bytes), geo.accumulators))
     return GemvPlan(d_in=d_in, d_out=d_out, tokens=tokens, pcs=pcs, pcs_out=pcs // pcs_in, pcs_in=pcs_in,
                     outputs_per_pc=o, inputs_per_pc=k, slots=slots, steps_per_output=steps, input_bursts=bursts,
                     tokens_per_pass=per_pass, segments=segments)

@@ -382,6 +382,8 @@ class StepSimulator:
             from ..pim.expert import EnginePimCost
             for k, layer in self._layer_of_kind.items():
                 self._engine[k] = EnginePimCost.for_model(m, hw, layer=layer)
+            # one GPU-PIM hand-over per layer's PIM experts (each expert's own time leaves it out)
+            self._hand_over_s = float(next(iter(self._engine.values())).device.sync_latency_s)
             peak = pim_peak_flops(hw)
             self.table = PimCostTable(RooflinePimCost(2.0 * m.params_per_expert, peak, None, self.org), alpha=alpha)
             self._attn_factor = {k: _Ema(1.0, alpha) for k in kinds}
@@ -740,14 +742,14 @@ class StepSimulator:
                         n_e = c[on_pim]
                         if part.unit is None:
                             times = self._expert_exec_array(n_e, None)
-                            t_pim = float(times.sum())
+                            t_pim = float(times.sum()) + self._hand_over_s
                             share = None
                             observed[None].append(n_e)
                         else:
                             times = self._expert_exec_array(n_e, part.unit)
                             busy = np.bincount(np.asarray(part.unit_of)[on_pim], weights=times,
                                                minlength=self.org.count(part.unit))
-                            t_pim = float(busy.max())
+                            t_pim = float(busy.max()) + self._hand_over_s
                             share = busy / t_pim if t_pim > 0 else busy
                             observed.setdefault(part.unit, []).append(n_e)
                         node = graph.add(f"L{layer} experts on PIM g{g}", t_pim, res(g, "pim"), after_dispatch,
