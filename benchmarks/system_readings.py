@@ -7,7 +7,9 @@ Prints one Markdown table per model (the paper's GPU counts, B = 1, 16, 64, 256)
   decision latency of 20 us per 256 experts;
 * ``no-early``: as ``text`` without early weight loads;
 * ``no-attn``: as ``no-early`` and Sieve leaves attention out of T_PIM;
-* ``no-attn, 0 us``: as ``no-attn`` with a decision latency of 0 (for Sieve and PIMoE).
+* ``experts-only``: as ``no-early`` and Sieve weighs the expert work of each side alone (no
+  attention, no non-MoE GPU work, no interconnect: the terms that overlap in Figure 8);
+* ``0 us``: a decision latency of 0 (for Sieve and PIMoE).
 
     python benchmarks/system_readings.py [--batches 1,16,64,256] [--steps 1] [--warmup 2]
 """
@@ -38,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
             ("PIMoE 0 us", "pimoe", {}, hw0, False),
             ("Sieve text", "sieve", {}, hw, True), ("Sieve no-early", "sieve", {}, hw, False),
             ("Sieve no-attn", "sieve", {"include_attention": False}, hw, False),
-            ("Sieve no-attn, 0 us", "sieve", {"include_attention": False}, hw0, False)]
+            ("Sieve experts-only", "sieve", {"experts_only": True}, hw, False),
+            ("Sieve experts-only, 0 us", "sieve", {"experts_only": True}, hw0, False)]
     for model, gpus in MODELS.items():
         print(f"\n{model} on {gpus} GPU(s): executed throughput [tokens/s/GPU]\n")
         print("| B | " + " | ".join(c[0] for c in cols) + " |")

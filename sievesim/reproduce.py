@@ -553,8 +553,8 @@ STEP_MODELS = {"qwen3-30b-a3b": 1, "gpt-oss-120b": 4, "qwen3.5-397b-a17b": 8}
 
 #: Readings of the paper (docs/system.md, "Readings"): ``text`` is what its text says (attention in
 #: Sieve's T_PIM, early weight loads, a 20 us decision per 256 experts); ``matching`` is the reading
-#: whose executed results match its Figure 9 trends (no early loads, no decision latency, and Sieve
-#: without attention in T_PIM).
+#: whose executed results come closest to its Figure 9 trends (no early loads, no decision latency,
+#: and Sieve weighing only the expert work of each side, the terms that overlap in Figure 8).
 READINGS = {
     "text": {},
     "matching": {"early_loads": False, "scheduler_latency_us": 0.0},
@@ -576,7 +576,7 @@ def _step_point(model: str, gpus: int, policy: str, batch: int, reading: str, *,
     if policy == "pimoe":
         p["pimoe_unit"] = unit or "stack"
     if policy == "sieve" and reading == "matching":
-        p["policy_options"] = "include_attention=false"
+        p["policy_options"] = "experts_only=true"
     if prefill:
         p["prefill"] = prefill
     return p
@@ -666,8 +666,8 @@ def fig9(opts: FigureOptions) -> FigureData:
     ]
     notes = ["executed schedules (the dependency graph with engine-priced PIM nodes), not Equation 1",
              "text = the paper's text (attention in Sieve's T_PIM, early weight loads, 20 us decision per 256 "
-             "experts); matching = no early loads, no decision latency, Sieve without attention in T_PIM "
-             "(docs/system.md, Readings)",
+             "experts); matching = no early loads, no decision latency, Sieve weighing the expert work of each "
+             "side only (docs/system.md, Readings)",
              "PIMoE's unit: the paper's text says channel, its small-batch results fit stack (docs/policies.md)",
              "on G GPUs the smallest batch is G (B/G requests per GPU)"]
     return FigureData(records, claims, notes)
@@ -923,6 +923,60 @@ def overhead(opts: FigureOptions) -> FigureData:
              "the modelled latency is what the executed step charges per layer and GPU for Sieve and PIMoE; "
              "wall_decision_us is the simulator's own time and varies between runs"]
     return FigureData(records, claims, notes)
+
+
+@register_figure("overestimate", "Roofline vs engine PIM expert time, for each peak definition (Sieve paper Sec. 5)",
+                 plot=lambda data, path: _plot_overestimate(data, path))
+def overestimate(opts: FigureOptions) -> FigureData:
+    """One expert on the PIM of one B200, N = 1..32 tokens: the engine's time (PIM programs alone and
+    the whole round trip) against a roofline at the engine's MAC-issue peak and at 4x the external
+    bandwidth (Samsung HBM-PIM's figure), docs/pim.md."""
+    from .hardware import get_hardware
+    from .models import get_model
+    from .pim import roofline_overestimate
+
+    hw = get_hardware("b200")
+    tokens = (1, 4, 16) if opts.quick else (1, 2, 4, 8, 16, 32)
+    records = []
+    for name in STEP_MODELS:
+        records += roofline_overestimate(get_model(name), hw, tokens)
+
+    def span(key: str) -> str:
+        vals = [r[key] for r in records]
+        return f"{min(vals):.2f}-{max(vals):.2f}x"
+
+    claims = [Claim("roofline / engine, 4x-external peak vs PIM programs", "1.8-4.2x (overestimate)",
+                    span("external_over_programs")),
+              Claim("roofline / engine, 4x-external peak vs the whole round trip", "1.8-4.2x",
+                    span("external_over_engine")),
+              Claim("roofline / engine, the engine's MAC-issue peak vs PIM programs", "1.8-4.2x",
+                    span("mac_peak_over_programs"))]
+    notes = ["above 1 the roofline overestimates; which peak a roofline divides by decides the sign: the "
+             "engine's own MAC-issue peak can only underestimate (docs/pim.md)",
+             "the paper does not say which peak its roofline uses; GPT-OSS-120B, Qwen3.5-397B-A17B and "
+             "Qwen3-30B-A3B experts on one B200 with HBM3E-PIM"]
+    return FigureData(records, claims, notes)
+
+
+def _plot_overestimate(data: FigureData, path: pathlib.Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for model in dict.fromkeys(r["model"] for r in data.records):
+        rows = [r for r in data.records if r["model"] == model]
+        ax.plot([r["tokens"] for r in rows], [r["external_over_programs"] for r in rows], marker="o",
+                label=f"{model}: 4x-external peak")
+        ax.plot([r["tokens"] for r in rows], [r["mac_peak_over_programs"] for r in rows], "--", marker="s",
+                label=f"{model}: MAC-issue peak")
+    ax.axhspan(1.8, 4.2, color="#dddddd", label="paper: 1.8-4.2x")
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("tokens per expert N")
+    ax.set_ylabel("roofline / engine time")
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120, metadata={"Software": None})
+    plt.close(fig)
 
 
 def _order_figures(order: Sequence[str]) -> None:

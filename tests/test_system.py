@@ -226,30 +226,31 @@ def _tput(model, gpus, policy, batch, hw="b200", **kw):
 @pytest.mark.slow
 def test_the_papers_text_reading_contradicts_its_small_batch_results():
     """Documented in docs/system.md ("Readings"): with the text's 20 us decision latency on the critical
-    path of every layer, Sieve at B = 1 is far below AllExp (which needs no decision), and with attention
-    in T_PIM Sieve moves experts to a GPU that then waits for its weights at B = 64 on Qwen3-30B."""
-    allexp = _tput("qwen3-30b-a3b", 1, "allexp", 1)
-    sieve = _tput("qwen3-30b-a3b", 1, "sieve", 1)
-    assert sieve < 0.6 * allexp
-    assert _tput("qwen3-30b-a3b", 1, "sieve", 64) < _tput("qwen3-30b-a3b", 1, "allexp", 64)
+    path of every layer, Sieve at small batches is well below AllExp (which needs no decision) where the
+    paper finds them comparable."""
+    assert _tput("qwen3-30b-a3b", 1, "sieve", 1) < 0.6 * _tput("qwen3-30b-a3b", 1, "allexp", 1)
+    assert _tput("qwen3.5-397b-a17b", 8, "sieve", 16) < 0.95 * _tput("qwen3.5-397b-a17b", 8, "allexp", 16)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("model,gpus", PAPER)
-def test_the_papers_trends_hold_in_the_reading_that_matches_them(model, gpus):
+def test_the_papers_trends_in_the_reading_that_comes_closest(model, gpus):
     """The paper's main trends, on executed times, with loose bounds, in the reading that docs/system.md
-    finds consistent with its results: no decision latency, no early weight loads, and Sieve leaving
-    attention (serial before the experts in Figure 8) out of T_PIM."""
+    finds closest to its results: no decision latency, no early weight loads, and Sieve weighing the
+    expert work of each side alone (the terms that overlap in Figure 8). What does not hold (Sieve up to
+    a few percent below PIMoE per stack on Qwen3-30B) is documented there; the bounds say how far."""
     hw = get_hardware("b200")
     hw0 = dataclasses.replace(hw, gpu=dataclasses.replace(hw.gpu, scheduler_latency_s=0.0))
     opts = dict(early_loads=False)
     for b in (gpus * max(1, 16 // gpus), 64, 256):
-        sieve = _tput(model, gpus, "sieve", b, hw0, policy_options={"include_attention": False}, **opts)
+        sieve = _tput(model, gpus, "sieve", b, hw0, policy_options={"experts_only": True}, **opts)
         allexp = _tput(model, gpus, "allexp", b, hw0, **opts)
         assert sieve >= 0.98 * allexp, (b, sieve, allexp)          # never meaningfully below AllExp
         if model.startswith("qwen3.5") and b <= 16:
-            assert sieve <= 1.03 * allexp                          # nearly all experts have one token
+            assert sieve <= 1.06 * allexp                          # nearly all experts have one token
         if b >= 64:
             pimoe = _tput(model, gpus, "pimoe", b, hw0, **opts)
             noexp = _tput(model, gpus, "noexp", b, hw0, **opts)
-            assert sieve >= 0.98 * max(pimoe, noexp), (b, sieve, pimoe, noexp)
+            assert sieve >= 0.95 * max(pimoe, noexp), (b, sieve, pimoe, noexp)
+            if not model.startswith("qwen3-30b"):
+                assert sieve >= max(pimoe, noexp), (b, sieve, pimoe, noexp)

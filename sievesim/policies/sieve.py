@@ -5,7 +5,9 @@ from typing import Any
 
 import numpy as np
 
-from ..costs import CostContext, default_ids, validate_counts
+import dataclasses
+
+from ..costs import CostContext, GpuWork, default_ids, validate_counts
 from ._prefix import first_non_decrease, prefix_on_pim, sorted_active
 from .base import Partition, Policy, register_policy
 
@@ -31,7 +33,9 @@ class Sieve(Policy):
 
     ``include_attention=False`` is a variant that is not the paper's: it leaves the decode attention
     out of ``T_PIM`` (attention precedes the experts of its layer in the executed graph, so it does
-    not compete with them for the PIM; docs/system.md measures both).
+    not compete with them for the PIM). ``experts_only=True`` goes further: the same greedy rule on
+    the expert work of each side alone (no attention, no non-MoE GPU work, no interconnect), the
+    terms that overlap in the paper's Figure 8 graph. docs/system.md measures all three.
 
     "Strictly decreases" means by more than floating-point rounding: a move counts as a decrease
     when ``T_new < T_old - rel_tol * T_start`` (``T_start``: all on PIM, the largest value the
@@ -43,20 +47,25 @@ class Sieve(Policy):
     description = "greedy: move the most popular experts to the GPU while T_total strictly decreases"
 
     def __init__(self, scalar_steps: int = 8, rel_tol: float = 1e-12, use_kernel: bool = True,
-                 include_attention: bool = True) -> None:
+                 include_attention: bool = True, experts_only: bool = False) -> None:
         self.scalar_steps = int(scalar_steps)
         self.rel_tol = float(rel_tol)
         self.use_kernel = bool(use_kernel) and _sieve_walk is not None
         self.include_attention = bool(include_attention)
+        self.experts_only = bool(experts_only)
 
     def __repr__(self) -> str:
-        return "Sieve()" if self.include_attention else "Sieve(include_attention=False)"
+        args = ([] if self.include_attention else ["include_attention=False"]) + \
+            (["experts_only=True"] if self.experts_only else [])
+        return f"Sieve({', '.join(args)})"
 
     def _attention_s(self, ctx: CostContext) -> float:
         """The attention term of T_PIM as this instance counts it (the paper: included)."""
         return ctx.t_attention_s if self.include_attention else 0.0
 
     def _decide(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> np.ndarray:
+        if self.experts_only:   # only the work that overlaps in the executed graph: the experts of each side
+            ctx = dataclasses.replace(ctx, t_comm_s=0.0, t_attention_s=0.0, gpu_fixed=GpuWork())
         if self.use_kernel:
             return self._decide_kernel(counts, ctx, expert_ids)
         return self._decide_numpy(counts, ctx, expert_ids)
