@@ -169,19 +169,22 @@ def execute(graph: Graph, contention: Sequence[Contention] = ()) -> Schedule:
 
     contended = [bool(partners) and any(r in partners for r in res) for res in resources]
 
+    # a ready node that found a resource held waits on that resource's list until it is released
+    # (it cannot start before then), so each event looks only at nodes that might start
+    parked: dict[str, list[tuple[float, int]]] = {}
+
     def try_start() -> None:
-        blocked = []
         while ready:
             item = heapq.heappop(ready)
             i = item[1]
             res = resources[i]
-            busy = False
+            busy = None
             for r in res:
                 if r in holder:
-                    busy = True
+                    busy = r
                     break
-            if busy:
-                blocked.append(item)
+            if busy is not None:
+                parked.setdefault(busy, []).append(item)
                 continue
             for r in res:
                 holder[r] = i
@@ -195,8 +198,6 @@ def execute(graph: Graph, contention: Sequence[Contention] = ()) -> Schedule:
                     reschedule(j)
             else:
                 heapq.heappush(events, (now + remaining[i], prio[i], i, 0, 0))
-        for item in blocked:
-            heapq.heappush(ready, item)
 
     try_start()
     while events:
@@ -208,6 +209,10 @@ def execute(graph: Graph, contention: Sequence[Contention] = ()) -> Schedule:
         done += 1
         for r in resources[i]:
             del holder[r]
+            waiting_here = parked.pop(r, None)
+            if waiting_here:
+                for item in waiting_here:
+                    heapq.heappush(ready, item)
         if contended[i]:
             for j in affected(resources[i], i):
                 reschedule(j)
