@@ -154,7 +154,11 @@ class DRAMConfig:
         if not (0.0 <= self.wr_low_watermark <= self.wr_high_watermark <= 1.0):
             raise field_error("wr_low_watermark/wr_high_watermark",
                               (self.wr_low_watermark, self.wr_high_watermark),
-                              "0 <= low <= high <= 1", source=src)
+                              "0 < low <= high <= 1", source=src)
+        if self.wr_low_watermark * self.write_queue_size <= 0:
+            # the controller leaves write mode when fewer than low x size writes wait: never, at 0
+            raise field_error("wr_low_watermark", self.wr_low_watermark, "more than 0 (at 0 a controller "
+                              "never leaves write mode and reads wait forever)", source=src)
         nodes = int(np.sum(np.cumprod([int(self.org[l]) for l in std.node_levels], dtype=object)))
         if nodes * len(std.commands) >= 2**31:
             raise field_error("org", dict(self.org), f"fewer units: {nodes:,} DRAM nodes x {len(std.commands)} "
