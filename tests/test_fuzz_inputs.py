@@ -24,7 +24,6 @@ import random
 import subprocess
 import sys
 import tempfile
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable

@@ -9,6 +9,8 @@ from .._validate import int_arg, parse_int_list
 from ..errors import ConfigError, field_error
 
 DEFAULT_BATCH_SIZES = (1, 4, 16, 64, 256)
+# Tokens formed into batches per run: 2**24 at a few microseconds each is under a minute.
+MAX_SAMPLED_TOKENS = 1 << 24
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -97,6 +99,9 @@ def _run(args: argparse.Namespace) -> int:
         n_batches = None
     else:
         sizes = _parse_sizes(args.batch_sizes) if args.batch_sizes is not None else list(DEFAULT_BATCH_SIZES)
+        if sum(sizes) * args.batches > MAX_SAMPLED_TOKENS:
+            raise field_error("--batches x sum of --batch-sizes", sum(sizes) * args.batches,
+                              f"at most {MAX_SAMPLED_TOKENS:,} tokens formed into batches (a few microseconds each)")
         mode = args.mode or src.modes()[0]
         opts = {"allow_reuse": True} if args.allow_reuse and isinstance(src, TraceSource) else {}
         results = routing_stats(src, sizes, batches=args.batches, seed=args.seed, mode=mode,

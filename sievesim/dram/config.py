@@ -155,8 +155,9 @@ class DRAMConfig:
             raise field_error("wr_low_watermark/wr_high_watermark",
                               (self.wr_low_watermark, self.wr_high_watermark),
                               "0 < low <= high <= 1", source=src)
-        if self.wr_low_watermark * self.write_queue_size <= 0:
-            # the controller leaves write mode when fewer than low x size writes wait: never, at 0
+        if np.float32(self.wr_low_watermark) <= 0:
+            # the controller leaves write mode when fewer than low x size writes wait: never at 0
+            # (the engine compares in float32, where 1e-50 is 0 too)
             raise field_error("wr_low_watermark", self.wr_low_watermark, "more than 0 (at 0 a controller "
                               "never leaves write mode and reads wait forever)", source=src)
         nodes = int(np.sum(np.cumprod([int(self.org[l]) for l in std.node_levels], dtype=object)))
