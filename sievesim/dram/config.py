@@ -29,8 +29,10 @@ _TIMING_BOUNDS = {"rate": (1 << 20, "MT/s"), "tCK_ps": (1 << 20, "ps")}
 # Bytes the engine and the trace arrays hold per request (`sievesim dram run synthetic:random:N
 # --threads 1` on hbm3e-8000: peak RSS 101 MB higher for N = 1e6 than for N = 10), with a margin.
 _BYTES_PER_REQUEST = 128
-# Per logged command: cycle, address vector, command id, and its CSV line; about 3 per request.
-_BYTES_PER_LOGGED_COMMAND = 200
+# Per logged command: cycle, address vector, command id, and the text of its CSV line (`sievesim dram
+# run synthetic:random:200000 --threads 1 --log-commands F`: peak RSS 510 MB above the run without
+# the log, for 562,741 commands, 907 B each); about 3 commands per request.
+_BYTES_PER_LOGGED_COMMAND = 1024
 _SLOT_BYTES = 192  # one request slot: the engine's Slot struct plus its per-slot arrays
 
 MAPPERS = ("RoBaRaCoCh", "ChRaBaRoCo", "MOP4CLXOR")
