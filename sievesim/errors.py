@@ -23,8 +23,14 @@ class TraceError(SievesimError):
     """A trace file or array is malformed."""
 
 
+_MAX_VALUE_CHARS = 200
+
+
 def field_error(field: str, value: Any, expected: str, *, source: str | None = None,
                 cls: type[SievesimError] = ConfigError) -> SievesimError:
     """Build an error that names ``field``, the offending ``value`` and what was ``expected``."""
     where = f"{source}: " if source else ""
-    return cls(f"{where}{field} = {value!r}: expected {expected}")
+    shown = repr(value)
+    if len(shown) > _MAX_VALUE_CHARS:  # a 5000-digit number or a whole table stays one readable line
+        shown = f"{shown[:_MAX_VALUE_CHARS // 2]}...{shown[-20:]} ({len(shown)} characters)"
+    return cls(f"{where}{field} = {shown}: expected {expected}")

@@ -57,6 +57,49 @@ def run_cli(argv: list[str], *, timeout_s: float = 10.0, memory_bytes: int | Non
     return CliResult(rc, out.getvalue(), err.getvalue(), time.perf_counter() - t0)
 
 
+def run_cli_forked(argv: list[str], *, timeout_s: float = 10.0, memory_bytes: int | None = None) -> CliResult:
+    """:func:`run_cli` in a forked child: a hard time limit (the child is killed, even inside the
+    compiled engine, where SIGALRM cannot interrupt) and an address-space limit that leaves this
+    process alone. An exception that escapes ``main`` comes back as exit -1 with its traceback."""
+    import json
+    import os
+    import select
+    import traceback
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: run, report, leave without running any of the parent's cleanup
+        try:
+            os.close(r)
+            try:
+                res = run_cli(argv, timeout_s=timeout_s * 2, memory_bytes=memory_bytes)
+                payload = [res.rc, res.out[:4000], res.err[:4000], res.seconds]
+            except BaseException as exc:  # noqa: BLE001 - a bug: report it to the parent
+                payload = [-1, "", "".join(traceback.format_exception(exc))[-4000:], 0.0]
+            data = json.dumps(payload).encode()
+            while data:
+                data = data[os.write(w, data):]
+        finally:
+            os._exit(0)
+    os.close(w)
+    chunks, t0 = [], time.perf_counter()
+    try:
+        while True:
+            left = timeout_s - (time.perf_counter() - t0)
+            if left <= 0 or not select.select([r], [], [], left)[0]:
+                os.kill(pid, signal.SIGKILL)
+                raise AssertionError(f"no result within {timeout_s} s (a hang): {argv}")
+            chunk = os.read(r, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(r)
+        os.waitpid(pid, 0)
+    rc, out, err, seconds = json.loads(b"".join(chunks) or b'[-9, "", "the child died without a result", 0]')
+    return CliResult(rc, out, err, seconds)
+
+
 def assert_refused(res: CliResult, *needles: str) -> str:
     """Exit 2 with one stderr error line that contains every one of ``needles``; returns the line.
     Warning lines (``sievesim: warning: ...``, e.g. an unverified model family) may stand before it."""
@@ -75,4 +118,5 @@ def assert_contract(res: CliResult) -> None:
     if res.rc == 0:
         assert "Traceback" not in res.err, res.err
         return
+    assert res.rc != -1, f"an exception escaped main():\n{res.err}"
     assert_refused(res)

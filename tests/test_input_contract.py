@@ -366,3 +366,27 @@ def test_every_problem_of_a_dram_file_in_one_message(tmp_path):
     line = assert_refused(run_cli(["dram", "run", "synthetic:stream:10", "--config", f]), "3 problems")
     for field in ("timing.nBL = 0", "timing.nCL = -5", "read_queue_size = 0"):
         assert field in line
+
+
+@pytest.mark.parametrize("config", ['[controller]\nwr_low_watermark = 0\n', '[controller]\nwr_low_watermark = 1e-50\n',
+                                    '[controller]\nwr_low_watermark = 0.0\nwr_high_watermark = 0.0\n'])
+def test_zero_low_watermark_would_never_leave_write_mode(tmp_path, config):
+    """Found by the long fuzz profile: the engine looped for ever (reads starved in write mode)."""
+    from contract_helpers import run_cli_forked
+
+    f = _write(tmp_path / "w.toml", DRAM_TOML + config)
+    res = run_cli_forked(["dram", "run", "synthetic:stream:20", "--config", str(f)], timeout_s=20)
+    assert_refused(res, "wr_low_watermark")
+    assert res.seconds < 1.0
+
+
+@pytest.mark.parametrize("argv, field", [
+    (["trace-stats", "synthetic:mixtral-8x7b", "--batch-sizes", "16384,16384", "--batches", "1000"],
+     "--batches x sum of --batch-sizes"),
+    (["policy", "bench", "--repeat", "10000", "--inner", "1000000"], "--repeat x --inner"),
+    (["policy", "compare", "--model", "mixtral-8x7b", "--batch", "16384,16384,16384,16384,16384"], "--batch"),
+])
+def test_work_that_would_run_for_hours(argv, field):
+    res = run_cli(argv, timeout_s=5)
+    assert_refused(res, field)
+    assert res.seconds < 1.0

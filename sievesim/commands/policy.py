@@ -19,6 +19,11 @@ def _check_batches(batches: list[int]) -> None:
         raise field_error("--batch", ",".join(map(str, batches)), "positive batch sizes (a batch has at least one token)")
 
 
+# Work limits, so that no command line runs for hours (a few tens of seconds at most).
+MAX_BENCH_CALLS = 10_000_000
+MAX_COMPARE_TOKENS = 1 << 16
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("policy", help="expert-partitioning policies (Sieve, NoExp, AllExp, PIMoE, Oracle)")
     sub = p.add_subparsers(dest="policy_command", metavar="SUBCOMMAND")
@@ -211,6 +216,10 @@ def _bench(args: argparse.Namespace) -> int:
     _check_batches(args.batch)
     if args.repeat < 1 or args.inner < 1:
         raise ConfigError("--repeat and --inner must be positive")
+    calls = args.repeat * args.inner * len(args.experts) * len(args.batch) * len(names)
+    if calls > MAX_BENCH_CALLS:
+        raise field_error("--repeat x --inner x experts x batches x policies", calls,
+                          f"at most {MAX_BENCH_CALLS:,} timed decisions (each takes microseconds to a millisecond)")
     rows = bench(args.experts, args.batch, names, args.hardware, args.repeat, args.inner)
     if args.json:
         print(json.dumps(rows))
@@ -226,6 +235,9 @@ def _bench(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     from ..policies.bench import compare_policies, unit_sensitivity
 
+    if sum(args.batch) > MAX_COMPARE_TOKENS:
+        raise field_error("--batch", ",".join(map(str, args.batch)), f"batch sizes summing to at most "
+                          f"{MAX_COMPARE_TOKENS} (each token is routed and priced for every policy)")
     if args.top_k is not None and args.top_k < 1:
         raise field_error("--top-k", args.top_k, "a positive integer")
     _check_batches(args.batch)

@@ -11,6 +11,8 @@ from ..errors import ConfigError, field_error
 DEFAULT_BATCH_SIZES = (1, 4, 16, 64, 256)
 # synthetic presets whose model preset has another name
 _MODEL_OF_SYNTHETIC = {"llama-4-maverick": "llama4-maverick"}
+# Tokens formed into batches per run: 2**24 at a few microseconds each is under a minute.
+MAX_SAMPLED_TOKENS = 1 << 24
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -107,6 +109,9 @@ def _run(args: argparse.Namespace) -> int:
         n_batches = None
     else:
         sizes = _parse_sizes(args.batch_sizes) if args.batch_sizes is not None else list(DEFAULT_BATCH_SIZES)
+        if sum(sizes) * args.batches > MAX_SAMPLED_TOKENS:
+            raise field_error("--batches x sum of --batch-sizes", sum(sizes) * args.batches,
+                              f"at most {MAX_SAMPLED_TOKENS:,} tokens formed into batches (a few microseconds each)")
         mode = args.mode or src.modes()[0]
         opts = {"allow_reuse": True} if args.allow_reuse and isinstance(src, TraceSource) else {}
         results = routing_stats(src, sizes, batches=args.batches, seed=args.seed, mode=mode,

@@ -29,8 +29,10 @@ _TIMING_BOUNDS = {"rate": (1 << 20, "MT/s"), "tCK_ps": (1 << 20, "ps")}
 # Bytes the engine and the trace arrays hold per request (`sievesim dram run synthetic:random:N
 # --threads 1` on hbm3e-8000: peak RSS 101 MB higher for N = 1e6 than for N = 10), with a margin.
 _BYTES_PER_REQUEST = 128
-# Per logged command: cycle, address vector, command id, and its CSV line; about 3 per request.
-_BYTES_PER_LOGGED_COMMAND = 200
+# Per logged command: cycle, address vector, command id, and the text of its CSV line (`sievesim dram
+# run synthetic:random:200000 --threads 1 --log-commands F`: peak RSS 510 MB above the run without
+# the log, for 562,741 commands, 907 B each); about 3 commands per request.
+_BYTES_PER_LOGGED_COMMAND = 1024
 _SLOT_BYTES = 192  # one request slot: the engine's Slot struct plus its per-slot arrays
 
 MAPPERS = ("RoBaRaCoCh", "ChRaBaRoCo", "MOP4CLXOR")
@@ -173,7 +175,12 @@ class DRAMConfig:
         if not (0.0 <= self.wr_low_watermark <= self.wr_high_watermark <= 1.0):
             raise field_error("wr_low_watermark/wr_high_watermark",
                               (self.wr_low_watermark, self.wr_high_watermark),
-                              "0 <= low <= high <= 1", source=src)
+                              "0 < low <= high <= 1", source=src)
+        if np.float32(self.wr_low_watermark) <= 0:
+            # the controller leaves write mode when fewer than low x size writes wait: never at 0
+            # (the engine compares in float32, where 1e-50 is 0 too)
+            raise field_error("wr_low_watermark", self.wr_low_watermark, "more than 0 (at 0 a controller "
+                              "never leaves write mode and reads wait forever)", source=src)
         nodes = int(np.sum(np.cumprod([int(self.org[l]) for l in std.node_levels], dtype=object)))
         if nodes * len(std.commands) >= 2**31:
             raise field_error("org", dict(self.org), f"fewer units: {nodes:,} DRAM nodes x {len(std.commands)} "

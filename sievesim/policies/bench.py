@@ -97,23 +97,20 @@ def bench(experts: Sequence[int] = (128, 256, 512), batches: Sequence[int] = (1,
 
 
 def model_routing(model: Any, batch: int, seed: int, layer: int | None = None) -> tuple[np.ndarray, np.ndarray, str]:
-    """One step of the model's calibrated synthetic routing (the default routing of ``sievesim run``):
+    """One step of the model's calibrated synthetic routing (the default routing of ``sievesim run``,
+    :func:`sievesim.workload.synthetic.source_for_model`):
     ``(counts[E], topk_ids[B, top_k], source name)`` at MoE layer ``layer`` (default: the layer of
     :func:`sievesim.costs.default_layer`), the stream seeded by ``seed``."""
     from ..costs import default_layer
-    from ..errors import field_error
-    from ..workload.synthetic import PRESETS, SyntheticSource
+    from ..workload.synthetic import source_for_model
 
-    if model.name not in PRESETS:
-        raise field_error("model", model.name, "a model with calibrated synthetic routing ("
-                          + ", ".join(PRESETS) + ")")
-    src = SyntheticSource.from_preset(model.name, top_k=int(model.top_k))
+    src, spec = source_for_model(model)
     if layer is None:
         layer = default_layer(model)
     moe = model.moe_layer_indices
     li = moe.index(layer) if layer in moe else 0
     step = src.stream(int(batch), seed=seed).step()
-    return step.counts[li], step.topk_ids[:, li, :], f"synthetic:{model.name}"
+    return step.counts[li], step.topk_ids[:, li, :], spec
 
 
 def compare_policies(model_name: str, num_gpus: int, batches: Sequence[int], *, hardware: str = "b200",

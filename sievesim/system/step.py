@@ -231,8 +231,8 @@ class StepSimulator:
     batch:
         B, decode requests of the step over all GPUs.
     trace:
-        Routing source: ``None`` (the model's calibrated synthetic routing,
-        ``synthetic:<model>``), a spec for :func:`sievesim.workload.batches.open_source`
+        Routing source: ``None`` (the model's calibrated synthetic routing, ``synthetic:<model>``;
+        a model without a preset gets the shape of the closest preset, ``synthetic:like-PRESET``), a spec for :func:`sievesim.workload.batches.open_source`
         (``.npz`` trace, SGLang dump, ``synthetic:NAME``), or a ``RoutingSource``.
     context_len, context_preset:
         Every request at ``context_len`` tokens (default :data:`~sievesim.costs.DEFAULT_CONTEXT_LEN`)
@@ -330,12 +330,8 @@ class StepSimulator:
         from ..workload.batches import open_source
         from ..workload.routing import RoutingSource
         if trace is None:
-            spec = f"synthetic:{m.name}"
-            try:
-                self.source = open_source(spec, num_experts=m.num_experts, top_k=m.top_k)
-            except ConfigError:
-                raise field_error("trace", None, f"a routing source: the model {m.name!r} has no calibrated "
-                                                 f"synthetic routing; pass a trace or synthetic:PRESET") from None
+            from ..workload.synthetic import source_for_model
+            self.source, spec = source_for_model(m)
         elif isinstance(trace, RoutingSource):
             spec, self.source = getattr(trace, "name", "source"), trace
         else:

@@ -41,7 +41,7 @@ _BYTES_PER_ROUTED_SLOT = 48
 from .routing import RoutingSource, RoutingStep, RoutingStream, counts_from_ids
 
 __all__ = ["SyntheticParams", "SyntheticSource", "PRESETS", "popularity_shape",
-           "layer_popularity", "preset_params"]
+           "layer_popularity", "preset_params", "source_for_model"]
 
 
 @dataclass(frozen=True)
@@ -384,3 +384,22 @@ def preset_params(name: str) -> SyntheticParams:
     return SyntheticParams(num_experts=e, top_k=k, num_layers=num_layers, hot_frac=hf,
                            cold_mass=cm, head_sigma=hs, tail_sigma=ts, layer_spread=ls,
                            persistence=rho, fitted_to=f"{group}: {fitted_to}")
+
+
+def source_for_model(model: Any, *, seed: int = 0) -> tuple["SyntheticSource", str]:
+    """The calibrated synthetic routing of ``model`` and its spec string.
+
+    A preset model (``model.name`` in :data:`PRESETS`) gets its own fitted routing
+    (``synthetic:NAME``; ``top_k`` follows the model's). Any other model (a Hugging Face
+    ``config.json``, a TOML file) gets the fitted shape of the preset whose expert count and top-k
+    are closest (log distance) with the model's own E, K and MoE layers, named
+    ``synthetic:like-PRESET``: routing statistics of a similar published model, not of this one.
+    """
+    e, k, layers = int(model.num_experts), int(model.top_k), int(model.num_moe_layers)
+    name = str(getattr(model, "name", "")).lower()
+    if name in _SHAPES:
+        src = SyntheticSource.from_preset(name, seed=seed, top_k=k)
+        return src, f"synthetic:{name}"
+    near = min(_SHAPES, key=lambda p: (abs(np.log(_SHAPES[p][0] / e)) + abs(np.log(_SHAPES[p][1] / k)), p))
+    params = replace(preset_params(near), num_experts=e, top_k=min(k, e), num_layers=max(layers, 1))
+    return SyntheticSource(params, seed=seed, name=f"like-{near}"), f"synthetic:like-{near}"
