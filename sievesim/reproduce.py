@@ -18,9 +18,7 @@ that needs the executed step gets its rows from :func:`step_records` (a resumabl
 """
 from __future__ import annotations
 
-import csv
 import functools
-import io
 import json
 import os
 import pathlib
@@ -115,19 +113,6 @@ def figure_names() -> list[str]:
     return list(FIGURES) + ["all"]
 
 
-def _csv_bytes(records: Sequence[dict[str, Any]]) -> bytes:
-    columns: list[str] = []
-    for r in records:
-        columns.extend(k for k in r if k not in columns)
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(columns)
-    for r in records:
-        w.writerow(["" if r.get(c) is None else (json.dumps(r[c]) if isinstance(r[c], (list, dict)) else r[c])
-                    for c in columns])
-    return buf.getvalue().encode()
-
-
 def _have_matplotlib() -> bool:
     try:
         import matplotlib  # noqa: F401
@@ -201,7 +186,8 @@ def reproduce(name: str, out_dir: str | os.PathLike[str] = "figures", *, quick: 
             r.setdefault("figure", n)
         csv_path = out / f"{n}.csv"
         tmp = csv_path.with_name(csv_path.name + ".tmp")
-        tmp.write_bytes(_csv_bytes(data.records))
+        from .sweep import csv_bytes
+        tmp.write_bytes(csv_bytes(data.records))
         os.replace(tmp, csv_path)
         png, message = None, ""
         if plot and fig.plot is not None:

@@ -294,7 +294,8 @@ def _cell(value: Any) -> Any:
     return value
 
 
-def _csv_bytes(rows: Sequence[Mapping[str, Any]]) -> bytes:
+def csv_bytes(rows: Sequence[Mapping[str, Any]]) -> bytes:
+    """Rows as CSV text (the union of their keys as columns, lists and dicts as compact JSON)."""
     columns: list[str] = []
     for r in rows:
         columns.extend(k for k in r if k not in columns)
@@ -433,7 +434,7 @@ def run_grid(points: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str
         rows[pid] = row
         now = time.monotonic()
         if now - last_csv >= csv_interval_s:
-            _write_atomic(csv_path, _csv_bytes(sorted_rows()))
+            _write_atomic(csv_path, csv_bytes(sorted_rows()))
             last_csv = now
         if bar_out is not None:
             bar_out.update(settings, seconds)
@@ -472,7 +473,7 @@ def run_grid(points: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str
         if bar_out is not None:
             bar_out.close()
         if rows:
-            _write_atomic(csv_path, _csv_bytes(sorted_rows()))
+            _write_atomic(csv_path, csv_bytes(sorted_rows()))
     if len(rows) == len(points):
         # grid order, so that the file does not depend on the order the executor finished in
         _write_atomic(jsonl, b"".join(_json_line(r) for r in sorted_rows()))
