@@ -70,7 +70,9 @@ class Graph:
         if not (duration >= 0.0 and duration < _INF):
             raise field_error(f"duration of node {name!r}", duration, "a finite time >= 0 [s]")
         nid = len(self.names)
-        dep_ids = tuple(set(deps))
+        dep_ids = tuple(deps)
+        if len(dep_ids) > 1:
+            dep_ids = tuple(set(dep_ids))
         if dep_ids and (min(dep_ids) < 0 or max(dep_ids) >= nid):
             bad = next(d for d in dep_ids if not 0 <= d < nid)
             raise ConfigError(f"node {name!r} depends on {bad}, which is not a node added before it")
