@@ -645,6 +645,11 @@ class StepSimulator:
                 comm_ag = link_lat + (G - 1) * (mb_tokens / G) * K * 8.0 / link_bw if G > 1 else 0.0
                 t_disp = [link_lat + max(send[g], recv[g]) * vec_bytes / link_bw if G > 1 else 0.0 for g in range(G)]
 
+                # each GPU's local routing map: tokens of its own requests per expert (for early loads)
+                own_counts = None
+                if self.early_loads and lid is not None:
+                    flat = (own[:, None] * E + lid)[lid >= 0]
+                    own_counts = np.bincount(flat, minlength=G * E).reshape(G, E)
                 ag_nodes = []
                 if G > 1:
                     for g in range(G):
@@ -709,10 +714,8 @@ class StepSimulator:
                     # early weight loads: experts with >= 2 tokens in this GPU's own routing map
                     early = np.zeros(El, dtype=bool)
                     early_node = None
-                    if self.early_loads and lid is not None:
-                        mine = lid[own == g]
-                        local_counts = np.bincount(mine[mine >= 0].ravel(), minlength=E)[g * El:(g + 1) * El]
-                        early = local_counts >= 2
+                    if own_counts is not None:
+                        early = own_counts[g, g * El:(g + 1) * El] >= 2
                         if early.any():
                             early_node = graph.add(f"L{layer} early weight load g{g}",
                                                    int(early.sum()) * expert_bytes / bytes_s, res(g, "hbm"),
