@@ -257,6 +257,8 @@ def _expert_time_array(pim: PimCostModel, max_tokens: int, unit: str | None = No
     else:
         arr = np.array([0.0] + [pim.expert_time_on_unit_s(n, unit) for n in range(1, max_tokens + 1)],
                        dtype=np.float64)
+    if getattr(pim, "arrays_checked", False):   # the model checked its own arrays when it built them
+        return arr
     if not np.all(np.isfinite(arr)) or np.any(arr < 0):
         raise ConfigError("PIM cost model returned a negative or non-finite time")
     return arr

@@ -99,6 +99,9 @@ class LearnedPimCost:
     step and a table keyed by them would never hit.
     """
 
+    #: Its time arrays are checked (finite, >= 0) when built, so contexts need not check them again.
+    arrays_checked = True
+
     def __init__(self, table: PimCostTable, roofline: RooflinePimCost, attention_factor: _Ema) -> None:
         self.table, self.roofline, self.attention_factor = table, roofline, attention_factor
         self._arrays: dict[tuple[Any, int], np.ndarray] = {}
@@ -133,6 +136,8 @@ class LearnedPimCost:
             for (s, tokens), value in self.table._table.items():
                 if s == shape and 0 < tokens <= max_tokens:
                     arr[tokens] = value
+            if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+                raise ConfigError("PIM cost table holds a negative or non-finite time")
             arr.flags.writeable = False
             self._arrays[key] = arr
         return arr
@@ -523,6 +528,7 @@ class StepSimulator:
             return out
 
         roof = lambda work: gpu_ops.roofline_s(work, hw)  # noqa: E731
+        count = np.count_nonzero
         prev: dict[tuple[int, int], int] = {}
         for mb in range(self.microbatches):
             for g in range(G):
@@ -690,14 +696,16 @@ class StepSimulator:
                     active = c > 0
                     on_pim = part.on_pim & active
                     on_gpu = ~part.on_pim & active
+                    n_gpu, n_pim = count(on_gpu), count(on_pim)
+                    gpu_tok = float(c[on_gpu].sum()) if n_gpu else 0.0
                     if part.unit is None:    # Equation 1 of this partition, as CostContext.evaluate computes it
-                        est = max(ctx.t_comm_s, ctx.gpu_time_s(int(on_gpu.sum()), float(c[on_gpu].sum()))[0],
-                                  ctx.t_attention_s + float(ctx.pim_times()[c[on_pim]].sum()))
+                        est = max(ctx.t_comm_s, ctx.gpu_time_s(n_gpu, gpu_tok)[0],
+                                  ctx.t_attention_s + (float(ctx.pim_times()[c[on_pim]].sum()) if n_pim else 0.0))
                     else:
                         est = part.evaluate(ctx).t_total_s
                     layer_est[layer] = max(layer_est[layer], est)
-                    n_gpu_exp[layer] += on_gpu.sum()
-                    n_pim_exp[layer] += on_pim.sum()
+                    n_gpu_exp[layer] += n_gpu
+                    n_pim_exp[layer] += n_pim
 
                     dec = graph.add(f"L{layer} decision g{g}", sched_s, (), [meta[g]], gpu=g, layer=layer,
                                     kind="decision", microbatch=mb)
@@ -716,28 +724,30 @@ class StepSimulator:
                     early_node = None
                     if own_counts is not None:
                         early = own_counts[g, g * El:(g + 1) * El] >= 2
-                        if early.any():
+                        n_early = count(early)
+                        if n_early:
                             early_node = graph.add(f"L{layer} early weight load g{g}",
-                                                   int(early.sum()) * expert_bytes / bytes_s, res(g, "hbm"),
+                                                   n_early * expert_bytes / bytes_s, res(g, "hbm"),
                                                    [post[g]], gpu=g, layer=layer, kind="early_load",
                                                    experts=early, microbatch=mb)
                     out_nodes = []
-                    if on_gpu.any():
+                    if n_gpu:
                         late = on_gpu & ~early
                         deps_gemm = list(after_dispatch)
-                        if late.any():
+                        n_late = count(late)
+                        if n_late:
                             deps_gemm.append(graph.add(f"L{layer} expert weights HBM->GPU g{g}",
-                                                       int(late.sum()) * expert_bytes / bytes_s, res(g, "hbm"), [dec],
+                                                       n_late * expert_bytes / bytes_s, res(g, "hbm"), [dec],
                                                        gpu=g, layer=layer, kind="weight_load",
                                                        experts=late, microbatch=mb))
-                        if (on_gpu & early).any():
+                        if n_late < n_gpu:     # some GPU experts were loaded early
                             deps_gemm.append(early_node)
-                        tok = float(c[on_gpu].sum())
+                        tok = gpu_tok
                         t_gemm = max(expert_flops * tok / flops_s, expert_io * tok / bytes_s)
                         out_nodes.append(graph.add(f"L{layer} grouped GEMM g{g}", t_gemm, res(g, "gpu"), deps_gemm,
                                                    gpu=g, layer=layer, kind="gemm",
                                                    experts=on_gpu, microbatch=mb))
-                    if on_pim.any():
+                    if n_pim:
                         n_e = c[on_pim]
                         if part.unit is None:
                             times = self._expert_exec_array(n_e, None)
