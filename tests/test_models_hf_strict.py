@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_models import HF_CONFIGS
 
 from sievesim.cli import main
 from sievesim.errors import ConfigError
@@ -21,15 +22,7 @@ OLMOE = {
     "rope_scaling": None, "rope_theta": 10000.0, "router_aux_loss_coef": 0.01, "tie_word_embeddings": False,
     "torch_dtype": "bfloat16", "use_cache": True, "vocab_size": 50304,
 }
-DEEPSEEK_V3 = {
-    "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "num_hidden_layers": 61,
-    "hidden_size": 7168, "num_attention_heads": 128, "num_key_value_heads": 128, "n_routed_experts": 256,
-    "num_experts_per_tok": 8, "n_shared_experts": 1, "moe_intermediate_size": 2048,
-    "intermediate_size": 18432, "first_k_dense_replace": 3, "moe_layer_freq": 1, "q_lora_rank": 1536,
-    "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
-    "vocab_size": 129280, "tie_word_embeddings": False, "topk_method": "noaux_tc", "n_group": 8,
-    "topk_group": 4, "scoring_func": "sigmoid", "num_nextn_predict_layers": 1,
-}
+DEEPSEEK_V3 = HF_CONFIGS["deepseek-v3"]    # the published config.json, as in test_models.py
 
 
 def test_unverified_family_read_when_every_structural_key_is_understood():
