@@ -43,3 +43,17 @@ class SystemStep:
 
     def track_nodes_per_step(self, model: str) -> int:
         return len(self.warm.run_step(grow_contexts=False)["schedule"].graph)
+
+
+class LinearExtension:
+    """Error of the linear extension that prices experts above ``exact_tokens`` (256) tokens, against
+    the engine's own time at 512 tokens, in percent (docs/system.md)."""
+
+    params = (list(CASES),)
+    param_names = ["model"]
+
+    def track_error_at_512_tokens_percent(self, model: str) -> float:
+        sim = StepSimulator(model, gpus=CASES[model], policy="allexp", batch=CASES[model], contention=False)
+        extended = sim._expert_exec_s(512, None)
+        engine = next(iter(sim._engine.values())).expert_time_s(512)
+        return 100.0 * (extended / engine - 1.0)

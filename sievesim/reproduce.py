@@ -439,7 +439,7 @@ def _plot_fig4(data: FigureData, path: pathlib.Path) -> None:
     x = np.logspace(-1, 3.5, 200)
     first = data.records[0]
     ax.plot(x, np.minimum(first["gpu_peak_flop_per_s"], x * first["gpu_bandwidth_bytes_per_s"]) / 1e12,
-            "k-", label=f"GPU (B200)")
+            "k-", label="GPU (B200)")
     styles = {"b200": "b-", "b200-pim4x": "b:"}
     for hw_name in dict.fromkeys(r["hardware"] for r in data.records):
         r0 = next(r for r in data.records if r["hardware"] == hw_name)

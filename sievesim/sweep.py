@@ -41,7 +41,7 @@ from .errors import ConfigError, SievesimError, field_error
 
 __all__ = ["GRID_KEYS", "SETTING_DEFAULTS", "load_grid_file", "expand_grid", "check_points",
            "point_id", "grid_manifest", "run_grid", "SweepSummary", "read_results", "estimate_point",
-           "step_point", "step_available",
+           "step_point",
            "RESULTS_JSONL", "RESULTS_CSV", "WALL_CLOCK_JSONL", "MANIFEST"]
 
 #: Settings of one point, in the order they appear in result rows. Each is a keyword argument of
@@ -483,15 +483,6 @@ def run_grid(points: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str
 # ------------------------------------------------------------------------------------------------
 # point functions
 # ------------------------------------------------------------------------------------------------
-def step_available() -> bool:
-    """Whether this installation has the executed decode step (``sievesim.system.simulate_step``)."""
-    try:
-        from .system import simulate_step  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def step_point(settings: Mapping[str, Any]) -> dict[str, Any]:
     """The executed decode step at a point: ``sievesim.system.simulate_step(**settings).to_dict()``
     (settings left as ``None`` take the step's own defaults)."""

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from ..errors import ConfigError, field_error
 
-#: Point functions by name; the first one whose module imports is the default.
+#: Point functions by name; ``step`` (the executed decode step) is the default.
 POINT_FUNCTIONS = {
     "step": "sievesim.sweep:step_point",
     "estimate": "sievesim.sweep:estimate_point",
@@ -90,14 +90,9 @@ def _grid_keys() -> tuple[str, ...]:
 
 
 def resolve_point_function(name: str | None) -> Callable[..., Any]:
-    """The point function called ``name`` (:data:`POINT_FUNCTIONS`); ``None``: the executed step
-    when ``sievesim.system`` provides it, else the estimate."""
-    from ..sweep import step_available
-
+    """The point function called ``name`` (:data:`POINT_FUNCTIONS`); ``None``: the executed step."""
     if name is None:
-        name = "step" if step_available() else "estimate"
-    if name == "step" and not step_available():
-        raise field_error("--point", name, "estimate (this installation has no sievesim.system.simulate_step)")
+        name = "step"
     module, attr = POINT_FUNCTIONS[name].split(":")
     return getattr(importlib.import_module(module), attr)
 

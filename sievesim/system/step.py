@@ -15,7 +15,6 @@ GPU ``j mod G``. Times are in seconds.
 """
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -23,8 +22,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import __version__
-from ..costs import (PimOrganisation, CostContext, GpuWork, RooflinePimCost, attention_shape, non_moe_work,
-                     pim_peak_flops, PimCostTable, DEFAULT_CONTEXT_LEN)
+from ..costs import (DEFAULT_CONTEXT_LEN, CostContext, PimCostTable, RooflinePimCost, _organisation, attention_shape,
+                     non_moe_work, pim_peak_flops)
 from ..errors import ConfigError, field_error
 from . import gpu_ops
 from .dag import Contention, Graph, Schedule, execute
@@ -133,7 +132,7 @@ class LearnedPimCost:
                 per *= self.roofline.organisation.count(unit)
             arr = n * per
             shape = self.table.expert_shape if unit is None else (self.table.expert_shape, unit)
-            for (s, tokens), value in self.table._table.items():
+            for (s, tokens), value in self.table.items():
                 if s == shape and 0 < tokens <= max_tokens:
                     arr[tokens] = value
             if not np.all(np.isfinite(arr)) or np.any(arr < 0):
@@ -371,7 +370,7 @@ class StepSimulator:
         self._prefill_rng = np.random.default_rng([self.seed, 2])
 
         # ---- PIM costs: engine-executed (per attention kind) and the policy's learned table
-        self.org = PimOrganisation(int(hw.gpu.num_hbm_stacks), *self._org_dims())
+        self.org = _organisation(hw)
         self._engine: dict[str, Any] = {}
         self._t_exec: dict[tuple[str | None, int], float] = {}
         self._attn_exec: dict[tuple[str, tuple[int, ...]], float] = {}
@@ -401,11 +400,6 @@ class StepSimulator:
         self._resource_names: dict[tuple[int, tuple[str, ...]], tuple[str, ...]] = {}
         self._no_pim = RooflinePimCost(2.0 * m.params_per_expert, 1.0, None, self.org)
         self._step_index = 0
-
-    def _org_dims(self) -> tuple[int, int]:
-        from ..costs import _organisation
-        o = _organisation(self.hw)
-        return o.channels_per_stack, o.pseudo_channels_per_channel
 
     # ------------------------------------------------------------------ settings
     def settings(self, steps: int, warmup: int) -> dict[str, Any]:
