@@ -140,8 +140,9 @@ class Problems:
         problems.raise_if_any()     # one ConfigError listing every problem found
     """
 
-    def __init__(self, source: str | None = None) -> None:
+    def __init__(self, source: str | None = None, cls: type[SievesimError] = ConfigError) -> None:
         self.source = source
+        self.cls = cls
         self.messages: list[str] = []
 
     @contextlib.contextmanager
@@ -158,8 +159,8 @@ class Problems:
             return
         where = f"{self.source}: " if self.source else ""
         if len(self.messages) == 1:
-            raise ConfigError(where + self.messages[0])
-        raise ConfigError(f"{where}{len(self.messages)} problems: " + "; ".join(self.messages))
+            raise self.cls(where + self.messages[0])
+        raise self.cls(f"{where}{len(self.messages)} problems: " + "; ".join(self.messages))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ._inputs import is_int as _is_int, read_toml
+from ._validate import Problems
 from .errors import ConfigError, field_error
 
 __all__ = [
@@ -65,26 +66,50 @@ _UPPER = {"FLOP/s": 1e21, "bytes/s": 1e18, "bytes/s per direction": 1e18, "bytes
           "internal / external bandwidth": 1e4, "bytes per PIM channel": 2**30, "bytes per weight element": 16}
 
 
-def _positive(obj: Any, fname: str, what: str, src: str, *, integer: bool = False) -> None:
-    value = getattr(obj, fname)
-    ok = _is_int(value) if integer else _is_number(value)
+def _positive(what: str, *, integer: bool = False) -> Any:
+    """A check of a positive number (integer) of ``what``, at most its physical ceiling."""
     hi = _UPPER.get(what, math.inf)
-    if not ok or value <= 0 or value > hi:
-        kind = "a positive integer" if integer else "a positive number"
-        limit = f" up to {hi:g}" if hi != math.inf else ""
-        raise field_error(fname, value, f"{kind}{limit} ({what})", source=src)
+
+    def check(fname: str, value: Any, src: str | None) -> None:
+        ok = _is_int(value) if integer else _is_number(value)
+        if not ok or value <= 0 or value > hi:
+            kind = "a positive integer" if integer else "a positive number"
+            limit = f" up to {hi:g}" if hi != math.inf else ""
+            raise field_error(fname, value, f"{kind}{limit} ({what})", source=src)
+    return check
 
 
-def _fraction(obj: Any, fname: str, src: str) -> None:
-    value = getattr(obj, fname)
+def _fraction(fname: str, value: Any, src: str | None) -> None:
     if not _is_number(value) or not 0 < value <= 1:
         raise field_error(fname, value, "a fraction in (0, 1] (share of the peak that is reached)", source=src)
 
 
-def _boolean(obj: Any, fname: str, src: str) -> None:
-    value = getattr(obj, fname)
+def _boolean(fname: str, value: Any, src: str | None) -> None:
     if not isinstance(value, bool):
         raise field_error(fname, value, "true or false", source=src)
+
+
+def _latency(fname: str, value: Any, src: str | None) -> None:
+    if not (_is_number(value) and 0 <= value < 1):
+        raise field_error(fname, value, "a latency in seconds, >= 0 and < 1", source=src)
+
+
+def _one_of(choices: tuple[str, ...]) -> Any:
+    def check(fname: str, value: Any, src: str | None) -> None:
+        if not isinstance(value, str) or value not in choices:
+            close = difflib.get_close_matches(str(value), choices, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise field_error(fname, value, f"one of {list(choices)}{hint}", source=src)
+    return check
+
+
+def _check_fields(obj: Any, src: str) -> None:
+    """Every field of a section (:data:`_FIELD_CHECKS`), all problems in one error."""
+    problems = Problems(src)
+    for fname, check in _FIELD_CHECKS[type(obj)].items():
+        with problems.check():
+            check(fname, getattr(obj, fname), src)
+    problems.raise_if_any()
 
 
 @dataclass(frozen=True)
@@ -112,19 +137,8 @@ class GPUSpec:
     scheduler_reference_experts: int = 256
 
     def __post_init__(self) -> None:
-        src = f"gpu {self.name!r}"
-        if not isinstance(self.name, str) or not self.name:
-            raise field_error("gpu.name", self.name, "a non-empty string")
-        _positive(self, "peak_flops_bf16", "FLOP/s", src)
-        _positive(self, "hbm_bandwidth_bytes_per_s", "bytes/s", src)
-        _positive(self, "hbm_capacity_bytes", "bytes", src, integer=True)
-        _positive(self, "num_hbm_stacks", "HBM stacks per GPU", src, integer=True)
-        _fraction(self, "compute_efficiency", src)
-        _fraction(self, "memory_efficiency", src)
-        if not (_is_number(self.scheduler_latency_s) and 0 <= self.scheduler_latency_s < 1):
-            raise field_error("gpu.scheduler_latency_s", self.scheduler_latency_s,
-                              "a latency in seconds, >= 0 and < 1", source=src)
-        _positive(self, "scheduler_reference_experts", "experts", src, integer=True)
+        name_ok = isinstance(self.name, str) and bool(self.name)
+        _check_fields(self, f"gpu {self.name!r}" if name_ok else "gpu")
 
     def scheduler_time_s(self, experts: int) -> float:
         """Modelled decision latency [s] for a GPU deciding over ``experts`` experts."""
@@ -192,27 +206,7 @@ class PIMSpec:
     external_bandwidth_bytes_per_s_per_stack: float | None = None
 
     def __post_init__(self) -> None:
-        src = "pim"
-        if not isinstance(self.dram_config, str) or not self.dram_config.strip():
-            raise field_error("dram_config", self.dram_config,
-                              "an engine DRAM configuration name such as 'hbm3e-8000'", source=src)
-        if self.pu_placement not in PU_PLACEMENTS:
-            close = difflib.get_close_matches(str(self.pu_placement), PU_PLACEMENTS, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise field_error("pu_placement", self.pu_placement, f"one of {list(PU_PLACEMENTS)}{hint}", source=src)
-        _positive(self, "macs_per_command", "MACs per PU per command", src, integer=True)
-        _positive(self, "internal_bandwidth_ratio", "internal / external bandwidth", src)
-        _positive(self, "global_buffer_bytes", "bytes per PIM channel", src, integer=True)
-        _positive(self, "operand_bytes", "bytes per weight element", src)
-        for fname in ("activation_on_pim", "multi_vector_pu", "dual_row_buffer"):
-            _boolean(self, fname, src)
-        if not (_is_number(self.sync_latency_s) and 0 <= self.sync_latency_s < 1):
-            raise field_error("sync_latency_s", self.sync_latency_s, "a latency in seconds, >= 0 and < 1", source=src)
-        if not _is_int(self.macab_interval_cycles) or self.macab_interval_cycles < 0:
-            raise field_error("macab_interval_cycles", self.macab_interval_cycles,
-                              "cycles between all-bank MACs, >= 0 (0: the DRAM configuration's nCCDAB)", source=src)
-        if self.external_bandwidth_bytes_per_s_per_stack is not None:
-            _positive(self, "external_bandwidth_bytes_per_s_per_stack", "bytes/s", src)
+        _check_fields(self, "pim")
 
     @property
     def banks_per_pu(self) -> int:
@@ -257,12 +251,7 @@ class InterconnectSpec:
     topology: str = "switch"
 
     def __post_init__(self) -> None:
-        src = "interconnect"
-        _positive(self, "bandwidth_bytes_per_s_per_direction", "bytes/s per direction", src)
-        if not _is_number(self.latency_s) or self.latency_s < 0:
-            raise field_error("latency_s", self.latency_s, "a non-negative time in seconds", source=src)
-        if self.topology not in TOPOLOGIES:
-            raise field_error("topology", self.topology, f"one of {list(TOPOLOGIES)}", source=src)
+        _check_fields(self, "interconnect")
 
     def transfer_time_s(self, num_bytes: float) -> float:
         """Seconds to send ``num_bytes`` from one GPU: ``latency_s + bytes / bandwidth`` (0 for 0 bytes)."""
@@ -356,7 +345,7 @@ class SystemSpec:
     def __post_init__(self) -> None:
         if not isinstance(self.hardware, HardwareSpec):
             raise field_error("hardware", self.hardware, "a HardwareSpec", source="system")
-        _positive(self, "num_gpus", "GPUs in the system", "system", integer=True)
+        _positive("GPUs in the system", integer=True)("num_gpus", self.num_gpus, "system")
         if self.attention != "dp":
             raise field_error("attention", self.attention, "'dp' (data-parallel attention)", source="system")
         if self.experts != "ep":
@@ -369,6 +358,65 @@ class SystemSpec:
                               f"a positive multiple of num_gpus = {self.num_gpus} (even expert parallelism)",
                               source="system")
         return num_experts // self.num_gpus
+
+
+def _name(fname: str, value: Any, src: str | None) -> None:
+    if not isinstance(value, str) or not value:
+        raise field_error(fname, value, "a non-empty string", source=src)
+
+
+def _dram_config_name(fname: str, value: Any, src: str | None) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise field_error(fname, value, "an engine DRAM configuration name such as 'hbm3e-8000'", source=src)
+
+
+def _macab_interval(fname: str, value: Any, src: str | None) -> None:
+    if not _is_int(value) or value < 0:
+        raise field_error(fname, value, "cycles between all-bank MACs, >= 0 (0: the DRAM configuration's nCCDAB)",
+                          source=src)
+
+
+def _optional(check: Any) -> Any:
+    def optional(fname: str, value: Any, src: str | None) -> None:
+        if value is not None:
+            check(fname, value, src)
+    return optional
+
+
+# Type and range of every field of each section, checked one field at a time (so that a file's
+# problems are all found at once, before any section is built).
+_FIELD_CHECKS: dict[type, dict[str, Any]] = {
+    GPUSpec: {
+        "name": _name,
+        "peak_flops_bf16": _positive("FLOP/s"),
+        "hbm_bandwidth_bytes_per_s": _positive("bytes/s"),
+        "hbm_capacity_bytes": _positive("bytes", integer=True),
+        "num_hbm_stacks": _positive("HBM stacks per GPU", integer=True),
+        "compute_efficiency": _fraction,
+        "memory_efficiency": _fraction,
+        "scheduler_latency_s": _latency,
+        "scheduler_reference_experts": _positive("experts", integer=True),
+    },
+    PIMSpec: {
+        "dram_config": _dram_config_name,
+        "pu_placement": _one_of(PU_PLACEMENTS),
+        "macs_per_command": _positive("MACs per PU per command", integer=True),
+        "internal_bandwidth_ratio": _positive("internal / external bandwidth"),
+        "global_buffer_bytes": _positive("bytes per PIM channel", integer=True),
+        "operand_bytes": _positive("bytes per weight element"),
+        "activation_on_pim": _boolean,
+        "multi_vector_pu": _boolean,
+        "dual_row_buffer": _boolean,
+        "sync_latency_s": _latency,
+        "macab_interval_cycles": _macab_interval,
+        "external_bandwidth_bytes_per_s_per_stack": _optional(_positive("bytes/s")),
+    },
+    InterconnectSpec: {
+        "bandwidth_bytes_per_s_per_direction": _positive("bytes/s per direction"),
+        "latency_s": _latency,
+        "topology": _one_of(TOPOLOGIES),
+    },
+}
 
 
 # ====================================================================== dict / TOML
@@ -395,7 +443,8 @@ def _type_problem(cls: type, fname: str, value: Any) -> str | None:
 
 
 def _section_problems(key: str, data: Any) -> list[str]:
-    """Unknown fields (closest valid name suggested), wrong types and missing fields of one section."""
+    """Unknown fields (closest valid name suggested), wrong types, values out of range and missing
+    fields of one section."""
     cls = _SECTIONS[key]
     if not isinstance(data, Mapping):
         return [f"{key} = {data!r}: expected a table of {cls.__name__} fields"]
@@ -409,6 +458,11 @@ def _section_problems(key: str, data: Any) -> list[str]:
         expected = _type_problem(cls, k, value)
         if expected is not None:
             problems.append(f"{key}.{k} = {value!r}: expected {expected}")
+            continue
+        try:  # the type fits: the range, now, so that one message has every problem
+            _FIELD_CHECKS[cls][k](f"{key}.{k}", value, None)
+        except ConfigError as exc:
+            problems.append(str(exc))
     for name, f in fields.items():
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and name not in data:  # type: ignore[misc]
             problems.append(f"{key}.{name} = '<missing>': expected a value (required field)")

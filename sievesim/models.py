@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ._inputs import is_int as _is_int, read_text as _read_text, read_toml as _read_toml
-from ._validate import check_int
+from ._validate import BOUNDS, Problems, check_int
 from .errors import ConfigError, field_error
 
 __all__ = [
@@ -194,105 +194,64 @@ class ModelSpec:
 
     # ------------------------------------------------------------------ validation
     def __post_init__(self) -> None:
-        src = f"model {self.name!r}"
-        if not isinstance(self.name, str) or not self.name:
-            raise field_error("name", self.name, "a non-empty string", source="model")
-        for fname, what in _POSITIVE_INT_FIELDS.items():
-            value = getattr(self, fname)
-            if not _is_int(value):
-                raise field_error(fname, value, f"an integer ({what})", source=src)
-            if value <= 0:
-                raise field_error(fname, value, f"a positive integer ({what})", source=src)
-            check_int(fname, value, _FIELD_BOUND.get(fname, "dimension"), source=src)
-        for fname in ("num_shared_experts", "shared_expert_intermediate_size", "dense_intermediate_size",
-                      "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
-                      "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
-                      "linear_value_head_dim", "linear_conv_kernel_dim", "num_mtp_layers"):
-            value = getattr(self, fname)
-            if not _is_int(value):
-                raise field_error(fname, value, "an integer", source=src)
-            if value < 0:
-                raise field_error(fname, value, "a non-negative integer", source=src)
-            check_int(fname, value, _FIELD_BOUND.get(fname, "dimension"), lo=0, source=src)
-        for fname in ("tie_word_embeddings", "attention_bias", "attention_sinks", "qk_norm",
-                      "attention_output_gate", "expert_bias", "router_bias", "shared_expert_gate"):
-            value = getattr(self, fname)
-            if not isinstance(value, bool):
-                raise field_error(fname, value, "true or false", source=src)
-        for fname in ("dtype_bytes", "expert_dtype_bytes", "kv_dtype_bytes", "state_dtype_bytes"):
-            value = getattr(self, fname)
-            if value is None and fname != "dtype_bytes":
-                continue
-            if not _is_number(value) or not math.isfinite(value) or not 0 < value <= 16:
-                raise field_error(fname, value, "a positive number of bytes per element, at most 16 (2 = bf16)",
-                                  source=src)
-        if not isinstance(self.source, str):
-            raise field_error("source", self.source, "a string", source=src)
-
+        name_ok = isinstance(self.name, str) and bool(self.name)
+        src = f"model {self.name!r}" if name_ok else "model"
+        # Types and ranges of every field first, all problems in one message; then meaning.
+        problems = Problems(src)
+        _field_problems({f: getattr(self, f) for f in _FIELD_NAMES}, problems, src)
+        problems.raise_if_any()
         # Per-layer kinds: accept any sequence, store tuples (the dataclass is frozen and hashable).
-        for fname, kinds in (("layer_attention", ATTENTION_KINDS), ("layer_mlp", MLP_KINDS)):
-            value = getattr(self, fname)
-            if isinstance(value, str) or not isinstance(value, (list, tuple)):
-                raise field_error(fname, value, f"a list of one of {list(kinds)} per layer", source=src)
-            value = tuple(value)
-            object.__setattr__(self, fname, value)
-            if len(value) != self.num_layers:
-                raise field_error(fname, f"<{len(value)} entries>",
-                                  f"one entry per layer (num_layers = {self.num_layers})", source=src)
-            for i, kind in enumerate(value):
-                if kind not in kinds:
-                    close = difflib.get_close_matches(str(kind), kinds, n=1)
-                    hint = f" (did you mean {close[0]!r}?)" if close else ""
-                    raise field_error(f"{fname}[{i}]", kind, f"one of {list(kinds)}{hint}", source=src)
+        for fname in ("layer_attention", "layer_mlp"):
+            object.__setattr__(self, fname, tuple(getattr(self, fname)))
 
-        if self.top_k > self.num_experts:
-            raise field_error("top_k", self.top_k,
-                              f"at most num_experts = {self.num_experts}", source=src)
-        if "moe" not in self.layer_mlp:
-            raise field_error("layer_mlp", "<no 'moe' layer>",
-                              "at least one MoE layer (sievesim simulates MoE models)", source=src)
-        if "dense" in self.layer_mlp and self.dense_intermediate_size <= 0:
-            raise field_error("dense_intermediate_size", self.dense_intermediate_size,
-                              "a positive integer (the model has dense layers)", source=src)
-        if self.num_shared_experts > 0 and self.shared_expert_intermediate_size <= 0:
-            raise field_error("shared_expert_intermediate_size", self.shared_expert_intermediate_size,
-                              f"a positive integer (num_shared_experts = {self.num_shared_experts})", source=src)
-        if self.num_shared_experts == 0 and self.shared_expert_gate:
-            raise field_error("shared_expert_gate", True, "false when num_shared_experts = 0", source=src)
+        with problems.check():
+            if self.top_k > self.num_experts:
+                raise field_error("top_k", self.top_k, f"at most num_experts = {self.num_experts}", source=src)
+        with problems.check():
+            if "moe" not in self.layer_mlp:
+                raise field_error("layer_mlp", "<no 'moe' layer>",
+                                  "at least one MoE layer (sievesim simulates MoE models)", source=src)
+        with problems.check():
+            if "dense" in self.layer_mlp and self.dense_intermediate_size <= 0:
+                raise field_error("dense_intermediate_size", self.dense_intermediate_size,
+                                  "a positive integer (the model has dense layers)", source=src)
+        with problems.check():
+            if self.num_shared_experts > 0 and self.shared_expert_intermediate_size <= 0:
+                raise field_error("shared_expert_intermediate_size", self.shared_expert_intermediate_size,
+                                  f"a positive integer (num_shared_experts = {self.num_shared_experts})",
+                                  source=src)
+        with problems.check():
+            if self.num_shared_experts == 0 and self.shared_expert_gate:
+                raise field_error("shared_expert_gate", True, "false when num_shared_experts = 0", source=src)
         kinds_present = set(self.layer_attention)
-        if kinds_present & set(_SOFTMAX_GQA_KINDS):
-            if self.num_attention_heads % self.num_kv_heads:
+        with problems.check():
+            if kinds_present & set(_SOFTMAX_GQA_KINDS) and self.num_attention_heads % self.num_kv_heads:
                 raise field_error("num_kv_heads", self.num_kv_heads,
                                   f"a divisor of num_attention_heads = {self.num_attention_heads}", source=src)
-        if "sliding" in kinds_present:
-            if not _is_int(self.sliding_window) or self.sliding_window <= 0:
-                raise field_error("sliding_window", self.sliding_window,
+        with problems.check():
+            if "sliding" in kinds_present and self.sliding_window is None:
+                raise field_error("sliding_window", None,
                                   "a positive window in tokens (the model has sliding layers)", source=src)
-        elif self.sliding_window is not None and (not _is_int(self.sliding_window) or self.sliding_window <= 0):
-            raise field_error("sliding_window", self.sliding_window, "a positive integer or none", source=src)
-        chunk = self.attention_chunk_size
-        if "chunked" in kinds_present:
-            if not _is_int(chunk) or chunk <= 0:
-                raise field_error("attention_chunk_size", chunk,
+        with problems.check():
+            if "chunked" in kinds_present and self.attention_chunk_size is None:
+                raise field_error("attention_chunk_size", None,
                                   "a positive chunk in tokens (the model has chunked layers)", source=src)
-        elif chunk is not None and (not _is_int(chunk) or chunk <= 0):
-            raise field_error("attention_chunk_size", chunk, "a positive integer or none", source=src)
-        if self.sliding_window is not None:
-            check_int("sliding_window", self.sliding_window, "context", lo=1, source=src)
-        if "mla" in kinds_present:
-            for fname in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
-                if getattr(self, fname) <= 0:
-                    raise field_error(fname, getattr(self, fname),
-                                      "a positive integer (the model has MLA layers)", source=src)
-        if "linear" in kinds_present:
-            for fname in ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
-                          "linear_value_head_dim", "linear_conv_kernel_dim"):
-                if getattr(self, fname) <= 0:
-                    raise field_error(fname, getattr(self, fname),
-                                      "a positive integer (the model has linear-attention layers)", source=src)
-            if self.linear_num_value_heads % self.linear_num_key_heads:
+        for kind, fnames, what in (
+                ("mla", ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"), "MLA"),
+                ("linear", ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+                            "linear_value_head_dim", "linear_conv_kernel_dim"), "linear-attention")):
+            if kind in kinds_present:
+                for fname in fnames:
+                    with problems.check():
+                        if getattr(self, fname) <= 0:
+                            raise field_error(fname, getattr(self, fname),
+                                              f"a positive integer (the model has {what} layers)", source=src)
+        with problems.check():
+            if "linear" in kinds_present and self.linear_num_key_heads > 0 \
+                    and self.linear_num_value_heads % self.linear_num_key_heads:
                 raise field_error("linear_num_value_heads", self.linear_num_value_heads,
                                   f"a multiple of linear_num_key_heads = {self.linear_num_key_heads}", source=src)
+        problems.raise_if_any()
 
     # ------------------------------------------------------------------ layers
     @property
@@ -592,6 +551,115 @@ class ModelSpec:
 # ====================================================================== dict / TOML
 _FIELD_NAMES = tuple(f.name for f in dataclasses.fields(ModelSpec))
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelSpec) if f.default is not dataclasses.MISSING}
+_NON_NEGATIVE_INT_FIELDS = (
+    "num_shared_experts", "shared_expert_intermediate_size", "dense_intermediate_size", "q_lora_rank",
+    "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "linear_num_key_heads",
+    "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim",
+    "num_mtp_layers")
+_BOOL_FIELDS = ("tie_word_embeddings", "attention_bias", "attention_sinks", "qk_norm", "attention_output_gate",
+                "expert_bias", "router_bias", "shared_expert_gate")
+_DTYPE_FIELDS = ("dtype_bytes", "expert_dtype_bytes", "kv_dtype_bytes", "state_dtype_bytes")
+
+
+def _field_problems(values: Mapping[str, Any], problems: Problems, src: str) -> None:
+    """Type and range of each field present in ``values`` (ModelSpec field names), one problem each."""
+    def check(fname: str, test: Any) -> None:
+        if fname in values:
+            with problems.check():
+                test(values[fname])
+
+    def name(value: Any) -> None:
+        if not isinstance(value, str) or not value:
+            raise field_error("name", value, "a non-empty string", source=src)
+
+    def positive(fname: str) -> Any:
+        def test(value: Any) -> None:
+            if not _is_int(value):
+                raise field_error(fname, value, f"an integer ({_POSITIVE_INT_FIELDS[fname]})", source=src)
+            if value <= 0:
+                raise field_error(fname, value, f"a positive integer ({_POSITIVE_INT_FIELDS[fname]})", source=src)
+            check_int(fname, value, _FIELD_BOUND.get(fname, "dimension"), source=src)
+        return test
+
+    def non_negative(fname: str) -> Any:
+        def test(value: Any) -> None:
+            if not _is_int(value):
+                raise field_error(fname, value, "an integer", source=src)
+            if value < 0:
+                raise field_error(fname, value, "a non-negative integer", source=src)
+            check_int(fname, value, _FIELD_BOUND.get(fname, "dimension"), lo=0, source=src)
+        return test
+
+    def boolean(fname: str) -> Any:
+        def test(value: Any) -> None:
+            if not isinstance(value, bool):
+                raise field_error(fname, value, "true or false", source=src)
+        return test
+
+    def dtype(fname: str) -> Any:
+        def test(value: Any) -> None:
+            if value is None and fname != "dtype_bytes":
+                return
+            if not _is_number(value) or not math.isfinite(value) or not 0 < value <= 16:
+                raise field_error(fname, value, "a positive number of bytes per element, at most 16 (2 = bf16)",
+                                  source=src)
+        return test
+
+    def tokens_or_none(fname: str, what: str) -> Any:
+        def test(value: Any) -> None:
+            if value is not None and (not _is_int(value) or value <= 0):
+                raise field_error(fname, value, f"a positive {what} in tokens or none", source=src)
+            if value is not None:
+                check_int(fname, value, "context", lo=1, source=src)
+        return test
+
+    def source(value: Any) -> None:
+        if not isinstance(value, str):
+            raise field_error("source", value, "a string", source=src)
+
+    check("name", name)
+    for fname in _POSITIVE_INT_FIELDS:
+        check(fname, positive(fname))
+    for fname in _NON_NEGATIVE_INT_FIELDS:
+        check(fname, non_negative(fname))
+    for fname in _BOOL_FIELDS:
+        check(fname, boolean(fname))
+    for fname in _DTYPE_FIELDS:
+        check(fname, dtype(fname))
+    check("sliding_window", tokens_or_none("sliding_window", "window"))
+    check("attention_chunk_size", tokens_or_none("attention_chunk_size", "chunk"))
+    check("source", source)
+    n = values.get("num_layers")
+    n_ok = _is_int(n) and 1 <= n <= BOUNDS["layers"].hi
+    for fname, kinds in (("layer_attention", ATTENTION_KINDS), ("layer_mlp", MLP_KINDS)):
+        if fname not in values:
+            continue
+        value = values[fname]
+        with problems.check():
+            if isinstance(value, str) or not isinstance(value, (list, tuple)):
+                raise field_error(fname, value, f"a list of one of {list(kinds)} per layer", source=src)
+            if n_ok and len(value) != n:
+                raise field_error(fname, f"<{len(value)} entries>",
+                                  f"one entry per layer (num_layers = {n})", source=src)
+        if isinstance(value, (list, tuple)):
+            _kind_problems(fname, value, kinds, problems, src)
+
+
+def _kind_problems(fname: str, value: Iterable[Any], kinds: tuple[str, ...], problems: Problems,
+                   src: str) -> None:
+    """One problem per distinct unknown kind in a per-layer list, naming every layer that has it."""
+    bad: dict[str, tuple[Any, list[int]]] = {}
+    for i, kind in enumerate(value):
+        if not isinstance(kind, str) or kind not in kinds:
+            bad.setdefault(repr(kind), (kind, []))[1].append(i)
+    for kind, layers in bad.values():
+        with problems.check():
+            close = difflib.get_close_matches(str(kind), kinds, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            where = ", ".join(map(str, layers[:8])) + (f", ... ({len(layers)} layers)" if len(layers) > 8 else "")
+            raise field_error(f"{fname}[{where}]", kind, f"one of {list(kinds)}{hint}", source=src)
+
+
 # Keys of the compact TOML layout that stand for layer_attention / layer_mlp.
 _LAYOUT_KEYS = ("attention", "attention_pattern", "dense_layers")
 
@@ -650,54 +718,70 @@ def model_from_dict(data: Mapping[str, Any], *, source: str | None = None) -> Mo
     if not isinstance(data, Mapping):
         raise field_error("model", type(data).__name__, "a table of ModelSpec fields", source=source)
     src = source or f"model {data.get('name', '?')!r}"
+    problems = Problems(src)
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
         if key not in _FIELD_NAMES and key not in _LAYOUT_KEYS:
-            raise _unknown_field(key, src)
-        if key not in _LAYOUT_KEYS:
+            with problems.check():
+                raise _unknown_field(key, src)
+        elif key not in _LAYOUT_KEYS:
             kwargs[key] = value
     for required in ("name", "num_layers", "hidden_size", "num_attention_heads", "num_kv_heads",
                      "num_experts", "top_k", "moe_intermediate_size", "vocab_size"):
         if required not in kwargs:
-            raise field_error(required, "<missing>", "a value (required field)", source=src)
-    n = kwargs["num_layers"]
-    if not _is_int(n) or n <= 0:
-        raise field_error("num_layers", n, "a positive integer (number of transformer layers)", source=src)
-    check_int("num_layers", n, "layers", source=src)
-    if "head_dim" not in kwargs:
-        h, nq = kwargs["hidden_size"], kwargs["num_attention_heads"]
-        if not (_is_int(h) and _is_int(nq) and nq > 0 and h > 0):
-            raise field_error("hidden_size", h, "a positive integer", source=src)
-        if h % nq:
-            raise field_error("num_attention_heads", nq,
-                              f"a divisor of hidden_size = {h} (or give head_dim explicitly)", source=src)
+            with problems.check():
+                raise field_error(required, "<missing>", "a value (required field)", source=src)
+    _field_problems(kwargs, problems, src)
+    n = kwargs.get("num_layers")
+    n_ok = _is_int(n) and 1 <= n <= BOUNDS["layers"].hi
+    h, nq = kwargs.get("hidden_size"), kwargs.get("num_attention_heads")
+    if "head_dim" not in kwargs and _is_int(h) and _is_int(nq) and h > 0 and nq > 0:
+        with problems.check():
+            if h % nq:
+                raise field_error("num_attention_heads", nq,
+                                  f"a divisor of hidden_size = {h} (or give head_dim explicitly)", source=src)
         kwargs["head_dim"] = h // nq
     given = [k for k in ("layer_attention", "attention_pattern", "attention") if k in data]
-    if len(given) != 1:
-        raise field_error("layer_attention", given or "<missing>",
-                          "exactly one of layer_attention, attention_pattern, attention", source=src)
-    if "attention" in data:
-        kwargs["layer_attention"] = (data["attention"],) * n
-    elif "attention_pattern" in data:
+    with problems.check():
+        if len(given) != 1:
+            raise field_error("layer_attention", given or "<missing>",
+                              "exactly one of layer_attention, attention_pattern, attention", source=src)
+    if len(given) == 1 and n_ok and "attention" in data:
+        attention = data["attention"]
+        with problems.check():
+            if not isinstance(attention, str) or attention not in ATTENTION_KINDS:
+                close = difflib.get_close_matches(str(attention), ATTENTION_KINDS, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise field_error("attention", attention, f"one of {list(ATTENTION_KINDS)}{hint}", source=src)
+        kwargs["layer_attention"] = (attention,) * n
+    elif len(given) == 1 and n_ok and "attention_pattern" in data:
         pattern = data["attention_pattern"]
-        if isinstance(pattern, str) or not isinstance(pattern, (list, tuple)) or not pattern or n % len(pattern):
-            raise field_error("attention_pattern", pattern,
-                              f"a non-empty list whose length divides num_layers = {n}", source=src)
-        kwargs["layer_attention"] = tuple(pattern) * (n // len(pattern))
-    if "layer_mlp" in data and "dense_layers" in data:
-        raise field_error("dense_layers", data["dense_layers"], "not given together with layer_mlp", source=src)
-    if "layer_mlp" not in data:
+        with problems.check():
+            if isinstance(pattern, str) or not isinstance(pattern, (list, tuple)) or not pattern or n % len(pattern):
+                raise field_error("attention_pattern", pattern,
+                                  f"a non-empty list whose length divides num_layers = {n}", source=src)
+            _kind_problems("attention_pattern", pattern, ATTENTION_KINDS, problems, src)
+            kwargs["layer_attention"] = tuple(pattern) * (n // len(pattern))
+    with problems.check():
+        if "layer_mlp" in data and "dense_layers" in data:
+            raise field_error("dense_layers", data["dense_layers"], "not given together with layer_mlp",
+                              source=src)
+    if "layer_mlp" not in data and n_ok:
         dense = data.get("dense_layers", [])
-        if isinstance(dense, str) or not isinstance(dense, (list, tuple)) \
-                or not all(_is_int(i) and 0 <= i < n for i in dense):
-            raise field_error("dense_layers", dense, f"a list of layer indices in [0, {n})", source=src)
-        kwargs["layer_mlp"] = tuple("dense" if i in set(dense) else "moe" for i in range(n))
-    if isinstance(kwargs.get("sliding_window"), bool):
-        raise field_error("sliding_window", kwargs["sliding_window"], "a positive integer or none", source=src)
+        with problems.check():
+            if isinstance(dense, str) or not isinstance(dense, (list, tuple)) \
+                    or not all(_is_int(i) and 0 <= i < n for i in dense):
+                raise field_error("dense_layers", dense, f"a list of layer indices in [0, {n})", source=src)
+            kwargs["layer_mlp"] = tuple("dense" if i in set(dense) else "moe" for i in range(n))
+    problems.raise_if_any()
     try:
         return ModelSpec(**kwargs)
-    except TypeError as exc:  # pragma: no cover - all keys are checked above
-        raise ConfigError(f"{src}: {exc}") from None
+    except ConfigError as exc:  # meaning: name the file rather than the model
+        prefix = f"model {kwargs['name']!r}: "
+        msg = str(exc)
+        if source and msg.startswith(prefix):
+            raise ConfigError(f"{source}: {msg[len(prefix):]}") from None
+        raise
 
 
 def load_model_toml(path: str | os.PathLike[str]) -> ModelSpec:
@@ -872,13 +956,106 @@ def _unset(value: Any) -> bool:
     return value is None or value is False or (_is_int(value) and value == 0) or value in ("", [], {})
 
 
+# Every integer key the reader may consult: what it is, and whether 0 is allowed. Present keys are
+# checked all together, before the structure is read, so that one message names every bad value.
+_HF_INT_KEYS: dict[str, tuple[str, bool]] = {
+    **{k: ("a positive number of routed experts", False) for k in _EXPERT_COUNT_KEYS},
+    **{k: ("a positive number of experts per token", False) for k in _TOP_K_KEYS},
+    "num_hidden_layers": ("a positive number of layers", False),
+    "hidden_size": ("a positive model width", False),
+    "num_attention_heads": ("a positive number of heads", False),
+    "num_key_value_heads": ("a positive number of KV heads", False),
+    "vocab_size": ("a positive vocabulary size", False),
+    "head_dim": ("a positive head size", False),
+    "q_lora_rank": ("a non-negative rank", True),
+    "kv_lora_rank": ("a non-negative rank", True),
+    "qk_nope_head_dim": ("a non-negative head size", True),
+    "qk_rope_head_dim": ("a non-negative head size", True),
+    "v_head_dim": ("a non-negative head size", True),
+    "full_attention_interval": ("a positive layer interval", False),
+    "sliding_window": ("a positive window (tokens) or null", False),
+    "max_window_layers": ("a non-negative layer index", True),
+    "attention_chunk_size": ("a positive chunk (tokens)", False),
+    "linear_num_key_heads": ("a non-negative number of heads", True),
+    "linear_num_value_heads": ("a non-negative number of heads", True),
+    "linear_key_head_dim": ("a non-negative head size", True),
+    "linear_value_head_dim": ("a non-negative head size", True),
+    "linear_conv_kernel_dim": ("a non-negative kernel width", True),
+    "interleave_moe_layer_step": ("a positive layer step", False),
+    "first_k_dense_replace": ("a non-negative number of layers", True),
+    "moe_layer_freq": ("a positive layer frequency", False),
+    "decoder_sparse_step": ("a positive layer step", False),
+    "moe_intermediate_size": ("a positive expert width", False),
+    "intermediate_size": ("a positive FFN width", False),
+    "intermediate_size_mlp": ("a positive dense FFN width", False),
+    "n_shared_experts": ("a non-negative number of shared experts", True),
+    "shared_expert_intermediate_size": ("a non-negative shared-expert width", True),
+    "num_nextn_predict_layers": ("a non-negative number of layers", True),
+    "mtp_num_hidden_layers": ("a non-negative number of layers", True),
+    "no_rope_layer_interval": ("a positive layer interval", False),
+}
+_HF_BOOL_KEYS = ("use_sliding_window", "tie_word_embeddings", "attention_bias", "attn_output_gate")
+_HF_LIST_KEYS = ("layer_types", "mlp_only_layers", "moe_layers", "no_rope_layers")
+#: Keys every MoE config gives.
+_HF_REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size")
+# Keys refused at 0 wherever they appear: read by every family, or (sliding_window) never 0 in a
+# real config. Other keys are refused at 0 only when read: a 0 may switch off another family's key.
+_HF_NEVER_ZERO = frozenset(_HF_REQUIRED + _EXPERT_COUNT_KEYS + _TOP_K_KEYS + ("num_key_value_heads", "sliding_window"))
+
+
 class _HF:
-    """Reads fields of one config dict, with errors naming the field and the file, and records
-    which keys the reader consulted (the rest are checked by :func:`_check_unused_keys`)."""
+    """Reads fields of one config dict, records which keys the reader consulted (the rest are
+    checked by :func:`_check_unused_keys`) and collects problems, each naming the field and the
+    file, so that one message reports them all: :meth:`check_types` first (type and range of
+    every key present), then the structure, whose problems :meth:`raise_if_any` reports together."""
 
     def __init__(self, cfg: Mapping[str, Any], source: str) -> None:
         self.cfg, self.source = cfg, source
         self.used: set[str] = set()
+        self.problems = Problems(source)
+        self._disagreed: set[str] = set()
+
+    def problem(self, key: str, value: Any, expected: str) -> None:
+        with self.problems.check():
+            raise field_error(key, value, expected, source=self.source)
+
+    def raise_if_any(self) -> None:
+        self.problems.raise_if_any()
+
+    def check_types(self) -> None:
+        """Type and range of every key of :data:`_HF_INT_KEYS`, booleans, lists and dtypes present,
+        and the keys every config needs."""
+        cfg = self.cfg
+        for key, (what, allow_zero) in _HF_INT_KEYS.items():
+            value = cfg.get(key)
+            if value is None:
+                continue
+            if not _is_int(value):
+                self.problem(key, value, f"an integer ({what})")
+            elif value < 0 or value > _HF_MAX_INT or (value == 0 and not allow_zero and key in _HF_NEVER_ZERO):
+                self.problem(key, value, f"{what}, at most {_HF_MAX_INT}")
+            elif key == "num_hidden_layers":
+                with self.problems.check():
+                    check_int(key, value, "layers", source=self.source)
+        for key in _HF_BOOL_KEYS:
+            if cfg.get(key) is not None and not isinstance(cfg[key], bool):
+                self.problem(key, cfg[key], "true or false")
+        for key in _HF_LIST_KEYS:
+            if cfg.get(key) is not None and not isinstance(cfg[key], list):
+                self.problem(key, cfg[key], "a list")
+        for key in ("torch_dtype", "dtype"):  # the checkpoint's dtype: sievesim prices bf16 unless told
+            if cfg.get(key) is not None and (not isinstance(cfg[key], str) or cfg[key] not in _KNOWN_TORCH_DTYPES):
+                self.problem(key, cfg[key], f"one of {sorted(_KNOWN_TORCH_DTYPES)}")
+        state = cfg.get("mamba_ssm_dtype")
+        if state is not None and (not isinstance(state, str) or state not in _TORCH_DTYPE_BYTES):
+            self.problem("mamba_ssm_dtype", state, f"one of {sorted(_TORCH_DTYPE_BYTES)}")
+        for key in _HF_REQUIRED:
+            if cfg.get(key) is None:
+                self.problem(key, "<missing>", f"{_HF_INT_KEYS[key][0]} (required)")
+        if self.first(_TOP_K_KEYS) is None:
+            self.problem(" / ".join(_TOP_K_KEYS), "<missing>", "experts activated per token")
+        self.first(_EXPERT_COUNT_KEYS)
+        self.raise_if_any()
 
     def has(self, key: str) -> bool:
         self.used.add(key)
@@ -896,53 +1073,50 @@ class _HF:
             self.used.add(found)
             for other in keys:
                 if other != found and self.cfg.get(other) is not None:
-                    if self.cfg[other] != self.cfg[found]:
-                        raise field_error(other, self.cfg[other], f"{self.cfg[found]!r}, the value of {found} "
-                                          "(two names for one quantity must agree)", source=self.source)
                     self.used.add(other)
+                    if self.cfg[other] != self.cfg[found] and other not in self._disagreed:
+                        self._disagreed.add(other)
+                        self.problem(other, self.cfg[other], f"{self.cfg[found]!r}, the value of {found} "
+                                     "(two names for one quantity must agree)")
         return found
 
-    def int(self, key: str, default: Any = dataclasses.MISSING, *, what: str = "a non-negative integer",
-            allow_zero: bool = True) -> Any:
+    def int(self, key: str, default: Any = dataclasses.MISSING, *, why: str = "required for this architecture") -> Any:
+        """The integer at ``key`` (type and range checked by :meth:`check_types`), ``default`` when
+        absent; a missing key without default, or a 0 where the key must be positive, is a
+        problem (and reads as 1, so that reading goes on to find the others)."""
         if not self.has(key):
             if default is dataclasses.MISSING:
-                raise field_error(key, "<missing>", f"{what} (required for this architecture)", source=self.source)
+                self.problem(key, "<missing>", f"{_HF_INT_KEYS[key][0]} ({why})")
+                return 1
             return default
         value = self.cfg[key]
-        if not _is_int(value):
-            raise field_error(key, value, f"an integer ({what})", source=self.source)
-        if value < 0 or (value == 0 and not allow_zero) or value > _HF_MAX_INT:
-            raise field_error(key, value, f"{what}, at most {_HF_MAX_INT}", source=self.source)
+        if value == 0 and not _HF_INT_KEYS[key][1]:  # 0 where the reading needs it positive
+            self.problem(key, value, f"{_HF_INT_KEYS[key][0]}, at most {_HF_MAX_INT}")
+            return 1
         return value
 
     def bool(self, key: str, default: bool) -> bool:
         self.used.add(key)
         if key not in self.cfg or self.cfg[key] is None:
             return default
-        value = self.cfg[key]
-        if not isinstance(value, bool):
-            raise field_error(key, value, "true or false", source=self.source)
-        return value
+        return self.cfg[key]
 
     def list(self, key: str) -> list[Any] | None:
-        if not self.has(key):
-            return None
-        value = self.cfg[key]
-        if not isinstance(value, list):
-            raise field_error(key, value, "a list", source=self.source)
-        return value
+        return self.cfg[key] if self.has(key) else None
 
     def index_list(self, key: str, num_layers: int) -> list[int] | None:
-        """A list of layer indices in ``[0, num_layers)``, or None when absent."""
+        """A list of layer indices in ``[0, num_layers)``, or None when absent (a bad list is a
+        problem and reads as empty)."""
         value = self.list(key)
         if value is not None and not all(_is_int(i) and 0 <= i < num_layers for i in value):
-            raise field_error(key, value, f"a list of layer indices in [0, {num_layers})", source=self.source)
+            self.problem(key, value, f"a list of layer indices in [0, {num_layers})")
+            return []
         return value
 
 
 def _check_unused_keys(hf: _HF, model_type: str, verified: bool) -> None:
-    """Refuse structural keys the reader did not use (and, for an unverified family, keys whose
-    names suggest structure and that are neither used nor known harmless): all named in one error."""
+    """Structural keys the reader did not use (and, for an unverified family, keys whose names
+    suggest structure and that are neither used nor known harmless) are problems, all named in one."""
     unhandled, unknown = [], []
     for key, value in hf.cfg.items():
         if key in hf.used or _unset(value):
@@ -953,15 +1127,14 @@ def _check_unused_keys(hf: _HF, model_type: str, verified: bool) -> None:
             unknown.append(key)
     family = f"model_type {model_type or '?'!r}"
     if unhandled:
-        raise field_error(", ".join(unhandled), "<not handled>",
-                          f"only structural keys that sievesim's reader handles for {family}: reading "
-                          "on would simulate a different model (write a sievesim TOML instead, "
-                          "docs/models.md)", source=hf.source)
+        hf.problem(", ".join(unhandled), "<not handled>",
+                   f"only structural keys that sievesim's reader handles for {family}: reading "
+                   "on would simulate a different model (write a sievesim TOML instead, docs/models.md)")
     if unknown:
-        raise field_error(", ".join(unknown), "<not understood>",
-                          f"only keys sievesim understands: {family} is an unverified family, read only "
-                          "when every key that may change its structure is understood (write a sievesim "
-                          "TOML instead, docs/models.md)", source=hf.source)
+        hf.problem(", ".join(unknown), "<not understood>",
+                   f"only keys sievesim understands: {family} is an unverified family, read only "
+                   "when every key that may change its structure is understood (write a sievesim "
+                   "TOML instead, docs/models.md)")
 
 
 _HF_LAYER_TYPES = {
@@ -1025,34 +1198,26 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
     model_type = str(cfg.get("model_type") or raw.get("model_type") or "")
     top_type = str(raw.get("model_type") or model_type)
     verified = is_verified_family(model_type) or is_verified_family(top_type)
-    for key in ("torch_dtype", "dtype"):  # the checkpoint's dtype: sievesim prices bf16 unless told
-        if cfg.get(key) is not None and (not isinstance(cfg[key], str) or cfg[key] not in _KNOWN_TORCH_DTYPES):
-            raise field_error(key, cfg[key], f"one of {sorted(_KNOWN_TORCH_DTYPES)}", source=source)
-    if cfg.get("sliding_window") is not None:  # a valid window, whether or not a layer uses it (checked below)
-        hf.int("sliding_window", what="a positive window (tokens) or null", allow_zero=False)
-        hf.used.discard("sliding_window")
     archs = raw.get("architectures") or []
     llama4 = model_type.startswith("llama4") or top_type.startswith("llama4")
 
     expert_key = hf.first(_EXPERT_COUNT_KEYS)
-    if expert_key is None or cfg[expert_key] == 0:
+    if expert_key is None or cfg[expert_key] == 0:  # not an MoE model: nothing else is worth reporting
         raise field_error(" / ".join(_EXPERT_COUNT_KEYS), "<missing>",
                           f"a routed-expert count: sievesim simulates MoE models and this config "
                           f"(model_type {model_type or '?'!r}, architectures {archs}) looks dense or unknown",
                           source=source)
-    num_experts = hf.int(expert_key, what="a positive number of routed experts", allow_zero=False)
-    top_key = hf.first(_TOP_K_KEYS)
-    if top_key is None:
-        raise field_error(" / ".join(_TOP_K_KEYS), "<missing>", "experts activated per token", source=source)
-    top_k = hf.int(top_key, what="a positive number of experts per token", allow_zero=False)
+    hf.check_types()  # type and range of every key present, all problems in one message
+    hf.used.discard("sliding_window")  # consulted below only where a layer uses it
+    num_experts = hf.int(expert_key)
+    top_k = hf.int(hf.first(_TOP_K_KEYS) or _TOP_K_KEYS[0])
+    num_layers = hf.int("num_hidden_layers")
+    hidden = hf.int("hidden_size")
+    heads = hf.int("num_attention_heads")
+    kv_heads = hf.int("num_key_value_heads", heads)
+    vocab = hf.int("vocab_size")
 
-    num_layers = hf.int("num_hidden_layers", what="a positive number of layers", allow_zero=False)
-    check_int("num_hidden_layers", num_layers, "layers", source=source)
-    hidden = hf.int("hidden_size", what="a positive model width", allow_zero=False)
-    heads = hf.int("num_attention_heads", what="a positive number of heads", allow_zero=False)
-    kv_heads = hf.int("num_key_value_heads", heads, what="a positive number of KV heads", allow_zero=False)
-    vocab = hf.int("vocab_size", what="a positive vocabulary size", allow_zero=False)
-
+    # From here on every value has its type; structural problems are collected and reported together.
     is_mla = hf.has("kv_lora_rank")
     kw: dict[str, Any] = {}
     if is_mla:
@@ -1061,43 +1226,39 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
                   v_head_dim=hf.int("v_head_dim"))
         head_dim = kw["qk_nope_head_dim"] + kw["qk_rope_head_dim"]
     elif hf.has("head_dim"):
-        head_dim = hf.int("head_dim", what="a positive head size", allow_zero=False)
+        head_dim = hf.int("head_dim")
     else:
         if hidden % heads:
-            raise field_error("num_attention_heads", heads,
-                              f"a divisor of hidden_size = {hidden} (config has no head_dim)", source=source)
-        head_dim = hidden // heads
+            hf.problem("num_attention_heads", heads, f"a divisor of hidden_size = {hidden} (config has no head_dim)")
+        head_dim = max(hidden // heads, 1)
 
     # ---- attention kind per layer
     hf.consider("use_sliding_window", "max_window_layers")  # read below only where they apply
     layer_types = hf.list("layer_types")
     if layer_types is not None:
         if len(layer_types) < num_layers:
-            raise field_error("layer_types", f"<{len(layer_types)} entries>",
-                              f"one entry per layer (num_hidden_layers = {num_layers})", source=source)
-        attention = []
-        for i, t in enumerate(layer_types[:num_layers]):
-            if t not in _HF_LAYER_TYPES:
-                raise field_error(f"layer_types[{i}]", t, f"one of {sorted(_HF_LAYER_TYPES)}", source=source)
-            attention.append(_HF_LAYER_TYPES[t])
+            hf.problem("layer_types", f"<{len(layer_types)} entries>",
+                       f"one entry per layer (num_hidden_layers = {num_layers})")
+        entries = layer_types[:num_layers]
+        _kind_problems("layer_types", entries, tuple(sorted(_HF_LAYER_TYPES)), hf.problems, source)
+        attention = [_HF_LAYER_TYPES.get(t, "full") if isinstance(t, str) else "full" for t in entries]
         if is_mla:
             attention = ["mla" if a == "full" else a for a in attention]
         branch = "layer_types"
         if llama4:  # layer_types already says which layers are chunked; RoPE/NoPE changes no cost
             hf.consider("no_rope_layers", "no_rope_layer_interval")
         if hf.has("full_attention_interval"):  # Qwen3.5 gives both: they must agree
-            interval = hf.int("full_attention_interval", what="a positive layer interval", allow_zero=False)
+            interval = hf.int("full_attention_interval")
             implied = ["full" if (i + 1) % interval == 0 else "linear" for i in range(num_layers)]
-            if attention != implied:
-                raise field_error("full_attention_interval", interval,
-                                  "the pattern layer_types gives (every N-th layer full, the rest linear)",
-                                  source=source)
+            if attention != implied and len(entries) == num_layers:
+                hf.problem("full_attention_interval", interval,
+                           "the pattern layer_types gives (every N-th layer full, the rest linear)")
     elif llama4 or hf.has("no_rope_layers"):
         branch = "llama4"
         attention = _llama4_attention(hf, num_layers)
     elif hf.has("full_attention_interval"):
         branch = "interval"
-        interval = hf.int("full_attention_interval", what="a positive layer interval", allow_zero=False)
+        interval = hf.int("full_attention_interval")
         attention = ["full" if (i + 1) % interval == 0 else "linear" for i in range(num_layers)]
     elif is_mla:
         branch = "mla"
@@ -1121,14 +1282,13 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
     window_dropped = branch in ("llama4", "interval", "mla") and cfg.get("use_sliding_window") is not False \
         and bool(cfg.get("sliding_window"))
     if "sliding" in attention:
-        kw["sliding_window"] = hf.int("sliding_window", what="a positive window (tokens)", allow_zero=False)
+        kw["sliding_window"] = hf.int("sliding_window", why="the config has sliding-window layers")
     elif not window_dropped:
         hf.consider("sliding_window")  # a window no layer uses (e.g. Qwen's with use_sliding_window false)
     if "chunked" not in attention:
         hf.consider("attention_chunk_size")  # no chunked layer: the chunk changes nothing
     if "chunked" in attention:
-        kw["attention_chunk_size"] = hf.int("attention_chunk_size", what="a positive chunk (tokens)",
-                                            allow_zero=False)
+        kw["attention_chunk_size"] = hf.int("attention_chunk_size", why="the config has chunked layers")
     if "linear" in attention:
         kw.update(linear_num_key_heads=hf.int("linear_num_key_heads"),
                   linear_num_value_heads=hf.int("linear_num_value_heads"),
@@ -1138,9 +1298,6 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
         state_dtype = cfg.get("mamba_ssm_dtype")
         hf.consider("mamba_ssm_dtype")
         if state_dtype is not None:
-            if state_dtype not in _TORCH_DTYPE_BYTES:
-                raise field_error("mamba_ssm_dtype", state_dtype, f"one of {sorted(_TORCH_DTYPE_BYTES)}",
-                                  source=source)
             kw["state_dtype_bytes"] = _TORCH_DTYPE_BYTES[state_dtype]
 
     # ---- MLP kind per layer
@@ -1149,42 +1306,39 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
         hf.consider("interleave_moe_layer_step")
         mlp = ["moe" if i in set(moe_layers) else "dense" for i in range(num_layers)]
     elif hf.has("interleave_moe_layer_step") or llama4:
-        step = hf.int("interleave_moe_layer_step", 1, what="a positive layer step", allow_zero=False)
+        step = hf.int("interleave_moe_layer_step", 1)
         # transformers' Llama4TextConfig: moe_layers = range(step - 1, num_layers, step)
         mlp = ["moe" if i % step == step - 1 else "dense" for i in range(num_layers)]
     elif model_type.startswith("deepseek") or hf.has("first_k_dense_replace") or hf.has("moe_layer_freq"):
         first_dense = hf.int("first_k_dense_replace", 0)
-        freq = hf.int("moe_layer_freq", 1, what="a positive layer frequency", allow_zero=False)
+        freq = hf.int("moe_layer_freq", 1)
         mlp = ["moe" if (i >= first_dense and i % freq == 0) else "dense" for i in range(num_layers)]
     else:
-        step = hf.int("decoder_sparse_step", 1, what="a positive layer step", allow_zero=False)
+        step = hf.int("decoder_sparse_step", 1)
         only = hf.list("mlp_only_layers") or []
         if not all(_is_int(i) and 0 <= i < num_layers for i in only):
-            raise field_error("mlp_only_layers", only, f"a list of layer indices from 0 to {num_layers - 1}",
-                              source=source)
+            hf.problem("mlp_only_layers", only, f"a list of layer indices from 0 to {num_layers - 1}")
         mlp = ["moe" if (i not in only and (i + 1) % step == 0) else "dense" for i in range(num_layers)]
 
     # ---- expert sizes
     if hf.has("moe_intermediate_size"):
-        moe_inter = hf.int("moe_intermediate_size", what="a positive expert width", allow_zero=False)
+        moe_inter = hf.int("moe_intermediate_size")
     elif model_type.startswith(("qwen", "deepseek")):  # these give the expert width apart, always
-        raise field_error("moe_intermediate_size", "<missing>", f"the expert width (model_type {model_type!r} "
-                          "keeps intermediate_size for dense layers)", source=source)
+        hf.problem("moe_intermediate_size", "<missing>", f"the expert width (model_type {model_type!r} "
+                   "keeps intermediate_size for dense layers)")
+        moe_inter = 1
     else:  # GPT-OSS, Mixtral, Llama 4: intermediate_size is the expert's
-        moe_inter = hf.int("intermediate_size", what="a positive expert width (no moe_intermediate_size)",
-                           allow_zero=False)
+        moe_inter = hf.int("intermediate_size", why="the expert width, as the config has no moe_intermediate_size")
     dense_inter = 0
     if "dense" in mlp:
         if llama4 or hf.has("intermediate_size_mlp"):
-            dense_inter = hf.int("intermediate_size_mlp", what="a positive dense FFN width (config has dense "
-                                 "layers)", allow_zero=False)
+            dense_inter = hf.int("intermediate_size_mlp", why="the config has dense layers")
+        elif not hf.has("moe_intermediate_size"):
+            if not model_type.startswith(("qwen", "deepseek")):  # else named above
+                hf.problem("moe_intermediate_size", "<missing>",
+                           "the expert width, distinct from intermediate_size (config has dense layers)")
         else:
-            if not hf.has("moe_intermediate_size"):
-                raise field_error("moe_intermediate_size", "<missing>",
-                                  "the expert width, distinct from intermediate_size (config has dense layers)",
-                                  source=source)
-            dense_inter = hf.int("intermediate_size", what="a positive dense FFN width (config has dense layers)",
-                                 allow_zero=False)
+            dense_inter = hf.int("intermediate_size", why="the dense FFN width: the config has dense layers")
     else:  # no dense layer: the dense widths change nothing
         hf.consider("intermediate_size", "intermediate_size_mlp")
     n_shared, shared_inter, shared_gate = 0, 0, False
@@ -1223,11 +1377,16 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
         num_mtp_layers=hf.int("num_nextn_predict_layers", 0) or hf.int("mtp_num_hidden_layers", 0),
         source=f"Hugging Face config ({source}; model_type {model_type or '?'}; {family})",
     )
-    if kw["num_kv_heads"] and heads % kw["num_kv_heads"] and not is_mla:
-        raise field_error("num_key_value_heads", kw["num_kv_heads"],
-                          f"a divisor of num_attention_heads = {heads}", source=source)
+    if not is_mla and heads % kv_heads:
+        hf.problem("num_key_value_heads", kv_heads, f"a divisor of num_attention_heads = {heads}")
     _check_unused_keys(hf, model_type, verified)
-    spec = ModelSpec(**kw)
+    hf.raise_if_any()
+    try:
+        spec = ModelSpec(**kw)
+    except ConfigError as exc:  # what the reading gives breaks a rule of the spec: name the file
+        msg = str(exc)
+        prefix = f"model {kw['name']!r}: "
+        raise ConfigError(f"{source}: as read, {msg[len(prefix):]}" if msg.startswith(prefix) else msg) from None
     if not verified:
         warnings.warn(f"{source}: model_type {model_type or '?'!r} is an unverified family: every structural key "
                       "was understood, but its parameter counts were not checked against published figures",
@@ -1245,13 +1404,13 @@ def _llama4_attention(hf: _HF, num_layers: int) -> list[str]:
     means every ``no_rope_layer_interval``-th layer (default 4) is NoPE (transformers' default)."""
     flags = hf.list("no_rope_layers") or []
     if not flags:
-        interval = hf.int("no_rope_layer_interval", 4, what="a positive layer interval", allow_zero=False)
+        interval = hf.int("no_rope_layer_interval", 4)
         flags = [int((i + 1) % interval != 0) for i in range(num_layers)]
     else:
         hf.consider("no_rope_layer_interval")
         if len(flags) < num_layers or any(f not in (0, 1) or isinstance(f, bool) for f in flags):
-            raise field_error("no_rope_layers", flags,
-                              f"one 0 (NoPE) or 1 (RoPE) per layer (num_hidden_layers = {num_layers})",
-                              source=hf.source)
+            hf.problem("no_rope_layers", flags,
+                       f"one 0 (NoPE) or 1 (RoPE) per layer (num_hidden_layers = {num_layers})")
+            flags = [1] * num_layers
     chunked = hf.has("attention_chunk_size")
     return ["chunked" if (flag and chunked) else "full" for flag in flags[:num_layers]]

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from . import __version__
+from ._validate import Problems
 from .errors import ConfigError, SievesimError, field_error
 
 __all__ = ["GRID_KEYS", "SETTING_DEFAULTS", "load_grid_file", "expand_grid", "check_points",
@@ -76,40 +77,55 @@ _FLOAT_KEYS = ("scheduler_latency_us",)
 # ------------------------------------------------------------------------------------------------
 # grids
 # ------------------------------------------------------------------------------------------------
-def _unknown_key(key: str, where: str) -> ConfigError:
+def _unknown_key(key: str, field: str, where: str) -> ConfigError:
     close = difflib.get_close_matches(key, GRID_KEYS + ("grid",), n=1, cutoff=0.5)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return ConfigError(f"{where}: unknown key {key!r}{hint}; grid keys are {', '.join(GRID_KEYS)}")
+    return field_error(field, "<unknown key>", f"one of the grid keys{hint}: {', '.join(GRID_KEYS)}",
+                       source=where)  # type: ignore[return-value]
 
 
-def _as_list(key: str, value: Any, where: str) -> list[Any]:
-    values = list(value) if isinstance(value, (list, tuple)) else [value]
-    if not values:
-        raise field_error(key, value, "at least one value", source=where)
-    for v in values:
-        if v is None:
-            continue
-        if key in _INT_KEYS and (isinstance(v, bool) or not isinstance(v, int)):
-            raise field_error(key, v, "an integer", source=where)
-        if key in _STR_KEYS and not isinstance(v, str):
-            raise field_error(key, v, "a string", source=where)
-        if key in _BOOL_KEYS and not isinstance(v, bool):
-            raise field_error(key, v, "true or false", source=where)
-        if key in _FLOAT_KEYS and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1e6):
-            raise field_error(key, v, "a number of microseconds in [0, 1e6)", source=where)
-        if key == "prefill" and not isinstance(v, str):
-            raise field_error(key, v, "a string P:L (P prefill requests of L prompt tokens)", source=where)
-    return values
+def _value_problem(key: str, v: Any) -> str | None:
+    """What a grid value of ``key`` should have been, or None when it fits."""
+    if v is None:
+        return None
+    if key in _INT_KEYS and (isinstance(v, bool) or not isinstance(v, int)):
+        return "an integer"
+    if key in _STR_KEYS and not isinstance(v, str):
+        return "a string"
+    if key in _BOOL_KEYS and not isinstance(v, bool):
+        return "true or false"
+    if key in _FLOAT_KEYS and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1e6):
+        return "a number of microseconds in [0, 1e6)"
+    if key == "prefill" and not isinstance(v, str):
+        return "a string P:L (P prefill requests of L prompt tokens)"
+    return None
+
+
+def _normalise(axes: Mapping[str, Any], problems: Problems, where: str, label: str = "") -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for key, value in axes.items():
+        field = f"{label}{key}"
+        with problems.check():
+            if key not in GRID_KEYS:
+                raise _unknown_key(key, field, where)
+            values = list(value) if isinstance(value, (list, tuple)) else [value]
+            if not values:
+                raise field_error(field, value, "at least one value", source=where)
+            out[key] = values
+        for v in out.get(key, []):
+            expected = _value_problem(key, v)
+            if expected is not None:
+                with problems.check():
+                    raise field_error(field, v, expected, source=where)
+    return out
 
 
 def normalise_axes(axes: Mapping[str, Any], where: str = "grid") -> dict[str, list[Any]]:
     """``axes`` with every key checked (an unknown key names the closest valid one) and every
-    value turned into a list."""
-    out: dict[str, list[Any]] = {}
-    for key, value in axes.items():
-        if key not in GRID_KEYS:
-            raise _unknown_key(key, where)
-        out[key] = _as_list(key, value, where)
+    value turned into a list; every problem in one error."""
+    problems = Problems(where)
+    out = _normalise(axes, problems, where)
+    problems.raise_if_any()
     return out
 
 
@@ -119,20 +135,24 @@ def load_grid_file(path: str | os.PathLike[str]) -> list[dict[str, list[Any]]]:
     Top-level keys (from :data:`GRID_KEYS`, a value or a list of values each) apply to every
     product; each ``[[grid]]`` table adds one product with its own keys on top of them (for
     example one table per (model, GPU count) pair). Without ``[[grid]]`` tables the top-level keys
-    form one product.
+    form one product. Every problem of the file is reported in one error.
     """
     from ._inputs import read_toml
 
     data = read_toml(path)
+    where = str(path)
     tables = data.pop("grid", None)
-    base = normalise_axes(data, f"{path}")
-    if tables is None:
-        return [base]
+    problems = Problems(where)
+    base = _normalise(data, problems, where)
     if isinstance(tables, dict):
         tables = [tables]
-    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
-        raise field_error("grid", type(tables).__name__, "[[grid]] tables", source=str(path))
-    return [{**base, **normalise_axes(t, f"{path} [[grid]] #{i + 1}")} for i, t in enumerate(tables)]
+    if tables is not None and (not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables)):
+        with problems.check():
+            raise field_error("grid", type(tables).__name__, "[[grid]] tables", source=where)
+        tables = []
+    products = [{**base, **_normalise(t, problems, where, f"[[grid]] #{i + 1} ")} for i, t in enumerate(tables or [])]
+    problems.raise_if_any()
+    return products or [base]
 
 
 def expand_grid(products: Iterable[Mapping[str, Sequence[Any]]]) -> list[dict[str, Any]]:

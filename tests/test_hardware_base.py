@@ -80,8 +80,15 @@ def test_value_errors_of_all_sections_together():
     d = hardware_to_dict(get_hardware("b200"))
     d["gpu"]["compute_efficiency"] = 1.5
     d["interconnect"]["topology"] = "ring"
-    with pytest.raises(ConfigError, match=r"2 problems: \[gpu\] .*compute_efficiency = 1.5.*; \[interconnect\] "
-                                          r".*topology = 'ring'"):
+    d["pim"]["macs_per_command"] = 0
+    with pytest.raises(ConfigError, match=r"3 problems: gpu.compute_efficiency = 1.5: .*; "
+                                          r"pim.macs_per_command = 0: .*; interconnect.topology = 'ring'"):
+        hardware_from_dict(d)
+    # a range problem is reported with the type and presence problems of the same file
+    del d["interconnect"]["latency_s"]
+    d["gpu"]["num_hbm_stacks"] = "8"
+    with pytest.raises(ConfigError, match=r"5 problems: .*gpu.num_hbm_stacks = '8': expected an integer.*"
+                                          r"interconnect.latency_s = '<missing>'"):
         hardware_from_dict(d)
 
 

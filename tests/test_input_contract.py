@@ -368,6 +368,116 @@ def test_every_problem_of_a_dram_file_in_one_message(tmp_path):
         assert field in line
 
 
+def _one_message(res, count: int, parts) -> str:
+    """The refusal is one line that counts ``count`` problems and names every one of ``parts``."""
+    line = assert_refused(res, f"{count} problems: ")
+    missing = [p for p in parts if p not in line]
+    assert not missing, f"{missing} not in {line!r}"
+    return line
+
+
+def test_every_problem_of_a_dram_toml_structure_in_one_message(tmp_path):
+    """Unknown keys, levels and timings are reported together with the types of the values."""
+    f = _write(tmp_path / "c.toml", DRAM_TOML + 'colour = 1\n[org]\nchanel = 2\nchannel = 1.5\n'
+               '[timing]\nnCL = "x"\nnCLL = 2\n[controller]\nrefresh = "no"\nread_queue_size = 0\n')
+    _one_message(run_cli(["dram", "run", "synthetic:stream:10", "--config", f]), 7, [
+        "colour: unknown key", "org.chanel = 2", "org.channel = 1.5", "timing.nCL = 'x'",
+        "timing.nCLL = 2: expected a timing of hbm3 (did you mean nCL?)", "controller.refresh = 'no'",
+        "controller.read_queue_size = 0"])
+
+
+def test_every_problem_of_a_ramulator_yaml_in_one_message(tmp_path):
+    text = (RAMULATOR_YAML.replace("clock_ratio: 8", "clock_ratio: eight\n  colour: red", 1)
+            .replace("      channel: 8\n", "      channel: 8.5\n")
+            .replace("preset: HBM3_2Gbps", "preset: HBM3_2Gbps\n      nCL: -3\n      tRCD: .nan")
+            .replace("impl: FRFCFS", "impl: BLISS")
+            .replace("impl: Generic\n", "impl: Generic\n    wr_low_watermark: low\n"))
+    f = _write(tmp_path / "r.yaml", text)
+    _one_message(run_cli(["dram", "run", "synthetic:stream:10", "--config", f]), 7, [
+        "Frontend.colour: not supported", "Frontend.clock_ratio = 'eight'", "MemorySystem.DRAM.org.channel = 8.5",
+        "MemorySystem.DRAM.timing.tRCD: not supported", "MemorySystem.DRAM.timing.nCL = -3",
+        "Scheduler.impl = 'BLISS'", "MemorySystem.Controller.wr_low_watermark = 'low'"])
+
+
+def test_every_problem_of_a_ramulator_yaml_meaning_in_one_message(tmp_path):
+    """Once every value has its type: the density and the timings the file leaves out, together."""
+    text = RAMULATOR_YAML.replace("      preset: HBM3_8Gb\n      channel: 8\n",
+                                  "      preset: HBM3_8Gb\n      channel: 8\n      density: 4096\n"
+                                  ).replace("preset: HBM3_2Gbps", "rate: 2000")
+    f = _write(tmp_path / "r.yaml", text)
+    line = assert_refused(run_cli(["dram", "run", "synthetic:stream:10", "--config", f]),
+                          "org.density = 4096: expected 8192 Mb")
+    assert "problems" not in line  # the density is wrong: the timings are not derived from it
+    f = _write(tmp_path / "r.yaml", RAMULATOR_YAML.replace("preset: HBM3_2Gbps", "rate: 2000"))
+    line = assert_refused(run_cli(["dram", "run", "synthetic:stream:10", "--config", f]), "problems: ")
+    assert "timing.nCL = None" in line and "timing.nRP = None" in line
+
+
+MODEL_TOML = ('name = "x"\nnum_layers = 4\nhidden_size = 512\nnum_attention_heads = 8\nnum_kv_heads = 2\n'
+              'num_experts = 8\ntop_k = 2\nmoe_intermediate_size = 256\nvocab_size = 1000\nattention = "full"\n')
+
+
+def test_every_problem_of_a_model_toml_in_one_message(tmp_path):
+    text = (MODEL_TOML.replace("hidden_size = 512", 'hidden_size = "big"')
+            .replace("num_attention_heads = 8", "num_attention_heads = 0")
+            .replace('attention = "full"', 'attention_pattern = ["full", "slidng"]')
+            + 'tie_word_embeddings = "no"\ndense_layers = [7]\nhidden_sise = 3\n')
+    f = _write(tmp_path / "m.toml", text)
+    _one_message(run_cli(["model", "show", f]), 6, [
+        f"{f}: 6 problems", "hidden_sise = '<unknown field>'", "did you mean hidden_size", "hidden_size = 'big'",
+        "num_attention_heads = 0", "tie_word_embeddings = 'no'", "attention_pattern[1] = 'slidng'",
+        "(did you mean 'sliding'?)", "dense_layers = [7]"])
+
+
+def test_every_meaning_problem_of_a_model_toml_in_one_message(tmp_path):
+    text = (MODEL_TOML.replace("num_kv_heads = 2", "num_kv_heads = 3").replace("top_k = 2", "top_k = 9")
+            .replace('attention = "full"', 'attention = "sliding"') + "dense_layers = [0]\n")
+    f = _write(tmp_path / "m.toml", text)
+    _one_message(run_cli(["model", "show", f]), 4, [
+        f"{f}: 4 problems", "top_k = 9: expected at most num_experts = 8", "dense_intermediate_size = 0",
+        "num_kv_heads = 3: expected a divisor of num_attention_heads = 8", "sliding_window = None"])
+
+
+def test_every_problem_of_a_hf_config_in_one_message(tmp_path):
+    types = dict(QWEN3_MOE, num_hidden_layers="4", hidden_size=256.0, tie_word_embeddings="no",
+                 torch_dtype="float7", mlp_only_layers=5)
+    f = _write(tmp_path / "config.json", json.dumps(types))
+    _one_message(run_cli(["model", "show", f]), 5, [
+        "num_hidden_layers = '4'", "hidden_size = 256.0", "tie_word_embeddings = 'no'", "torch_dtype = 'float7'",
+        "mlp_only_layers = 5: expected a list"])
+    structure = dict(QWEN3_MOE, num_key_value_heads=3, mlp_only_layers=[100], moe_layer_start_index=3)
+    del structure["moe_intermediate_size"]
+    f = _write(tmp_path / "config.json", json.dumps(structure))
+    _one_message(run_cli(["model", "show", f]), 4, [
+        "mlp_only_layers = [100]", "moe_intermediate_size = '<missing>'",
+        "num_key_value_heads = 3: expected a divisor of num_attention_heads = 4", "moe_layer_start_index"])
+
+
+def test_every_problem_of_a_hardware_file_in_one_message(tmp_path):
+    """Missing fields, wrong types and values out of range of every section, together."""
+    f = _write(tmp_path / "h.toml", '[gpu]\nname = 5\npeak_flops_bf16 = -1\ncompute_efficiency = 1.5\n'
+               '[pim]\nmacs_per_command = 0\n')
+    _one_message(run_cli(["hardware", "show", f]), 9, [
+        "name = '<missing>'", "interconnect = '<missing>'", "gpu.name = 5", "gpu.peak_flops_bf16 = -1",
+        "gpu.compute_efficiency = 1.5", "pim.macs_per_command = 0", "gpu.num_hbm_stacks = '<missing>'"])
+
+
+def test_every_problem_of_a_trace_in_one_message(tmp_path):
+    import numpy as np
+
+    n, layers = 4, 2
+    f = tmp_path / "t.npz"
+    np.savez(f, topk_ids=np.full((n, layers, 2), 9, dtype=np.int32), seq_id=np.array([0, 0, -1, 1]),
+             pos=np.arange(n, dtype=np.float32), meta=np.array(json.dumps({"num_experts": "8", "top_k": 0})))
+    _one_message(run_cli(["trace-stats", str(f)]), 3, [
+        "meta.num_experts = '8'", "meta.top_k = 0", "pos.dtype = 'float32'"])
+    np.savez(f, topk_ids=np.full((n, layers, 2), 9, dtype=np.int32), seq_id=np.array([0, 0, -1, 1]),
+             pos=np.arange(n), phase=np.array([1, 1, 2, 1], dtype=np.int8), layer_ids=np.arange(3),
+             meta=np.array(json.dumps({"num_experts": 8, "top_k": 2})))
+    _one_message(run_cli(["trace-stats", str(f)]), 4, [
+        "layer_ids.shape = (3,)", "topk_ids[0, 0, 0] = 9", "phase[2] = 2", "seq_id[2] = -1"])
+
+
 @pytest.mark.parametrize("config", ['[controller]\nwr_low_watermark = 0\n', '[controller]\nwr_low_watermark = 1e-50\n',
                                     '[controller]\nwr_low_watermark = 0.0\nwr_high_watermark = 0.0\n'])
 def test_zero_low_watermark_would_never_leave_write_mode(tmp_path, config):

@@ -199,7 +199,7 @@ def test_head_dim_defaults_to_hidden_over_heads_and_explicit_wins():
     ({"moe_intermediate_size": 0}, "moe_intermediate_size", "0"),
     ({"dtype_bytes": -2}, "dtype_bytes", "-2"),
     ({"tie_word_embeddings": "yes"}, "tie_word_embeddings", "'yes'"),
-    ({"attention": "fulll"}, r"layer_attention\[0\]", "'fulll'"),
+    ({"attention": "fulll"}, "attention", "'fulll'"),
     ({"attention": "sliding"}, "sliding_window", "None"),
     ({"dense_layers": [5]}, "dense_layers", r"\[5\]"),
     ({"dense_layers": [0, 1]}, "layer_mlp", ""),
@@ -403,7 +403,7 @@ def test_hf_heads_must_divide_hidden_without_head_dim():
 
 def test_hf_unknown_layer_type():
     cfg = dict(HF_CONFIGS["gpt-oss-20b"], layer_types=["sliding_attention", "weird"] * 12)
-    with pytest.raises(ConfigError, match=r"layer_types\[1\] = 'weird'"):
+    with pytest.raises(ConfigError, match=r"layer_types\[1, 3, 5, .*\(12 layers\)\] = 'weird'"):
         from_hf_config(cfg, name="g")
 
 

@@ -50,8 +50,18 @@ def test_grid_file_union_of_tables_and_typo_named(tmp_path):
         ("gpt-oss-120b", 4, 8, "sieve"), ("gpt-oss-120b", 4, 8, "noexp")]
     bad = tmp_path / "bad.toml"
     bad.write_text('model = "qwen3-30b-a3b"\nbatchs = [1, 4]\n')
-    with pytest.raises(SievesimError, match=r"unknown key 'batchs' \(did you mean 'batch'\?\)"):
+    with pytest.raises(SievesimError, match=r"batchs = '<unknown key>': expected one of the grid keys "
+                                            r"\(did you mean 'batch'\?\)"):
         load_grid_file(bad)
+    # every problem of the file in one message, tables named by their position
+    bad.write_text('modle = "x"\nbatch = ["a", 3]\n[[grid]]\ngpus = true\n')
+    with pytest.raises(SievesimError) as exc:
+        load_grid_file(bad)
+    msg = str(exc.value)
+    assert msg.startswith(f"{bad}: 3 problems: ") and len(msg.splitlines()) == 1
+    for part in ("modle = '<unknown key>'", "(did you mean 'model'?)", "batch = 'a': expected an integer",
+                 "[[grid]] #1 gpus = True: expected an integer"):
+        assert part in msg, part
 
 
 def test_serial_and_process_pool_give_byte_identical_files(tmp_path):
@@ -211,7 +221,7 @@ def test_grid_file_typo_through_the_cli(tmp_path, capsys):
     f = tmp_path / "g.toml"
     f.write_text('model = "qwen3-30b-a3b"\nbatch = [1]\npolicys = ["sieve"]\n')
     assert main(["sweep", "--grid", str(f), "--out", str(tmp_path / "o")]) == 2
-    assert "unknown key 'policys' (did you mean 'policy'?)" in capsys.readouterr().err
+    assert "policys = '<unknown key>': expected one of the grid keys (did you mean 'policy'?)" in capsys.readouterr().err
 
 
 def test_bad_dask_address_exits_2(tmp_path, capsys):

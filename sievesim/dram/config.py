@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .._validate import Problems, check_bool, check_int, check_memory, check_str, format_bytes
+from .._validate import Problems, check_bool, check_int, check_memory, check_number, check_str, format_bytes
 from ..errors import ConfigError, field_error
 from .standards import Standard, eval_latency, get_standard
 
@@ -44,6 +44,57 @@ FLAG_OPENING, FLAG_CLOSING, FLAG_ACCESSING, FLAG_REFRESHING = 1, 2, 4, 8
 ACTION_CODES = {None: 0, "open": 1, "close": 2, "close_all": 3, "pim_open": 4, "pim_close": 5}
 PREREQ_CODES = {None: 0, "row_open": 1, "all_closed": 2, "pim_row_open": 3}
 PIM_COMMANDS = ("ACTAB", "PREAB", "MACAB", "GWRITE", "RDRES")
+
+
+def check_org_level(std: Standard, level: str, n: Any, *, source: str | None = None) -> int:
+    """The count of one organisation level: an integer in bounds, a power of two where the
+    standard's address bits need it; ``None`` (not given) is an error too."""
+    if n is None:
+        raise field_error(f"org.{level}", None, "a positive power of two", source=source)
+    check_int(f"org.{level}", n, "org_level", source=source)
+    if (std.prefetch > 1 or level in ("row", "column")) and n & (n - 1):
+        raise field_error(f"org.{level}", n, "a positive power of two", source=source)
+    return int(n)
+
+
+def check_timing(name: str, v: Any, *, source: str | None = None) -> int:
+    """One timing in cycles (``rate`` in MT/s, ``tCK_ps`` in ps) within its bounds; ``None`` is an error."""
+    if v is None:
+        raise field_error(f"timing.{name}", None, "an integer number of cycles", source=source)
+    if name in _TIMING_BOUNDS:
+        return check_int(f"timing.{name}", v, "cycles", lo=1, hi=_TIMING_BOUNDS[name][0], source=source)
+    lo = -1 if name in ("nRFCSB", "nREFISB", "nRFC") else (1 if name in _POSITIVE_TIMINGS else 0)
+    return check_int(f"timing.{name}", v, "cycles", lo=lo, source=source)
+
+
+#: Fields of the controller and the engine's run, each checked by :func:`check_controller_field`.
+CONTROLLER_FIELDS = ("refresh", "dual_row_buffer", "mapper", "row_policy", "end", "read_queue_size",
+                     "write_queue_size", "active_queue_size", "priority_queue_size", "clock_ratio",
+                     "memory_clock_ratio", "row_policy_cap", "wr_low_watermark", "wr_high_watermark")
+
+
+def check_controller_field(fname: str, v: Any, *, field: str | None = None, source: str | None = None) -> Any:
+    """Type and range of one of :data:`CONTROLLER_FIELDS` (``field``: the name to report, e.g.
+    ``controller.refresh``)."""
+    field = field or fname
+    if fname in ("refresh", "dual_row_buffer"):
+        return check_bool(field, v, source=source)
+    allowed = {"mapper": MAPPERS, "row_policy": ROW_POLICIES, "end": END_CONDITIONS}.get(fname)
+    if allowed is not None:
+        if not isinstance(v, str) or v not in allowed:
+            raise field_error(field, v, f"one of {list(allowed)}", source=source)
+        return v
+    if fname.endswith("_queue_size"):
+        return check_int(field, v, "queue", source=source)
+    if fname.endswith("clock_ratio"):
+        return check_int(field, v, "clock_ratio", source=source)
+    if fname == "row_policy_cap":
+        return check_int(field, v, "requests", source=source)
+    if fname in ("wr_low_watermark", "wr_high_watermark"):
+        check_number(field, float(v) if isinstance(v, np.floating) else v, lo=0, hi=1, source=source,
+                     what="a fraction of the write queue")
+        return v
+    raise field_error(field, v, f"one of {list(CONTROLLER_FIELDS)}", source=source)
 
 
 #: Ramulator 2.0 controller plugins sievesim carries out (others are refused by name).
@@ -112,79 +163,59 @@ class DRAMConfig:
             check_str("name", self.name, source=src)
         for level in std.levels:
             with problems.check():
-                n = self.org.get(level)
-                if n is None:
-                    raise field_error(f"org.{level}", None, "a positive power of two", source=src)
-                pow2_only = std.prefetch > 1 or level in ("row", "column")
-                check_int(f"org.{level}", n, "org_level", source=src)
-                if pow2_only and n & (n - 1):
-                    raise field_error(f"org.{level}", n, "a positive power of two", source=src)
+                check_org_level(std, level, self.org.get(level), source=src)
         for name in std.timing_names:
             with problems.check():
-                if name not in self.timings:
-                    raise field_error(f"timing.{name}", None, "an integer number of cycles", source=src)
-                v = self.timings[name]
-                if name in _TIMING_BOUNDS:
-                    check_int(f"timing.{name}", v, "cycles", lo=1, hi=_TIMING_BOUNDS[name][0], source=src)
-                else:
-                    lo = -1 if name in ("nRFCSB", "nREFISB", "nRFC") else (1 if name in _POSITIVE_TIMINGS else 0)
-                    check_int(f"timing.{name}", v, "cycles", lo=lo, source=src)
-        for fname in ("refresh", "dual_row_buffer"):
+                check_timing(name, self.timings.get(name), source=src)
+        for fname in CONTROLLER_FIELDS:
             with problems.check():
-                check_bool(fname, getattr(self, fname), source=src)
-        for fname, allowed in (("mapper", MAPPERS), ("row_policy", ROW_POLICIES), ("end", END_CONDITIONS)):
-            with problems.check():
-                if not isinstance(getattr(self, fname), str) or getattr(self, fname) not in allowed:
-                    raise field_error(fname, getattr(self, fname), f"one of {list(allowed)}", source=src)
-        for fname in ("read_queue_size", "write_queue_size", "active_queue_size", "priority_queue_size"):
-            with problems.check():
-                check_int(fname, getattr(self, fname), "queue", source=src)
-        for fname in ("clock_ratio", "memory_clock_ratio"):
-            with problems.check():
-                check_int(fname, getattr(self, fname), "clock_ratio", source=src)
-        with problems.check():
-            check_int("row_policy_cap", self.row_policy_cap, "requests", source=src)
-        for fname in ("wr_low_watermark", "wr_high_watermark"):
-            with problems.check():
-                v = getattr(self, fname)
-                if isinstance(v, bool) or not isinstance(v, (int, float, np.floating)) or not np.isfinite(v):
-                    raise field_error(fname, v, "a fraction from 0 to 1", source=src)
+                check_controller_field(fname, getattr(self, fname), source=src)
         problems.raise_if_any()
 
+        # meaning: every rule that fails, in one message
         for c in std.constraints:
             lat = eval_latency(c.latency, self.timings)
             if lat < 0:
-                raise field_error(f"timing constraint {c.preceding}->{c.following} at {c.level}", lat,
-                                  f"a non-negative latency ({c.latency})", source=src)
-        if self.refresh and std.refresh and self.timings.get("nREFI", 0) <= 0:
-            raise field_error("timing.nREFI", self.timings.get("nREFI"), "a positive number of cycles", source=src)
-        if self.refresh and std.refresh:
-            # a refresh closes every bank (nRP) and then takes nRFC; the next must not be due before
-            busy = self.timings.get("nRFC", 0) + self.timings.get("nRP", 0)
-            if self.timings["nREFI"] <= busy:
-                raise field_error("timing.nREFI", self.timings["nREFI"],
-                                  f"more than nRFC + nRP = {busy} cycles (one refresh must end before the "
-                                  "next is due)", source=src)
-        if self.mapper == "MOP4CLXOR" and any(r & (r - 1) for r in self.address_radix):
-            raise field_error("mapper", self.mapper, "RoBaRaCoCh or ChRaBaRoCo: MOP4CLXOR needs "
-                              f"power-of-two counts at every level, got {dict(self.org)}", source=src)
-        if self.clock_ratio * self.memory_clock_ratio > 64:
-            raise field_error("clock_ratio x memory_clock_ratio", self.clock_ratio * self.memory_clock_ratio,
-                              "at most 64 (the engine tracks one period of frontend and memory ticks)",
-                              source=src)
-        if not (0.0 <= self.wr_low_watermark <= self.wr_high_watermark <= 1.0):
-            raise field_error("wr_low_watermark/wr_high_watermark",
-                              (self.wr_low_watermark, self.wr_high_watermark),
-                              "0 < low <= high <= 1", source=src)
-        if np.float32(self.wr_low_watermark) <= 0:
-            # the controller leaves write mode when fewer than low x size writes wait: never at 0
-            # (the engine compares in float32, where 1e-50 is 0 too)
-            raise field_error("wr_low_watermark", self.wr_low_watermark, "more than 0 (at 0 a controller "
-                              "never leaves write mode and reads wait forever)", source=src)
-        nodes = int(np.sum(np.cumprod([int(self.org[l]) for l in std.node_levels], dtype=object)))
-        if nodes * len(std.commands) >= 2**31:
-            raise field_error("org", dict(self.org), f"fewer units: {nodes:,} DRAM nodes x {len(std.commands)} "
-                              "commands exceed the engine's 32-bit node offsets", source=src)
+                with problems.check():
+                    raise field_error(f"timing constraint {c.preceding}->{c.following} at {c.level}", lat,
+                                      f"a non-negative latency ({c.latency})", source=src)
+        with problems.check():
+            if self.refresh and std.refresh:
+                if self.timings.get("nREFI", 0) <= 0:
+                    raise field_error("timing.nREFI", self.timings.get("nREFI"), "a positive number of cycles",
+                                      source=src)
+                # a refresh closes every bank (nRP) and then takes nRFC; the next must not be due before
+                busy = self.timings.get("nRFC", 0) + self.timings.get("nRP", 0)
+                if self.timings["nREFI"] <= busy:
+                    raise field_error("timing.nREFI", self.timings["nREFI"],
+                                      f"more than nRFC + nRP = {busy} cycles (one refresh must end before the "
+                                      "next is due)", source=src)
+        with problems.check():
+            if self.mapper == "MOP4CLXOR" and any(r & (r - 1) for r in self.address_radix):
+                raise field_error("mapper", self.mapper, "RoBaRaCoCh or ChRaBaRoCo: MOP4CLXOR needs "
+                                  f"power-of-two counts at every level, got {dict(self.org)}", source=src)
+        with problems.check():
+            if self.clock_ratio * self.memory_clock_ratio > 64:
+                raise field_error("clock_ratio x memory_clock_ratio", self.clock_ratio * self.memory_clock_ratio,
+                                  "at most 64 (the engine tracks one period of frontend and memory ticks)",
+                                  source=src)
+        with problems.check():
+            if not (0.0 <= self.wr_low_watermark <= self.wr_high_watermark <= 1.0):
+                raise field_error("wr_low_watermark/wr_high_watermark",
+                                  (self.wr_low_watermark, self.wr_high_watermark),
+                                  "0 < low <= high <= 1", source=src)
+            if np.float32(self.wr_low_watermark) <= 0:
+                # the controller leaves write mode when fewer than low x size writes wait: never at 0
+                # (the engine compares in float32, where 1e-50 is 0 too)
+                raise field_error("wr_low_watermark", self.wr_low_watermark, "more than 0 (at 0 a controller "
+                                  "never leaves write mode and reads wait forever)", source=src)
+        with problems.check():
+            nodes = int(np.sum(np.cumprod([int(self.org[l]) for l in std.node_levels], dtype=object)))
+            if nodes * len(std.commands) >= 2**31:
+                raise field_error("org", dict(self.org), f"fewer units: {nodes:,} DRAM nodes x "
+                                  f"{len(std.commands)} commands exceed the engine's 32-bit node offsets",
+                                  source=src)
+        problems.raise_if_any()
 
     def replace(self, **changes: Any) -> "DRAMConfig":
         return dataclasses.replace(self, **changes)

@@ -13,10 +13,10 @@ from typing import Any
 import yaml
 
 from .._inputs import read_text
-from .._validate import check_int, check_number
+from .._validate import Problems, check_int, check_number
 from ..errors import ConfigError, field_error
 from .config import PLUGINS, ControllerPlugin, DRAMConfig
-from .standards import _r2_finish_timings, get_standard
+from .standards import _jedec_rounding, _r2_finish_timings, get_standard
 
 __all__ = ["load_ramulator_yaml"]
 
@@ -39,30 +39,48 @@ def _flow_depth(text: str) -> int:
     return deepest
 
 
-def _section(node: Any, path: str, src: str) -> dict:
-    if not isinstance(node, dict):
-        raise field_error(path, node, "a mapping", source=src)
-    return node
+class _Reader:
+    """Reads one parsed document, collecting every problem so that one message reports them all:
+    structure, keys and types of every section first, then meaning (density, missing timings)."""
 
+    def __init__(self, src: str) -> None:
+        self.src = src
+        self.problems = Problems(src)
 
-def _check_keys(node: dict, allowed: set[str], path: str, src: str) -> None:
-    for key in node:
-        if key not in allowed:
-            raise ConfigError(f"{src}: {path}.{key}: not supported by sievesim "
-                              f"(supported keys here: {sorted(allowed)})")
+    def problem(self, path: str, value: Any, expected: str) -> None:
+        with self.problems.check():
+            raise field_error(path, value, expected, source=self.src)
 
+    def section(self, node: Any, path: str) -> dict | None:
+        """``node`` when it is a mapping; else a problem and None (the section is skipped)."""
+        if not isinstance(node, dict):
+            self.problem(path, "<missing>" if node is None else node, "a mapping")
+            return None
+        return node
 
-def _impl(node: dict, path: str, allowed: set[str], src: str) -> str:
-    impl = node.get("impl")
-    if not isinstance(impl, str) or impl not in allowed:
-        raise field_error(f"{path}.impl", impl, f"one of {sorted(allowed)}", source=src)
-    return impl
+    def keys(self, node: dict, allowed: set[str], path: str) -> None:
+        unknown = [str(k) for k in node if k not in allowed]
+        if unknown:
+            with self.problems.check():
+                raise ConfigError(f"{self.src}: {', '.join(f'{path}.{k}' for k in unknown)}: not supported by "
+                                  f"sievesim (supported keys here: {sorted(allowed)})")
 
+    def impl(self, node: dict, path: str, allowed: set[str]) -> str | None:
+        impl = node.get("impl")
+        if not isinstance(impl, str) or impl not in allowed:
+            self.problem(f"{path}.impl", "<missing>" if impl is None else impl, f"one of {sorted(allowed)}")
+            return None
+        return impl
 
-def _int(value: Any, path: str, src: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise field_error(path, value, "an integer", source=src)
-    return value
+    def int(self, value: Any, path: str, kind: str = "cycles", **bounds: int) -> int | None:
+        with self.problems.check():
+            return check_int(path, value, kind, source=self.src, **bounds)
+        return None
+
+    def number(self, value: Any, path: str, **kw: Any) -> float | None:
+        with self.problems.check():
+            return check_number(path, value, source=self.src, **kw)
+        return None
 
 
 def load_ramulator_yaml(path: str | pathlib.Path) -> DRAMConfig:
@@ -82,164 +100,202 @@ def load_ramulator_yaml(path: str | pathlib.Path) -> DRAMConfig:
         raise ConfigError(f"{src}: not valid YAML: {exc.problem or exc.context}{where}") from None
     except (yaml.YAMLError, ValueError, RecursionError) as exc:
         raise ConfigError(f"{src}: not valid YAML: {' '.join(str(exc).split())[:200]}") from None
-    doc = _section(doc, "<top>", src)
-    _check_keys(doc, {"Frontend", "MemorySystem"}, "<top>", src)
+    r = _Reader(src)
+    doc = r.section(doc, "<top>")
+    r.problems.raise_if_any()
+    assert doc is not None
+    r.keys(doc, {"Frontend", "MemorySystem"}, "<top>")
 
-    fe = _section(doc.get("Frontend", {}), "Frontend", src)
-    clock_ratio = 1
+    # ---- structure, keys and types of every section
+    clock_ratio: int | None = 1
+    fe = r.section(doc.get("Frontend", {}), "Frontend")
     if fe:
-        _impl(fe, "Frontend", {"LoadStoreTrace", "ReadWriteTrace"}, src)
-        _check_keys(fe, {"impl", "path", "clock_ratio", "Translation"}, "Frontend", src)
-        clock_ratio = _int(fe.get("clock_ratio", 1), "Frontend.clock_ratio", src)
+        r.impl(fe, "Frontend", {"LoadStoreTrace", "ReadWriteTrace"})
+        r.keys(fe, {"impl", "path", "clock_ratio", "Translation"}, "Frontend")
+        clock_ratio = r.int(fe.get("clock_ratio", 1), "Frontend.clock_ratio", "clock_ratio")
         if "Translation" in fe:
-            tr = _section(fe["Translation"], "Frontend.Translation", src)
-            _impl(tr, "Frontend.Translation", {"NoTranslation"}, src)
-            _check_keys(tr, {"impl", "max_addr"}, "Frontend.Translation", src)
+            tr = r.section(fe["Translation"], "Frontend.Translation")
+            if tr is not None:
+                r.impl(tr, "Frontend.Translation", {"NoTranslation"})
+                r.keys(tr, {"impl", "max_addr"}, "Frontend.Translation")
 
-    ms = _section(doc.get("MemorySystem"), "MemorySystem", src)
-    _impl(ms, "MemorySystem", {"GenericDRAM"}, src)
-    _check_keys(ms, {"impl", "clock_ratio", "DRAM", "Controller", "AddrMapper"}, "MemorySystem", src)
-    mem_ratio = _int(ms.get("clock_ratio", 1), "MemorySystem.clock_ratio", src)
+    ms = r.section(doc.get("MemorySystem"), "MemorySystem")
+    mem_ratio: int | None = 1
+    if ms is not None:
+        r.impl(ms, "MemorySystem", {"GenericDRAM"})
+        r.keys(ms, {"impl", "clock_ratio", "DRAM", "Controller", "AddrMapper"}, "MemorySystem")
+        mem_ratio = r.int(ms.get("clock_ratio", 1), "MemorySystem.clock_ratio", "clock_ratio")
 
-    dram = _section(ms.get("DRAM"), "MemorySystem.DRAM", src)
-    device = _impl(dram, "MemorySystem.DRAM", set(_DEVICES), src)
-    _check_keys(dram, {"impl", "org", "timing"}, "MemorySystem.DRAM", src)
-    std = get_standard(_DEVICES[device])
+    dram = r.section(ms.get("DRAM"), "MemorySystem.DRAM") if ms is not None else None
+    std = org_node = tim_node = None
+    if dram is not None:
+        device = r.impl(dram, "MemorySystem.DRAM", set(_DEVICES))
+        r.keys(dram, {"impl", "org", "timing"}, "MemorySystem.DRAM")
+        std = get_standard(_DEVICES[device]) if device else None
+        org_node = r.section(dram.get("org", {}), "MemorySystem.DRAM.org")
+        tim_node = r.section(dram.get("timing", {}), "MemorySystem.DRAM.timing")
 
-    org_node = _section(dram.get("org", {}), "MemorySystem.DRAM.org", src)
-    _check_keys(org_node, {"preset", "dq", "density", "channel_width", *std.levels}, "MemorySystem.DRAM.org", src)
     org: dict[str, int] = {}
     density = dq = None
-    if "preset" in org_node:
-        name = org_node["preset"]
-        if not isinstance(name, str) or name not in std.org_presets:
-            raise field_error("MemorySystem.DRAM.org.preset", name, f"one of {sorted(std.org_presets)}", source=src)
-        preset = dict(std.org_presets[name])
-        density, dq = preset.pop("density"), preset.pop("dq")
-        org.update(preset)
-    for key in std.levels:
-        if key in org_node:
-            org[key] = _int(org_node[key], f"MemorySystem.DRAM.org.{key}", src)
-    if "dq" in org_node:
-        dq = _int(org_node["dq"], "MemorySystem.DRAM.org.dq", src)
-    if "density" in org_node:
-        density = _int(org_node["density"], "MemorySystem.DRAM.org.density", src)
-    if "channel_width" in org_node and org_node["channel_width"] != std.channel_width_bits:
-        raise field_error("MemorySystem.DRAM.org.channel_width", org_node["channel_width"],
-                          f"{std.channel_width_bits} (the only width sievesim's {std.name} mirror supports)", source=src)
+    if std is not None and org_node is not None:
+        where = "MemorySystem.DRAM.org"
+        r.keys(org_node, {"preset", "dq", "density", "channel_width", *std.levels}, where)
+        if "preset" in org_node:
+            name = org_node["preset"]
+            if not isinstance(name, str) or name not in std.org_presets:
+                r.problem(f"{where}.preset", name, f"one of {sorted(std.org_presets)}")
+            else:
+                preset = dict(std.org_presets[name])
+                density, dq = preset.pop("density"), preset.pop("dq")
+                org.update(preset)
+        for key in std.levels:
+            if key in org_node:
+                org[key] = r.int(org_node[key], f"{where}.{key}", "org_level")
+        if "dq" in org_node:
+            dq = r.int(org_node["dq"], f"{where}.dq", "org_level")
+        if "density" in org_node:
+            density = r.int(org_node["density"], f"{where}.density", "org_level")
+        if "channel_width" in org_node and org_node["channel_width"] != std.channel_width_bits:
+            r.problem(f"{where}.channel_width", org_node["channel_width"],
+                      f"{std.channel_width_bits} (the only width sievesim's {std.name} mirror supports)")
+
+    timings: dict[str, int] = {}
+    tnames: set[str] = set()
+    if std is not None and tim_node is not None:
+        where = "MemorySystem.DRAM.timing"
+        tnames = set(std.timing_names) - {"rate", "tCK_ps"}
+        r.keys(tim_node, {"preset", "rate", *tnames, *("t" + n[1:] for n in tnames)}, where)
+        if "preset" in tim_node:
+            name = tim_node["preset"]
+            if not isinstance(name, str) or name not in std.timing_presets:
+                r.problem(f"{where}.preset", name, f"one of {sorted(std.timing_presets)}")
+            else:
+                timings = dict(std.timing_presets[name])
+            if "rate" in tim_node:
+                with r.problems.check():
+                    raise ConfigError(f"{src}: {where}.rate: cannot change the rate of a speed preset")
+        elif "rate" not in tim_node:
+            r.problem(f"{where}.rate", None, "a rate in MT/s (or a timing preset)")
+        else:
+            rate = r.int(tim_node["rate"], f"{where}.rate", lo=1, hi=1 << 20)
+            if rate is not None:
+                timings = {n: -1 for n in std.timing_names}
+                timings["rate"] = rate
+        for n in sorted(tnames):  # the overrides' types; applied once the clock is known
+            if n in tim_node:  # -1: "not applicable", as Ramulator writes it
+                r.int(tim_node[n], f"{where}.{n}", lo=-1 if n in ("nRFC", "nRFCSB", "nREFISB") else 0)
+            elif "t" + n[1:] in tim_node:
+                r.number(tim_node["t" + n[1:]], f"{where}.t{n[1:]}", lo=0, hi=1e9, what="a time in ns")
+
+    ctrl = r.section(ms.get("Controller"), "MemorySystem.Controller") if ms is not None else None
+    plugins: tuple[ControllerPlugin, ...] = ()
+    row_policy, cap, watermarks = "open", 10_000_000, {}
+    if ctrl is not None:
+        r.impl(ctrl, "MemorySystem.Controller", {"Generic"})
+        r.keys(ctrl, {"impl", "Scheduler", "RefreshManager", "RowPolicy", "plugins",
+                      "wr_low_watermark", "wr_high_watermark"}, "MemorySystem.Controller")
+        plugins = _plugins(ctrl.get("plugins"), std, r)
+        for key, impl in (("Scheduler", "FRFCFS"), ("RefreshManager", "AllBank")):
+            node = r.section(ctrl.get(key), f"MemorySystem.Controller.{key}")
+            if node is not None:
+                r.impl(node, f"MemorySystem.Controller.{key}", {impl})
+                r.keys(node, {"impl"}, f"MemorySystem.Controller.{key}")
+        if "RowPolicy" in ctrl:
+            where = "MemorySystem.Controller.RowPolicy"
+            rp = r.section(ctrl["RowPolicy"], where)
+            if rp is not None:
+                impl = r.impl(rp, where, set(_ROW_POLICIES))
+                row_policy = _ROW_POLICIES.get(impl or "", "open")
+                r.keys(rp, {"impl", "cap"} if impl == "ClosedRowPolicy" else {"impl"}, where)
+                cap = r.int(rp.get("cap", cap), f"{where}.cap", "requests")
+        for key, default in (("wr_low_watermark", 0.2), ("wr_high_watermark", 0.8)):
+            watermarks[key] = r.number(ctrl.get(key, default), f"MemorySystem.Controller.{key}", lo=0, hi=1,
+                                       what="a fraction of the write queue")
+
+    mapper = None
+    mapper_node = r.section(ms.get("AddrMapper"), "MemorySystem.AddrMapper") if ms is not None else None
+    if mapper_node is not None:
+        mapper = r.impl(mapper_node, "MemorySystem.AddrMapper", {"RoBaRaCoCh", "ChRaBaRoCo", "MOP4CLXOR"})
+        r.keys(mapper_node, {"impl"}, "MemorySystem.AddrMapper")
+    r.problems.raise_if_any()
+    assert std is not None and tim_node is not None
+
+    # ---- meaning: the organisation's density and every timing
+    where = "MemorySystem.DRAM.org"
     for key in std.levels:
         if key not in org:
-            raise field_error(f"MemorySystem.DRAM.org.{key}", None, "a count (or an org preset)", source=src)
+            r.problem(f"{where}.{key}", None, "a count (or an org preset)")
     if density is None or dq is None:
-        raise field_error("MemorySystem.DRAM.org.density", density, "a density in Mb (or an org preset)", source=src)
-    computed = (org["pseudochannel"] * org["bankgroup"] * org["bank"] * org["row"] * org["column"] * dq) >> 20
-    if computed != density:
-        raise field_error("MemorySystem.DRAM.org.density", density,
-                          f"{computed} Mb, the density the organisation gives (as Ramulator checks)", source=src)
-
-    tim_node = _section(dram.get("timing", {}), "MemorySystem.DRAM.timing", src)
-    tnames = set(std.timing_names) - {"rate", "tCK_ps"}
-    _check_keys(tim_node, {"preset", "rate", *tnames, *("t" + n[1:] for n in tnames)}, "MemorySystem.DRAM.timing", src)
-    if "preset" in tim_node:
-        name = tim_node["preset"]
-        if not isinstance(name, str) or name not in std.timing_presets:
-            raise field_error("MemorySystem.DRAM.timing.preset", name, f"one of {sorted(std.timing_presets)}", source=src)
-        if "rate" in tim_node:
-            raise ConfigError(f"{src}: MemorySystem.DRAM.timing.rate: cannot change the rate of a speed preset")
-        timings = dict(std.timing_presets[name])
-    else:
-        timings = {n: -1 for n in std.timing_names}
-        if "rate" not in tim_node:
-            raise field_error("MemorySystem.DRAM.timing.rate", None, "a rate in MT/s (or a timing preset)", source=src)
-        timings["rate"] = check_int("MemorySystem.DRAM.timing.rate", tim_node["rate"], "cycles", lo=1,
-                                    hi=1 << 20, source=src)
-    if density not in (2048, 4096, 8192, 16384):
-        raise field_error("MemorySystem.DRAM.org.density", density, "2048, 4096, 8192 or 16384 Mb "
-                          "(Ramulator 2.0's tRFC table)", source=src)
+        r.problem(f"{where}.density", density, "a density in Mb (or an org preset)")
+    elif all(key in org for key in std.levels):
+        computed = (org["pseudochannel"] * org["bankgroup"] * org["bank"] * org["row"] * org["column"] * dq) >> 20
+        if computed != density:
+            r.problem(f"{where}.density", density,
+                      f"{computed} Mb, the density the organisation gives (as Ramulator checks)")
+    if density is not None and density not in (2048, 4096, 8192, 16384):
+        r.problem(f"{where}.density", density, "2048, 4096, 8192 or 16384 Mb (Ramulator 2.0's tRFC table)")
+    r.problems.raise_if_any()
     timings = _r2_finish_timings(timings, density)
     tck_ps = timings["tCK_ps"]
     for n in sorted(tnames):
         if n in tim_node:
-            timings[n] = _int(tim_node[n], f"MemorySystem.DRAM.timing.{n}", src)
+            timings[n] = tim_node[n]
         elif "t" + n[1:] in tim_node:
-            from .standards import _jedec_rounding
-            v = check_number(f"MemorySystem.DRAM.timing.t{n[1:]}", tim_node["t" + n[1:]], lo=0, hi=1e9,
-                             source=src, what="a time in ns")
-            timings[n] = _jedec_rounding(v, tck_ps)
+            timings[n] = _jedec_rounding(float(tim_node["t" + n[1:]]), tck_ps)
     for n in std.timing_names:
         if timings.get(n, -1) == -1 and n not in ("nRFCSB", "nREFISB"):
-            raise field_error(f"MemorySystem.DRAM.timing.{n}", None, "a value in cycles", source=src)
-
-    ctrl = _section(ms.get("Controller"), "MemorySystem.Controller", src)
-    _impl(ctrl, "MemorySystem.Controller", {"Generic"}, src)
-    _check_keys(ctrl, {"impl", "Scheduler", "RefreshManager", "RowPolicy", "plugins",
-                       "wr_low_watermark", "wr_high_watermark"}, "MemorySystem.Controller", src)
-    plugins = _plugins(ctrl.get("plugins"), std, src)
-    sched = _section(ctrl.get("Scheduler"), "MemorySystem.Controller.Scheduler", src)
-    _impl(sched, "MemorySystem.Controller.Scheduler", {"FRFCFS"}, src)
-    _check_keys(sched, {"impl"}, "MemorySystem.Controller.Scheduler", src)
-    refresh = _section(ctrl.get("RefreshManager"), "MemorySystem.Controller.RefreshManager", src)
-    _impl(refresh, "MemorySystem.Controller.RefreshManager", {"AllBank"}, src)
-    _check_keys(refresh, {"impl"}, "MemorySystem.Controller.RefreshManager", src)
-    row_policy, cap = "open", 10_000_000
-    if "RowPolicy" in ctrl:
-        rp = _section(ctrl["RowPolicy"], "MemorySystem.Controller.RowPolicy", src)
-        row_policy = _ROW_POLICIES[_impl(rp, "MemorySystem.Controller.RowPolicy", set(_ROW_POLICIES), src)]
-        _check_keys(rp, {"impl", "cap"} if row_policy == "closed" else {"impl"}, "MemorySystem.Controller.RowPolicy", src)
-        cap = _int(rp.get("cap", cap), "MemorySystem.Controller.RowPolicy.cap", src)
-
-    mapper_node = _section(ms.get("AddrMapper"), "MemorySystem.AddrMapper", src)
-    mapper = _impl(mapper_node, "MemorySystem.AddrMapper", {"RoBaRaCoCh", "ChRaBaRoCo", "MOP4CLXOR"}, src)
-    _check_keys(mapper_node, {"impl"}, "MemorySystem.AddrMapper", src)
-
-    def _float(key: str, default: float) -> float:
-        v = ctrl.get(key, default)
-        return check_number(f"MemorySystem.Controller.{key}", v, lo=0, hi=1, source=src,
-                            what="a fraction of the write queue")
+            r.problem(f"MemorySystem.DRAM.timing.{n}", None, "a value in cycles")
+    r.problems.raise_if_any()
 
     return DRAMConfig(
         name=path.stem, standard=std, org=org, timings=timings, mapper=mapper,
         row_policy=row_policy, row_policy_cap=cap, refresh=True,
-        wr_low_watermark=_float("wr_low_watermark", 0.2), wr_high_watermark=_float("wr_high_watermark", 0.8),
+        wr_low_watermark=watermarks["wr_low_watermark"], wr_high_watermark=watermarks["wr_high_watermark"],
         clock_ratio=clock_ratio, memory_clock_ratio=mem_ratio, end="accepted", source=src, plugins=plugins,
     )
 
 
-def _plugins(node: Any, std: Any, src: str) -> tuple[ControllerPlugin, ...]:
+def _plugins(node: Any, std: Any, r: _Reader) -> tuple[ControllerPlugin, ...]:
     """``Controller.plugins``: a list of ``{ControllerPlugin: {impl, path, ...}}``; TraceRecorder and
     CommandCounter are carried out, any other plugin is refused by name."""
     if not node:
         return ()
     path = "MemorySystem.Controller.plugins"
     if not isinstance(node, list):
-        raise field_error(path, node, "a list of ControllerPlugin entries", source=src)
+        r.problem(path, node, "a list of ControllerPlugin entries")
+        return ()
     out = []
     for i, entry in enumerate(node):
         where = f"{path}[{i}]"
         if not isinstance(entry, dict) or set(entry) != {"ControllerPlugin"}:
-            raise field_error(where, entry, "{ControllerPlugin: {impl: ..., path: ...}}", source=src)
-        plug = _section(entry["ControllerPlugin"], f"{where}.ControllerPlugin", src)
+            r.problem(where, entry, "{ControllerPlugin: {impl: ..., path: ...}}")
+            continue
+        plug = r.section(entry["ControllerPlugin"], f"{where}.ControllerPlugin")
+        if plug is None:
+            continue
         impl = plug.get("impl")
         if impl not in PLUGINS:
-            raise field_error(f"{where}.ControllerPlugin.impl", impl,
-                              f"one of {list(PLUGINS)} (other Ramulator plugins are not supported by sievesim)",
-                              source=src)
+            r.problem(f"{where}.ControllerPlugin.impl", impl,
+                      f"one of {list(PLUGINS)} (other Ramulator plugins are not supported by sievesim)")
+            continue
         allowed = {"impl", "path"} | ({"commands_to_count"} if impl == "CommandCounter" else set())
-        _check_keys(plug, allowed, f"{where}.ControllerPlugin", src)
+        r.keys(plug, allowed, f"{where}.ControllerPlugin")
         target = plug.get("path")
         if not isinstance(target, str) or not target:
-            raise field_error(f"{where}.ControllerPlugin.path", target, "a file path (required)", source=src)
+            r.problem(f"{where}.ControllerPlugin.path", target, "a file path (required)")
         commands: tuple[str, ...] = ()
         if impl == "CommandCounter":
             names = plug.get("commands_to_count")
             if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
-                raise field_error(f"{where}.ControllerPlugin.commands_to_count", names,
-                                  "a non-empty list of command names (required)", source=src)
-            known = [c.name for c in std.commands]
-            for n in names:
-                if n not in known:
-                    raise field_error(f"{where}.ControllerPlugin.commands_to_count", n,
-                                      f"a command of {std.name}: {known}", source=src)
-            commands = tuple(names)
-        out.append(ControllerPlugin(impl=impl, path=target, commands_to_count=commands))
+                r.problem(f"{where}.ControllerPlugin.commands_to_count", names,
+                          "a non-empty list of command names (required)")
+            elif std is not None:
+                known = [c.name for c in std.commands]
+                for n in names:
+                    if n not in known:
+                        r.problem(f"{where}.ControllerPlugin.commands_to_count", n,
+                                  f"a command of {std.name}: {known}")
+                commands = tuple(names)
+        if isinstance(target, str) and target:
+            out.append(ControllerPlugin(impl=impl, path=target, commands_to_count=commands))
     return tuple(out)

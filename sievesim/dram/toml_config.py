@@ -25,12 +25,14 @@ Example (every table optional except ``standard``)::
 """
 from __future__ import annotations
 
+import difflib
 import pathlib
+from typing import Any
 
 from .._inputs import read_toml
-from .._validate import check_bool, check_number, check_str, check_table
+from .._validate import Problems, check_str, check_table
 from ..errors import ConfigError, field_error
-from .config import BUILTIN_CONFIGS, DRAMConfig
+from .config import BUILTIN_CONFIGS, DRAMConfig, check_controller_field, check_org_level, check_timing
 from .standards import get_standard
 
 __all__ = ["load_dram_toml"]
@@ -38,62 +40,82 @@ __all__ = ["load_dram_toml"]
 _CONTROLLER_KEYS = {"mapper", "row_policy", "row_policy_cap", "refresh", "read_queue_size", "write_queue_size",
                     "active_queue_size", "priority_queue_size", "wr_low_watermark", "wr_high_watermark",
                     "clock_ratio", "memory_clock_ratio", "end"}
+_TOP_KEYS = ("name", "standard", "base", "org", "timing", "controller")
 
 
 def load_dram_toml(path: str | pathlib.Path) -> DRAMConfig:
+    """Read a configuration; every problem of the file (unknown keys, types, ranges) is reported in
+    one message, and the meaning (timing constraints) is checked once the types are right."""
     path = pathlib.Path(path)
     src = str(path)
     doc = read_toml(path)
-    for key in doc:
-        if key not in {"name", "standard", "base", "org", "timing", "controller"}:
-            raise ConfigError(f"{src}: {key}: unknown key (expected name, standard, base, org, timing, controller)")
-    if "name" in doc:
-        check_str("name", doc["name"], source=src)
-    for key in ("standard", "base"):
+    problems = Problems(src)
+
+    def problem(field: str, value: Any, expected: str) -> None:
+        with problems.check():
+            raise field_error(field, value, expected, source=src)
+
+    unknown = [k for k in doc if k not in _TOP_KEYS]
+    if unknown:
+        with problems.check():
+            raise ConfigError(f"{src}: {', '.join(unknown)}: unknown key (expected {', '.join(_TOP_KEYS)})")
+    for key, check in (("name", check_str), ("standard", check_str), ("base", check_str),
+                       ("org", check_table), ("timing", check_table), ("controller", check_table)):
         if key in doc:
-            check_str(key, doc[key], source=src)
-    for key in ("org", "timing", "controller"):
-        if key in doc:
-            check_table(key, doc[key], source=src)
-    if "base" in doc:
+            with problems.check():
+                check(key, doc[key], source=src)
+    std = None
+    org: dict[str, Any] = {}
+    timings: dict[str, Any] = {}
+    ctrl: dict[str, Any] = {}
+    if isinstance(doc.get("base"), str):
         if doc["base"] not in BUILTIN_CONFIGS:
-            raise field_error("base", doc["base"], f"one of {sorted(BUILTIN_CONFIGS)}", source=src)
-        base = BUILTIN_CONFIGS[doc["base"]]()
-        std = base.standard if "standard" not in doc else get_standard(doc["standard"])
-        org, timings, ctrl = dict(base.org), dict(base.timings), {k: getattr(base, k) for k in _CONTROLLER_KEYS}
-    else:
-        if "standard" not in doc:
-            raise field_error("standard", None, "a standard name (hbm3, hbm2, ramulator2-hbm3, ramulator2-hbm2)", source=src)
-        std = get_standard(doc["standard"])
-        org, timings, ctrl = {}, {}, {}
-    org_node = dict(doc.get("org", {}))
-    if "preset" in org_node:
-        p = org_node.pop("preset")
-        if not isinstance(p, str) or p not in std.org_presets:
-            raise field_error("org.preset", p, f"one of {sorted(std.org_presets)}", source=src)
-        org.update({k: v for k, v in std.org_presets[p].items() if k in std.levels})
-    for k, v in org_node.items():
-        if k not in std.levels:
-            raise field_error(f"org.{k}", v, f"a level of {std.name}: {list(std.levels)}", source=src)
-        org[k] = v
-    tim_node = dict(doc.get("timing", {}))
-    if "preset" in tim_node:
-        p = tim_node.pop("preset")
-        if not isinstance(p, str) or p not in std.timing_presets:
-            raise field_error("timing.preset", p, f"one of {sorted(std.timing_presets)}", source=src)
-        timings.update(std.timing_presets[p])
-    for k, v in tim_node.items():
-        if k not in std.timing_names:
-            raise field_error(f"timing.{k}", v, f"a timing of {std.name}: {list(std.timing_names)}", source=src)
-        timings[k] = v
-    for k, v in doc.get("controller", {}).items():
-        if k not in _CONTROLLER_KEYS:
-            raise field_error(f"controller.{k}", v, f"one of {sorted(_CONTROLLER_KEYS)}", source=src)
-        if k == "refresh":
-            check_bool(f"controller.{k}", v, source=src)
-        elif k in ("mapper", "row_policy", "end"):
-            check_str(f"controller.{k}", v, source=src)
-        elif k in ("wr_low_watermark", "wr_high_watermark"):
-            check_number(f"controller.{k}", v, lo=0, hi=1, source=src, what="a fraction of the write queue")
-        ctrl[k] = v
+            problem("base", doc["base"], f"one of {sorted(BUILTIN_CONFIGS)}")
+        else:
+            base = BUILTIN_CONFIGS[doc["base"]]()
+            std = base.standard
+            org, timings, ctrl = dict(base.org), dict(base.timings), {k: getattr(base, k) for k in _CONTROLLER_KEYS}
+    elif "base" not in doc and "standard" not in doc:
+        problem("standard", None, "a standard name (hbm3, hbm2, ramulator2-hbm3, ramulator2-hbm2)")
+    if isinstance(doc.get("standard"), str):
+        with problems.check():
+            std = get_standard(doc["standard"])
+
+    org_node = dict(doc["org"]) if isinstance(doc.get("org"), dict) else {}
+    tim_node = dict(doc["timing"]) if isinstance(doc.get("timing"), dict) else {}
+    if std is not None:
+        if "preset" in org_node:
+            p = org_node.pop("preset")
+            if not isinstance(p, str) or p not in std.org_presets:
+                problem("org.preset", p, f"one of {sorted(std.org_presets)}")
+            else:
+                org.update({k: v for k, v in std.org_presets[p].items() if k in std.levels})
+        for k, v in org_node.items():
+            if k not in std.levels:
+                problem(f"org.{k}", v, f"a level of {std.name}: {list(std.levels)}")
+            else:
+                with problems.check():
+                    org[k] = check_org_level(std, k, v, source=src)
+        if "preset" in tim_node:
+            p = tim_node.pop("preset")
+            if not isinstance(p, str) or p not in std.timing_presets:
+                problem("timing.preset", p, f"one of {sorted(std.timing_presets)}")
+            else:
+                timings.update(std.timing_presets[p])
+        for k, v in tim_node.items():
+            if k not in std.timing_names:
+                close = difflib.get_close_matches(str(k), std.timing_names, n=1)
+                hint = f" (did you mean {close[0]}?)" if close else ""
+                problem(f"timing.{k}", v, f"a timing of {std.name}{hint}: {list(std.timing_names)}")
+            else:
+                with problems.check():
+                    timings[k] = check_timing(k, v, source=src)
+    controller = doc["controller"] if isinstance(doc.get("controller"), dict) else {}
+    for k, v in controller.items():
+        with problems.check():
+            if k not in _CONTROLLER_KEYS:
+                raise field_error(f"controller.{k}", v, f"one of {sorted(_CONTROLLER_KEYS)}", source=src)
+            ctrl[k] = check_controller_field(k, v, field=f"controller.{k}", source=src)
+    problems.raise_if_any()
+    assert std is not None
     return DRAMConfig(name=doc.get("name", path.stem), standard=std, org=org, timings=timings, source=src, **ctrl)

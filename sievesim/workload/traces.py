@@ -26,7 +26,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .._validate import BOUNDS, check_memory
+from .._validate import BOUNDS, Problems, check_memory
 from ..errors import SievesimError, TraceError, field_error
 
 __all__ = [
@@ -176,68 +176,89 @@ def trace_from_arrays(arrays: Mapping[str, Any], *, source: str = "<arrays>",
     ``num_experts`` / ``top_k`` are needed only when the ``meta`` entry lacks them; when both are
     present they must agree. Raises :class:`TraceError` naming ``source`` and the field.
     """
-    if "topk_ids" not in arrays:
-        raise _err(source, "topk_ids", None, "an (N, L, K) integer array (missing)")
-    ids = np.asarray(arrays["topk_ids"])
-    if ids.ndim != 3:
-        raise _err(source, "topk_ids.shape", ids.shape, "3 dimensions (N tokens, L layers, K)")
-    if not np.issubdtype(ids.dtype, np.integer):
-        raise _err(source, "topk_ids.dtype", str(ids.dtype), "an integer dtype")
+    problems = Problems(source, cls=TraceError)
+    meta: dict[str, Any] = {}
+    with problems.check():
+        meta = _parse_meta(arrays.get("meta"), source)
+    ints: dict[str, int | None] = {}
+    for key in ("num_experts", "top_k", "num_moe_layers"):
+        ints[key] = None
+        with problems.check():
+            ints[key] = _int_meta(meta, key, source)
+    e_meta, k_meta, l_meta = ints["num_experts"], ints["top_k"], ints["num_moe_layers"]
+    ids = np.asarray(arrays["topk_ids"]) if "topk_ids" in arrays else None
+    with problems.check():
+        if ids is None:
+            raise _err(source, "topk_ids", None, "an (N, L, K) integer array (missing)")
+        if ids.ndim != 3:
+            raise _err(source, "topk_ids.shape", ids.shape, "3 dimensions (N tokens, L layers, K)")
+        if not np.issubdtype(ids.dtype, np.integer):
+            raise _err(source, "topk_ids.dtype", str(ids.dtype), "an integer dtype")
+    if ids is None or ids.ndim != 3:  # the other arrays' shapes follow from it
+        problems.raise_if_any()
+    assert ids is not None
     n, num_layers, k = ids.shape
-    meta = _parse_meta(arrays.get("meta"), source)
-    e_meta = _int_meta(meta, "num_experts", source)
-    k_meta = _int_meta(meta, "top_k", source)
-    l_meta = _int_meta(meta, "num_moe_layers", source)
+
+    def vec(name: str, default: np.ndarray | None) -> np.ndarray | None:
+        """The (n,) integer array ``name`` (``default`` when absent); a problem and None when wrong."""
+        with problems.check():
+            if name not in arrays:
+                if default is None:
+                    raise _err(source, name, None, f"a ({n},) integer array (missing)")
+                return default
+            a = np.asarray(arrays[name])
+            if a.shape != (n,):
+                raise _err(source, f"{name}.shape", a.shape, f"({n},) = one entry per topk_ids row")
+            if not np.issubdtype(a.dtype, np.integer):
+                raise _err(source, f"{name}.dtype", str(a.dtype), "an integer dtype")
+            return a
+        return None
+
+    seq_id = vec("seq_id", None)
+    pos = vec("pos", None)
+    phase = vec("phase", np.ones(n, dtype=np.int8))
+    pass_id = vec("pass_id", None) if "pass_id" in arrays else None
+    problems.raise_if_any()
+    assert seq_id is not None and pos is not None and phase is not None
+    seq_id, pos, phase = seq_id.astype(np.int64), pos.astype(np.int64), phase.astype(np.int8)
+
+    # meaning: the counts agree, the ids and indices are in range (every problem, one message)
+    def problem(fld: str, value: Any, expected: str) -> None:
+        with problems.check():
+            raise _err(source, fld, value, expected)
+
     if num_experts is not None and e_meta is not None and num_experts != e_meta:
-        raise _err(source, "meta.num_experts", e_meta, f"{num_experts} (the model's expert count)")
+        problem("meta.num_experts", e_meta, f"{num_experts} (the model's expert count)")
     if top_k is not None and k_meta is not None and top_k != k_meta:
-        raise _err(source, "meta.top_k", k_meta, f"{top_k} (the top-k asked for)")
+        problem("meta.top_k", k_meta, f"{top_k} (the top-k asked for)")
     e = e_meta if e_meta is not None else num_experts
     kk = k_meta if k_meta is not None else top_k
     if e is None:
-        raise _err(source, "meta.num_experts", None, "the routed-expert count (missing)")
+        problem("meta.num_experts", None, "the routed-expert count (missing)")
     if kk is None:
         kk = k
     if k != kk:
-        raise _err(source, "topk_ids.shape[2]", k, f"top_k = {kk}")
+        problem("topk_ids.shape[2]", k, f"top_k = {kk}")
     if l_meta is not None and l_meta != num_layers:
-        raise _err(source, "topk_ids.shape[1]", num_layers, f"meta.num_moe_layers = {l_meta}")
+        problem("topk_ids.shape[1]", num_layers, f"meta.num_moe_layers = {l_meta}")
+    if "layer_ids" in arrays and np.shape(arrays["layer_ids"]) != (num_layers,):
+        problem("layer_ids.shape", np.shape(arrays["layer_ids"]), f"({num_layers},) = one per MoE layer")
     if n == 0:
-        raise _err(source, "topk_ids.shape[0]", 0, "at least one token")
-    _check_ids(ids, e, source, "topk_ids")
-
-    def vec(name: str, default: np.ndarray | None) -> np.ndarray:
-        if name not in arrays:
-            if default is None:
-                raise _err(source, name, None, f"a ({n},) integer array (missing)")
-            return default
-        a = np.asarray(arrays[name])
-        if a.shape != (n,):
-            raise _err(source, f"{name}.shape", a.shape, f"({n},) = one entry per topk_ids row")
-        if not np.issubdtype(a.dtype, np.integer):
-            raise _err(source, f"{name}.dtype", str(a.dtype), "an integer dtype")
-        return a
-
-    seq_id = vec("seq_id", None).astype(np.int64)
-    pos = vec("pos", None).astype(np.int64)
-    phase = vec("phase", np.ones(n, dtype=np.int8)).astype(np.int8)
-    if np.any((phase != 0) & (phase != 1)):
-        i = int(np.argmax((phase != 0) & (phase != 1)))
-        raise _err(source, f"phase[{i}]", int(phase[i]), "0 (prefill) or 1 (decode)")
-    if np.any(seq_id < 0):
-        i = int(np.argmax(seq_id < 0))
-        raise _err(source, f"seq_id[{i}]", int(seq_id[i]), "a request index >= 0")
-    if np.any(pos < 0):
-        i = int(np.argmax(pos < 0))
-        raise _err(source, f"pos[{i}]", int(pos[i]), "a position >= 0")
-    pass_id = vec("pass_id", None).astype(np.int64) if "pass_id" in arrays else None
-    if "layer_ids" in arrays:
-        lid = np.asarray(arrays["layer_ids"])
-        if lid.shape != (num_layers,):
-            raise _err(source, "layer_ids.shape", lid.shape, f"({num_layers},) = one per MoE layer")
+        problem("topk_ids.shape[0]", 0, "at least one token")
+    if e is not None:
+        with problems.check():
+            _check_ids(ids, e, source, "topk_ids")
+    for name, arr, bad, expected in (("phase", phase, (phase != 0) & (phase != 1), "0 (prefill) or 1 (decode)"),
+                                     ("seq_id", seq_id, seq_id < 0, "a request index >= 0"),
+                                     ("pos", pos, pos < 0, "a position >= 0")):
+        if np.any(bad):
+            i = int(np.argmax(bad))
+            problem(f"{name}[{i}]", int(arr[i]), expected)
+    problems.raise_if_any()
+    assert e is not None
     return TraceData(topk_ids=ids, seq_id=seq_id, pos=pos, phase=phase, num_experts=int(e),
                      top_k=int(kk), model=str(meta.get("model", "")), source=source,
-                     pass_id=pass_id, meta=meta)
+                     pass_id=None if pass_id is None else pass_id.astype(np.int64), meta=meta)
 
 
 def check_model(routing: "TraceData | PassCounts", num_experts: int, top_k: int | None,
