@@ -255,7 +255,7 @@ def _compare(args: argparse.Namespace) -> int:
         return 0
     labels = list(dict.fromkeys(r["policy"] for r in rows))
     r0 = rows[0]
-    print(f"Equation 1 estimate T_total [us] of one layer on GPU 0 (not an executed schedule: see `sievesim run`)")
+    print("Equation 1 estimate T_total [us] of one layer on GPU 0 (not an executed schedule: see `sievesim run`)")
     print(f"{r0['model']} on {r0['gpus']} x {r0['hardware']}: layer {r0['layer']}, context {r0['context_len']} "
           f"tokens per request, top-k {r0['top_k']}, routing {r0['routing']} (mean of seeds "
           f"{','.join(map(str, r0['seeds']))}), PIM costs: {'engine' if args.pim_cost == 'engine' and not args.units else 'roofline'}"
