@@ -23,7 +23,7 @@ import json
 import os
 import pathlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from .errors import field_error
 
@@ -555,10 +555,18 @@ def _series_name(policy: str, unit: str | None, reading: str) -> str:
     return name + ("" if reading == "text" else " [matching]")
 
 
+#: Top-k the paper's text gives where the model's config.json says otherwise (Section 6:
+#: "GPT-OSS and Qwen3 activate four experts out of 128"; Qwen3-30B-A3B's config says 8).
+TEXT_TOP_K = {"qwen3-30b-a3b": 4}
+
+
 def _step_point(model: str, gpus: int, policy: str, batch: int, reading: str, *, unit: str | None = None,
-                steps: int = 1, warmup: int = 2, seed: int = 0, prefill: str | None = None) -> dict[str, Any]:
+                steps: int = 1, warmup: int = 2, seed: int = 0, prefill: str | None = None,
+                top_k: int | None = None) -> dict[str, Any]:
     p: dict[str, Any] = {"model": model, "gpus": gpus, "policy": policy, "batch": batch, "steps": steps,
                          "warmup": warmup, "seed": seed, **READINGS[reading]}
+    if top_k is not None:
+        p["top_k"] = top_k
     if policy == "pimoe":
         p["pimoe_unit"] = unit or "stack"
     if policy == "sieve" and reading == "matching":
@@ -577,7 +585,8 @@ def _with_series(rows: list[dict[str, Any]], meta: list[tuple[str, str]]) -> lis
     out = []
     for r, (series, reading) in zip(rows, meta):
         out.append({
-            "series": series, "reading": reading, "model": r["model"], "gpus": r["gpus"], "policy": r["policy"],
+            "series": series, "reading": reading, "panel": _panel(r), "model": r["model"], "top_k": r.get("top_k"),
+            "gpus": r["gpus"], "policy": r["policy"],
             "pimoe_unit": r.get("pimoe_unit"), "batch": r["batch"], "prefill_requests": r.get("prefill_requests", 0),
             "prefill_len": r.get("prefill_len", 0), "context": r.get("context"), "routing": r.get("routing"),
             "seed": r.get("seed"), "throughput_tokens_per_s_per_gpu": r["throughput_tokens_per_s_per_gpu"],
@@ -589,13 +598,19 @@ def _with_series(rows: list[dict[str, Any]], meta: list[tuple[str, str]]) -> lis
     return out
 
 
+def _panel(r: Mapping[str, Any]) -> str:
+    """A figure panel: the model, with its top-k when a point overrode the config's."""
+    return r["model"] + (f" top-{r['top_k']}" if r.get("top_k") is not None and r["model"] in TEXT_TOP_K
+                         and r["top_k"] == TEXT_TOP_K[r["model"]] else "")
+
+
 def _ratio_text(a: float | None, b: float | None) -> str:
     return "-" if a is None or b is None or b == 0 else f"{a / b:.2f}x"
 
 
-def _tput(records: Sequence[dict[str, Any]], model: str, series: str, batch: int) -> float | None:
+def _tput(records: Sequence[dict[str, Any]], panel: str, series: str, batch: int) -> float | None:
     for r in records:
-        if r["model"] == model and r["series"] == series and r["batch"] == batch:
+        if r.get("panel", r["model"]) == panel and r["series"] == series and r["batch"] == batch:
             return r["throughput_tokens_per_s_per_gpu"]
     return None
 
@@ -612,11 +627,13 @@ def fig9(opts: FigureOptions) -> FigureData:
         matching = [("pimoe", "stack"), ("sieve", None)]
     warmup = 1 if opts.quick else 2
     for model, gpus in STEP_MODELS.items():
-        for b in _step_batches(gpus, opts.quick):
-            for reading, pols in (("text", text), ("matching", matching)):
-                for pol, unit in pols:
-                    points.append(_step_point(model, gpus, pol, b, reading, unit=unit, warmup=warmup, seed=opts.seed))
-                    meta.append((_series_name(pol, unit, reading), reading))
+        for top_k in (None, TEXT_TOP_K.get(model)) if model in TEXT_TOP_K else (None,):
+            for b in _step_batches(gpus, opts.quick):
+                for reading, pols in (("text", text), ("matching", matching)):
+                    for pol, unit in pols:
+                        points.append(_step_point(model, gpus, pol, b, reading, unit=unit, warmup=warmup,
+                                                  seed=opts.seed, top_k=top_k))
+                        meta.append((_series_name(pol, unit, reading), reading))
     records = _with_series(step_records("fig9", points, opts), meta)
 
     def best_ratio(model: str, a: str, b: str, batches: Sequence[int]) -> tuple[float | None, float | None]:
@@ -637,6 +654,9 @@ def fig9(opts: FigureOptions) -> FigureData:
     lo_m, hi_m = best_ratio(gpt, "Sieve [matching]", "PIMoE (stack) [matching]", gpt_b)
     q3_t = best_ratio(q3, "Sieve", "PIMoE (stack)", _step_batches(1, opts.quick))[1]
     q3_m = best_ratio(q3, "Sieve [matching]", "PIMoE (stack) [matching]", _step_batches(1, opts.quick))[1]
+    q3_k = f"{q3} top-{TEXT_TOP_K[q3]}"
+    q3k_t = best_ratio(q3_k, "Sieve", "PIMoE (stack)", _step_batches(1, opts.quick))[1]
+    q3k_m = best_ratio(q3_k, "Sieve [matching]", "PIMoE (stack) [matching]", _step_batches(1, opts.quick))[1]
     small = {m: _step_batches(g, opts.quick)[0] for m, g in STEP_MODELS.items()}
     claims = [
         Claim("Qwen3.5 Sieve/PIMoE at B=256", "up to 1.26x", claim_pair(q35, 256, "PIMoE (stack)")
@@ -644,7 +664,8 @@ def fig9(opts: FigureOptions) -> FigureData:
         Claim("GPT-OSS Sieve/PIMoE at B>=32", "1.11-1.17x",
               "-" if lo_t is None else f"text {lo_t:.2f}-{hi_t:.2f}x; matching {lo_m:.2f}-{hi_m:.2f}x"),
         Claim("Qwen3 Sieve/PIMoE, best B", "up to 1.6x",
-              "-" if q3_t is None else f"text {q3_t:.2f}x; matching {q3_m:.2f}x"),
+              "-" if q3_t is None else f"top-8 (config): text {q3_t:.2f}x; matching {q3_m:.2f}x; "
+              f"top-{TEXT_TOP_K[q3]} (paper's text): text {q3k_t:.2f}x; matching {q3k_m:.2f}x"),
         Claim("Sieve/AllExp at the smallest B (Qwen3 / GPT-OSS / Qwen3.5)", "comparable (~1x)",
               " / ".join(claim_pair(m, small[m], "AllExp") for m in (q3, gpt, q35))),
         Claim("AllExp throughput B=256 over B=32 (GPT-OSS)", "flat (fails to scale past B=32)",
@@ -655,6 +676,8 @@ def fig9(opts: FigureOptions) -> FigureData:
              "experts); matching = no early loads, no decision latency, Sieve weighing the expert work of each "
              "side only (docs/system.md, Readings)",
              "PIMoE's unit: the paper's text says channel, its small-batch results fit stack (docs/policies.md)",
+             "Qwen3-30B-A3B twice: top-8 as its config.json says, and top-4 as the paper's text says (a panel "
+             "of its own, the same calibrated routing shape drawing 4 experts per token)",
              "on G GPUs the smallest batch is G (B/G requests per GPU)"]
     return FigureData(records, claims, notes)
 
@@ -662,16 +685,16 @@ def fig9(opts: FigureOptions) -> FigureData:
 def _plot_fig9(data: FigureData, path: pathlib.Path) -> None:
     import matplotlib.pyplot as plt
 
-    models = list(dict.fromkeys(r["model"] for r in data.records))
-    fig, axes = plt.subplots(1, len(models), figsize=(4.4 * len(models), 3.9), squeeze=False)
-    for ax, model in zip(axes[0], models):
-        rows = [r for r in data.records if r["model"] == model]
+    panels = list(dict.fromkeys(r.get("panel", r["model"]) for r in data.records))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.4 * len(panels), 3.9), squeeze=False)
+    for ax, panel in zip(axes[0], panels):
+        rows = [r for r in data.records if r.get("panel", r["model"]) == panel]
         for series in dict.fromkeys(r["series"] for r in rows):
             pts = sorted((r for r in rows if r["series"] == series), key=lambda r: r["batch"])
             style = "--" if "[matching]" in series else "-"
             ax.plot([r["interactivity_tokens_per_s_per_user"] for r in pts],
                     [r["throughput_tokens_per_s_per_gpu"] for r in pts], style, marker="o", ms=3, label=series)
-        ax.set_title(f"{model} ({rows[0]['gpus']} GPU)", fontsize=9)
+        ax.set_title(f"{panel} ({rows[0]['gpus']} GPU)", fontsize=9)
         ax.set_xlabel("interactivity [tokens/s/user]")
         ax.set_xscale("log")
         ax.set_yscale("log")

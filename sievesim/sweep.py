@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from . import __version__
-from ._validate import Problems
+from ._validate import BOUNDS, Problems
 from .errors import ConfigError, SievesimError, field_error
 
 __all__ = ["GRID_KEYS", "SETTING_DEFAULTS", "load_grid_file", "expand_grid", "check_points",
@@ -47,13 +47,16 @@ __all__ = ["GRID_KEYS", "SETTING_DEFAULTS", "load_grid_file", "expand_grid", "ch
 
 #: Settings of one point, in the order they appear in result rows. Each is a keyword argument of
 #: ``sievesim.system.simulate_step``.
-GRID_KEYS: tuple[str, ...] = ("model", "hardware", "gpus", "policy", "pimoe_unit", "batch", "trace",
+GRID_KEYS: tuple[str, ...] = ("model", "top_k", "hardware", "gpus", "policy", "pimoe_unit", "batch", "trace",
                               "context_len", "context_preset", "prefill", "steps", "warmup", "seed",
                               "microbatches", "early_loads", "scheduler_latency_us", "policy_options")
+#: Keys added after sweeps were first written: left out of a point's id and of ``grid.json`` while
+#: unset, so that a sweep begun before they existed resumes.
+_LATER_KEYS = frozenset({"top_k"})
 
 #: Defaults of the settings a grid leaves out (``None``: the point function's own default).
 SETTING_DEFAULTS: dict[str, Any] = {
-    "model": None, "hardware": "b200", "gpus": 1, "policy": "sieve", "pimoe_unit": "stack",
+    "model": None, "top_k": None, "hardware": "b200", "gpus": 1, "policy": "sieve", "pimoe_unit": "stack",
     "batch": None, "trace": None, "context_len": None, "context_preset": None, "prefill": None,
     "steps": 1, "warmup": None, "seed": 0,
     "microbatches": None, "early_loads": None, "scheduler_latency_us": None, "policy_options": None,
@@ -68,7 +71,11 @@ WALL_CLOCK_JSONL = "wall_clock.jsonl"
 MANIFEST = "grid.json"
 _FORMAT = 1
 
-_INT_KEYS = ("gpus", "batch", "context_len", "steps", "warmup", "seed", "microbatches")
+#: Integer settings and their bounds (:data:`sievesim._validate.BOUNDS` kind, lowest value).
+INT_SETTINGS: dict[str, tuple[str, int | None]] = {
+    "top_k": ("experts", None), "gpus": ("gpus", None), "batch": ("batch", None), "context_len": ("context", None),
+    "steps": ("batches", None), "warmup": ("batches", 0), "seed": ("seed", None), "microbatches": ("batch", None)}
+_INT_KEYS = tuple(INT_SETTINGS)
 _STR_KEYS = ("model", "hardware", "policy", "pimoe_unit", "trace", "context_preset", "prefill", "policy_options")
 _BOOL_KEYS = ("early_loads",)
 _FLOAT_KEYS = ("scheduler_latency_us",)
@@ -88,8 +95,12 @@ def _value_problem(key: str, v: Any) -> str | None:
     """What a grid value of ``key`` should have been, or None when it fits."""
     if v is None:
         return None
-    if key in _INT_KEYS and (isinstance(v, bool) or not isinstance(v, int)):
-        return "an integer"
+    if key in _INT_KEYS:
+        kind, lo = INT_SETTINGS[key]
+        b = BOUNDS[kind]
+        lo = b.lo if lo is None else lo
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= b.hi:
+            return f"an integer from {lo} to {b.hi} ({b.why})"
     if key in _STR_KEYS and not isinstance(v, str):
         return "a string"
     if key in _BOOL_KEYS and not isinstance(v, bool):
@@ -178,9 +189,13 @@ def expand_grid(products: Iterable[Mapping[str, Sequence[Any]]]) -> list[dict[st
     return points
 
 
+def _identity(settings: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: settings.get(k) for k in GRID_KEYS if k not in _LATER_KEYS or settings.get(k) is not None}
+
+
 def point_id(settings: Mapping[str, Any]) -> str:
     """A short stable id of a point (hash of its settings)."""
-    text = json.dumps({k: settings.get(k) for k in GRID_KEYS}, sort_keys=True)
+    text = json.dumps(_identity(settings), sort_keys=True)
     return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
@@ -200,6 +215,8 @@ def check_points(points: Sequence[Mapping[str, Any]]) -> None:
     hardware = functools.lru_cache(maxsize=None)(get_hardware)
     for p in points:
         model = models(p["model"])
+        if p.get("top_k") is not None:
+            model = model.with_top_k(p["top_k"])
         hardware(p["hardware"])
         if str(p["policy"]).lower() != GPU_ONLY:
             policy_class(p["policy"])
@@ -351,7 +368,7 @@ def _function_name(fn: Callable[..., Any]) -> str:
 def grid_manifest(points: Sequence[Mapping[str, Any]], fn: Callable[..., Any]) -> dict[str, Any]:
     """What ``grid.json`` records of a sweep: its points and the point function's name."""
     return {"format": _FORMAT, "point_function": _function_name(fn),
-            "points": [{k: p.get(k) for k in GRID_KEYS} for p in points]}
+            "points": [_identity(p) for p in points]}
 
 
 class _Progress:
@@ -520,17 +537,25 @@ def step_point(settings: Mapping[str, Any]) -> dict[str, Any]:
 # a point function that needs no executed step: the scheduler's estimate of one layer
 # ------------------------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=8)
-def _routing_source(spec: str, seed: int) -> Any:
+def _routing_source(spec: str | None, model: Any, seed: int) -> tuple[Any, str]:
+    """(source, spec) of a point's routing: ``spec``, or the model's calibrated synthetic routing;
+    the model's top-k either way."""
     from .workload.batches import open_source
+    from .workload.synthetic import source_for_model
 
-    return open_source(spec, seed=seed) if spec.startswith("synthetic:") else open_source(spec)
+    if spec is None:
+        return source_for_model(model, seed=seed)
+    if spec.startswith("synthetic:"):
+        return open_source(spec, seed=seed, top_k=model.top_k), spec
+    return open_source(spec, num_experts=model.num_experts, top_k=model.top_k), spec
 
 
 def estimate_point(settings: Mapping[str, Any]) -> dict[str, Any]:
     """The policy's estimated ``T_total`` of one MoE layer of GPU 0 (paper Equation 1) at a point.
 
     Routing: ``trace`` or, by default, the calibrated synthetic routing of the model
-    (``synthetic:MODEL``); ``steps`` decode steps of ``batch`` requests from a stream seeded by
+    (``synthetic:MODEL``, or the closest preset's shape for another model; with the point's
+    ``top_k``); ``steps`` decode steps of ``batch`` requests from a stream seeded by
     ``[seed, batch]``, at the model's default layer (first MoE layer with full/MLA attention).
     Context per request: ``context_len`` tokens, or drawn from ``context_preset``
     (``sievesim.workload.lengths``), else 0. Times are means over the steps, in seconds. This
@@ -549,15 +574,14 @@ def estimate_point(settings: Mapping[str, Any]) -> dict[str, Any]:
     if settings.get("prefill") and parse_prefill(settings["prefill"])[0] > 0:
         raise field_error("prefill", settings["prefill"], "none with the estimate point function "
                           "(colocated prefill needs the executed step)")
-    model = get_model(settings["model"])
+    model = get_model(settings["model"], top_k=settings.get("top_k"))
     hw = get_hardware(settings.get("hardware") or "b200")
     gpus, batch = int(settings.get("gpus") or 1), int(settings["batch"])
     seed, steps = int(settings.get("seed") or 0), int(settings.get("steps") or 1)
     name = str(settings.get("policy") or "sieve")
     kwargs = {"unit": settings["pimoe_unit"]} if name.lower() == "pimoe" and settings.get("pimoe_unit") else {}
     policy = get_policy(name, **kwargs)
-    spec = settings.get("trace") or f"synthetic:{model.name}"
-    src = _routing_source(spec, seed)
+    src, spec = _routing_source(settings.get("trace"), model, seed)
     if src.num_experts != model.num_experts:
         raise field_error("trace", spec, f"routing over {model.num_experts} experts ({model.name}); it has {src.num_experts}")
     layer = default_layer(model)
@@ -591,5 +615,5 @@ def estimate_point(settings: Mapping[str, Any]) -> dict[str, Any]:
                            ("context_mean_tokens", float(np.mean(lens)) if len(lens) else 0.0)):
             sums[key] += float(value)
     out = {k: v / steps for k, v in sums.items()}
-    out.update({"layer": layer, "routing": spec, "point_function": "estimate"})
+    out.update({"top_k": model.top_k, "layer": layer, "routing": spec, "point_function": "estimate"})
     return out

@@ -243,6 +243,12 @@ VALUE_OPTIONS: tuple[tuple[str, ...], ...] = (
     ("trace-stats", "synthetic:mixtral-8x7b", "--batch-sizes", "4", "--batches", "{v}"),
     ("trace-stats", "synthetic:mixtral-8x7b", "--batch-sizes", "4", "--batches", "2", "--seed", "{v}"),
     ("--max-memory", "{v}", "hardware", "show", "b200"),
+    ("run", "--model", "qwen3-30b-a3b", "--policy", "noexp", "--warmup", "0", "--batch", "{v}"),
+    ("run", "--model", "qwen3-30b-a3b", "--policy", "noexp", "--warmup", "0", "--batch", "4", "--top-k", "{v}"),
+    ("sweep", "--model", "qwen3-30b-a3b", "--point", "estimate", "--jobs", "1", "--quiet", "--out", "{out}",
+     "--batch", "{v}"),
+    ("sweep", "--model", "qwen3-30b-a3b", "--point", "estimate", "--jobs", "1", "--quiet", "--out", "{out}",
+     "--batch", "4", "--top-k", "{v}"),
 )
 
 # ------------------------------------------------------------------------------------------

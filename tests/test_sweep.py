@@ -187,7 +187,10 @@ def test_other_grid_refused_unless_force(tmp_path, capsys):
     (["--model", "qwen3-30b-a3b", "--batch", "1", "--prefill", "2"], "prefill = '2'"),
     (["--model", "qwen3-30b-a3b"], "batch = None"),
     (["--model", "qwen3-30b-a3b", "--batch", "1", "--jobs", "0"], "--jobs = 0"),
-    (["--model", "qwen3-30b-a3b", "--batch", "1", "--warmup", "-1"], "warmup = -1"),
+    (["--model", "qwen3-30b-a3b", "--batch", "1", "--warmup", "-1"], "--warmup = -1"),
+    (["--model", "qwen3-30b-a3b", "--batch", "\u0663"], "--batch = '\u0663': expected an integer written in ASCII"),
+    (["--model", "qwen3-30b-a3b", "--batch", "1", "--steps", "1000000000"], "--steps = 1000000000"),
+    (["--model", "qwen3-30b-a3b", "--batch", "1", "--top-k", "200"], "top_k = 200: expected at most num_experts"),
 ])
 def test_bad_input_exits_2_naming_the_field(tmp_path, capsys, argv, message):
     assert main(["sweep", "--jobs", "1", "--quiet", "--out", str(tmp_path / "o")] + argv
@@ -242,3 +245,19 @@ def test_progress_bar_on_a_terminal_and_lines_otherwise(tmp_path):
     run_grid(points, tmp_path / "lines", point_fn=estimate_point, progress=lines)  # not a TTY
     text = lines.getvalue().splitlines()
     assert len(text) == 2 and text[1].startswith("sweep: 2/2 model=qwen3-30b-a3b batch=2")
+
+
+def test_top_k_is_a_setting_and_old_sweeps_keep_their_point_ids(tmp_path):
+    """A point without top_k has the id it had before the setting existed, so that such a sweep
+    resumes; with it, the model draws that many experts per token."""
+    import hashlib
+
+    settings = expand_grid([{"model": ["qwen3-30b-a3b"], "batch": [16]}])[0]
+    assert settings["top_k"] is None
+    before = {k: settings[k] for k in settings if k != "top_k"}   # the key set of the earlier release
+    assert point_id(settings) == hashlib.sha1(json.dumps(before, sort_keys=True).encode()).hexdigest()[:12]
+    points = expand_grid([{"model": ["qwen3-30b-a3b"], "batch": [16], "top_k": [4, 8]}])
+    assert len({point_id(p) for p in points}) == 2
+    rows = [estimate_point(p) for p in points]
+    assert [r["top_k"] for r in rows] == [4, 8]
+    assert rows[0]["estimated_layer_time_s"] < rows[1]["estimated_layer_time_s"]   # half the routed tokens

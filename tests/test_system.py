@@ -187,6 +187,8 @@ def test_a_trace_of_another_model_is_refused_by_name():
     (["--policy", "sieve", "--pimoe-unit", "channel"], "--pimoe-unit"),
     (["--policy-option", "nonsense=1", "--policy", "sieve"], "--policy-option"),
     (["--context-len", "10", "--context-preset", "hh-rlhf"], "context"),
+    (["--top-k", "129"], "top_k = 129"),
+    (["--top-k", "0"], "--top-k"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, needle, capsys):
     rc = main(["run", "--model", "gpt-oss-120b", "--batch", "16"] + argv)
@@ -254,3 +256,22 @@ def test_the_papers_trends_in_the_reading_that_comes_closest(model, gpus):
             assert sieve >= 0.95 * max(pimoe, noexp), (b, sieve, pimoe, noexp)
             if not model.startswith("qwen3-30b"):
                 assert sieve >= max(pimoe, noexp), (b, sieve, pimoe, noexp)
+
+
+def test_top_k_overrides_the_models_and_its_routing():
+    """The paper runs Qwen3-30B-A3B with top-4 where its config says 8: the step, its routing and
+    its settings follow the override; the same seed gives the same numbers."""
+    four = simulate_step("qwen3-30b-a3b", policy="sieve", batch=16, warmup=1, top_k=4)
+    eight = simulate_step("qwen3-30b-a3b", policy="sieve", batch=16, warmup=1)
+    assert four.settings["top_k"] == 4 and eight.settings["top_k"] == 8
+    placed = four.experts_on_gpu[0] + four.experts_on_pim[0]
+    assert placed < eight.experts_on_gpu[0] + eight.experts_on_pim[0]   # fewer distinct experts active
+    assert four.step_time_s < eight.step_time_s
+    again = simulate_step("qwen3-30b-a3b", policy="sieve", batch=16, warmup=1, top_k=4)
+    assert again.step_times_s == four.step_times_s
+
+
+def test_run_top_k_flag(capsys):
+    assert main(["run", "--model", "qwen3-30b-a3b", "--batch", "4", "--top-k", "4", "--policy", "noexp",
+                 "--warmup", "0", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["top_k"] == 4

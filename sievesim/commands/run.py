@@ -37,6 +37,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--steps", type=int_arg("batches"), default=1, help="measured steps (default 1)")
     p.add_argument("--warmup", type=int_arg("batches", lo=0), default=2,
                    help="warm-up steps before them, while the cost table learns (default 2)")
+    p.add_argument("--top-k", type=int_arg("experts"), default=None,
+                   help="routed experts per token, overriding the model's (the Sieve paper runs "
+                        "Qwen3-30B-A3B with 4; its config.json says 8)")
     p.add_argument("--seed", type=int_arg("seed"), default=0, help="seed of routing and lengths (default 0)")
     p.add_argument("--pimoe-unit", default=None, help="PIMoE placement unit: pseudo_channel, channel, stack")
     p.add_argument("--microbatches", type=int_arg("batch"), default=1,
@@ -110,7 +113,7 @@ def _run(args: argparse.Namespace) -> int:
         raise field_error("--chrome-trace", args.chrome_trace, "one policy (--policy NAME)")
     if args.pimoe_unit is not None and "pimoe" not in names:
         raise field_error("--pimoe-unit", args.pimoe_unit, "only with policy pimoe")
-    model = get_model(args.model)
+    model = get_model(args.model, top_k=args.top_k)
     hw = get_hardware(args.hardware)
     latency_s = None
     if args.scheduler_latency_us is not None:
@@ -157,7 +160,7 @@ def _add_speedups(records: list[dict[str, Any]]) -> None:
 
 def _print_table(records: list[dict[str, Any]], model: Any, hw: Any) -> None:
     r0 = records[0]
-    print(f"{model.name} on {r0['gpus']} x {hw.name}, B = {r0['batch']}"
+    print(f"{model.name} (top-{model.top_k}) on {r0['gpus']} x {hw.name}, B = {r0['batch']}"
           + (f" + {r0['prefill_requests']} prefill x {r0['prefill_len']} tokens" if r0["prefill_requests"] else "")
           + f", context {r0['context']}, routing {r0['routing']}, seed {r0['seed']}; "
             f"mean of {r0['steps']} step(s) after {r0['warmup']} warm-up step(s)")

@@ -8,7 +8,9 @@ import os
 import sys
 from typing import Any, Callable
 
+from .._validate import int_list_arg
 from ..errors import ConfigError, field_error
+from ..sweep import INT_SETTINGS
 
 #: Point functions by name; ``step`` (the executed decode step) is the default.
 POINT_FUNCTIONS = {
@@ -27,6 +29,13 @@ def _list(kind: Callable[[str], Any]) -> Callable[[str], list[Any]]:
             raise argparse.ArgumentTypeError(f"expected at least one value, got {text!r}")
         return values
     return parse
+
+
+def _int_list(key: str) -> Callable[[str], list[int]]:
+    """Comma-separated integers in ASCII digits within the setting's bounds (``int`` would also
+    read Unicode digits such as ``'٣'``)."""
+    kind, lo = INT_SETTINGS[key]
+    return int_list_arg(kind, lo=lo)
 
 
 def _bool(text: str) -> bool:
@@ -51,20 +60,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "finish; rerunning the same command skips the finished points.")
     p.add_argument("--grid", metavar="FILE", help="TOML grid file (keys: " + ", ".join(_grid_keys()) + ")")
     p.add_argument("--model", type=_list(str), help="model presets or config paths, comma-separated")
+    p.add_argument("--top-k", type=_int_list("top_k"),
+                   help="routed experts per token, overriding the model's (e.g. 4,8 for Qwen3-30B-A3B)")
     p.add_argument("--hardware", type=_list(str), help="hardware presets or TOML paths (default b200)")
-    p.add_argument("--gpus", type=_list(int), help="GPU counts (default 1)")
+    p.add_argument("--gpus", type=_int_list("gpus"), help="GPU counts (default 1)")
     p.add_argument("--policy", type=_list(str), help="policies (default sieve; gpu-only = no PIM)")
     p.add_argument("--pimoe-unit", type=_list(str), help="PIMoE placement units (default stack)")
-    p.add_argument("--batch", type=_list(int), help="batch sizes (decode requests)")
+    p.add_argument("--batch", type=_int_list("batch"), help="batch sizes (decode requests)")
     p.add_argument("--trace", type=_list(str), help="routing: trace files or synthetic:MODEL (default: the model's synthetic routing)")
-    p.add_argument("--context-len", type=_list(int), help="context tokens of every decode request")
+    p.add_argument("--context-len", type=_int_list("context_len"), help="context tokens of every decode request")
     p.add_argument("--context-preset", type=_list(str), help="request-length presets (hh-rlhf, math-500)")
     p.add_argument("--prefill", type=_list(str), metavar="P:L,...",
                    help="colocated prefill: P requests of L prompt tokens each (e.g. 2:1024)")
-    p.add_argument("--steps", type=_list(int), help="decode steps per point (default 1)")
-    p.add_argument("--warmup", type=_list(int), help="warm-up steps before the measured ones (default: the step's, 2)")
-    p.add_argument("--seed", type=_list(int), help="seeds (default 0)")
-    p.add_argument("--microbatches", type=_list(int), help="1, or 2 to interleave two halves of the batch")
+    p.add_argument("--steps", type=_int_list("steps"), help="decode steps per point (default 1)")
+    p.add_argument("--warmup", type=_int_list("warmup"), help="warm-up steps before the measured ones (default: the step's, 2)")
+    p.add_argument("--seed", type=_int_list("seed"), help="seeds (default 0)")
+    p.add_argument("--microbatches", type=_int_list("microbatches"), help="1, or 2 to interleave two halves of the batch")
     p.add_argument("--early-loads", type=_list(_bool), metavar="BOOL,...",
                    help="early weight loads on/off (true,false; default: the step's, true)")
     p.add_argument("--scheduler-latency-us", type=_list(float), metavar="US,...",
