@@ -8,7 +8,7 @@ key is an error that names it: nothing is silently ignored.
 from __future__ import annotations
 
 import pathlib
-from typing import Any
+from typing import Any, Mapping
 
 import yaml
 
@@ -71,6 +71,16 @@ class _Reader:
             self.problem(f"{path}.impl", "<missing>" if impl is None else impl, f"one of {sorted(allowed)}")
             return None
         return impl
+
+    def preset(self, node: dict, path: str, presets: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
+        """A copy of the preset ``node`` names, or None (absent, or a problem when unknown)."""
+        if "preset" not in node:
+            return None
+        name = node["preset"]
+        if not isinstance(name, str) or name not in presets:
+            self.problem(f"{path}.preset", name, f"one of {sorted(presets)}")
+            return None
+        return dict(presets[name])
 
     def int(self, value: Any, path: str, kind: str = "cycles", **bounds: int) -> int | None:
         with self.problems.check():
@@ -140,14 +150,10 @@ def load_ramulator_yaml(path: str | pathlib.Path) -> DRAMConfig:
     if std is not None and org_node is not None:
         where = "MemorySystem.DRAM.org"
         r.keys(org_node, {"preset", "dq", "density", "channel_width", *std.levels}, where)
-        if "preset" in org_node:
-            name = org_node["preset"]
-            if not isinstance(name, str) or name not in std.org_presets:
-                r.problem(f"{where}.preset", name, f"one of {sorted(std.org_presets)}")
-            else:
-                preset = dict(std.org_presets[name])
-                density, dq = preset.pop("density"), preset.pop("dq")
-                org.update(preset)
+        preset = r.preset(org_node, where, std.org_presets)
+        if preset is not None:
+            density, dq = preset.pop("density"), preset.pop("dq")
+            org.update(preset)
         for key in std.levels:
             if key in org_node:
                 org[key] = r.int(org_node[key], f"{where}.{key}", "org_level")
@@ -166,11 +172,7 @@ def load_ramulator_yaml(path: str | pathlib.Path) -> DRAMConfig:
         tnames = set(std.timing_names) - {"rate", "tCK_ps"}
         r.keys(tim_node, {"preset", "rate", *tnames, *("t" + n[1:] for n in tnames)}, where)
         if "preset" in tim_node:
-            name = tim_node["preset"]
-            if not isinstance(name, str) or name not in std.timing_presets:
-                r.problem(f"{where}.preset", name, f"one of {sorted(std.timing_presets)}")
-            else:
-                timings = dict(std.timing_presets[name])
+            timings = r.preset(tim_node, where, std.timing_presets) or {}
             if "rate" in tim_node:
                 with r.problems.check():
                     raise ConfigError(f"{src}: {where}.rate: cannot change the rate of a speed preset")
