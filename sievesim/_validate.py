@@ -27,6 +27,7 @@ from .errors import ConfigError, SievesimError, field_error
 __all__ = [
     "Bound", "BOUNDS", "Problems", "check_int", "check_number", "check_bool", "check_str", "check_table",
     "parse_int", "parse_int_list", "int_arg", "int_list_arg", "size_arg", "parse_size",
+    "parse_number", "parse_number_list", "number_arg", "number_list_arg",
     "DEFAULT_MAX_MEMORY", "max_memory", "memory_limit", "check_memory", "format_bytes",
 ]
 
@@ -194,6 +195,28 @@ def parse_int_list(field: str, text: str, kind: str, *, lo: int | None = None) -
     return [parse_int(field, p, kind, lo=lo) for p in parts]
 
 
+_ASCII_NUMBER = re.compile(r"[+-]?([0-9]{1,30}(\.[0-9]{0,30})?|\.[0-9]{1,30})([eE][+-]?[0-9]{1,4})?")
+
+
+def parse_number(field: str, text: str, *, lo: float, hi: float, what: str) -> float:
+    """A finite decimal number written in ASCII within ``[lo, hi]``; Python's ``float`` also takes
+    Unicode digits (``'٣'``), underscores, ``nan`` and ``inf``, which are refused here."""
+    if not isinstance(text, str) or not _ASCII_NUMBER.fullmatch(text.strip()):
+        raise field_error(field, text, f"a number written in ASCII digits ({what})")
+    value = float(text)
+    if not (math.isfinite(value) and lo <= value <= hi):
+        raise field_error(field, value, f"{what}, from {lo:g} to {hi:g}")
+    return value
+
+
+def parse_number_list(field: str, text: str, *, lo: float, hi: float, what: str) -> list[float]:
+    """Comma-separated numbers (1 to :data:`MAX_LIST`), each as :func:`parse_number` reads it."""
+    parts = [p.strip() for p in str(text).split(",")]
+    if not text or not text.strip() or any(not p for p in parts) or len(parts) > MAX_LIST:
+        raise field_error(field, text, f"1 to {MAX_LIST} comma-separated numbers ({what})")
+    return [parse_number(field, p, lo=lo, hi=hi, what=what) for p in parts]
+
+
 def _arg_type(parse: Callable[[str], Any], name: str) -> Callable[[str], Any]:
     def convert(text: str) -> Any:
         try:
@@ -213,6 +236,16 @@ def int_arg(kind: str, *, lo: int | None = None) -> Callable[[str], int]:
 def int_list_arg(kind: str, *, lo: int | None = None) -> Callable[[str], list[int]]:
     """argparse ``type=`` for comma-separated bounded integers of ``kind``."""
     return _arg_type(lambda t: parse_int_list("value", t, kind, lo=lo), "integer list")
+
+
+def number_arg(*, lo: float, hi: float, what: str) -> Callable[[str], float]:
+    """argparse ``type=`` for one finite number in ``[lo, hi]`` (``what`` says its unit)."""
+    return _arg_type(lambda t: parse_number("value", t, lo=lo, hi=hi, what=what), "number")
+
+
+def number_list_arg(*, lo: float, hi: float, what: str) -> Callable[[str], list[float]]:
+    """argparse ``type=`` for comma-separated finite numbers in ``[lo, hi]``."""
+    return _arg_type(lambda t: parse_number_list("value", t, lo=lo, hi=hi, what=what), "number list")
 
 
 # ---------------------------------------------------------------------------------------------

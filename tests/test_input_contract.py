@@ -270,6 +270,22 @@ def test_hardware_numeric_edge_cases(tmp_path):
     (["trace-stats", "synthetic:mixtral-8x7b", "--batch-sizes", "\u0663"], ["--batch-sizes"]),
     (["dram", "run", "synthetic:random:\u0663"], ["TRACE", "\u0663"]),
     (["pim", "gemv", "--d-in", "\u0663", "--d-out", "4"], ["--d-in"]),
+    # every integer and number option, not only those of the issue: int() and float() read
+    # Unicode digits, float() reads nan and inf
+    (["reproduce", "fig3", "--seed", "\u0663"], ["--seed = '\u0663'"]),
+    (["reproduce", "fig3", "--jobs", "0"], ["--jobs = 0"]),
+    (["policy", "compare", "--model", "mixtral-8x7b", "--top-k", "\u0664"], ["--top-k = '\u0664'"]),
+    (["policy", "decide", "--model", "mixtral-8x7b", "--counts", "[1]", "--top-k", "2.0"], ["--top-k = '2.0'"]),
+    (["run", "--model", "qwen3-30b-a3b", "--scheduler-latency-us", "nan"], ["--scheduler-latency-us = 'nan'"]),
+    (["run", "--model", "qwen3-30b-a3b", "--scheduler-latency-us", "\u0661"], ["--scheduler-latency-us"]),
+    (["run", "--model", "qwen3-30b-a3b", "--top-k", "\u0664"], ["--top-k = '\u0664'"]),
+    (["dram", "gen-trace", "stream", "--write-fraction", "inf", "-o", "t"], ["--write-fraction = 'inf'"]),
+    (["dram", "gen-trace", "stream", "--write-fraction", "1.5", "-o", "t"], ["--write-fraction = 1.5"]),
+    (["pim", "table", "--sync-latency-s", "1_0"], ["--sync-latency-s = '1_0'"]),
+    (["sweep", "--model", "qwen3-30b-a3b", "--batch", "1", "--scheduler-latency-us", "1,nan"],
+     ["--scheduler-latency-us = 'nan'"]),
+    (["sweep", "--model", "qwen3-30b-a3b", "--batch", "1", "--jobs", "\u0662"], ["--jobs = '\u0662'"]),
+    (["sweep", "--model", "qwen3-30b-a3b", "--batch", "\u0663"], ["--batch = '\u0663'"]),
 ])
 def test_cli_values(argv, needles):
     assert_refused(run_cli(argv), *needles)

@@ -5,7 +5,7 @@ import argparse
 import json
 import pathlib
 
-from .._validate import int_arg
+from .._validate import int_arg, number_arg
 from ..errors import field_error
 
 
@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     gen.add_argument("kind", choices=["stream", "random", "hotrow"])
     gen.add_argument("--requests", type=int_arg("requests"), default=100_000)
     gen.add_argument("--config", default="hbm3e-8000", help="sets the address range (capacity)")
-    gen.add_argument("--write-fraction", type=float, default=0.2)
+    gen.add_argument("--write-fraction", type=number_arg(lo=0, hi=1, what="a fraction of the requests"), default=0.2)
     gen.add_argument("--seed", type=int_arg("seed"), default=0)
     gen.add_argument("-o", "--output", required=True)
     gen.set_defaults(func=_gen)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .._validate import int_arg, parse_int_list
+from .._validate import int_arg, number_arg, parse_int_list
 from ..errors import field_error
 
 
@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument("--tokens", default="1,2,4,8,16,32")
     t.add_argument("--refresh", choices=["mean", "staggered", "aligned"], default=None,
                    help="refresh phase of each program (default: the device's, mean)")
-    t.add_argument("--sync-latency-s", type=float, default=None, help="GPU-PIM hand-over (default: the hardware's)")
+    t.add_argument("--sync-latency-s", type=number_arg(lo=0, hi=0.999999, what="a latency in seconds"), default=None, help="GPU-PIM hand-over (default: the hardware's)")
     t.add_argument("--multi-vector", choices=["yes", "no"], default=None,
                    help="tokens share opened rows (default: the hardware's multi_vector_pu)")
     t.add_argument("--json", action="store_true")

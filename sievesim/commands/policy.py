@@ -31,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     d = sub.add_parser("decide", help="which experts of one GPU run on PIM at one layer")
     d.add_argument("--model", required=True, help="preset name, .toml or HF config.json")
-    d.add_argument("--top-k", type=int, default=None, help="override the model's routed experts per token")
+    d.add_argument("--top-k", type=int_arg("experts"), default=None, help="override the model's routed experts per token")
     d.add_argument("--hardware", default="b200", help="preset name or .toml (default: b200)")
     d.add_argument("--gpus", type=int_arg("gpus"), default=1, help="GPUs G (experts E/G per GPU; default 1)")
     d.add_argument("--policy", default="sieve", help="registered policy name (default: sieve)")
@@ -65,7 +65,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     c = sub.add_parser("compare", help="estimated T_total of the policies on synthetic routing")
     c.add_argument("--model", required=True)
-    c.add_argument("--top-k", type=int, default=None, help="override the model's routed experts per token")
+    c.add_argument("--top-k", type=int_arg("experts"), default=None, help="override the model's routed experts per token")
     c.add_argument("--hardware", default="b200")
     c.add_argument("--gpus", type=int_arg("gpus"), default=1)
     c.add_argument("--batch", type=int_list_arg("batch"), default=[1, 4, 16, 64, 256])

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from .._validate import int_arg
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from ..reproduce import figure_names
@@ -20,8 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--trace", action="append", default=[], metavar="FILE",
                    help="add a routing trace (.npz, SGLang dump) beside the synthetic routing "
                         "(fig3: traces recorded on a preset model; fig5: any); repeatable")
-    p.add_argument("--seed", type=int, default=0, help="seed of every random draw (default 0)")
-    p.add_argument("--jobs", type=int, default=1, metavar="N",
+    p.add_argument("--seed", type=int_arg("seed"), default=0, help="seed of every random draw (default 0)")
+    p.add_argument("--jobs", type=int_arg("threads"), default=1, metavar="N",
                    help="worker processes for figures that run the executed step (default 1)")
     p.set_defaults(func=_run)
 

@@ -5,7 +5,7 @@ import argparse
 import json
 from typing import Any
 
-from .._validate import int_arg
+from .._validate import int_arg, number_arg
 from ..errors import field_error
 
 #: Policies that ``--policy all`` runs, in table order (the GPU-only reference first).
@@ -48,7 +48,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="do not load popular experts' weights before the decision")
     p.add_argument("--no-contention", action="store_true",
                    help="let PIM and GPU HBM traffic overlap without slowing each other")
-    p.add_argument("--scheduler-latency-us", type=float, default=None, metavar="US",
+    p.add_argument("--scheduler-latency-us", type=number_arg(lo=0, hi=999999, what="microseconds"), default=None,
+                   metavar="US",
                    help="modelled decision latency per layer for 256 experts (default: the hardware's, 20 us)")
     p.add_argument("--policy-option", action="append", default=[], metavar="KEY=VALUE",
                    help="constructor argument of the policies that take it, e.g. include_attention=false "

@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any, Callable
 
-from .._validate import int_list_arg
+from .._validate import int_arg, int_list_arg, number_list_arg
 from ..errors import ConfigError, field_error
 from ..sweep import INT_SETTINGS
 
@@ -78,7 +78,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--microbatches", type=_int_list("microbatches"), help="1, or 2 to interleave two halves of the batch")
     p.add_argument("--early-loads", type=_list(_bool), metavar="BOOL,...",
                    help="early weight loads on/off (true,false; default: the step's, true)")
-    p.add_argument("--scheduler-latency-us", type=_list(float), metavar="US,...",
+    p.add_argument("--scheduler-latency-us", type=number_list_arg(lo=0, hi=999999, what="microseconds"),
+                   metavar="US,...",
                    help="modelled decision latency per layer for 256 experts (default: the hardware's)")
     p.add_argument("--policy-options", type=_list_semicolon, metavar="K=V[,K=V];...",
                    help="policy constructor arguments, one set per value, sets separated by ';' "
@@ -87,7 +88,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--point", choices=sorted(POINT_FUNCTIONS), default=None,
                    help="what one point runs: step = the executed decode step (sievesim run), "
                         "estimate = the scheduler's one-layer estimate (default: step when available)")
-    p.add_argument("--jobs", type=int, default=None, metavar="N",
+    p.add_argument("--jobs", type=int_arg("threads"), default=None, metavar="N",
                    help="worker processes (default: CPU count; 1 runs the points in this process)")
     p.add_argument("--dask", metavar="ADDRESS", help="run on a Dask scheduler (needs sievesim[dask])")
     p.add_argument("--force", action="store_true", help="start over in a directory that holds another grid")
