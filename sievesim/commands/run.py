@@ -168,15 +168,19 @@ def _print_table(records: list[dict[str, Any]], model: Any, hw: Any) -> None:
     print("executed = the dependency graph run with engine-priced PIM nodes; estimate = the policy's Equation 1 "
           "summed over layers")
     refs = [k for k in ("speedup_over_gpu_only", "speedup_over_noexp") if k in r0]
-    head = (f"{'policy':14s} {'executed_ms':>11s} {'estimate_ms':>11s} {'tok/s/GPU':>10s} {'tok/s/user':>10s} "
+
+    def label(r: dict[str, Any]) -> str:
+        name = r["policy"] + (f"({r['pimoe_unit']})" if r.get("pimoe_unit") else "")
+        return name + "".join(f"[{k}={v}]" for k, v in r.get("policy_options", {}).items())
+
+    width = max([14] + [len(label(r)) for r in records])
+    head = (f"{'policy':{width}s} {'executed_ms':>11s} {'estimate_ms':>11s} {'tok/s/GPU':>10s} {'tok/s/user':>10s} "
             + " ".join(f"{'x ' + k[len('speedup_over_'):]:>10s}" for k in refs)
             + f" {'GPU exp/layer':>13s} {'PIM exp/layer':>13s}")
     print(head)
     for r in records:
-        name = r["policy"] + (f"({r['pimoe_unit']})" if r.get("pimoe_unit") else "")
-        name += "".join(f"[{k}={v}]" for k, v in r.get("policy_options", {}).items())
         layers = len(r["layer_time_s"])
-        print(f"{name:14s} {r['step_time_s'] * 1e3:11.3f} {r['estimated_step_time_s'] * 1e3:11.3f} "
+        print(f"{label(r):{width}s} {r['step_time_s'] * 1e3:11.3f} {r['estimated_step_time_s'] * 1e3:11.3f} "
               f"{r['throughput_tokens_per_s_per_gpu']:10.1f} {r['interactivity_tokens_per_s_per_user']:10.1f} "
               + " ".join(f"{r[k]:10.2f}" for k in refs)
               + f" {r['experts_on_gpu'] / layers:13.1f} {r['experts_on_pim'] / layers:13.1f}")
