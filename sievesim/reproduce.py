@@ -636,10 +636,27 @@ def fig9(opts: FigureOptions) -> FigureData:
                         meta.append((_series_name(pol, unit, reading), reading))
     records = _with_series(step_records("fig9", points, opts), meta)
 
-    def best_ratio(model: str, a: str, b: str, batches: Sequence[int]) -> tuple[float | None, float | None]:
-        vals = [x / y for x, y in ((_tput(records, model, a, bb), _tput(records, model, b, bb)) for bb in batches)
-                if x is not None and y]
-        return (min(vals), max(vals)) if vals else (None, None)
+    def ratios(panel: str, unit: str, reading: str, batches: Sequence[int]) -> list[float]:
+        """Sieve over PIMoE per ``unit`` in one reading, at each of ``batches`` that ran."""
+        sfx = "" if reading == "text" else " [matching]"
+        pairs = ((_tput(records, panel, "Sieve" + sfx, b), _tput(records, panel, f"PIMoE ({unit})" + sfx, b))
+                 for b in batches)
+        return [x / y for x, y in pairs if x is not None and y]
+
+    def over_pimoe(panel: str, batches: Sequence[int], how: str) -> str:
+        """Sieve/PIMoE per stack and per channel, text and matching: at one batch, the range over
+        ``batches`` or the best of them (``how``: "at", "range", "best")."""
+        parts = []
+        for unit in ("stack", "channel"):
+            cells = []
+            for reading in ("text", "matching"):
+                v = ratios(panel, unit, reading, batches)
+                if v:
+                    shown = f"{max(v):.2f}x" if how in ("at", "best") else f"{min(v):.2f}-{max(v):.2f}x"
+                    cells.append(f"{reading} {shown}")
+            if cells:
+                parts.append(f"{unit}: " + ", ".join(cells))
+        return "; ".join(parts) or "-"
 
     def claim_pair(model: str, batch: int, other: str) -> str:
         t = _ratio_text(_tput(records, model, "Sieve", batch), _tput(records, model, other, batch))
@@ -649,23 +666,16 @@ def fig9(opts: FigureOptions) -> FigureData:
         return f"text {t}; matching {m}"
 
     q35, gpt, q3 = "qwen3.5-397b-a17b", "gpt-oss-120b", "qwen3-30b-a3b"
-    gpt_b = [b for b in _step_batches(4, opts.quick) if b >= 32]
-    lo_t, hi_t = best_ratio(gpt, "Sieve", "PIMoE (stack)", gpt_b)
-    lo_m, hi_m = best_ratio(gpt, "Sieve [matching]", "PIMoE (stack) [matching]", gpt_b)
-    q3_t = best_ratio(q3, "Sieve", "PIMoE (stack)", _step_batches(1, opts.quick))[1]
-    q3_m = best_ratio(q3, "Sieve [matching]", "PIMoE (stack) [matching]", _step_batches(1, opts.quick))[1]
     q3_k = f"{q3} top-{TEXT_TOP_K[q3]}"
-    q3k_t = best_ratio(q3_k, "Sieve", "PIMoE (stack)", _step_batches(1, opts.quick))[1]
-    q3k_m = best_ratio(q3_k, "Sieve [matching]", "PIMoE (stack) [matching]", _step_batches(1, opts.quick))[1]
+    gpt_b = [b for b in _step_batches(4, opts.quick) if b >= 32]
+    q3_b = _step_batches(1, opts.quick)
     small = {m: _step_batches(g, opts.quick)[0] for m, g in STEP_MODELS.items()}
     claims = [
-        Claim("Qwen3.5 Sieve/PIMoE at B=256", "up to 1.26x", claim_pair(q35, 256, "PIMoE (stack)")
-              + ("" if opts.quick else f"; channel: text {_ratio_text(_tput(records, q35, 'Sieve', 256), _tput(records, q35, 'PIMoE (channel)', 256))}")),
-        Claim("GPT-OSS Sieve/PIMoE at B>=32", "1.11-1.17x",
-              "-" if lo_t is None else f"text {lo_t:.2f}-{hi_t:.2f}x; matching {lo_m:.2f}-{hi_m:.2f}x"),
-        Claim("Qwen3 Sieve/PIMoE, best B", "up to 1.6x",
-              "-" if q3_t is None else f"top-8 (config): text {q3_t:.2f}x; matching {q3_m:.2f}x; "
-              f"top-{TEXT_TOP_K[q3]} (paper's text): text {q3k_t:.2f}x; matching {q3k_m:.2f}x"),
+        Claim("Qwen3.5 Sieve/PIMoE at B=256", "up to 1.26x", over_pimoe(q35, [256], "at")),
+        Claim("GPT-OSS Sieve/PIMoE at B>=32", "1.11-1.17x", over_pimoe(gpt, gpt_b, "range")),
+        Claim("Qwen3 (top-8, config) Sieve/PIMoE, best B", "up to 1.6x", over_pimoe(q3, q3_b, "best")),
+        Claim(f"Qwen3 (top-{TEXT_TOP_K[q3]}, paper's text) Sieve/PIMoE, best B", "up to 1.6x",
+              over_pimoe(q3_k, q3_b, "best")),
         Claim("Sieve/AllExp at the smallest B (Qwen3 / GPT-OSS / Qwen3.5)", "comparable (~1x)",
               " / ".join(claim_pair(m, small[m], "AllExp") for m in (q3, gpt, q35))),
         Claim("AllExp throughput B=256 over B=32 (GPT-OSS)", "flat (fails to scale past B=32)",
@@ -675,7 +685,8 @@ def fig9(opts: FigureOptions) -> FigureData:
              "text = the paper's text (attention in Sieve's T_PIM, early weight loads, 20 us decision per 256 "
              "experts); matching = no early loads, no decision latency, Sieve weighing the expert work of each "
              "side only (docs/system.md, Readings)",
-             "PIMoE's unit: the paper's text says channel, its small-batch results fit stack (docs/policies.md)",
+             "PIMoE's unit: the paper's text says channel, its small-batch results fit stack (docs/policies.md); "
+             "no one unit gives all three of its Sieve/PIMoE figures (docs/reproduction.md, Figure 9)",
              "Qwen3-30B-A3B twice: top-8 as its config.json says, and top-4 as the paper's text says (a panel "
              "of its own, the same calibrated routing shape drawing 4 experts per token)",
              "on G GPUs the smallest batch is G (B/G requests per GPU)"]

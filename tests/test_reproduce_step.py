@@ -31,6 +31,11 @@ def test_fig9_quick_json_records(tmp_path, capsys):
         assert (r["pimoe_unit"] is None) == (r["policy"] != "pimoe")
         assert r["throughput_tokens_per_s_per_gpu"] == pytest.approx(r["batch"] / r["step_time_s"] / r["gpus"])
     assert {r["reading"] for r in records} == {"text", "matching"}
+    # Qwen3-30B-A3B with its config's top-8 and, in a panel of its own, the paper's top-4
+    assert {r["panel"] for r in records} == {"qwen3-30b-a3b", "qwen3-30b-a3b top-4", "gpt-oss-120b",
+                                             "qwen3.5-397b-a17b"}
+    assert {r["top_k"] for r in records if r["model"] == "qwen3-30b-a3b" and r["panel"] == r["model"]} == {8}
+    assert {r["top_k"] for r in records if r["panel"] == "qwen3-30b-a3b top-4"} == {4}
     with open(tmp_path / "fig9.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert len(rows) == len(records)
