@@ -155,6 +155,10 @@ class Problems:
             prefix = f"{self.source}: " if self.source else ""
             self.messages.append(msg[len(prefix):] if prefix and msg.startswith(prefix) else msg)
 
+    def add(self, field: str, value: Any, expected: str) -> None:
+        """Record one problem: ``field`` has ``value`` where ``expected`` was wanted."""
+        self.messages.append(str(field_error(field, value, expected)))
+
     def raise_if_any(self) -> None:
         if not self.messages:
             return

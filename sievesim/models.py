@@ -1016,8 +1016,7 @@ class _HF:
         self._disagreed: set[str] = set()
 
     def problem(self, key: str, value: Any, expected: str) -> None:
-        with self.problems.check():
-            raise field_error(key, value, expected, source=self.source)
+        self.problems.add(key, value, expected)
 
     def raise_if_any(self) -> None:
         self.problems.raise_if_any()

@@ -14,7 +14,7 @@ import yaml
 
 from .._inputs import read_text
 from .._validate import Problems, check_int, check_number
-from ..errors import ConfigError, field_error
+from ..errors import ConfigError
 from .config import PLUGINS, ControllerPlugin, DRAMConfig
 from .standards import _jedec_rounding, _r2_finish_timings, get_standard
 
@@ -48,8 +48,7 @@ class _Reader:
         self.problems = Problems(src)
 
     def problem(self, path: str, value: Any, expected: str) -> None:
-        with self.problems.check():
-            raise field_error(path, value, expected, source=self.src)
+        self.problems.add(path, value, expected)
 
     def section(self, node: Any, path: str) -> dict | None:
         """``node`` when it is a mapping; else a problem and None (the section is skipped)."""

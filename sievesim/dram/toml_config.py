@@ -51,10 +51,6 @@ def load_dram_toml(path: str | pathlib.Path) -> DRAMConfig:
     doc = read_toml(path)
     problems = Problems(src)
 
-    def problem(field: str, value: Any, expected: str) -> None:
-        with problems.check():
-            raise field_error(field, value, expected, source=src)
-
     unknown = [k for k in doc if k not in _TOP_KEYS]
     if unknown:
         with problems.check():
@@ -70,13 +66,13 @@ def load_dram_toml(path: str | pathlib.Path) -> DRAMConfig:
     ctrl: dict[str, Any] = {}
     if isinstance(doc.get("base"), str):
         if doc["base"] not in BUILTIN_CONFIGS:
-            problem("base", doc["base"], f"one of {sorted(BUILTIN_CONFIGS)}")
+            problems.add("base", doc["base"], f"one of {sorted(BUILTIN_CONFIGS)}")
         else:
             base = BUILTIN_CONFIGS[doc["base"]]()
             std = base.standard
             org, timings, ctrl = dict(base.org), dict(base.timings), {k: getattr(base, k) for k in _CONTROLLER_KEYS}
     elif "base" not in doc and "standard" not in doc:
-        problem("standard", None, "a standard name (hbm3, hbm2, ramulator2-hbm3, ramulator2-hbm2)")
+        problems.add("standard", None, "a standard name (hbm3, hbm2, ramulator2-hbm3, ramulator2-hbm2)")
     if isinstance(doc.get("standard"), str):
         with problems.check():
             std = get_standard(doc["standard"])
@@ -87,26 +83,26 @@ def load_dram_toml(path: str | pathlib.Path) -> DRAMConfig:
         if "preset" in org_node:
             p = org_node.pop("preset")
             if not isinstance(p, str) or p not in std.org_presets:
-                problem("org.preset", p, f"one of {sorted(std.org_presets)}")
+                problems.add("org.preset", p, f"one of {sorted(std.org_presets)}")
             else:
                 org.update({k: v for k, v in std.org_presets[p].items() if k in std.levels})
         for k, v in org_node.items():
             if k not in std.levels:
-                problem(f"org.{k}", v, f"a level of {std.name}: {list(std.levels)}")
+                problems.add(f"org.{k}", v, f"a level of {std.name}: {list(std.levels)}")
             else:
                 with problems.check():
                     org[k] = check_org_level(std, k, v, source=src)
         if "preset" in tim_node:
             p = tim_node.pop("preset")
             if not isinstance(p, str) or p not in std.timing_presets:
-                problem("timing.preset", p, f"one of {sorted(std.timing_presets)}")
+                problems.add("timing.preset", p, f"one of {sorted(std.timing_presets)}")
             else:
                 timings.update(std.timing_presets[p])
         for k, v in tim_node.items():
             if k not in std.timing_names:
                 close = difflib.get_close_matches(str(k), std.timing_names, n=1)
                 hint = f" (did you mean {close[0]}?)" if close else ""
-                problem(f"timing.{k}", v, f"a timing of {std.name}{hint}: {list(std.timing_names)}")
+                problems.add(f"timing.{k}", v, f"a timing of {std.name}{hint}: {list(std.timing_names)}")
             else:
                 with problems.check():
                     timings[k] = check_timing(k, v, source=src)

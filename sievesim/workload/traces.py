@@ -223,28 +223,24 @@ def trace_from_arrays(arrays: Mapping[str, Any], *, source: str = "<arrays>",
     seq_id, pos, phase = seq_id.astype(np.int64), pos.astype(np.int64), phase.astype(np.int8)
 
     # meaning: the counts agree, the ids and indices are in range (every problem, one message)
-    def problem(fld: str, value: Any, expected: str) -> None:
-        with problems.check():
-            raise _err(source, fld, value, expected)
-
     if num_experts is not None and e_meta is not None and num_experts != e_meta:
-        problem("meta.num_experts", e_meta, f"{num_experts} (the model's expert count)")
+        problems.add("meta.num_experts", e_meta, f"{num_experts} (the model's expert count)")
     if top_k is not None and k_meta is not None and top_k != k_meta:
-        problem("meta.top_k", k_meta, f"{top_k} (the top-k asked for)")
+        problems.add("meta.top_k", k_meta, f"{top_k} (the top-k asked for)")
     e = e_meta if e_meta is not None else num_experts
     kk = k_meta if k_meta is not None else top_k
     if e is None:
-        problem("meta.num_experts", None, "the routed-expert count (missing)")
+        problems.add("meta.num_experts", None, "the routed-expert count (missing)")
     if kk is None:
         kk = k
     if k != kk:
-        problem("topk_ids.shape[2]", k, f"top_k = {kk}")
+        problems.add("topk_ids.shape[2]", k, f"top_k = {kk}")
     if l_meta is not None and l_meta != num_layers:
-        problem("topk_ids.shape[1]", num_layers, f"meta.num_moe_layers = {l_meta}")
+        problems.add("topk_ids.shape[1]", num_layers, f"meta.num_moe_layers = {l_meta}")
     if "layer_ids" in arrays and np.shape(arrays["layer_ids"]) != (num_layers,):
-        problem("layer_ids.shape", np.shape(arrays["layer_ids"]), f"({num_layers},) = one per MoE layer")
+        problems.add("layer_ids.shape", np.shape(arrays["layer_ids"]), f"({num_layers},) = one per MoE layer")
     if n == 0:
-        problem("topk_ids.shape[0]", 0, "at least one token")
+        problems.add("topk_ids.shape[0]", 0, "at least one token")
     if e is not None:
         with problems.check():
             _check_ids(ids, e, source, "topk_ids")
@@ -253,7 +249,7 @@ def trace_from_arrays(arrays: Mapping[str, Any], *, source: str = "<arrays>",
                                      ("pos", pos, pos < 0, "a position >= 0")):
         if np.any(bad):
             i = int(np.argmax(bad))
-            problem(f"{name}[{i}]", int(arr[i]), expected)
+            problems.add(f"{name}[{i}]", int(arr[i]), expected)
     problems.raise_if_any()
     assert e is not None
     return TraceData(topk_ids=ids, seq_id=seq_id, pos=pos, phase=phase, num_experts=int(e),
