@@ -54,6 +54,6 @@ class LinearExtension:
 
     def track_error_at_512_tokens_percent(self, model: str) -> float:
         sim = StepSimulator(model, gpus=CASES[model], policy="allexp", batch=CASES[model], contention=False)
-        extended = sim._expert_exec_s(512, None)
-        engine = next(iter(sim._engine.values())).expert_time_s(512)
+        extended = sim.engine_times.expert_s(512, None)
+        engine = next(iter(sim.engine_times.engines.values())).expert_time_s(512)
         return 100.0 * (extended / engine - 1.0)

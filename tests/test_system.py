@@ -96,7 +96,7 @@ def test_the_cost_table_learns_the_engines_times_after_each_step():
     first = sim.run_step()
     assert len(sim.table) > 0
     for (shape, n), value in sim.table.items():
-        assert shape == "expert" and value == sim._expert_exec_s(n, None)
+        assert shape == "expert" and value == sim.engine_times.expert_s(n, None)
     second = sim.run_step()
     # the estimate moved from the roofline fallback to the engine's times
     assert first["estimated_step_time_s"] != second["estimated_step_time_s"]
@@ -161,7 +161,7 @@ def test_contexts_grow_by_one_token_per_step():
     sim = StepSimulator("qwen3-30b-a3b", policy="allexp", batch=4, context_len=100)
     sim.run_step()
     sim.run_step()
-    assert ("full", (101, 101, 101, 101)) in sim._attn_exec
+    assert ("full", (101, 101, 101, 101)) in sim.engine_times.attention
 
 
 @pytest.mark.skipif(not (TRACES / "mixtral_8x7b_humaneval_gsm8k_decode.npz").exists(), reason="real traces absent")

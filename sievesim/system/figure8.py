@@ -1,0 +1,442 @@
+"""The nodes of one layer of the Sieve paper's Figure 8, one function per node.
+
+A decode step is built layer by layer (:meth:`sievesim.system.step.StepSimulator.run_step`); for
+each layer and micro-batch the driver calls, in the figure's order:
+
+==========================  =================================================================
+:func:`add_attention`        pre-attention (QKV), attention (PIM, or GPU for ``gpu-only``),
+                             prefill attention (GPU), o-proj + router
+:func:`add_dense_mlp`        the MLP of a dense layer (no MoE)
+:func:`route`                the layer's routing: counts, dispatch volumes, local maps
+:func:`add_allgather`        AllGather of the routing maps (link)
+:func:`add_metadata`         dispatch metadata (GPU)
+:func:`add_dispatch`         token dispatch (link), beside the decision
+:func:`decide`               the policy's partition of one GPU's experts (Equation 1)
+:func:`add_decision`         the decision node (its modelled latency)
+:func:`add_shared_expert`    shared-expert weights and GEMM (right after the router)
+:func:`add_early_load`       weights loaded before the decision
+:func:`add_gpu_path`         expert weights HBM -> GPU and the grouped GEMM
+:func:`add_pim_path`         experts on PIM (GWRITE, GEMVs, readout, one hand-over)
+:func:`add_combine_aggregate`  combine (link) and aggregate (GPU)
+==========================  =================================================================
+
+Every function adds its nodes to :attr:`StepBuild.graph` from a plain per-layer context
+(:class:`LayerBatch`, :class:`LayerRouting`, :class:`GpuPartition`). Durations are seconds.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from ..costs import CostContext, non_moe_work
+from . import gpu_ops
+from .dag import Graph
+
+if TYPE_CHECKING:
+    from .step import StepSimulator
+
+__all__ = ["StepBuild", "LayerBatch", "LayerRouting", "GpuPartition", "add_embedding", "add_attention",
+           "add_dense_mlp", "route", "add_allgather", "add_metadata", "add_dispatch", "decide", "add_decision",
+           "add_shared_expert", "add_early_load", "add_gpu_path", "add_pim_path", "add_combine_aggregate",
+           "add_lm_head"]
+
+_count = np.count_nonzero
+
+
+@dataclass
+class StepBuild:
+    """What every node function of one step shares: the simulator, the graph being built, the
+    step's per-request data, the hardware rates, and the step's accumulators."""
+
+    sim: StepSimulator
+    graph: Graph
+    ids: np.ndarray | None          # routing ids (T, L_moe, K), or None for a count-only source
+    counts_all: np.ndarray          # (L_moe, E) tokens per expert of the whole step
+    owner: np.ndarray               # owner GPU of each token row
+    mb_rows: list[np.ndarray]       # rows of each micro-batch
+    ctx_lens: np.ndarray            # decode context lengths [tokens]
+    flops_s: float                  # GPU FLOP/s (peak x efficiency)
+    bytes_s: float                  # GPU HBM bytes/s (peak x efficiency)
+    link_bw: float                  # bytes/s per direction
+    link_lat: float                 # s
+    sched_s: float                  # modelled decision latency per GPU and layer [s]
+    # accumulators
+    prev: dict[tuple[int, int], int] = field(default_factory=dict)      # last node of (micro-batch, GPU)
+    layer_est: np.ndarray = field(default=None)                         # Equation-1 estimate per layer [s]
+    n_gpu_exp: np.ndarray = field(default=None)
+    n_pim_exp: np.ndarray = field(default=None)
+    agg_nodes: list[list[int]] = field(default_factory=list)            # last nodes of each layer
+    observed: dict[str | None, list[np.ndarray]] = field(default_factory=lambda: {None: []})
+    attn_ratio: dict[str, list[float]] = field(default_factory=dict)    # engine / roofline attention
+    unit_attention_nodes: list[tuple[int, int]] = field(default_factory=list)
+    unit_expert_nodes: list[tuple[int, int, np.ndarray | None]] = field(default_factory=list)
+    decisions: int = 0
+    wall_decide: float = 0.0
+    memo: dict[tuple, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        layers = self.sim.model.num_layers
+        self.layer_est = np.zeros(layers)
+        self.n_gpu_exp = np.zeros(layers)
+        self.n_pim_exp = np.zeros(layers)
+        self.agg_nodes = [[] for _ in range(layers)]
+
+    def res(self, g: int, *kinds: str) -> tuple[str, ...]:
+        """Resource names of GPU ``g`` (``g0.gpu``, ``g0.hbm``, ``g0.pim``, ``g0.tx``, ``g0.rx``)."""
+        names = self.sim._resource_names
+        key = (g, kinds)
+        out = names.get(key)
+        if out is None:
+            out = names[key] = tuple(f"g{g}.{k}" for k in kinds)
+        return out
+
+    def roof(self, work: gpu_ops.GpuWork) -> float:
+        """GPU roofline time [s] of ``work``."""
+        return gpu_ops.roofline_s(work, self.sim.hw)
+
+    def cached(self, key: tuple, fn: Callable[[], float]) -> float:
+        """A duration that repeats across the layers of one kind, computed once per step."""
+        value = self.memo.get(key)
+        if value is None:
+            value = self.memo[key] = fn()
+        return value
+
+
+@dataclass
+class LayerBatch:
+    """One micro-batch of one layer: which rows, and per GPU its tokens, decode contexts and prompts."""
+
+    layer: int
+    kind: str                       # attention kind of the layer
+    is_moe: bool
+    mb: int                         # micro-batch index
+    rows: np.ndarray                # token rows of the micro-batch
+    own: np.ndarray                 # owner GPU of each row
+    tokens_g: list[int]             # tokens per GPU (decode requests + prefill tokens)
+    lens_g: list[np.ndarray]        # decode context lengths per GPU [tokens]
+    pf_g: list[list[int]]           # prefill prompt lengths per GPU [tokens]
+
+
+@dataclass
+class LayerRouting:
+    """The routing of one MoE layer's micro-batch and the link times it implies."""
+
+    counts: np.ndarray              # (E,) tokens per expert
+    lid: np.ndarray | None          # (rows, K) expert ids, or None
+    send: np.ndarray                # token vectors each GPU sends (dispatch)
+    recv: np.ndarray                # token vectors each GPU receives
+    comm_ag: float                  # AllGather time in the policy's T_comm [s]
+    t_disp: list[float]             # dispatch (and combine) time per GPU [s]
+    own_counts: np.ndarray | None   # (G, E) tokens of each GPU's own requests per expert (early loads)
+    mb_tokens: int                  # tokens of the micro-batch over all GPUs
+
+
+@dataclass
+class GpuPartition:
+    """The policy's split of one GPU's activated experts at one layer."""
+
+    counts: np.ndarray              # (E/G,) tokens per local expert
+    on_gpu: np.ndarray              # bool mask of activated experts on the GPU
+    on_pim: np.ndarray              # bool mask of activated experts on PIM
+    n_gpu: int
+    n_pim: int
+    gpu_tokens: float               # tokens of the GPU experts
+    part: Any                       # the policy's Partition (its unit and unit_of for PIMoE)
+
+
+def add_embedding(b: StepBuild, mb: int) -> None:
+    """The embedding lookup of every GPU for micro-batch ``mb``."""
+    sim, m = b.sim, b.sim.model
+    for g in range(sim.gpus):
+        tokens = int(np.count_nonzero(b.owner[b.mb_rows[mb]] == g))
+        b.prev[(mb, g)] = b.graph.add(f"embedding g{g} mb{mb}", b.roof(gpu_ops.embedding(m, tokens)),
+                                      b.res(g, "gpu", "hbm"), gpu=g, layer=-1, kind="embedding", microbatch=mb)
+
+
+def add_attention(b: StepBuild, lb: LayerBatch) -> list[int]:
+    """Pre-attention, attention, prefill attention and o-proj + router of every GPU; returns the
+    router node of each GPU."""
+    sim, m, graph = b.sim, b.sim.model, b.graph
+    layer, kind, mb, is_moe = lb.layer, lb.kind, lb.mb, lb.is_moe
+    post: list[int] = []
+    for g in range(sim.gpus):
+        lens, pf_lens, tokens = lb.lens_g[g], lb.pf_g[g], lb.tokens_g[g]
+        pre = graph.add(f"L{layer} pre-attention g{g}",
+                        b.cached(("pre", kind, is_moe, tokens), lambda: b.roof(gpu_ops.pre_attention(m, layer, tokens))),
+                        b.res(g, "gpu", "hbm"), [b.prev[(mb, g)]], gpu=g, layer=layer, kind="pre_attention",
+                        microbatch=mb)
+        deps = [pre]
+        if sim.gpu_only:
+            t_att = b.cached(("gpu-attn", kind, mb, g), lambda: b.roof(gpu_ops.decode_attention_on_gpu(m, layer, lens)))
+            deps.append(graph.add(f"L{layer} attention g{g}", t_att, b.res(g, "gpu", "hbm"), [pre],
+                                  gpu=g, layer=layer, kind="attention", microbatch=mb))
+        elif lens.size:
+            t_att = b.cached(("pim-attn", kind, mb, g), lambda: sim.engine_times.attention_s(kind, lens))
+            node = graph.add(f"L{layer} attention (PIM) g{g}", t_att, b.res(g, "pim"), [pre],
+                             gpu=g, layer=layer, kind="attention", microbatch=mb)
+            b.unit_attention_nodes.append((g, node))
+            deps.append(node)
+            roof_att = b.cached(("roof-attn", kind, mb, g), lambda: sim._roof[kind].attention_time_s(lens))
+            if roof_att > 0:
+                b.attn_ratio.setdefault(kind, []).append(t_att / roof_att)
+        if pf_lens:
+            deps.append(graph.add(f"L{layer} prefill attention g{g}",
+                                  b.roof(gpu_ops.prefill_attention(m, layer, pf_lens)), b.res(g, "gpu"),
+                                  [pre], gpu=g, layer=layer, kind="prefill_attention", microbatch=mb))
+        post.append(graph.add(f"L{layer} o-proj+router g{g}",
+                              b.cached(("post", kind, is_moe, tokens),
+                                       lambda: b.roof(gpu_ops.post_attention(m, layer, tokens))),
+                              b.res(g, "gpu", "hbm"), deps, gpu=g, layer=layer, kind="post_attention", microbatch=mb))
+    return post
+
+
+def add_dense_mlp(b: StepBuild, lb: LayerBatch, post: list[int]) -> None:
+    """The MLP of a dense layer on every GPU, and the layer's estimate (GPU work beside attention on PIM)."""
+    sim, m = b.sim, b.sim.model
+    layer, mb = lb.layer, lb.mb
+    for g in range(sim.gpus):
+        tokens = lb.tokens_g[g]
+        node = b.graph.add(f"L{layer} dense MLP g{g}", b.roof(gpu_ops.dense_mlp(m, tokens)),
+                           b.res(g, "gpu", "hbm"), [post[g]], gpu=g, layer=layer, kind="dense_mlp", microbatch=mb)
+        b.prev[(mb, g)] = node
+        b.agg_nodes[layer].append(node)
+        work = (gpu_ops.pre_attention(m, layer, tokens) + gpu_ops.post_attention(m, layer, tokens)
+                + gpu_ops.dense_mlp(m, tokens))
+        if sim.gpu_only:
+            est = b.roof(work + gpu_ops.decode_attention_on_gpu(m, layer, lb.lens_g[g]))
+        else:
+            est = max(b.roof(work), sim._learned[lb.kind].attention_time_s(lb.lens_g[g]))
+        b.layer_est[layer] = max(b.layer_est[layer], est)
+
+
+def route(b: StepBuild, lb: LayerBatch) -> LayerRouting:
+    """Counts per expert of the layer's micro-batch, the dispatch volumes each GPU sends and receives,
+    the AllGather and dispatch times, and each GPU's local routing map (for early loads)."""
+    sim, m = b.sim, b.sim.model
+    G, El, E, K = sim.gpus, sim.local_experts, m.num_experts, m.top_k
+    rows, own = lb.rows, lb.own
+    li = sim._moe_index[lb.layer]
+    mb_tokens = int(rows.size)
+    if b.ids is not None:
+        lid = b.ids[rows, li, :]
+        if sim.microbatches == 1:
+            counts = b.counts_all[li]
+        else:
+            counts = np.bincount(lid[lid >= 0].ravel(), minlength=E)
+        dest = np.where(lid >= 0, lid // El, -1)
+        hit = np.zeros((rows.size, G), dtype=bool)
+        r_idx = np.repeat(np.arange(rows.size), K)
+        d = dest.ravel()
+        hit[r_idx[d >= 0], d[d >= 0]] = True
+        hit[np.arange(rows.size), own] = False
+        send = np.bincount(own, weights=hit.sum(axis=1), minlength=G)
+        recv = hit.sum(axis=0).astype(np.float64)
+    else:
+        counts = b.counts_all[li]
+        lid = None
+        pairs = counts.reshape(G, El).sum(axis=1).astype(np.float64)
+        send = recv = pairs * (G - 1) / G
+    vec_bytes = m.hidden_size * m.dtype_bytes
+    comm_ag = b.link_lat + (G - 1) * (mb_tokens / G) * K * 8.0 / b.link_bw if G > 1 else 0.0
+    t_disp = [b.link_lat + max(send[g], recv[g]) * vec_bytes / b.link_bw if G > 1 else 0.0 for g in range(G)]
+    own_counts = None
+    if sim.early_loads and lid is not None:
+        flat = (own[:, None] * E + lid)[lid >= 0]
+        own_counts = np.bincount(flat, minlength=G * E).reshape(G, E)
+    return LayerRouting(counts, lid, send, recv, comm_ag, t_disp, own_counts, mb_tokens)
+
+
+def add_allgather(b: StepBuild, lb: LayerBatch, post: list[int]) -> list[int]:
+    """AllGather of every GPU's routing map after all routers (none on one GPU)."""
+    sim, K = b.sim, b.sim.model.top_k
+    if sim.gpus == 1:
+        return []
+    nodes = []
+    for g in range(sim.gpus):
+        local_map = lb.tokens_g[g] * K * 8.0
+        nodes.append(b.graph.add(f"L{lb.layer} allgather g{g}", b.link_lat + (sim.gpus - 1) * local_map / b.link_bw,
+                                 b.res(g, "tx", "rx"), post, gpu=g, layer=lb.layer, kind="allgather",
+                                 microbatch=lb.mb))
+    return nodes
+
+
+def add_metadata(b: StepBuild, lb: LayerBatch, r: LayerRouting, after: list[int]) -> list[int]:
+    """Dispatch metadata of every GPU (after its AllGather, or its router on one GPU)."""
+    sim, m = b.sim, b.sim.model
+    return [b.graph.add(f"L{lb.layer} metadata g{g}", b.roof(gpu_ops.metadata(m, r.mb_tokens, sim.local_experts)),
+                        b.res(g, "gpu"), [after[g]], gpu=g, layer=lb.layer, kind="metadata", microbatch=lb.mb)
+            for g in range(sim.gpus)]
+
+
+def add_dispatch(b: StepBuild, lb: LayerBatch, r: LayerRouting, meta: list[int]) -> list[int | None]:
+    """Token dispatch of every GPU after all metadata (none on one GPU)."""
+    G = b.sim.gpus
+    if G == 1:
+        return [None] * G
+    return [b.graph.add(f"L{lb.layer} dispatch g{g}", r.t_disp[g], b.res(g, "tx", "rx"), meta, gpu=g,
+                        layer=lb.layer, kind="dispatch", microbatch=lb.mb) for g in range(G)]
+
+
+def decide(b: StepBuild, lb: LayerBatch, r: LayerRouting, g: int) -> GpuPartition:
+    """GPU ``g``'s partition of its local experts, decided by the policy on its own estimate
+    (Equation 1 with the learned cost table); records the estimate and the expert counts."""
+    sim, m = b.sim, b.sim.model
+    El = sim.local_experts
+    layer, kind, mb = lb.layer, lb.kind, lb.mb
+    c = np.asarray(r.counts[g * El:(g + 1) * El], dtype=np.int64)
+    fixed = b.memo.get(("fixed", kind, mb, g))
+    if fixed is None:
+        fixed = non_moe_work(m, layer, lb.tokens_g[g])
+        if sim.gpu_only:
+            fixed = fixed + gpu_ops.decode_attention_on_gpu(m, layer, lb.lens_g[g])
+        b.memo[("fixed", kind, mb, g)] = fixed
+    if sim.gpu_only:
+        t_attn_est, pim_model = 0.0, sim._no_pim
+    else:
+        pim_model = sim._learned[kind]
+        t_attn_est = b.cached(("est-attn", kind, mb, g), lambda: pim_model.attention_time_s(lb.lens_g[g]))
+    ctx = CostContext(t_comm_s=r.comm_ag + 2.0 * r.t_disp[g], t_attention_s=t_attn_est, gpu_fixed=fixed,
+                      gpu_flops_per_s=b.flops_s, gpu_bytes_per_s=b.bytes_s, expert_bytes=float(m.bytes_per_expert),
+                      expert_flops_per_token=2.0 * m.params_per_expert,
+                      expert_io_bytes_per_token=_expert_io_bytes_per_token(m),
+                      pim=pim_model, batch=max(r.mb_tokens, 1), top_k=m.top_k, num_experts=El,
+                      organisation=sim.org)
+    t0 = time.perf_counter()
+    part = sim.policy.decide(c, ctx, validate=False)
+    b.wall_decide += time.perf_counter() - t0
+    b.decisions += 1
+    active = c > 0
+    on_pim = part.on_pim & active
+    on_gpu = ~part.on_pim & active
+    n_gpu, n_pim = _count(on_gpu), _count(on_pim)
+    gpu_tok = float(c[on_gpu].sum()) if n_gpu else 0.0
+    if part.unit is None:    # Equation 1 of this partition, as CostContext.evaluate computes it
+        est = max(ctx.t_comm_s, ctx.gpu_time_s(n_gpu, gpu_tok)[0],
+                  ctx.t_attention_s + (float(ctx.pim_times()[c[on_pim]].sum()) if n_pim else 0.0))
+    else:
+        est = part.evaluate(ctx).t_total_s
+    b.layer_est[layer] = max(b.layer_est[layer], est)
+    b.n_gpu_exp[layer] += n_gpu
+    b.n_pim_exp[layer] += n_pim
+    return GpuPartition(c, on_gpu, on_pim, n_gpu, n_pim, gpu_tok, part)
+
+
+def _expert_io_bytes_per_token(m: Any) -> float:
+    """Activation bytes one token moves through one expert (in, gate/up out, down in, out)."""
+    return m.dtype_bytes * (2.0 * m.hidden_size + 2.0 * m.moe_intermediate_size)
+
+
+def add_decision(b: StepBuild, lb: LayerBatch, g: int, meta: list[int]) -> int:
+    """The decision of GPU ``g`` (its modelled latency; it holds no resource), after its metadata."""
+    return b.graph.add(f"L{lb.layer} decision g{g}", b.sched_s, (), [meta[g]], gpu=g, layer=lb.layer,
+                       kind="decision", microbatch=lb.mb)
+
+
+def add_shared_expert(b: StepBuild, lb: LayerBatch, g: int, post: list[int]) -> int | None:
+    """Shared-expert weights (right after the router) and GEMM of GPU ``g``; None without shared experts."""
+    m = b.sim.model
+    if not m.num_shared_experts:
+        return None
+    load = b.graph.add(f"L{lb.layer} shared-expert weights g{g}", m.shared_expert_bytes / b.bytes_s,
+                       b.res(g, "hbm"), [post[g]], gpu=g, layer=lb.layer, kind="shared_load", microbatch=lb.mb)
+    return b.graph.add(f"L{lb.layer} shared-expert GEMM g{g}",
+                       b.roof(gpu_ops.shared_expert_gemm(m, lb.tokens_g[g])), b.res(g, "gpu"),
+                       [load], gpu=g, layer=lb.layer, kind="shared_gemm", microbatch=lb.mb)
+
+
+def add_early_load(b: StepBuild, lb: LayerBatch, r: LayerRouting, g: int,
+                   post: list[int]) -> tuple[np.ndarray, int | None]:
+    """Weights of GPU ``g``'s experts with >= 2 tokens in its own routing map, loaded right after its
+    router (the paper's early loads); returns the mask of those experts and the node (or None)."""
+    El = b.sim.local_experts
+    early = np.zeros(El, dtype=bool)
+    if r.own_counts is None:
+        return early, None
+    early = r.own_counts[g, g * El:(g + 1) * El] >= 2
+    n_early = _count(early)
+    if not n_early:
+        return early, None
+    node = b.graph.add(f"L{lb.layer} early weight load g{g}", n_early * float(b.sim.model.bytes_per_expert) / b.bytes_s,
+                       b.res(g, "hbm"), [post[g]], gpu=g, layer=lb.layer, kind="early_load", experts=early,
+                       microbatch=lb.mb)
+    return early, node
+
+
+def add_gpu_path(b: StepBuild, lb: LayerBatch, g: int, p: GpuPartition, dec: int, after_dispatch: list[int],
+                 early: np.ndarray, early_node: int | None) -> int | None:
+    """The GPU experts of GPU ``g``: the weights not loaded early (after the decision), then one
+    grouped GEMM after dispatch; None when no expert runs on the GPU."""
+    if not p.n_gpu:
+        return None
+    m = b.sim.model
+    late = p.on_gpu & ~early
+    deps_gemm = list(after_dispatch)
+    n_late = _count(late)
+    if n_late:
+        deps_gemm.append(b.graph.add(f"L{lb.layer} expert weights HBM->GPU g{g}",
+                                     n_late * float(m.bytes_per_expert) / b.bytes_s, b.res(g, "hbm"), [dec],
+                                     gpu=g, layer=lb.layer, kind="weight_load", experts=late, microbatch=lb.mb))
+    if n_late < p.n_gpu:     # some GPU experts were loaded early
+        deps_gemm.append(early_node)
+    tok = p.gpu_tokens
+    t_gemm = max(2.0 * m.params_per_expert * tok / b.flops_s, _expert_io_bytes_per_token(m) * tok / b.bytes_s)
+    return b.graph.add(f"L{lb.layer} grouped GEMM g{g}", t_gemm, b.res(g, "gpu"), deps_gemm,
+                       gpu=g, layer=lb.layer, kind="gemm", experts=p.on_gpu, microbatch=lb.mb)
+
+
+def add_pim_path(b: StepBuild, lb: LayerBatch, g: int, p: GpuPartition, after_dispatch: list[int]) -> int | None:
+    """The PIM experts of GPU ``g`` as one node after dispatch: the engine's time of each expert
+    plus one GPU-PIM hand-over (with a PIMoE unit: the busiest unit's time); None when none runs on PIM."""
+    if not p.n_pim:
+        return None
+    sim = b.sim
+    n_e = p.counts[p.on_pim]
+    part = p.part
+    if part.unit is None:
+        times = sim.engine_times.experts_s(n_e, None)
+        t_pim = float(times.sum()) + sim._hand_over_s
+        share = None
+        b.observed[None].append(n_e)
+    else:
+        times = sim.engine_times.experts_s(n_e, part.unit)
+        busy = np.bincount(np.asarray(part.unit_of)[p.on_pim], weights=times, minlength=sim.org.count(part.unit))
+        t_pim = float(busy.max()) + sim._hand_over_s
+        share = busy / t_pim if t_pim > 0 else busy
+        b.observed.setdefault(part.unit, []).append(n_e)
+    node = b.graph.add(f"L{lb.layer} experts on PIM g{g}", t_pim, b.res(g, "pim"), after_dispatch,
+                       gpu=g, layer=lb.layer, kind="pim_experts", experts=p.on_pim, microbatch=lb.mb)
+    b.unit_expert_nodes.append((g, node, share))
+    return node
+
+
+def add_combine_aggregate(b: StepBuild, lb: LayerBatch, r: LayerRouting, outs: list[list[int]],
+                          shared_out: list[int | None]) -> None:
+    """Combine (link, after every GPU's expert outputs) and aggregate (GPU) of every GPU."""
+    sim, m = b.sim, b.sim.model
+    G, layer, mb = sim.gpus, lb.layer, lb.mb
+    all_outs = [n for o in outs for n in o]
+    for g in range(G):
+        if G > 1:
+            comb = b.graph.add(f"L{layer} combine g{g}", r.t_disp[g], b.res(g, "tx", "rx"), all_outs, gpu=g,
+                               layer=layer, kind="combine", microbatch=mb)
+            deps = [comb]
+        else:
+            deps = list(outs[g])
+        if shared_out[g] is not None:
+            deps.append(shared_out[g])
+        node = b.graph.add(f"L{layer} aggregate g{g}", b.roof(gpu_ops.aggregate(m, lb.tokens_g[g])),
+                           b.res(g, "gpu"), deps, gpu=g, layer=layer, kind="aggregate", microbatch=mb)
+        b.prev[(mb, g)] = node
+        b.agg_nodes[layer].append(node)
+
+
+def add_lm_head(b: StepBuild, decode_owner: np.ndarray, pf_owner: np.ndarray) -> None:
+    """The LM head of every GPU after its last layer in every micro-batch."""
+    sim, m = b.sim, b.sim.model
+    for g in range(sim.gpus):
+        logits = int(np.count_nonzero(decode_owner == g)) + int(np.count_nonzero(pf_owner == g))
+        b.graph.add(f"LM head g{g}", b.roof(gpu_ops.lm_head(m, logits)), b.res(g, "gpu", "hbm"),
+                    [b.prev[(mb, g)] for mb in range(sim.microbatches)], gpu=g, layer=m.num_layers, kind="lm_head")
