@@ -72,7 +72,7 @@ def test_fig4_places_by_the_rooflines(tmp_path):
 
 
 def test_without_matplotlib_the_csv_is_written_and_the_message_says_how(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(rp, "_have_matplotlib", lambda: False)
+    monkeypatch.setattr(rp.registry, "_have_matplotlib", lambda: False)
     assert main(["reproduce", "fig4", "--quick", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "pip install 'sievesim[plot]'" in out

@@ -1,0 +1,15 @@
+"""The plot boilerplate every figure shares: lay out, save the PNG without a timestamp, close."""
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+
+def save(fig: Any, path: pathlib.Path, *, rect: tuple[float, float, float, float] | None = None) -> None:
+    """Tight-lay out matplotlib figure ``fig`` (within ``rect``, figure fractions), write it to
+    ``path`` at 120 dpi without the Software tag (the matplotlib version), close it."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout(rect=rect)
+    fig.savefig(path, dpi=120, metadata={"Software": None})
+    plt.close(fig)

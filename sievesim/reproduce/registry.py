@@ -1,0 +1,201 @@
+"""The figure registry: what a figure returns, how it is registered, how ``reproduce`` runs it.
+
+:func:`reproduce` computes a registered figure (or ``all``, in registration order), writes
+``NAME.csv`` and, with matplotlib, ``NAME.png``, and returns a :class:`FigureReport`;
+:func:`format_report` prints its claims table. :func:`step_records` gives a figure the executed
+step at a list of points, as a resumable sweep.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from ..errors import field_error
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One statement of the paper and our number for it (``ours`` already formatted)."""
+
+    what: str
+    paper: str
+    ours: str
+
+
+@dataclass
+class FigureData:
+    """What a figure function returns: records (one CSV row each), claims, and notes that explain
+    differences (printed under the claims)."""
+
+    records: list[dict[str, Any]]
+    claims: list[Claim] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class FigureOptions:
+    """Options every figure function receives.
+
+    quick: the reduced version (fewer batch sizes and steps).
+    traces: routing trace files to add beside the synthetic routing where a figure can use them.
+    seed: seed of every random draw.
+    out_dir: where the figure's files go (:func:`step_records` keeps its points there too).
+    jobs: worker processes for :func:`step_records` (1: in this process).
+    """
+
+    quick: bool = False
+    traces: tuple[str, ...] = ()
+    seed: int = 0
+    out_dir: str = "figures"
+    jobs: int = 1
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A registered figure: its name, title, compute function and optional plot function."""
+
+    name: str
+    title: str
+    compute: Callable[[FigureOptions], FigureData]
+    plot: Callable[[FigureData, pathlib.Path], None] | None = None
+
+
+@dataclass
+class FigureReport:
+    """A reproduced figure: its data and the files written (``png`` is None without matplotlib)."""
+
+    name: str
+    title: str
+    data: FigureData
+    csv: pathlib.Path
+    png: pathlib.Path | None
+    message: str = ""
+
+
+#: Registered figures, in the order ``all`` runs them.
+FIGURES: dict[str, Figure] = {}
+
+
+def register_figure(name: str, title: str, *, plot: Callable[[FigureData, pathlib.Path], None] | None = None
+                    ) -> Callable[[Callable[[FigureOptions], FigureData]], Callable[[FigureOptions], FigureData]]:
+    """Decorator: register ``compute(opts) -> FigureData`` as figure ``name`` (see module doc)."""
+    def wrap(compute: Callable[[FigureOptions], FigureData]) -> Callable[[FigureOptions], FigureData]:
+        if name in FIGURES or name == "all":
+            raise ValueError(f"figure {name!r} is already registered")
+        FIGURES[name] = Figure(name, title, compute, plot)
+        return compute
+    return wrap
+
+
+def figure_names() -> list[str]:
+    """Registered figure names and ``all``."""
+    return list(FIGURES) + ["all"]
+
+
+def _have_matplotlib() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def step_records(name: str, points: Sequence[dict[str, Any]], opts: FigureOptions, *,
+                 point_fn: Callable[[dict[str, Any]], Any] | None = None) -> list[dict[str, Any]]:
+    """Rows of the executed step (:func:`sievesim.sweep.step_point`, or ``point_fn``) at every
+    point, in point order, for a figure that needs the step (Figures 6 and 9-11).
+
+    The points run as a sweep in ``OUT/NAME-points/`` (``opts.jobs`` worker processes), so an
+    interrupted ``reproduce`` resumes where it stopped and a rerun of a finished figure only
+    redraws it. ``points`` are settings dicts as :func:`sievesim.sweep.expand_grid` gives them
+    (``expand_grid`` fills the defaults)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from ..sweep import expand_grid, point_id, read_results, run_grid, step_point
+
+    fn = point_fn or step_point
+    pts = expand_grid([{k: [v] for k, v in p.items()} for p in points])
+    out = pathlib.Path(opts.out_dir) / f"{name}-points"
+    if opts.jobs > 1 and len(pts) > 1:
+        with ProcessPoolExecutor(max_workers=min(opts.jobs, len(pts))) as pool:
+            run_grid(pts, out, point_fn=fn, executor=pool, force=_grid_changed(out, pts, fn), progress=None)
+    else:
+        run_grid(pts, out, point_fn=fn, force=_grid_changed(out, pts, fn), progress=None)
+    by_id = {r["point_id"]: r for r in read_results(out)}
+    return [by_id[point_id(p)] for p in pts]
+
+
+def _grid_changed(out: pathlib.Path, points: Sequence[dict[str, Any]], fn: Callable[..., Any]) -> bool:
+    """Whether ``out`` holds the points of another grid (a figure's points changed with --quick or
+    --seed): then its directory is started over."""
+    from ..sweep import MANIFEST, grid_manifest
+
+    path = out / MANIFEST
+    if not path.exists():
+        return out.exists() and any(out.iterdir())
+    try:
+        return json.loads(path.read_text()) != grid_manifest(points, fn)
+    except json.JSONDecodeError:
+        return True
+
+
+def reproduce(name: str, out_dir: str | os.PathLike[str] = "figures", *, quick: bool = False,
+              traces: Sequence[str] = (), seed: int = 0, plot: bool = True, jobs: int = 1) -> list[FigureReport]:
+    """Compute figure ``name`` (or ``all``), write ``NAME.csv`` and ``NAME.png`` into ``out_dir``
+    and return the reports. An unknown name is a :class:`~sievesim.errors.SievesimError`."""
+    if name not in FIGURES and name != "all":
+        import difflib
+        close = difflib.get_close_matches(name, figure_names(), n=1)
+        raise field_error("figure", name, "one of " + ", ".join(figure_names())
+                          + (f" (did you mean {close[0]!r}?)" if close else ""))
+    for t in traces:
+        if not os.path.exists(t):
+            raise field_error("--trace", t, "an existing routing trace file")
+    names = list(FIGURES) if name == "all" else [name]
+    out = pathlib.Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if jobs < 1:
+        raise field_error("--jobs", jobs, "a positive number of worker processes")
+    opts = FigureOptions(quick=quick, traces=tuple(traces), seed=seed, out_dir=str(out), jobs=jobs)
+    reports = []
+    for n in names:
+        fig = FIGURES[n]
+        data = fig.compute(opts)
+        for r in data.records:
+            r.setdefault("figure", n)
+        csv_path = out / f"{n}.csv"
+        tmp = csv_path.with_name(csv_path.name + ".tmp")
+        from ..sweep import csv_bytes
+        tmp.write_bytes(csv_bytes(data.records))
+        os.replace(tmp, csv_path)
+        png, message = None, ""
+        if plot and fig.plot is not None:
+            if _have_matplotlib():
+                import matplotlib
+                matplotlib.use("Agg")
+                png = out / f"{n}.png"
+                fig.plot(data, png)
+            else:
+                message = "no PNG: matplotlib is not installed (pip install 'sievesim[plot]')"
+        reports.append(FigureReport(n, fig.title, data, csv_path, png, message))
+    return reports
+
+
+def format_report(report: FigureReport) -> str:
+    """The claims table of a report, with the files written and the notes."""
+    lines = [f"{report.name}: {report.title}"]
+    claims = report.data.claims
+    if claims:
+        w1 = max(len("claim"), *(len(c.what) for c in claims))
+        w2 = max(len("paper"), *(len(c.paper) for c in claims))
+        lines.append(f"  {'claim':<{w1}}  {'paper':<{w2}}  ours")
+        for c in claims:
+            lines.append(f"  {c.what:<{w1}}  {c.paper:<{w2}}  {c.ours}")
+    for note in report.data.notes:
+        lines.append(f"  note: {note}")
+    files = [str(report.csv)] + ([str(report.png)] if report.png else [])
+    lines.append("  wrote " + ", ".join(files) + (f"; {report.message}" if report.message else ""))
+    return "\n".join(lines)
