@@ -136,3 +136,21 @@ class SingleFlipsVersusOracle:
         return max(self.gains)
 
     track_worst_relative_gain.unit = "fraction"
+
+
+class DecisionWorkShape:
+    """The shape of the decision-latency model (``GPUSpec.scheduler_fixed_work`` and
+    ``scheduler_try_work``): Sieve's compiled rule timed over n = 4..1024 activated experts."""
+
+    def setup(self) -> None:
+        from sievesim.policies.bench import decision_work_fit
+        self.fit = decision_work_fit()
+
+    def track_fixed_work_in_sorted_experts(self) -> float:
+        return self.fit["fixed_work"]
+
+    def track_try_work_per_sorted_expert(self) -> float:
+        return self.fit["try_work"]
+
+    def track_ns_per_sorted_expert(self) -> float:
+        return self.fit["per_expert_s"] * 1e9

@@ -94,6 +94,11 @@ def _latency(fname: str, value: Any, src: str | None) -> None:
         raise field_error(fname, value, "a latency in seconds, >= 0 and < 1", source=src)
 
 
+def _decision_work(fname: str, value: Any, src: str | None) -> None:
+    if not (_is_number(value) and 0 <= value <= 1e6):
+        raise field_error(fname, value, "a work in sorted-expert equivalents, from 0 to 1e6", source=src)
+
+
 def _one_of(choices: tuple[str, ...]) -> Any:
     def check(fname: str, value: Any, src: str | None) -> None:
         if not isinstance(value, str) or value not in choices:
@@ -129,20 +134,34 @@ class GPUSpec:
     compute_efficiency: float = 1.0
     #: Fraction of ``hbm_bandwidth_bytes_per_s`` that streaming reaches (1.0 = Duplex; AttAcc uses 0.85).
     memory_efficiency: float = 1.0
-    #: Modelled latency of one expert-partitioning decision (Sieve, PIMoE) on the GPU for a layer
-    #: of ``scheduler_reference_experts`` experts, seconds; scaled linearly with the experts a GPU
-    #: decides over (Sieve paper Section 5: about 20 us per layer on a B200 for DeepSeek-R1's 256).
+    #: Modelled latency of one expert-partitioning decision (Sieve, PIMoE) on the GPU at the
+    #: reference work: ``scheduler_reference_experts`` activated experts sorted and as many moves
+    #: tried (Sieve paper Section 5: about 20 us per layer on a B200 for DeepSeek-R1's 256), seconds.
     scheduler_latency_s: float = 20e-6
-    #: Expert count at which ``scheduler_latency_s`` was measured.
+    #: Activated experts (and moves tried) of the reference decision.
     scheduler_reference_experts: int = 256
+    #: Fixed work of one decision, in sorted-expert equivalents. Shape of the work measured on
+    #: sievesim's own compiled rule (counting sort + scan) over n = 4..1024:
+    #: ``python benchmarks/run.py policies DecisionWorkShape`` (docs/policies.md).
+    scheduler_fixed_work: float = 3.5
+    #: Work of one move tried (one ``T_total`` evaluation of the scan) per expert sorted (same measurement).
+    scheduler_try_work: float = 1.15
 
     def __post_init__(self) -> None:
         name_ok = isinstance(self.name, str) and bool(self.name)
         _check_fields(self, f"gpu {self.name!r}" if name_ok else "gpu")
 
+    def decision_time_s(self, activated: int, tries: int) -> float:
+        """Modelled latency [s] of one GPU's decision that sorts ``activated`` experts and tries
+        ``tries`` moves: the reference latency scaled by the work, fixed + sorted + tried."""
+        ref = self.scheduler_fixed_work + self.scheduler_reference_experts * (1.0 + self.scheduler_try_work)
+        work = self.scheduler_fixed_work + activated + self.scheduler_try_work * tries
+        return self.scheduler_latency_s * work / ref
+
     def scheduler_time_s(self, experts: int) -> float:
-        """Modelled decision latency [s] for a GPU deciding over ``experts`` experts."""
-        return self.scheduler_latency_s * experts / self.scheduler_reference_experts
+        """Modelled latency [s] of the worst-case decision over ``experts`` experts: every one
+        activated and every move tried (:meth:`decision_time_s`)."""
+        return self.decision_time_s(experts, experts)
 
     @property
     def effective_flops(self) -> float:
@@ -396,6 +415,8 @@ _FIELD_CHECKS: dict[type, dict[str, Any]] = {
         "memory_efficiency": _fraction,
         "scheduler_latency_s": _latency,
         "scheduler_reference_experts": _positive("experts", integer=True),
+        "scheduler_fixed_work": _decision_work,
+        "scheduler_try_work": _decision_work,
     },
     PIMSpec: {
         "dram_config": _dram_config_name,

@@ -528,3 +528,12 @@ def test_sieve_kernel_and_numpy_paths_agree(sc, rnd):
         fast = Sieve(use_kernel=True).decide(counts, ctx, expert_ids)
         slow = Sieve(use_kernel=False).decide(counts, ctx, expert_ids)
         assert np.array_equal(fast.on_pim, slow.on_pim)
+
+
+def test_decision_work_fit_measures_the_compiled_rule():
+    from sievesim.policies.bench import decision_work_fit
+    fit = decision_work_fit(sizes=(4, 64, 512), repeat=200, rounds=3)
+    assert fit["per_expert_s"] > 0 and fit["fixed_s"] >= 0 and fit["per_try_s"] >= 0
+    # one row per (size, stop at the first move | move all): 1 and n moves tried
+    assert [r[2] for r in fit["rows"]] == [1.0, 4.0, 1.0, 64.0, 1.0, 512.0]
+    assert fit["seconds"][-1] > fit["seconds"][0]          # more experts, more work

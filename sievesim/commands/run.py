@@ -44,8 +44,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--pimoe-unit", default=None, help="PIMoE placement unit: pseudo_channel, channel, stack")
     p.add_argument("--microbatches", type=int_arg("batch"), default=1,
                    help="2 interleaves two halves of the batch (prior work's schedule; default 1)")
-    p.add_argument("--no-early-loads", action="store_true",
-                   help="do not load popular experts' weights before the decision")
+    p.add_argument("--early-loads", default=None, choices=("cheaper", "paper", "off"),
+                   help="weights loaded before the decision: 'cheaper' (experts whose local tokens alone make the "
+                        "GPU the cheaper side; never wasted by Sieve), 'paper' (>= 2 local tokens), 'off' "
+                        "(default: the policy's, 'cheaper'; 'off' for PIMoE)")
+    p.add_argument("--no-early-loads", action="store_true", help="the same as --early-loads off")
     p.add_argument("--no-contention", action="store_true",
                    help="let PIM and GPU HBM traffic overlap without slowing each other")
     p.add_argument("--scheduler-latency-us", type=number_arg(lo=0, hi=999999, what="microseconds"), default=None,
@@ -132,7 +135,7 @@ def _run(args: argparse.Namespace) -> int:
                             context_len=args.context_len, context_preset=args.context_preset,
                             prefill=args.prefill, steps=args.steps, warmup=args.warmup, seed=args.seed,
                             pimoe_unit=args.pimoe_unit if name == "pimoe" else None,
-                            early_loads=not args.no_early_loads, microbatches=args.microbatches,
+                            early_loads="off" if args.no_early_loads else args.early_loads, microbatches=args.microbatches,
                             contention=not args.no_contention, policy_options=_options_for(name, options),
                             scheduler_latency_s=latency_s)
         results.append(res)
@@ -190,3 +193,9 @@ def _print_table(records: list[dict[str, Any]], model: Any, hw: Any) -> None:
                                                 for k, v in r["busy_s"].items()))
         print(f"decision: modelled {r['scheduler_us']:.2f} us per layer and GPU, simulator wall "
               f"{r['wall_decision_us']:.2f} us")
+        print(f"early weight loads: {r['early_load_bytes'] / 1e6:.1f} MB per step, of which wasted (ran on PIM) "
+              f"{r['early_load_wasted_bytes'] / 1e6:.1f} MB")
+    mem = r0["memory_per_gpu_bytes"]
+    print(f"memory per GPU: {mem['total'] / 2**30:.1f} GiB of {mem['capacity'] / 2**30:.1f} GiB (expert weights "
+          f"{mem['expert_weights'] / 2**30:.1f}, other weights {mem['replicated_weights'] / 2**30:.1f}, KV cache "
+          f"{mem['kv_cache'] / 2**30:.2f}, activations {mem['activations'] / 2**30:.3f} GiB)")

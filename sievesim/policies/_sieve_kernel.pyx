@@ -8,9 +8,90 @@ each to the GPU while ``T_total`` strictly decreases. Mirrors :class:`sievesim.p
 from libc.stdlib cimport malloc, free
 from libc.stdint cimport int64_t, uint8_t
 
+from time import perf_counter
+
 
 cdef inline double dmax(double a, double b) noexcept nogil:
     return a if a > b else b
+
+
+cdef Py_ssize_t _walk(const int64_t* counts, Py_ssize_t n, const double* pim_time_by_count, Py_ssize_t table_size,
+                      double attention_s, double comm_s, double off0, double off_e, double off_t, double comp0,
+                      double comp_t, double rel_tol, uint8_t* on_pim, Py_ssize_t* start,
+                      Py_ssize_t* order) noexcept nogil:
+    """The rule on raw arrays with caller-owned scratch (``start``: table_size + 1, ``order``: n + 1
+    entries); returns the experts moved to the GPU, or -1 when a count exceeds the table."""
+    cdef Py_ssize_t i, j, k = 0, m = 0
+    cdef int64_t maxc = 0, c, tok = 0
+    cdef double p_all = attention_s, prev, cur, tol, pc = 0.0
+    for i in range(n):
+        c = counts[i]
+        if c > maxc:
+            maxc = c
+        if c > 0:
+            p_all += pim_time_by_count[c]
+            m += 1
+    if maxc >= table_size:
+        return -1
+    # bucket starts (descending count), then positions in ascending order within a bucket
+    for j in range(maxc + 2):
+        start[j] = 0
+    for i in range(n):
+        if counts[i] > 0:
+            start[maxc - counts[i] + 1] += 1
+    for j in range(1, maxc + 2):
+        start[j] += start[j - 1]
+    for i in range(n):
+        c = counts[i]
+        if c > 0:
+            order[start[maxc - c]] = i
+            start[maxc - c] += 1
+    prev = dmax(dmax(comm_s, off0), dmax(comp0, p_all))
+    tol = rel_tol * prev
+    while k < m:
+        c = counts[order[k]]
+        tok += c
+        pc += pim_time_by_count[c]
+        cur = dmax(dmax(comm_s, off0 + off_e * <double> (k + 1) + off_t * <double> tok),
+                   dmax(comp0 + comp_t * <double> tok, p_all - pc))
+        if not cur < prev - tol:
+            break
+        prev = cur
+        k += 1
+    for i in range(n):
+        on_pim[i] = 1 if counts[i] > 0 else 0
+    for j in range(k):
+        on_pim[order[j]] = 0
+    return k
+
+
+def _run(const int64_t[::1] counts, const double[::1] pim_time_by_count, double attention_s, double comm_s,
+         double off0, double off_e, double off_t, double comp0, double comp_t, double rel_tol,
+         uint8_t[::1] on_pim, Py_ssize_t repeat):
+    """``repeat`` walks on one scratch allocation; returns (experts moved, seconds per walk)."""
+    cdef Py_ssize_t n = counts.shape[0], table = pim_time_by_count.shape[0], r, k = 0
+    if on_pim.shape[0] != n:
+        raise ValueError(f"on_pim has {on_pim.shape[0]} entries, counts {n}")
+    if n == 0:
+        return 0, 0.0
+    cdef Py_ssize_t* start = <Py_ssize_t*> malloc((table + 1) * sizeof(Py_ssize_t))
+    cdef Py_ssize_t* order = <Py_ssize_t*> malloc((n + 1) * sizeof(Py_ssize_t))
+    if start == NULL or order == NULL:
+        free(start); free(order)
+        raise MemoryError()
+    try:
+        t0 = perf_counter()
+        with nogil:
+            for r in range(repeat):
+                k = _walk(&counts[0], n, &pim_time_by_count[0], table, attention_s, comm_s, off0, off_e, off_t,
+                          comp0, comp_t, rel_tol, &on_pim[0], start, order)
+        seconds = (perf_counter() - t0) / repeat
+    finally:
+        free(start)
+        free(order)
+    if k < 0:
+        raise ValueError("a count exceeds the PIM time table")
+    return k, seconds
 
 
 def sieve_walk(const int64_t[::1] counts, const double[::1] pim_time_by_count, double attention_s,
@@ -22,56 +103,17 @@ def sieve_walk(const int64_t[::1] counts, const double[::1] pim_time_by_count, d
     T_total(k experts, x tokens on the GPU) = max(comm, off0 + off_e k + off_t x, comp0 + comp_t x,
     attention + PIM time of the rest).
     """
-    cdef Py_ssize_t n = counts.shape[0], i, j
-    cdef int64_t maxc = 0, c, tok = 0
-    cdef Py_ssize_t k = 0, m = 0
-    cdef double p_all = attention_s, prev, cur, tol, pc = 0.0
-    for i in range(n):
-        c = counts[i]
-        if c > maxc:
-            maxc = c
-        if c > 0:
-            p_all += pim_time_by_count[c]
-            m += 1
-    if maxc >= pim_time_by_count.shape[0]:
-        raise ValueError("a count exceeds the PIM time table")
-    # bucket starts (descending count), then positions in ascending order within a bucket
-    cdef Py_ssize_t* start = <Py_ssize_t*> malloc((maxc + 2) * sizeof(Py_ssize_t))
-    cdef Py_ssize_t* order = <Py_ssize_t*> malloc((m + 1) * sizeof(Py_ssize_t))
-    if start == NULL or order == NULL:
-        free(start); free(order)
-        raise MemoryError()
-    try:
-        with nogil:
-            for j in range(maxc + 2):
-                start[j] = 0
-            for i in range(n):
-                if counts[i] > 0:
-                    start[maxc - counts[i] + 1] += 1
-            for j in range(1, maxc + 2):
-                start[j] += start[j - 1]
-            for i in range(n):
-                c = counts[i]
-                if c > 0:
-                    order[start[maxc - c]] = i
-                    start[maxc - c] += 1
-            prev = dmax(dmax(comm_s, off0), dmax(comp0, p_all))
-            tol = rel_tol * prev
-            while k < m:
-                c = counts[order[k]]
-                tok += c
-                pc += pim_time_by_count[c]
-                cur = dmax(dmax(comm_s, off0 + off_e * <double> (k + 1) + off_t * <double> tok),
-                           dmax(comp0 + comp_t * <double> tok, p_all - pc))
-                if not cur < prev - tol:
-                    break
-                prev = cur
-                k += 1
-            for i in range(n):
-                on_pim[i] = 1 if counts[i] > 0 else 0
-            for j in range(k):
-                on_pim[order[j]] = 0
-    finally:
-        free(start)
-        free(order)
-    return k
+    return _run(counts, pim_time_by_count, attention_s, comm_s, off0, off_e, off_t, comp0, comp_t, rel_tol,
+                on_pim, 1)[0]
+
+
+def sieve_walk_seconds(const int64_t[::1] counts, const double[::1] pim_time_by_count, double attention_s,
+                       double comm_s, double off0, double off_e, double off_t, double comp0, double comp_t,
+                       double rel_tol, uint8_t[::1] on_pim, Py_ssize_t repeat):
+    """``(experts moved, seconds of one walk)``: :func:`sieve_walk` run ``repeat`` times from C on
+    one scratch allocation, so that neither Python's call overhead nor ``malloc`` enters the time
+    (the decision-latency model takes its shape from this)."""
+    if repeat < 1:
+        raise ValueError("repeat must be >= 1")
+    return _run(counts, pim_time_by_count, attention_s, comm_s, off0, off_e, off_t, comp0, comp_t, rel_tol,
+                on_pim, repeat)

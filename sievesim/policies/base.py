@@ -86,6 +86,10 @@ class Policy(ABC):
     #: ``"gpu"`` or ``"pim"`` when the policy places every expert on one side whatever the counts
     #: (it then needs no decision at run time), ``None`` when it decides per layer and step.
     static_placement: ClassVar[str | None] = None
+    #: Early weight loads the executed step gives this policy by default (``"cheaper"``: experts
+    #: whose local tokens alone make the GPU the cheaper side on the policy's cost table; ``"off"``
+    #: for a policy whose rule does not follow that, so early loads would be wasted).
+    early_loads: ClassVar[str] = "cheaper"
 
     def decide(self, counts: Any, ctx: CostContext, expert_ids: Any = None, *,
                validate: bool = True) -> Partition:

@@ -79,6 +79,10 @@ class PIMoE(Policy):
 
     name = "pimoe"
     description = "expert-parallel PIM units; move the busiest unit's top expert until GPU > PIM"
+    #: PIMoE balances isolated times unit by unit, so an expert cheaper on the GPU by itself often
+    #: stays on PIM: with early loads it wasted 18.8 GB of loads per step (Qwen3-30B-A3B, B = 64,
+    #: stack units) and ran 1.41x slower (docs/system.md, "Early weight loads").
+    early_loads = "off"
 
     def __init__(self, unit: str = DEFAULT_PIMOE_UNIT) -> None:
         if unit not in UNITS:

@@ -188,3 +188,37 @@ def best_single_flip(model: Any, hardware: Any, num_gpus: int, batch: int, seed:
         moved[i] = not moved[i]
         flipped = min(flipped, ctx.evaluate(counts, moved).t_total_s)
     return best, flipped
+
+
+def decision_work_fit(sizes: Sequence[int] = (4, 8, 16, 32, 64, 128, 256, 512, 1024), *,
+                      repeat: int = 20000, rounds: int = 9) -> dict[str, Any]:
+    """The shape of Sieve's decision work, measured on the compiled rule (counting sort + scan).
+
+    For each size ``n`` (all ``n`` experts activated) the rule runs twice: once stopping at its
+    first move (1 move tried) and once moving every expert (``n`` tried); each time is the minimum
+    over ``rounds`` of the mean of ``repeat`` walks called from C. A non-negative least-squares fit
+    on relative errors gives ``t = fixed + per_expert * n + per_try * tries`` [s]; the model of
+    ``GPUSpec.decision_time_s`` takes ``fixed / per_expert`` and ``per_try / per_expert``."""
+    from scipy.optimize import nnls
+
+    from ._sieve_kernel import sieve_walk_seconds
+
+    rows, times = [], []
+    for n in sizes:
+        counts = np.ascontiguousarray((1 + np.arange(n) % 16)[::-1], dtype=np.int64)
+        out = np.empty(n, dtype=np.uint8)
+        for move_all in (False, True):
+            pim = np.arange(17, dtype=np.float64) * (1.0 if move_all else 1e-9)
+            args = (counts, pim, 0.0, 0.0, 0.0 if move_all else 1.0, 0.0, 0.0, 0.0, 0.0, 1e-12, out)
+            runs = [sieve_walk_seconds(*args, max(1, repeat * 256 // max(n, 256))) for _ in range(rounds)]
+            moved = runs[0][0]
+            rows.append((1.0, float(n), float(min(moved + 1, n))))
+            times.append(min(t for _, t in runs))
+    a = np.array(rows)
+    y = np.array(times)
+    coef, _ = nnls(a / y[:, None], np.ones_like(y))
+    fixed, per_expert, per_try = (float(c) for c in coef)
+    return {"sizes": list(sizes), "rows": [list(r) for r in rows], "seconds": times, "fixed_s": fixed,
+            "per_expert_s": per_expert, "per_try_s": per_try,
+            "fixed_work": fixed / per_expert if per_expert else float("inf"),
+            "try_work": per_try / per_expert if per_expert else float("inf")}

@@ -62,7 +62,7 @@ class StepBuild:
     bytes_s: float                  # GPU HBM bytes/s (peak x efficiency)
     link_bw: float                  # bytes/s per direction
     link_lat: float                 # s
-    sched_s: float                  # modelled decision latency per GPU and layer [s]
+    dynamic: bool                   # the policy decides at run time (its decision has a latency)
     # accumulators
     prev: dict[tuple[int, int], int] = field(default_factory=dict)      # last node of (micro-batch, GPU)
     layer_est: np.ndarray = field(default=None)                         # Equation-1 estimate per layer [s]
@@ -75,6 +75,9 @@ class StepBuild:
     unit_expert_nodes: list[tuple[int, int, np.ndarray | None]] = field(default_factory=list)
     decisions: int = 0
     wall_decide: float = 0.0
+    decision_s: float = 0.0                                             # modelled latencies, summed [s]
+    early_load_bytes: float = 0.0
+    early_load_wasted_bytes: float = 0.0                                # loaded early, then run on PIM
     memo: dict[tuple, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -145,6 +148,8 @@ class GpuPartition:
     n_pim: int
     gpu_tokens: float               # tokens of the GPU experts
     part: Any                       # the policy's Partition (its unit and unit_of for PIMoE)
+    ctx: CostContext                # the policy's cost context (its estimate of every term)
+    decision_s: float               # modelled latency of the decision [s]
 
 
 def add_embedding(b: StepBuild, mb: int) -> None:
@@ -243,7 +248,7 @@ def route(b: StepBuild, lb: LayerBatch) -> LayerRouting:
     comm_ag = b.link_lat + (G - 1) * (mb_tokens / G) * K * 8.0 / b.link_bw if G > 1 else 0.0
     t_disp = [b.link_lat + max(send[g], recv[g]) * vec_bytes / b.link_bw if G > 1 else 0.0 for g in range(G)]
     own_counts = None
-    if sim.early_loads and lid is not None:
+    if sim.early_loads != "off" and lid is not None:
         flat = (own[:, None] * E + lid)[lid >= 0]
         own_counts = np.bincount(flat, minlength=G * E).reshape(G, E)
     return LayerRouting(counts, lid, send, recv, comm_ag, t_disp, own_counts, mb_tokens)
@@ -321,7 +326,13 @@ def decide(b: StepBuild, lb: LayerBatch, r: LayerRouting, g: int) -> GpuPartitio
     b.layer_est[layer] = max(b.layer_est[layer], est)
     b.n_gpu_exp[layer] += n_gpu
     b.n_pim_exp[layer] += n_pim
-    return GpuPartition(c, on_gpu, on_pim, n_gpu, n_pim, gpu_tok, part)
+    decision_s = 0.0
+    if b.dynamic:
+        activated = n_gpu + n_pim
+        tries = part.info.get("moves_tried", min(n_gpu + 1, activated))
+        decision_s = sim.hw.gpu.decision_time_s(activated, tries)
+        b.decision_s += decision_s
+    return GpuPartition(c, on_gpu, on_pim, n_gpu, n_pim, gpu_tok, part, ctx, decision_s)
 
 
 def _expert_io_bytes_per_token(m: Any) -> float:
@@ -329,9 +340,10 @@ def _expert_io_bytes_per_token(m: Any) -> float:
     return m.dtype_bytes * (2.0 * m.hidden_size + 2.0 * m.moe_intermediate_size)
 
 
-def add_decision(b: StepBuild, lb: LayerBatch, g: int, meta: list[int]) -> int:
-    """The decision of GPU ``g`` (its modelled latency; it holds no resource), after its metadata."""
-    return b.graph.add(f"L{lb.layer} decision g{g}", b.sched_s, (), [meta[g]], gpu=g, layer=lb.layer,
+def add_decision(b: StepBuild, lb: LayerBatch, g: int, p: GpuPartition, meta: list[int]) -> int:
+    """The decision of GPU ``g`` after its metadata: its modelled latency (``GPUSpec.decision_time_s``
+    of the experts it sorts and the moves it tries; 0 for static policies). It holds no resource."""
+    return b.graph.add(f"L{lb.layer} decision g{g}", p.decision_s, (), [meta[g]], gpu=g, layer=lb.layer,
                        kind="decision", microbatch=lb.mb)
 
 
@@ -347,19 +359,40 @@ def add_shared_expert(b: StepBuild, lb: LayerBatch, g: int, post: list[int]) -> 
                        [load], gpu=g, layer=lb.layer, kind="shared_gemm", microbatch=lb.mb)
 
 
-def add_early_load(b: StepBuild, lb: LayerBatch, r: LayerRouting, g: int,
+def add_early_load(b: StepBuild, lb: LayerBatch, r: LayerRouting, g: int, p: GpuPartition,
                    post: list[int]) -> tuple[np.ndarray, int | None]:
-    """Weights of GPU ``g``'s experts with >= 2 tokens in its own routing map, loaded right after its
-    router (the paper's early loads); returns the mask of those experts and the node (or None)."""
+    """Weights of GPU ``g``'s experts loaded right after its router, before the decision; returns
+    the mask of those experts and the node (or None).
+
+    Rule ``"cheaper"`` (default): an expert whose local token count alone already makes the GPU
+    the cheaper side for it, on the policy's own cost table (its GPU time with those tokens,
+    weights included, below its PIM time); such an expert only gets more tokens from the other
+    GPUs, so the load is rarely wasted. Rule ``"paper"``: >= 2 local tokens (the paper's rule,
+    for comparison). A policy that puts every expert on the GPU (NoExp) loads every locally
+    activated expert. The bytes loaded and those wasted (the expert then ran on PIM) are counted."""
     El = b.sim.local_experts
     early = np.zeros(El, dtype=bool)
     if r.own_counts is None:
         return early, None
-    early = r.own_counts[g, g * El:(g + 1) * El] >= 2
+    local = r.own_counts[g, g * El:(g + 1) * El]
+    if b.sim.static_placement == "gpu":     # NoExp, GPU-only: every local expert runs on the GPU
+        early = local > 0
+    elif b.sim.early_loads == "paper":
+        early = local >= 2
+    else:
+        ctx = p.ctx
+        unit = getattr(p.part, "unit", None)
+        pim = ctx.pim_times(unit) if unit is not None else ctx.pim_times()
+        n = np.minimum(local, pim.size - 1)
+        gpu_s = np.maximum(ctx._off_e + ctx._off_t * local, ctx._comp_t * local)
+        early = (local > 0) & (gpu_s < pim[n])
     n_early = _count(early)
     if not n_early:
         return early, None
-    node = b.graph.add(f"L{lb.layer} early weight load g{g}", n_early * float(b.sim.model.bytes_per_expert) / b.bytes_s,
+    nbytes = n_early * float(b.sim.model.bytes_per_expert)
+    b.early_load_bytes += nbytes
+    b.early_load_wasted_bytes += _count(early & p.on_pim) * float(b.sim.model.bytes_per_expert)
+    node = b.graph.add(f"L{lb.layer} early weight load g{g}", nbytes / b.bytes_s,
                        b.res(g, "hbm"), [post[g]], gpu=g, layer=lb.layer, kind="early_load", experts=early,
                        microbatch=lb.mb)
     return early, node
@@ -367,24 +400,62 @@ def add_early_load(b: StepBuild, lb: LayerBatch, r: LayerRouting, g: int,
 
 def add_gpu_path(b: StepBuild, lb: LayerBatch, g: int, p: GpuPartition, dec: int, after_dispatch: list[int],
                  early: np.ndarray, early_node: int | None) -> int | None:
-    """The GPU experts of GPU ``g``: the weights not loaded early (after the decision), then one
-    grouped GEMM after dispatch; None when no expert runs on the GPU."""
+    """The GPU experts of GPU ``g`` as a pipelined grouped GEMM; returns its last node (None when no
+    expert runs on the GPU).
+
+    The grouped GEMM streams the next expert's weights while it computes the current one, so a
+    layer's GPU expert time is about max(loads, compute) plus one expert's tail, not their sum.
+    Experts loaded early go first; the others' weights load after the decision, the first
+    expert's on its own (``weight_load``), the rest behind it. The GEMM (``gemm``) starts after
+    dispatch and its first weights, and its last expert's compute (the tail) waits for the last
+    weights: the end is max(GEMM start + compute, last weights) + the last expert's compute."""
     if not p.n_gpu:
         return None
-    m = b.sim.model
+    m, graph = b.sim.model, b.graph
+    layer, mb = lb.layer, lb.mb
+    flops, io = 2.0 * m.params_per_expert, _expert_io_bytes_per_token(m)
+
+    def compute_s(tokens: float) -> float:
+        return max(flops * tokens / b.flops_s, io * tokens / b.bytes_s)
+
     late = p.on_gpu & ~early
-    deps_gemm = list(after_dispatch)
-    n_late = _count(late)
-    if n_late:
-        deps_gemm.append(b.graph.add(f"L{lb.layer} expert weights HBM->GPU g{g}",
-                                     n_late * float(m.bytes_per_expert) / b.bytes_s, b.res(g, "hbm"), [dec],
-                                     gpu=g, layer=lb.layer, kind="weight_load", experts=late, microbatch=lb.mb))
-    if n_late < p.n_gpu:     # some GPU experts were loaded early
-        deps_gemm.append(early_node)
-    tok = p.gpu_tokens
-    t_gemm = max(2.0 * m.params_per_expert * tok / b.flops_s, _expert_io_bytes_per_token(m) * tok / b.bytes_s)
-    return b.graph.add(f"L{lb.layer} grouped GEMM g{g}", t_gemm, b.res(g, "gpu"), deps_gemm,
-                       gpu=g, layer=lb.layer, kind="gemm", experts=p.on_gpu, microbatch=lb.mb)
+    late_ids = np.flatnonzero(late)
+    n_late = late_ids.size
+    total_s = compute_s(p.gpu_tokens)
+    deps = list(after_dispatch)
+    if n_late < p.n_gpu:     # some GPU experts were loaded early: the GEMM starts on them
+        deps.append(early_node)
+    if not n_late:
+        return graph.add(f"L{layer} grouped GEMM g{g}", total_s, b.res(g, "gpu"), deps, gpu=g, layer=layer,
+                         kind="gemm", experts=p.on_gpu, microbatch=mb)
+    load_s = float(m.bytes_per_expert) / b.bytes_s
+    first = np.zeros_like(late)
+    first[late_ids[0]] = True
+    first_node = graph.add(f"L{layer} expert weights HBM->GPU (first) g{g}", load_s, b.res(g, "hbm"), [dec],
+                           gpu=g, layer=layer, kind="weight_load", experts=first, microbatch=mb)
+    rest_node = None
+    if n_late > 1:
+        rest = late.copy()
+        rest[late_ids[0]] = False
+        rest_node = graph.add(f"L{layer} expert weights HBM->GPU g{g}", (n_late - 1) * load_s, b.res(g, "hbm"),
+                              [first_node], gpu=g, layer=layer, kind="weight_load", experts=rest, microbatch=mb)
+    if n_late == p.n_gpu:    # nothing loaded early: the GEMM waits for its first weights
+        deps.append(first_node)
+    tail_s = compute_s(float(p.counts[late_ids[-1]]))
+    if p.n_gpu == 1:
+        return graph.add(f"L{layer} grouped GEMM g{g}", total_s, b.res(g, "gpu"), deps, gpu=g, layer=layer,
+                         kind="gemm", experts=p.on_gpu, microbatch=mb)
+    body = graph.add(f"L{layer} grouped GEMM g{g}", max(total_s - tail_s, 0.0), b.res(g, "gpu"), deps, gpu=g,
+                     layer=layer, kind="gemm", experts=p.on_gpu & ~_one_hot(late.size, late_ids[-1]), microbatch=mb)
+    return graph.add(f"L{layer} grouped GEMM (last expert) g{g}", tail_s, b.res(g, "gpu"),
+                     [body] + ([rest_node] if rest_node is not None else []), gpu=g, layer=layer, kind="gemm",
+                     experts=_one_hot(late.size, late_ids[-1]), microbatch=mb)
+
+
+def _one_hot(size: int, index: int) -> np.ndarray:
+    out = np.zeros(size, dtype=bool)
+    out[index] = True
+    return out
 
 
 def add_pim_path(b: StepBuild, lb: LayerBatch, g: int, p: GpuPartition, after_dispatch: list[int]) -> int | None:

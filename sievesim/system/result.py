@@ -34,6 +34,9 @@ class StepResult:
     pim_unit_busy_s: list[float]
     pim_unit_expert_busy_s: list[float]
     scheduler_us: float
+    early_load_bytes: float
+    early_load_wasted_bytes: float
+    memory_per_gpu_bytes: dict[str, float]
     wall_decision_us: float
     wall_step_s: float
     schedule: Schedule | None = field(default=None, repr=False)
@@ -77,6 +80,9 @@ class StepResult:
             "pim_unit_busy_s": list(self.pim_unit_busy_s),
             "pim_unit_expert_busy_s": list(self.pim_unit_expert_busy_s),
             "scheduler_us": self.scheduler_us,
+            "early_load_bytes": self.early_load_bytes,
+            "early_load_wasted_bytes": self.early_load_wasted_bytes,
+            "memory_per_gpu_bytes": dict(self.memory_per_gpu_bytes),
             "wall_decision_us": self.wall_decision_us,
             "wall_step_s": self.wall_step_s,
         })

@@ -17,7 +17,7 @@ GPU ``j mod G``. Times are in seconds.
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
@@ -30,12 +30,27 @@ from .options import parse_policy_options, parse_prefill
 from .pim_costs import EngineTimes, LearnedPimCost, _Ema
 from .result import StepResult
 
+if TYPE_CHECKING:
+    from ..capacity import MemoryUse
+
 __all__ = ["StepSimulator", "StepResult", "simulate_step", "GPU_ONLY", "parse_prefill", "parse_policy_options",
            "LearnedPimCost"]
 
 #: Policy name of the reference without PIM: attention and every expert on the GPU.
 GPU_ONLY = "gpu-only"
 _RESOURCE_KINDS = ("gpu", "hbm", "pim", "tx", "rx")
+#: Early-load rules (see :func:`sievesim.system.figure8.add_early_load`); True means the default.
+EARLY_LOAD_RULES = ("cheaper", "paper", "off")
+
+
+def _early_load_rule(value: Any) -> str:
+    if value is True:
+        return "cheaper"
+    if value is False:
+        return "off"
+    if isinstance(value, str) and value in EARLY_LOAD_RULES:
+        return value
+    raise field_error("early_loads", value, f"true, false or one of {', '.join(EARLY_LOAD_RULES)}")
 
 
 class StepSimulator:
@@ -67,8 +82,11 @@ class StepSimulator:
     pimoe_unit:
         PIMoE's placement unit (``pseudo_channel``, ``channel``, ``stack``); only with PIMoE.
     early_loads:
-        Start loading the weights of experts with >= 2 tokens in a GPU's local routing map right
-        after its router (the paper's optimisation), for policies that may run experts on the GPU.
+        Which experts' weights start loading right after a GPU's router, before the decision (the
+        paper's optimisation), for policies that may run experts on the GPU: ``"cheaper"`` (or
+        True) those whose local tokens alone make the GPU the cheaper side on the policy's cost
+        table, ``"paper"`` those with >= 2 local tokens, ``"off"`` (or False) none; ``None``: the
+        policy's default (``Policy.early_loads``: ``"cheaper"``, ``"off"`` for PIMoE).
     microbatches:
         1, or 2 for the prior work's interleaving of two halves of the batch (Figure 6a).
     contention:
@@ -92,7 +110,7 @@ class StepSimulator:
     def __init__(self, model: Any, hardware: Any = "b200", *, gpus: int = 1, policy: str = "sieve",
                  batch: int = 1, trace: Any = None, context_len: int | None = None,
                  context_preset: str | None = None, prefill: Any = None, seed: int = 0,
-                 pimoe_unit: str | None = None, early_loads: bool = True, microbatches: int = 1,
+                 pimoe_unit: str | None = None, early_loads: bool | str | None = None, microbatches: int = 1,
                  contention: bool = True, alpha: float = 0.5,
                  policy_options: dict[str, Any] | None = None,
                  scheduler_latency_s: float | None = None, exact_tokens: int = 256,
@@ -116,6 +134,8 @@ class StepSimulator:
         self._choose_policy(policy, pimoe_unit, policy_options, early_loads, contention)
         self._open_routing(trace)
         self._request_lengths(context_len, context_preset, prefill)
+        self._step_index = 0
+        self.check_capacity(0)
         self._pim_costs(alpha)
         self._resource_names: dict[tuple[int, tuple[str, ...]], tuple[str, ...]] = {}
         self._moe_index = {layer: i for i, layer in enumerate(self.model.moe_layer_indices)}
@@ -151,7 +171,7 @@ class StepSimulator:
         self.local_experts = m.num_experts // self.gpus
 
     def _choose_policy(self, policy: str, pimoe_unit: str | None, policy_options: dict[str, Any] | None,
-                       early_loads: bool, contention: bool) -> None:
+                       early_loads: bool | str | None, contention: bool) -> None:
         """The policy (or the GPU-only reference), its options and what it implies for the step."""
         from ..policies import get_policy, policy_class
 
@@ -172,7 +192,9 @@ class StepSimulator:
             raise field_error("hardware", hw.name, f"hardware with PIM for policy {self.policy_name!r} "
                                                    f"(or policy {GPU_ONLY!r})")
         self.dynamic = cls.static_placement is None
-        self.early_loads = bool(early_loads) and cls.static_placement != "pim"
+        self.static_placement = cls.static_placement
+        rule = cls.early_loads if early_loads is None else _early_load_rule(early_loads)
+        self.early_loads = rule if cls.static_placement != "pim" else "off"
         self.contention_on = bool(contention) and not self.gpu_only
 
     def _open_routing(self, trace: Any) -> None:
@@ -317,10 +339,10 @@ class StepSimulator:
             shared_out: list[int | None] = []
             for g in range(G):
                 p = f8.decide(b, lb, r, g)
-                dec = f8.add_decision(b, lb, g, meta)
+                dec = f8.add_decision(b, lb, g, p, meta)
                 after_dispatch = [dec] + ([disp[g]] if disp[g] is not None else [])
                 shared_out.append(f8.add_shared_expert(b, lb, g, post))
-                early, early_node = f8.add_early_load(b, lb, r, g, post)
+                early, early_node = f8.add_early_load(b, lb, r, g, p, post)
                 out_nodes = [n for n in (f8.add_gpu_path(b, lb, g, p, dec, after_dispatch, early, early_node),
                                          f8.add_pim_path(b, lb, g, p, after_dispatch)) if n is not None]
                 outs.append(out_nodes or after_dispatch)     # no expert of this GPU was activated: after dispatch
@@ -347,7 +369,7 @@ class StepSimulator:
             bytes_s=gpu.hbm_bandwidth_bytes_per_s * gpu.memory_efficiency,
             link_bw=float(hw.interconnect.bandwidth_bytes_per_s_per_direction),
             link_lat=float(hw.interconnect.latency_s),
-            sched_s=gpu.scheduler_time_s(self.local_experts) if self.dynamic else 0.0)
+            dynamic=self.dynamic)
 
     def _layer_batches(self, b: f8.StepBuild):
         """Every (layer, micro-batch) of the step in execution order, with its per-GPU tokens and lengths."""
@@ -402,6 +424,9 @@ class StepSimulator:
             "pim_unit_busy_s": unit_busy.ravel().tolist(),
             "pim_unit_expert_busy_s": unit_expert_busy.ravel().tolist(),
             "decisions": b.decisions,
+            "decision_s": b.decision_s,
+            "early_load_bytes": b.early_load_bytes,
+            "early_load_wasted_bytes": b.early_load_wasted_bytes,
             "wall_decide_s": b.wall_decide,
             "schedule": schedule,
         }
@@ -418,6 +443,27 @@ class StepSimulator:
                 self.table.update(key, self.engine_times.expert[(unit, n)])
         for k, ratios in b.attn_ratio.items():
             self._attn_factor[k].update(float(np.mean(ratios)))
+
+    def memory_use(self, steps: int = 0) -> "MemoryUse":
+        """HBM use of the most loaded GPU [bytes] with contexts ``steps`` tokens longer than now
+        (:mod:`sievesim.capacity`)."""
+        from ..capacity import memory_per_gpu
+
+        per_gpu = self.batch // self.gpus
+        ctx = self.context + self._step_index + steps
+        pf_owner = np.arange(self.prefill_requests) % self.gpus
+        uses = [memory_per_gpu(self.model, self.hw, self.gpus, ctx[g * per_gpu:(g + 1) * per_gpu],
+                               [self.prefill_len] * int(np.count_nonzero(pf_owner == g)))
+                for g in range(self.gpus)]
+        return max(uses, key=lambda u: u.total)
+
+    def check_capacity(self, steps: int = 0) -> None:
+        """Refuse (:class:`~sievesim.errors.ConfigError`) a configuration whose most loaded GPU cannot
+        hold its weights, KV cache and activations after ``steps`` more steps."""
+        from ..capacity import check_capacity
+
+        check_capacity(self.memory_use(steps), f"{self.model.name} on {self.gpus} x {self.hw.name} with "
+                                               f"batch {self.batch} at context {self.context_desc}")
 
     def memory_estimate_bytes(self, steps: int = 1) -> float:
         """Bytes the largest PIM attention program of a step needs (program arrays and the engine's
@@ -443,6 +489,7 @@ class StepSimulator:
         for name, value, low in (("steps", steps, 1), ("warmup", warmup, 0)):
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not low <= value <= 10_000:
                 raise field_error(name, value, f"an integer in [{low}, 10000]")
+        self.check_capacity(steps + warmup)
         need = self.memory_estimate_bytes(steps + warmup)
         check_memory(need, "a step with these contexts and this batch", "batch x context",
                      f"{self.batch} x {int(self.context.max(initial=0))}")
@@ -463,7 +510,10 @@ class StepSimulator:
             busy_s={k: np.mean([r["busy_s"][k] for r in raws], axis=0).tolist() for k in _RESOURCE_KINDS},
             pim_unit=raws[0]["pim_unit"], pim_unit_busy_s=mean("pim_unit_busy_s"),
             pim_unit_expert_busy_s=mean("pim_unit_expert_busy_s"),
-            scheduler_us=(self.hw.gpu.scheduler_time_s(self.local_experts) * 1e6 if self.dynamic else 0.0),
+            scheduler_us=(sum(r["decision_s"] for r in raws) / decisions * 1e6) if decisions and self.dynamic else 0.0,
+            early_load_bytes=float(np.mean([r["early_load_bytes"] for r in raws])),
+            early_load_wasted_bytes=float(np.mean([r["early_load_wasted_bytes"] for r in raws])),
+            memory_per_gpu_bytes=self.memory_use(steps + warmup).as_dict(),
             wall_decision_us=(sum(r["wall_decide_s"] for r in raws) / decisions * 1e6) if decisions else 0.0,
             wall_step_s=float(np.mean([r["wall_step_s"] for r in raws])),
             schedule=raws[-1]["schedule"],
