@@ -103,6 +103,9 @@ def test_the_graph_sees_function_local_and_relative_imports():
     assert "sievesim.errors" in graph["sievesim.dram.config"]  # top level, two dots
     assert "sievesim.models" in graph["sievesim.commands.models"]  # inside a function
     assert "sievesim.dram.config" in graph["sievesim.dram"]  # a package's __init__
+    assert "sievesim.policies._sieve_kernel" in graph["sievesim.policies.sieve"]  # a compiled module
+    assert "sievesim.models.llama4" in graph["sievesim.models.hf"]  # "from . import llama4"
+    assert "sievesim" not in graph["sievesim.system.step"]  # "from .. import __version__": an ancestor
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
