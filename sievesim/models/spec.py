@@ -37,6 +37,10 @@ class ModelSpec(WeightCounts, CacheSizes):
     Every routed/shared expert and every dense FFN is a SwiGLU block of three matrices
     (gate ``h x I``, up ``h x I``, down ``I x h``). Construction validates all fields and raises
     :class:`~sievesim.errors.ConfigError` naming the first bad field and its value.
+
+    The derived quantities are properties of the two bases: parameter counts and weight bytes
+    (:class:`~sievesim.models.weights.WeightCounts`), KV-cache and linear-attention state sizes
+    (:class:`~sievesim.models.cache.CacheSizes`).
     """
 
     name: str
