@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import TraceError, field_error
-from .config import DRAMConfig, check_engine_memory
+from .spec import DRAMConfig, check_engine_memory
 from .mapping import map_addresses
 from .traces import RequestTrace
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import TraceError
-from .config import DRAMConfig
+from .spec import DRAMConfig
 
 __all__ = ["ADDRESS_OVERFLOW", "map_addresses"]
 

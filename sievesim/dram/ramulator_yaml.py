@@ -10,12 +10,10 @@ from __future__ import annotations
 import pathlib
 from typing import Any, Mapping
 
-import yaml
-
 from .._inputs import read_text
 from .._validate import Problems, check_int, check_number
 from ..errors import ConfigError
-from .config import PLUGINS, ControllerPlugin, DRAMConfig
+from .spec import PLUGINS, ControllerPlugin, DRAMConfig
 from .standards import _jedec_rounding, _r2_finish_timings, get_standard
 
 __all__ = ["load_ramulator_yaml"]
@@ -94,6 +92,8 @@ class _Reader:
 
 def load_ramulator_yaml(path: str | pathlib.Path) -> DRAMConfig:
     """Parse ``path``; the frontend's trace path is kept in ``DRAMConfig.source`` only."""
+    import yaml  # here, not at the top: ``import sievesim.dram`` stays free of the YAML parser
+
     path = pathlib.Path(path)
     src = str(path)
     text = read_text(path, "Ramulator 2.0 YAML file")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .config import (ACTION_CODES, FLAG_ACCESSING, FLAG_CLOSING, FLAG_OPENING, FLAG_REFRESHING, PREREQ_CODES,
+from .spec import (ACTION_CODES, FLAG_ACCESSING, FLAG_CLOSING, FLAG_OPENING, FLAG_REFRESHING, PREREQ_CODES,
                      DRAMConfig)
 from .engine import _to_vectors
 from .traces import RequestTrace

@@ -5,7 +5,7 @@ import numpy as np
 
 from .._validate import check_int, check_memory, parse_int
 from ..errors import field_error
-from .config import DRAMConfig
+from .spec import DRAMConfig
 from .traces import RequestTrace
 
 __all__ = ["TRACE_KINDS", "make_trace", "parse_synthetic"]

@@ -32,7 +32,7 @@ from typing import Any
 from .._inputs import read_toml
 from .._validate import Problems, check_str, check_table
 from ..errors import ConfigError, field_error
-from .config import BUILTIN_CONFIGS, DRAMConfig, check_controller_field, check_org_level, check_timing
+from .spec import BUILTIN_CONFIGS, DRAMConfig, check_controller_field, check_org_level, check_timing
 from .standards import get_standard
 
 __all__ = ["load_dram_toml"]

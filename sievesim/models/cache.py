@@ -1,0 +1,93 @@
+"""What one request keeps between decode steps, derived from a :class:`~sievesim.models.ModelSpec`:
+the KV cache of softmax-attention and MLA layers (per token, per layer, held for a context) and
+the fixed-size state of linear-attention layers.
+
+:class:`CacheSizes` is mixed into ``ModelSpec`` and reads its fields; nothing here is stored.
+Units: bytes, tokens, elements as named.
+"""
+from __future__ import annotations
+
+from .._inputs import is_int as _is_int
+from ..errors import field_error
+from .kinds import _SOFTMAX_GQA_KINDS, chunked_attended_tokens
+
+
+class CacheSizes:
+    """KV-cache and linear-attention state sizes of a ``ModelSpec`` (a mixin: see the module docstring)."""
+
+    # ------------------------------------------------------------------ widths
+    @property
+    def kv_bytes_per_element(self) -> float:
+        """Bytes per KV-cache element (``kv_dtype_bytes`` or ``dtype_bytes``)."""
+        return self.dtype_bytes if self.kv_dtype_bytes is None else self.kv_dtype_bytes
+
+    @property
+    def state_bytes_per_element(self) -> float:
+        """Bytes per element of the linear-attention recurrent state."""
+        return self.dtype_bytes if self.state_dtype_bytes is None else self.state_dtype_bytes
+
+    # ------------------------------------------------------------------ KV cache
+    def kv_bytes_per_token(self, layer: int) -> float:
+        """KV-cache bytes one token adds at ``layer``: ``2*nkv*d`` elements (full/sliding),
+        ``kv_lora_rank + qk_rope_head_dim`` (MLA), 0 (linear attention keeps a fixed state)."""
+        kind = self.layer_attention[self._check_layer(layer)]
+        return self._kv_elements(kind) * self.kv_bytes_per_element
+
+    def _kv_elements(self, kind: str) -> int:
+        if kind in _SOFTMAX_GQA_KINDS:
+            return 2 * self.num_kv_heads * self.head_dim
+        if kind == "mla":
+            return self.kv_lora_rank + self.qk_rope_head_dim
+        return 0
+
+    @property
+    def kv_bytes_per_token_per_layer(self) -> tuple[float, ...]:
+        """KV-cache bytes per token of every layer (a tuple of ``num_layers`` values; 0 for linear)."""
+        return tuple(self._kv_elements(k) * self.kv_bytes_per_element for k in self.layer_attention)
+
+    @property
+    def kv_bytes_per_token_all_layers(self) -> float:
+        """KV-cache bytes one token adds over all layers (sliding layers counted in full)."""
+        return float(sum(self.kv_bytes_per_token_per_layer))
+
+    def kv_tokens_held(self, layer: int, context_len: int) -> int:
+        """Tokens whose K/V ``layer`` keeps (and the newest token attends to) for a request of
+        ``context_len`` tokens: ``min(context_len, sliding_window)`` for sliding layers,
+        ``(context_len - 1) % attention_chunk_size + 1`` for chunked layers (the current chunk),
+        0 for linear layers."""
+        kind = self.layer_attention[self._check_layer(layer)]
+        if not _is_int(context_len) or context_len < 0:
+            raise field_error("context_len", context_len, "a non-negative integer (tokens)")
+        if kind == "linear":
+            return 0
+        if kind == "sliding":
+            return min(context_len, int(self.sliding_window or context_len))
+        if kind == "chunked":
+            return chunked_attended_tokens(context_len, int(self.attention_chunk_size or 0))
+        return context_len
+
+    @property
+    def linear_state_bytes_per_layer(self) -> float:
+        """Bytes of one request's Gated-DeltaNet state in one linear layer: recurrent state
+        ``nv * dk * dv`` (state dtype) + convolution state ``(2*nk*dk + nv*dv) * (kernel - 1)`` (model dtype).
+        0 when the model has no linear layer."""
+        if "linear" not in self.layer_attention:
+            return 0.0
+        nk, nv = self.linear_num_key_heads, self.linear_num_value_heads
+        dk, dv = self.linear_key_head_dim, self.linear_value_head_dim
+        recurrent = nv * dk * dv * self.state_bytes_per_element
+        conv = (2 * nk * dk + nv * dv) * (self.linear_conv_kernel_dim - 1) * self.dtype_bytes
+        return float(recurrent + conv)
+
+    @property
+    def linear_state_bytes_per_request(self) -> float:
+        """Bytes of one request's linear-attention state over all linear layers (independent of length)."""
+        return self.linear_state_bytes_per_layer * self.layer_attention.count("linear")
+
+    def kv_cache_bytes_per_request(self, context_len: int) -> float:
+        """Bytes of one request's KV cache + linear state over all layers at ``context_len`` tokens."""
+        total = 0.0
+        for layer, kind in enumerate(self.layer_attention):
+            total += self.kv_tokens_held(layer, context_len) * self._kv_elements(kind) * self.kv_bytes_per_element
+        return total + self.linear_state_bytes_per_request
+

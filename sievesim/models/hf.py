@@ -1,0 +1,374 @@
+"""Read a Hugging Face ``config.json`` as published: :func:`from_hf_config`.
+
+The reading runs in stages, each a function below, in this order: the file and its language model
+(``text_config``), the sizes every config gives, the head size, the attention kind of every layer,
+the MLP kind of every layer, the expert widths and shared experts, the per-family extra weights;
+then the keys nobody read. Every problem a stage finds is collected (:class:`~sievesim.models.hf_keys._HF`)
+and all are reported together. What each key means is in :mod:`~sievesim.models.hf_keys`; Llama 4's
+own rules are in :mod:`~sievesim.models.llama4`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from pathlib import Path
+from typing import Any, Mapping
+
+from .._inputs import is_int as _is_int, read_text as _read_text
+from ..errors import ConfigError, field_error
+from . import llama4
+from .hf_keys import _EXPERT_COUNT_KEYS, _HF, _HF_LAYER_TYPES, _NON_STRUCTURAL_KEYS, _STRUCTURAL_NAME, \
+    _TOP_K_KEYS, _TORCH_DTYPE_BYTES, STRUCTURAL_KEYS, VERIFIED_FAMILIES, is_verified_family
+from .spec import ModelSpec, _kind_problems
+
+
+class UnverifiedFamilyWarning(UserWarning):
+    """A Hugging Face config of a ``model_type`` outside :data:`VERIFIED_FAMILIES` was read."""
+
+
+def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, name: str | None = None,
+                   dtype_bytes: float = 2.0) -> ModelSpec:
+    """Build a spec from a Hugging Face ``config.json`` as published (or the parsed dict).
+
+    Understands the GPT-OSS, Mixtral, Qwen2-MoE / Qwen3-MoE / Qwen3-Next / Qwen3.5-MoE,
+    DeepSeek-V2/V3 and Llama 4 field names, a nested ``text_config`` (multimodal checkpoints: the
+    language model only), ``layer_types``, ``full_attention_interval``, ``first_k_dense_replace``,
+    ``moe_layer_freq``, ``decoder_sparse_step``, ``mlp_only_layers``, ``interleave_moe_layer_step``,
+    ``moe_layers``, ``intermediate_size_mlp``, ``no_rope_layers`` and ``attention_chunk_size``.
+    Weights are bf16 (``dtype_bytes = 2``) unless told otherwise, as in the Sieve paper;
+    ``mamba_ssm_dtype`` sets the linear-attention state width.
+
+    Nothing is guessed: a dense model (no expert-count field), a missing needed field, or a
+    structural key (:data:`STRUCTURAL_KEYS`) the reader does not use for this family raises
+    :class:`ConfigError` naming it. A ``model_type`` outside :data:`VERIFIED_FAMILIES` is read only
+    when every key that may change its structure is understood, and its ``source`` says
+    "unverified family".
+    """
+    raw, source, name = _read_config(path_or_dict, name)
+    cfg = _language_model(raw)
+    hf = _HF(cfg, source)
+    model_type = str(cfg.get("model_type") or raw.get("model_type") or "")
+    top_type = str(raw.get("model_type") or model_type)
+    verified = is_verified_family(model_type) or is_verified_family(top_type)
+    is_llama4 = llama4.is_llama4(model_type, top_type)
+
+    expert_key = hf.first(_EXPERT_COUNT_KEYS)
+    if expert_key is None or cfg[expert_key] == 0:  # not an MoE model: nothing else is worth reporting
+        raise field_error(" / ".join(_EXPERT_COUNT_KEYS), "<missing>",
+                          f"a routed-expert count: sievesim simulates MoE models and this config "
+                          f"(model_type {model_type or '?'!r}, architectures {raw.get('architectures') or []}) "
+                          "looks dense or unknown", source=source)
+    hf.check_types()  # type and range of every key present, all problems in one message
+    hf.used.discard("sliding_window")  # consulted below only where a layer uses it
+    num_experts = hf.int(expert_key)
+    top_k = hf.int(hf.first(_TOP_K_KEYS) or _TOP_K_KEYS[0])
+    num_layers = hf.int("num_hidden_layers")
+    hidden = hf.int("hidden_size")
+    heads = hf.int("num_attention_heads")
+    kv_heads = hf.int("num_key_value_heads", heads)
+    vocab = hf.int("vocab_size")
+
+    # From here on every value has its type; structural problems are collected and reported together.
+    kw: dict[str, Any] = {}
+    is_mla = hf.has("kv_lora_rank")
+    head_dim = _head_dim(hf, kw, is_mla, hidden, heads)
+    attention = _layer_attention(hf, kw, num_layers, model_type, is_mla, is_llama4)
+    mlp = _layer_mlp(hf, num_layers, model_type, is_llama4)
+    moe_inter, dense_inter = _mlp_widths(hf, mlp, model_type, is_llama4)
+    n_shared, shared_inter, shared_gate = _shared_experts(hf, moe_inter, is_llama4)
+    if verified:
+        family = f"verified family ({VERIFIED_FAMILIES.get(model_type) or VERIFIED_FAMILIES[top_type]})"
+    else:
+        family = "unverified family: counts not checked against published figures"
+    kw.update(
+        name=name or model_type or "hf-model",
+        num_layers=num_layers, hidden_size=hidden, num_attention_heads=heads,
+        num_kv_heads=heads if is_mla else kv_heads, head_dim=head_dim,
+        layer_attention=tuple(attention), layer_mlp=tuple(mlp),
+        num_experts=num_experts, top_k=top_k, moe_intermediate_size=moe_inter,
+        num_shared_experts=n_shared, shared_expert_intermediate_size=shared_inter,
+        shared_expert_gate=shared_gate, dense_intermediate_size=dense_inter, vocab_size=vocab,
+        tie_word_embeddings=hf.bool("tie_word_embeddings", False), dtype_bytes=dtype_bytes,
+        **_family_weights(hf, model_type),
+        num_mtp_layers=hf.int("num_nextn_predict_layers", 0) or hf.int("mtp_num_hidden_layers", 0),
+        source=f"Hugging Face config ({source}; model_type {model_type or '?'}; {family})",
+    )
+    if not is_mla and heads % kv_heads:
+        hf.problem("num_key_value_heads", kv_heads, f"a divisor of num_attention_heads = {heads}")
+    _check_unused_keys(hf, model_type, verified)
+    hf.raise_if_any()
+    spec = _build(kw, source)
+    if not verified:
+        warnings.warn(f"{source}: model_type {model_type or '?'!r} is an unverified family: every structural key "
+                      "was understood, but its parameter counts were not checked against published figures",
+                      UnverifiedFamilyWarning, stacklevel=2)
+    return spec
+
+
+# ====================================================================== stages of the reading
+def _read_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any],
+                 name: str | None) -> tuple[Mapping[str, Any], str, str | None]:
+    """The parsed config, where it comes from (for messages), and the model's name (given, or
+    the folder holding ``config.json``, or the file's stem)."""
+    if isinstance(path_or_dict, Mapping):
+        return path_or_dict, name or "config.json", name
+    path = Path(path_or_dict)
+    if path.is_dir():
+        path = path / "config.json"
+    text = _read_text(path, "config.json")
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not valid JSON: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # an integer of thousands of digits, deep nesting
+        raise ConfigError(f"{path}: not valid JSON: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+    source = str(path)
+    if not isinstance(raw, Mapping):
+        raise field_error("config.json", type(raw).__name__, "a JSON object", source=source)
+    if name is None:
+        name = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
+    return raw, source, name
+
+
+def _language_model(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The language model's keys: a multimodal checkpoint nests them in ``text_config`` (which
+    inherits ``tie_word_embeddings`` from the top level)."""
+    cfg: dict[str, Any] = dict(raw)
+    if isinstance(raw.get("text_config"), Mapping):
+        text_cfg = dict(raw["text_config"])
+        for key in ("tie_word_embeddings",):
+            if key in raw and key not in text_cfg:
+                text_cfg[key] = raw[key]
+        cfg = text_cfg
+    return cfg
+
+
+def _head_dim(hf: _HF, kw: dict[str, Any], is_mla: bool, hidden: int, heads: int) -> int:
+    """Elements per head: MLA's ``qk_nope + qk_rope`` (its ranks go into ``kw``), an explicit
+    ``head_dim``, or ``hidden_size / num_attention_heads``."""
+    if is_mla:
+        kw.update(q_lora_rank=hf.int("q_lora_rank", 0), kv_lora_rank=hf.int("kv_lora_rank"),
+                  qk_nope_head_dim=hf.int("qk_nope_head_dim"), qk_rope_head_dim=hf.int("qk_rope_head_dim"),
+                  v_head_dim=hf.int("v_head_dim"))
+        return kw["qk_nope_head_dim"] + kw["qk_rope_head_dim"]
+    if hf.has("head_dim"):
+        return hf.int("head_dim")
+    if hidden % heads:
+        hf.problem("num_attention_heads", heads, f"a divisor of hidden_size = {hidden} (config has no head_dim)")
+    return max(hidden // heads, 1)
+
+
+def _interval_attention(interval: int, num_layers: int) -> list[str]:
+    """Qwen3-Next / Qwen3.5: every ``interval``-th layer is full attention, the rest linear."""
+    return ["full" if (i + 1) % interval == 0 else "linear" for i in range(num_layers)]
+
+
+def _layer_attention(hf: _HF, kw: dict[str, Any], num_layers: int, model_type: str, is_mla: bool,
+                     is_llama4: bool) -> list[str]:
+    """The attention kind of every layer, from the first of: ``layer_types``, Llama 4's RoPE/NoPE
+    layers, ``full_attention_interval``, MLA, the sliding window; and into ``kw`` the widths those
+    kinds need (window, chunk, linear-attention heads)."""
+    hf.consider("use_sliding_window", "max_window_layers")  # read below only where they apply
+    layer_types = hf.list("layer_types")
+    if layer_types is not None:
+        branch = "layer_types"
+        attention = _attention_from_layer_types(hf, layer_types, num_layers, is_mla, is_llama4)
+    elif is_llama4 or hf.has("no_rope_layers"):
+        branch = "llama4"
+        attention = llama4.attention_kinds(hf, num_layers)
+    elif hf.has("full_attention_interval"):
+        branch = "interval"
+        attention = _interval_attention(hf.int("full_attention_interval"), num_layers)
+    elif is_mla:
+        branch = "mla"
+        attention = ["mla"] * num_layers
+    else:
+        branch = "sliding_window"
+        attention = _sliding_window_attention(hf, num_layers, model_type)
+    _attention_widths(hf, kw, attention, branch)
+    return attention
+
+
+def _attention_from_layer_types(hf: _HF, layer_types: list[Any], num_layers: int, is_mla: bool,
+                                is_llama4: bool) -> list[str]:
+    """``layer_types``, one name per layer (:data:`~sievesim.models.hf_keys._HF_LAYER_TYPES`)."""
+    if len(layer_types) < num_layers:
+        hf.problem("layer_types", f"<{len(layer_types)} entries>",
+                   f"one entry per layer (num_hidden_layers = {num_layers})")
+    entries = layer_types[:num_layers]
+    _kind_problems("layer_types", entries, tuple(sorted(_HF_LAYER_TYPES)), hf.problems, hf.source)
+    attention = [_HF_LAYER_TYPES.get(t, "full") if isinstance(t, str) else "full" for t in entries]
+    if is_mla:
+        attention = ["mla" if a == "full" else a for a in attention]
+    if is_llama4:  # layer_types already says which layers are chunked; RoPE/NoPE changes no cost
+        hf.consider("no_rope_layers", "no_rope_layer_interval")
+    if hf.has("full_attention_interval"):  # Qwen3.5 gives both: they must agree
+        interval = hf.int("full_attention_interval")
+        if attention != _interval_attention(interval, num_layers) and len(entries) == num_layers:
+            hf.problem("full_attention_interval", interval,
+                       "the pattern layer_types gives (every N-th layer full, the rest linear)")
+    return attention
+
+
+def _sliding_window_attention(hf: _HF, num_layers: int, model_type: str) -> list[str]:
+    """Full attention, or sliding-window layers where ``sliding_window`` applies: Qwen2/3 slide
+    from ``max_window_layers`` on (all layers when it is absent), Mixtral/Mistral everywhere."""
+    cfg = hf.cfg
+    use_sw = hf.bool("use_sliding_window", True)
+    window = cfg.get("sliding_window")
+    hf.consider("sliding_window")
+    if not (use_sw and window):
+        return ["full"] * num_layers
+    max_window_layers = hf.int("max_window_layers", num_layers)
+    # Qwen2/3 convention: layers >= max_window_layers use the sliding window.
+    attention = ["sliding" if (i >= max_window_layers or "max_window_layers" not in cfg) else "full"
+                 for i in range(num_layers)]
+    if model_type.startswith("mixtral") or model_type.startswith("mistral"):
+        attention = ["sliding"] * num_layers
+    return attention
+
+
+def _attention_widths(hf: _HF, kw: dict[str, Any], attention: list[str], branch: str) -> None:
+    """Into ``kw``: the window of sliding layers, the chunk of chunked layers, the heads, sizes and
+    state width of linear layers; keys no layer kind needs are marked understood."""
+    cfg = hf.cfg
+    # a window that a branch without sliding layers would drop while use_sliding_window asks for it
+    # is left unconsulted, so the structural-key check names it
+    window_dropped = branch in ("llama4", "interval", "mla") and cfg.get("use_sliding_window") is not False \
+        and bool(cfg.get("sliding_window"))
+    if "sliding" in attention:
+        kw["sliding_window"] = hf.int("sliding_window", why="the config has sliding-window layers")
+    elif not window_dropped:
+        hf.consider("sliding_window")  # a window no layer uses (e.g. Qwen's with use_sliding_window false)
+    if "chunked" not in attention:
+        hf.consider("attention_chunk_size")  # no chunked layer: the chunk changes nothing
+    if "chunked" in attention:
+        kw["attention_chunk_size"] = hf.int("attention_chunk_size", why="the config has chunked layers")
+    if "linear" in attention:
+        kw.update(linear_num_key_heads=hf.int("linear_num_key_heads"),
+                  linear_num_value_heads=hf.int("linear_num_value_heads"),
+                  linear_key_head_dim=hf.int("linear_key_head_dim"),
+                  linear_value_head_dim=hf.int("linear_value_head_dim"),
+                  linear_conv_kernel_dim=hf.int("linear_conv_kernel_dim"))
+        state_dtype = cfg.get("mamba_ssm_dtype")
+        hf.consider("mamba_ssm_dtype")
+        if state_dtype is not None:
+            kw["state_dtype_bytes"] = _TORCH_DTYPE_BYTES[state_dtype]
+
+
+def _layer_mlp(hf: _HF, num_layers: int, model_type: str, is_llama4: bool) -> list[str]:
+    """The MLP kind of every layer: Llama 4's keys, else DeepSeek's leading dense layers and MoE
+    frequency, else Qwen's step and dense-layer list."""
+    mlp = llama4.mlp_kinds(hf, num_layers, is_llama4)
+    if mlp is not None:
+        return mlp
+    if model_type.startswith("deepseek") or hf.has("first_k_dense_replace") or hf.has("moe_layer_freq"):
+        first_dense = hf.int("first_k_dense_replace", 0)
+        freq = hf.int("moe_layer_freq", 1)
+        return ["moe" if (i >= first_dense and i % freq == 0) else "dense" for i in range(num_layers)]
+    step = hf.int("decoder_sparse_step", 1)
+    only = hf.list("mlp_only_layers") or []
+    if not all(_is_int(i) and 0 <= i < num_layers for i in only):
+        hf.problem("mlp_only_layers", only, f"a list of layer indices from 0 to {num_layers - 1}")
+    return ["moe" if (i not in only and (i + 1) % step == 0) else "dense" for i in range(num_layers)]
+
+
+def _mlp_widths(hf: _HF, mlp: list[str], model_type: str, is_llama4: bool) -> tuple[int, int]:
+    """The intermediate size of one routed expert and of the dense layers' FFN (0 without dense layers)."""
+    if hf.has("moe_intermediate_size"):
+        moe_inter = hf.int("moe_intermediate_size")
+    elif model_type.startswith(("qwen", "deepseek")):  # these give the expert width apart, always
+        hf.problem("moe_intermediate_size", "<missing>", f"the expert width (model_type {model_type!r} "
+                   "keeps intermediate_size for dense layers)")
+        moe_inter = 1
+    else:  # GPT-OSS, Mixtral, Llama 4: intermediate_size is the expert's
+        moe_inter = hf.int("intermediate_size", why="the expert width, as the config has no moe_intermediate_size")
+    dense_inter = 0
+    if "dense" in mlp:
+        if is_llama4 or hf.has("intermediate_size_mlp"):
+            dense_inter = hf.int("intermediate_size_mlp", why="the config has dense layers")
+        elif not hf.has("moe_intermediate_size"):
+            if not model_type.startswith(("qwen", "deepseek")):  # else named above
+                hf.problem("moe_intermediate_size", "<missing>",
+                           "the expert width, distinct from intermediate_size (config has dense layers)")
+        else:
+            dense_inter = hf.int("intermediate_size", why="the dense FFN width: the config has dense layers")
+    else:  # no dense layer: the dense widths change nothing
+        hf.consider("intermediate_size", "intermediate_size_mlp")
+    return moe_inter, dense_inter
+
+
+def _shared_experts(hf: _HF, moe_inter: int, is_llama4: bool) -> tuple[int, int, bool]:
+    """Shared experts per MoE layer, the width of one, and whether a sigmoid gate scales them."""
+    if is_llama4:  # Llama4TextMoe: one shared expert of intermediate_size, no gate
+        return 1, moe_inter, False
+    if hf.has("n_shared_experts"):  # DeepSeek: n shared experts of moe_intermediate_size each
+        n_shared = hf.int("n_shared_experts")
+        return n_shared, moe_inter if n_shared else 0, False
+    if hf.has("shared_expert_intermediate_size") and hf.cfg["shared_expert_intermediate_size"] != 0:
+        # Qwen2-MoE / Qwen3-Next / Qwen3.5: one gated shared expert
+        return 1, hf.int("shared_expert_intermediate_size"), True
+    return 0, 0, False
+
+
+def _family_weights(hf: _HF, model_type: str) -> dict[str, bool]:
+    """The weights a family carries beyond the shapes (ModelSpec's attention and MoE details):
+
+    * GPT-OSS: biases on q/k/v/o (unless ``attention_bias`` is false), attention sinks, expert
+      biases, router bias;
+    * Qwen2-MoE: q/k/v/o biases; Qwen3 (all): RMSNorm on q and k; Qwen3-Next / Qwen3.5: a gated
+      attention output (unless ``attn_output_gate`` is false);
+    * DeepSeek-V3 (``topk_method = "noaux_tc"``): a score-correction bias per expert.
+    """
+    gpt_oss = model_type == "gpt_oss"
+    deepseek = model_type.startswith("deepseek")
+    gated = model_type.startswith(("qwen3_next", "qwen3_5")) and hf.bool("attn_output_gate", True)
+    if deepseek:
+        hf.consider("topk_method")
+    return dict(
+        attention_bias=hf.bool("attention_bias", gpt_oss) or model_type == "qwen2_moe",
+        attention_sinks=gpt_oss, qk_norm=model_type.startswith(("qwen3", "qwen3_5")),
+        attention_output_gate=gated, expert_bias=gpt_oss,
+        router_bias=gpt_oss or (deepseek and hf.cfg.get("topk_method") == "noaux_tc"),
+    )
+
+
+def _build(kw: dict[str, Any], source: str) -> ModelSpec:
+    """The spec of what was read; a rule of the spec it breaks is reported against the file."""
+    try:
+        return ModelSpec(**kw)
+    except ConfigError as exc:  # what the reading gives breaks a rule of the spec: name the file
+        msg = str(exc)
+        prefix = f"model {kw['name']!r}: "
+        raise ConfigError(f"{source}: as read, {msg[len(prefix):]}" if msg.startswith(prefix) else msg) from None
+
+
+# ====================================================================== keys nobody read
+def _unset(value: Any) -> bool:
+    """A value that switches nothing on (absent, null, false, 0, empty)."""
+    return value is None or value is False or (_is_int(value) and value == 0) or value in ("", [], {})
+
+
+def _check_unused_keys(hf: _HF, model_type: str, verified: bool) -> None:
+    """Structural keys the reader did not use (and, for an unverified family, keys whose names
+    suggest structure and that are neither used nor known harmless) are problems, all named in one."""
+    unhandled, unknown = [], []
+    for key, value in hf.cfg.items():
+        if key in hf.used or _unset(value):
+            continue
+        if key in STRUCTURAL_KEYS:
+            unhandled.append(f"{key} ({STRUCTURAL_KEYS[key]})")
+        elif not verified and key not in _NON_STRUCTURAL_KEYS and _STRUCTURAL_NAME.search(key):
+            unknown.append(key)
+    family = f"model_type {model_type or '?'!r}"
+    if unhandled:
+        hf.problem(", ".join(unhandled), "<not handled>",
+                   f"only structural keys that sievesim's reader handles for {family}: reading "
+                   "on would simulate a different model (write a sievesim TOML instead, docs/models.md)")
+    if unknown:
+        hf.problem(", ".join(unknown), "<not understood>",
+                   f"only keys sievesim understands: {family} is an unverified family, read only "
+                   "when every key that may change its structure is understood (write a sievesim "
+                   "TOML instead, docs/models.md)")
+

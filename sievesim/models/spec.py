@@ -1,0 +1,410 @@
+"""The model spec: :class:`ModelSpec`, its fields, and the checks of each field.
+
+A :class:`ModelSpec` carries exactly what the simulator needs about one Mixture-of-Experts
+transformer: the kind of every layer (attention: full / sliding-window / chunked / linear (Gated
+DeltaNet) / MLA; MLP: MoE or dense), the tensor shapes, and the storage widths. Everything else
+-- parameter counts, bytes per expert (:mod:`~sievesim.models.weights`), KV-cache bytes,
+linear-attention state (:mod:`~sievesim.models.cache`) -- is *derived* from those shapes by
+properties, never stored.
+
+Checks run in two stages, each reporting all its problems in one message: the type and range of
+every field (:func:`_field_problems`, beside the field tables), then what the fields mean together
+(``ModelSpec.__post_init__``).
+
+Units: sizes called ``*_size`` / ``*_dim`` / ``*_rank`` are element counts; ``*_bytes`` are bytes;
+parameter counts are numbers of scalar weights; ``sliding_window`` is in tokens.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from .._inputs import is_int as _is_int
+from .._validate import BOUNDS, Problems, check_int
+from ..errors import ConfigError, field_error
+from .cache import CacheSizes
+from .kinds import _SOFTMAX_GQA_KINDS, ATTENTION_KINDS, MLP_KINDS
+from .weights import WeightCounts
+
+
+@dataclass(frozen=True)
+class ModelSpec(WeightCounts, CacheSizes):
+    """Shapes of one MoE transformer (decoder only; embeddings, layers, final norm, LM head).
+
+    Every routed/shared expert and every dense FFN is a SwiGLU block of three matrices
+    (gate ``h x I``, up ``h x I``, down ``I x h``). Construction validates all fields and raises
+    :class:`~sievesim.errors.ConfigError` naming the first bad field and its value.
+
+    The derived quantities are properties of the two bases: parameter counts and weight bytes
+    (:class:`~sievesim.models.weights.WeightCounts`), KV-cache and linear-attention state sizes
+    (:class:`~sievesim.models.cache.CacheSizes`).
+    """
+
+    name: str
+    #: Number of transformer layers (MTP / draft layers excluded, see ``num_mtp_layers``).
+    num_layers: int
+    #: Model width ``h`` (elements).
+    hidden_size: int
+    #: Query heads of softmax-attention layers (full / sliding / MLA).
+    num_attention_heads: int
+    #: Key/value heads of full/sliding layers (GQA groups). For MLA equal to the query heads.
+    num_kv_heads: int
+    #: Elements per query/key/value head of full/sliding layers (explicit ``head_dim`` in the HF
+    #: config wins over ``hidden_size / num_attention_heads``). For MLA: ``qk_nope + qk_rope``.
+    head_dim: int
+    #: Attention kind of every layer, one of :data:`ATTENTION_KINDS`.
+    layer_attention: tuple[str, ...]
+    #: MLP kind of every layer, one of :data:`MLP_KINDS`.
+    layer_mlp: tuple[str, ...]
+    #: Routed experts per MoE layer.
+    num_experts: int
+    #: Routed experts activated per token (the config's value; ``with_top_k`` overrides it).
+    top_k: int
+    #: Intermediate size ``I`` of one routed expert (elements).
+    moe_intermediate_size: int
+    #: Vocabulary size (tokens); embedding and LM head are ``vocab_size x hidden_size``.
+    vocab_size: int
+    #: Shared (always-active) experts per MoE layer.
+    num_shared_experts: int = 0
+    #: Intermediate size of *one* shared expert (elements); 0 when there is none.
+    shared_expert_intermediate_size: int = 0
+    #: Intermediate size of the dense FFN of ``dense`` layers (elements); 0 when there is none.
+    dense_intermediate_size: int = 0
+    #: True when the LM head shares the input-embedding matrix.
+    tie_word_embeddings: bool = False
+    #: Window of ``sliding`` layers (tokens); None when there is no sliding layer.
+    sliding_window: int | None = None
+    #: Chunk of ``chunked`` layers (tokens; Llama 4's ``attention_chunk_size``); None when there is none.
+    attention_chunk_size: int | None = None
+    #: Bytes per stored element of weights and activations (2 = bf16, the default everywhere).
+    dtype_bytes: float = 2.0
+    #: Per-part override: bytes per routed/shared-expert weight (e.g. 0.53125 for MXFP4); None = dtype_bytes.
+    expert_dtype_bytes: float | None = None
+    #: Per-part override: bytes per KV-cache element; None = dtype_bytes.
+    kv_dtype_bytes: float | None = None
+    #: Bytes per element of the linear-attention recurrent state (often fp32 = 4); None = dtype_bytes.
+    state_dtype_bytes: float | None = None
+    # --- attention details (parameter counting) ---
+    #: q/k/v/o projections carry biases (GPT-OSS).
+    attention_bias: bool = False
+    #: One learned attention-sink logit per query head per layer (GPT-OSS).
+    attention_sinks: bool = False
+    #: RMSNorm on q and k per head (Qwen3): ``2 * head_dim`` weights per layer.
+    qk_norm: bool = False
+    #: Sigmoid output gate on full-attention layers (Qwen3-Next / Qwen3.5): q projection is doubled.
+    attention_output_gate: bool = False
+    # --- MLA (DeepSeek-V2/V3); all 0 when absent ---
+    #: Rank of the query compression (0 = q is projected directly from the hidden state).
+    q_lora_rank: int = 0
+    #: Rank of the compressed KV latent (elements cached per token per MLA layer, with the rope part).
+    kv_lora_rank: int = 0
+    #: Per-head q/k dimension without rotary embedding (elements).
+    qk_nope_head_dim: int = 0
+    #: Per-head q/k rotary dimension (elements; the rope key is shared by all heads and cached).
+    qk_rope_head_dim: int = 0
+    #: Per-head value dimension (elements).
+    v_head_dim: int = 0
+    # --- Gated DeltaNet linear attention (Qwen3-Next / Qwen3.5); all 0 when absent ---
+    linear_num_key_heads: int = 0
+    linear_num_value_heads: int = 0
+    #: Elements per linear-attention key head.
+    linear_key_head_dim: int = 0
+    #: Elements per linear-attention value head.
+    linear_value_head_dim: int = 0
+    #: Causal depthwise convolution width (taps) over q/k/v.
+    linear_conv_kernel_dim: int = 0
+    # --- MoE details ---
+    #: Routed experts carry biases on gate/up (``2I``) and down (``h``) projections (GPT-OSS).
+    expert_bias: bool = False
+    #: The router has one bias (or score-correction bias, DeepSeek-V3) per expert.
+    router_bias: bool = False
+    #: A scalar sigmoid gate ``h -> 1`` on the shared-expert output (Qwen2-MoE / Qwen3-Next / 3.5).
+    shared_expert_gate: bool = False
+    #: Multi-token-prediction layers shipped with the checkpoint; not simulated and not counted.
+    num_mtp_layers: int = 0
+    #: Where the values come from (free text, for humans; not part of equality or hashing).
+    source: str = field(default="", compare=False)
+
+    # ------------------------------------------------------------------ validation
+    def __post_init__(self) -> None:
+        name_ok = isinstance(self.name, str) and bool(self.name)
+        src = f"model {self.name!r}" if name_ok else "model"
+        # Types and ranges of every field first, all problems in one message; then meaning.
+        problems = Problems(src)
+        _field_problems({f: getattr(self, f) for f in _FIELD_NAMES}, problems, src)
+        problems.raise_if_any()
+        # Per-layer kinds: accept any sequence, store tuples (the dataclass is frozen and hashable).
+        for fname in ("layer_attention", "layer_mlp"):
+            object.__setattr__(self, fname, tuple(getattr(self, fname)))
+
+        with problems.check():
+            if self.top_k > self.num_experts:
+                raise field_error("top_k", self.top_k, f"at most num_experts = {self.num_experts}", source=src)
+        with problems.check():
+            if "moe" not in self.layer_mlp:
+                raise field_error("layer_mlp", "<no 'moe' layer>",
+                                  "at least one MoE layer (sievesim simulates MoE models)", source=src)
+        with problems.check():
+            if "dense" in self.layer_mlp and self.dense_intermediate_size <= 0:
+                raise field_error("dense_intermediate_size", self.dense_intermediate_size,
+                                  "a positive integer (the model has dense layers)", source=src)
+        with problems.check():
+            if self.num_shared_experts > 0 and self.shared_expert_intermediate_size <= 0:
+                raise field_error("shared_expert_intermediate_size", self.shared_expert_intermediate_size,
+                                  f"a positive integer (num_shared_experts = {self.num_shared_experts})",
+                                  source=src)
+        with problems.check():
+            if self.num_shared_experts == 0 and self.shared_expert_gate:
+                raise field_error("shared_expert_gate", True, "false when num_shared_experts = 0", source=src)
+        kinds_present = set(self.layer_attention)
+        with problems.check():
+            if kinds_present & set(_SOFTMAX_GQA_KINDS) and self.num_attention_heads % self.num_kv_heads:
+                raise field_error("num_kv_heads", self.num_kv_heads,
+                                  f"a divisor of num_attention_heads = {self.num_attention_heads}", source=src)
+        with problems.check():
+            if "sliding" in kinds_present and self.sliding_window is None:
+                raise field_error("sliding_window", None,
+                                  "a positive window in tokens (the model has sliding layers)", source=src)
+        with problems.check():
+            if "chunked" in kinds_present and self.attention_chunk_size is None:
+                raise field_error("attention_chunk_size", None,
+                                  "a positive chunk in tokens (the model has chunked layers)", source=src)
+        for kind, fnames, what in (
+                ("mla", ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"), "MLA"),
+                ("linear", ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+                            "linear_value_head_dim", "linear_conv_kernel_dim"), "linear-attention")):
+            if kind in kinds_present:
+                for fname in fnames:
+                    with problems.check():
+                        if getattr(self, fname) <= 0:
+                            raise field_error(fname, getattr(self, fname),
+                                              f"a positive integer (the model has {what} layers)", source=src)
+        with problems.check():
+            if "linear" in kinds_present and self.linear_num_key_heads > 0 \
+                    and self.linear_num_value_heads % self.linear_num_key_heads:
+                raise field_error("linear_num_value_heads", self.linear_num_value_heads,
+                                  f"a multiple of linear_num_key_heads = {self.linear_num_key_heads}", source=src)
+        problems.raise_if_any()
+
+    # ------------------------------------------------------------------ layers
+    @property
+    def moe_layer_indices(self) -> tuple[int, ...]:
+        """Indices (0-based) of the MoE layers, in order."""
+        return tuple(i for i, kind in enumerate(self.layer_mlp) if kind == "moe")
+
+    @property
+    def num_moe_layers(self) -> int:
+        """Number of MoE layers."""
+        return len(self.moe_layer_indices)
+
+    @property
+    def num_dense_layers(self) -> int:
+        """Number of layers with a dense FFN instead of MoE."""
+        return self.num_layers - self.num_moe_layers
+
+    def layers_of_kind(self, kind: str) -> tuple[int, ...]:
+        """Indices of the layers whose attention kind is ``kind`` (one of :data:`ATTENTION_KINDS`)."""
+        if kind not in ATTENTION_KINDS:
+            raise field_error("attention kind", kind, f"one of {list(ATTENTION_KINDS)}")
+        return tuple(i for i, k in enumerate(self.layer_attention) if k == kind)
+
+    def _check_layer(self, layer: int) -> int:
+        if not _is_int(layer) or not 0 <= layer < self.num_layers:
+            raise field_error("layer", layer, f"a layer index in [0, {self.num_layers})", source=f"model {self.name!r}")
+        return layer
+
+
+    # ------------------------------------------------------------------ variants
+    def with_top_k(self, k: int) -> "ModelSpec":
+        """A copy that activates ``k`` routed experts per token (validated: ``1 <= k <= num_experts``)."""
+        return dataclasses.replace(self, top_k=k)
+
+    def replace(self, **changes: Any) -> "ModelSpec":
+        """A validated copy with ``changes`` applied (``dataclasses.replace``)."""
+        unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(self)})
+        if unknown:
+            raise _unknown_field(unknown[0], f"model {self.name!r}")
+        return dataclasses.replace(self, **changes)
+
+    def summary(self) -> dict[str, Any]:
+        """All fields plus the derived figures, JSON-ready (what ``sievesim model show --json`` prints)."""
+        out: dict[str, Any] = {"name": self.name}
+        out.update(_plain_fields(self))
+        out["layer_attention"] = list(self.layer_attention)
+        out["layer_mlp"] = list(self.layer_mlp)
+        out.update({
+            "moe_layers": self.num_moe_layers,
+            "moe_layer_indices": list(self.moe_layer_indices),
+            "dense_layers": self.num_dense_layers,
+            "attention_layer_counts": {k: self.layer_attention.count(k) for k in ATTENTION_KINDS
+                                       if k in self.layer_attention},
+            "params_per_expert": self.params_per_expert,
+            "bytes_per_expert": self.bytes_per_expert,
+            "shared_expert_params_per_layer": self.shared_expert_params,
+            "routed_expert_params": self.routed_expert_params,
+            "total_params": self.total_params,
+            "active_params": self.active_params,
+            "active_params_with_embedding": self.active_params_with_embedding,
+            "non_embedding_params": self.non_embedding_params,
+            "total_bytes": self.total_bytes,
+            "kv_bytes_per_token_all_layers": self.kv_bytes_per_token_all_layers,
+            "linear_state_bytes_per_request": self.linear_state_bytes_per_request,
+        })
+        return out
+
+
+# ====================================================================== field checks
+_FIELD_NAMES = tuple(f.name for f in dataclasses.fields(ModelSpec))
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelSpec) if f.default is not dataclasses.MISSING}
+# Fields that must be positive integers, with a short description used in error messages.
+_POSITIVE_INT_FIELDS = {
+    "num_layers": "number of transformer layers",
+    "hidden_size": "model width (elements)",
+    "num_attention_heads": "number of query heads",
+    "num_kv_heads": "number of key/value heads",
+    "head_dim": "elements per attention head",
+    "num_experts": "number of routed experts per MoE layer",
+    "top_k": "routed experts activated per token",
+    "moe_intermediate_size": "intermediate size of one routed expert (elements)",
+    "vocab_size": "vocabulary size (tokens)",
+}
+_NON_NEGATIVE_INT_FIELDS = (
+    "num_shared_experts", "shared_expert_intermediate_size", "dense_intermediate_size", "q_lora_rank",
+    "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "linear_num_key_heads",
+    "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim",
+    "num_mtp_layers")
+# The bound (sievesim._validate.BOUNDS) of each integer field; the others are dimensions.
+_FIELD_BOUND = {"num_layers": "layers", "num_attention_heads": "heads", "num_kv_heads": "heads",
+                "num_experts": "experts", "top_k": "experts", "vocab_size": "vocab",
+                "num_shared_experts": "experts", "linear_num_key_heads": "heads",
+                "linear_num_value_heads": "heads", "num_mtp_layers": "layers"}
+_BOOL_FIELDS = ("tie_word_embeddings", "attention_bias", "attention_sinks", "qk_norm", "attention_output_gate",
+                "expert_bias", "router_bias", "shared_expert_gate")
+_DTYPE_FIELDS = ("dtype_bytes", "expert_dtype_bytes", "kv_dtype_bytes", "state_dtype_bytes")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _field_problems(values: Mapping[str, Any], problems: Problems, src: str) -> None:
+    """Type and range of each field present in ``values`` (ModelSpec field names), one problem each."""
+    def check(fname: str, test: Any) -> None:
+        if fname in values:
+            with problems.check():
+                test(values[fname])
+
+    def name(value: Any) -> None:
+        if not isinstance(value, str) or not value:
+            raise field_error("name", value, "a non-empty string", source=src)
+
+    def positive(fname: str) -> Any:
+        def test(value: Any) -> None:
+            if not _is_int(value):
+                raise field_error(fname, value, f"an integer ({_POSITIVE_INT_FIELDS[fname]})", source=src)
+            if value <= 0:
+                raise field_error(fname, value, f"a positive integer ({_POSITIVE_INT_FIELDS[fname]})", source=src)
+            check_int(fname, value, _FIELD_BOUND.get(fname, "dimension"), source=src)
+        return test
+
+    def non_negative(fname: str) -> Any:
+        def test(value: Any) -> None:
+            if not _is_int(value):
+                raise field_error(fname, value, "an integer", source=src)
+            if value < 0:
+                raise field_error(fname, value, "a non-negative integer", source=src)
+            check_int(fname, value, _FIELD_BOUND.get(fname, "dimension"), lo=0, source=src)
+        return test
+
+    def boolean(fname: str) -> Any:
+        def test(value: Any) -> None:
+            if not isinstance(value, bool):
+                raise field_error(fname, value, "true or false", source=src)
+        return test
+
+    def dtype(fname: str) -> Any:
+        def test(value: Any) -> None:
+            if value is None and fname != "dtype_bytes":
+                return
+            if not _is_number(value) or not math.isfinite(value) or not 0 < value <= 16:
+                raise field_error(fname, value, "a positive number of bytes per element, at most 16 (2 = bf16)",
+                                  source=src)
+        return test
+
+    def tokens_or_none(fname: str, what: str) -> Any:
+        def test(value: Any) -> None:
+            if value is not None and (not _is_int(value) or value <= 0):
+                raise field_error(fname, value, f"a positive {what} in tokens or none", source=src)
+            if value is not None:
+                check_int(fname, value, "context", lo=1, source=src)
+        return test
+
+    def source(value: Any) -> None:
+        if not isinstance(value, str):
+            raise field_error("source", value, "a string", source=src)
+
+    check("name", name)
+    for fname in _POSITIVE_INT_FIELDS:
+        check(fname, positive(fname))
+    for fname in _NON_NEGATIVE_INT_FIELDS:
+        check(fname, non_negative(fname))
+    for fname in _BOOL_FIELDS:
+        check(fname, boolean(fname))
+    for fname in _DTYPE_FIELDS:
+        check(fname, dtype(fname))
+    check("sliding_window", tokens_or_none("sliding_window", "window"))
+    check("attention_chunk_size", tokens_or_none("attention_chunk_size", "chunk"))
+    check("source", source)
+    n = values.get("num_layers")
+    n_ok = _is_int(n) and 1 <= n <= BOUNDS["layers"].hi
+    for fname, kinds in (("layer_attention", ATTENTION_KINDS), ("layer_mlp", MLP_KINDS)):
+        if fname not in values:
+            continue
+        value = values[fname]
+        with problems.check():
+            if isinstance(value, str) or not isinstance(value, (list, tuple)):
+                raise field_error(fname, value, f"a list of one of {list(kinds)} per layer", source=src)
+            if n_ok and len(value) != n:
+                raise field_error(fname, f"<{len(value)} entries>",
+                                  f"one entry per layer (num_layers = {n})", source=src)
+        if isinstance(value, (list, tuple)):
+            _kind_problems(fname, value, kinds, problems, src)
+
+
+def _kind_problems(fname: str, value: Iterable[Any], kinds: tuple[str, ...], problems: Problems,
+                   src: str) -> None:
+    """One problem per distinct unknown kind in a per-layer list, naming every layer that has it."""
+    bad: dict[str, tuple[Any, list[int]]] = {}
+    for i, kind in enumerate(value):
+        if not isinstance(kind, str) or kind not in kinds:
+            bad.setdefault(repr(kind), (kind, []))[1].append(i)
+    for kind, layers in bad.values():
+        with problems.check():
+            close = difflib.get_close_matches(str(kind), kinds, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            where = ", ".join(map(str, layers[:8])) + (f", ... ({len(layers)} layers)" if len(layers) > 8 else "")
+            raise field_error(f"{fname}[{where}]", kind, f"one of {list(kinds)}{hint}", source=src)
+
+
+# Keys of the compact TOML layout (models/toml.py) that stand for layer_attention / layer_mlp;
+# an unknown field is matched against them too.
+_LAYOUT_KEYS = ("attention", "attention_pattern", "dense_layers")
+
+
+def _unknown_field(key: str, source: str | None) -> ConfigError:
+    close = difflib.get_close_matches(key, _FIELD_NAMES + _LAYOUT_KEYS, n=3)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    return field_error(key, "<unknown field>", f"one of the ModelSpec fields{hint}", source=source)  # type: ignore[return-value]
+
+
+def _plain_fields(spec: ModelSpec) -> dict[str, Any]:
+    """Every field of ``spec`` that is not None, per-layer tuples as lists (JSON/TOML-ready)."""
+    out: dict[str, Any] = {}
+    for fname in _FIELD_NAMES:
+        value = getattr(spec, fname)
+        if value is not None:
+            out[fname] = list(value) if isinstance(value, tuple) else value
+    return out

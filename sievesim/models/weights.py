@@ -1,0 +1,170 @@
+"""Weights of a :class:`~sievesim.models.ModelSpec`, derived from its shapes: per expert, per
+layer (attention, MLP), and in total; and the bytes they take.
+
+:class:`WeightCounts` is mixed into ``ModelSpec`` and reads its fields (``hidden_size``,
+``moe_intermediate_size``, the attention shapes, ...); nothing here is stored. Units: parameter
+counts are numbers of scalar weights, ``*_bytes`` are bytes.
+"""
+from __future__ import annotations
+
+from .kinds import _SOFTMAX_GQA_KINDS
+
+
+class WeightCounts:
+    """Parameter counts and weight bytes of a ``ModelSpec`` (a mixin: see the module docstring)."""
+
+    # ------------------------------------------------------------------ widths
+    @property
+    def expert_bytes_per_param(self) -> float:
+        """Bytes per routed/shared-expert weight (``expert_dtype_bytes`` or ``dtype_bytes``)."""
+        return self.dtype_bytes if self.expert_dtype_bytes is None else self.expert_dtype_bytes
+
+    # ------------------------------------------------------------------ experts
+    @property
+    def params_per_expert(self) -> int:
+        """Weights of one routed expert: ``3 * h * I`` (+ ``2I + h`` biases when ``expert_bias``)."""
+        h, i = self.hidden_size, self.moe_intermediate_size
+        return 3 * h * i + ((2 * i + h) if self.expert_bias else 0)
+
+    @property
+    def bytes_per_expert(self) -> float:
+        """Bytes of one routed expert's weights (``params_per_expert * expert_bytes_per_param``)."""
+        return self.params_per_expert * self.expert_bytes_per_param
+
+    @property
+    def flops_per_token_per_expert(self) -> int:
+        """FLOPs one token spends in one routed expert: ``2 * 3 * h * I`` (multiply-adds x 2)."""
+        return 2 * 3 * self.hidden_size * self.moe_intermediate_size
+
+    @property
+    def shared_expert_params(self) -> int:
+        """Weights of all shared experts of one MoE layer (+ the ``h -> 1`` gate when present)."""
+        per = 3 * self.hidden_size * self.shared_expert_intermediate_size
+        return self.num_shared_experts * per + (self.hidden_size if self.shared_expert_gate else 0)
+
+    @property
+    def shared_expert_bytes(self) -> float:
+        """Bytes of all shared experts of one MoE layer."""
+        return self.shared_expert_params * self.expert_bytes_per_param
+
+    @property
+    def router_params(self) -> int:
+        """Weights of one MoE layer's router (``h * E`` + ``E`` bias when ``router_bias``)."""
+        return self.hidden_size * self.num_experts + (self.num_experts if self.router_bias else 0)
+
+    @property
+    def routed_expert_params_per_layer(self) -> int:
+        """Weights of all routed experts of one MoE layer."""
+        return self.num_experts * self.params_per_expert
+
+    @property
+    def dense_mlp_params(self) -> int:
+        """Weights of the dense SwiGLU FFN of one ``dense`` layer (0 when there is none)."""
+        return 3 * self.hidden_size * self.dense_intermediate_size
+
+    # ------------------------------------------------------------------ attention
+    def attention_params_per_layer(self, layer: int) -> int:
+        """Weights of the attention block of ``layer`` (projections, biases, sinks, q/k norms).
+
+        ``full``/``sliding``: ``h*(nq*d*(2 if output gate)) + 2*h*nkv*d + nq*d*h``;
+        ``mla``: q (low-rank or direct), kv_a (latent + rope key), kv_b, o, latent norms;
+        ``linear`` (Gated DeltaNet): qkvz and ba input projections, depthwise conv, ``A_log``,
+        ``dt_bias``, gated RMSNorm, output projection. Layer norms are counted separately.
+        """
+        kind = self.layer_attention[self._check_layer(layer)]
+        return self._attention_params(kind)
+
+    def _attention_params(self, kind: str) -> int:
+        h = self.hidden_size
+        if kind in _SOFTMAX_GQA_KINDS:
+            nq, nkv, d = self.num_attention_heads, self.num_kv_heads, self.head_dim
+            q_out = nq * d * (2 if self.attention_output_gate else 1)
+            params = h * q_out + 2 * h * nkv * d + nq * d * h
+            if self.attention_bias:
+                params += q_out + 2 * nkv * d + h
+            if self.attention_sinks:
+                params += nq
+            if self.qk_norm:
+                params += 2 * d
+            return params
+        if kind == "mla":
+            nq = self.num_attention_heads
+            qk = self.qk_nope_head_dim + self.qk_rope_head_dim
+            if self.q_lora_rank:
+                q = h * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * nq * qk
+            else:
+                q = h * nq * qk
+            kv = (h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank
+                  + self.kv_lora_rank * nq * (self.qk_nope_head_dim + self.v_head_dim))
+            o = nq * self.v_head_dim * h
+            return q + kv + o
+        if kind == "linear":
+            nk, nv = self.linear_num_key_heads, self.linear_num_value_heads
+            key_dim, value_dim = nk * self.linear_key_head_dim, nv * self.linear_value_head_dim
+            in_qkvz = h * (2 * key_dim + 2 * value_dim)
+            in_ba = h * 2 * nv
+            conv = (2 * key_dim + value_dim) * self.linear_conv_kernel_dim
+            out = value_dim * h
+            return in_qkvz + in_ba + conv + 2 * nv + self.linear_value_head_dim + out
+        raise AssertionError(kind)  # pragma: no cover - validated in __post_init__
+
+    # ------------------------------------------------------------------ totals
+    @property
+    def embedding_params(self) -> int:
+        """Weights of the input embedding (``vocab_size * hidden_size``)."""
+        return self.vocab_size * self.hidden_size
+
+    @property
+    def lm_head_params(self) -> int:
+        """Weights the LM head reads per token (``vocab_size * hidden_size``, tied or not)."""
+        return self.vocab_size * self.hidden_size
+
+    def layer_params(self, layer: int) -> int:
+        """All weights of ``layer``: attention, two RMSNorms, and its MLP (all experts)."""
+        layer = self._check_layer(layer)
+        mlp = (self.router_params + self.routed_expert_params_per_layer + self.shared_expert_params
+               if self.layer_mlp[layer] == "moe" else self.dense_mlp_params)
+        return self._attention_params(self.layer_attention[layer]) + 2 * self.hidden_size + mlp
+
+    def active_layer_params(self, layer: int) -> int:
+        """Weights of ``layer`` that one token reads: as :meth:`layer_params` with ``top_k`` routed experts."""
+        layer = self._check_layer(layer)
+        mlp = (self.router_params + self.top_k * self.params_per_expert + self.shared_expert_params
+               if self.layer_mlp[layer] == "moe" else self.dense_mlp_params)
+        return self._attention_params(self.layer_attention[layer]) + 2 * self.hidden_size + mlp
+
+    @property
+    def total_params(self) -> int:
+        """All weights: embedding, layers, final norm, and the LM head unless tied (MTP layers excluded)."""
+        layers = sum(self.layer_params(i) for i in range(self.num_layers))
+        head = 0 if self.tie_word_embeddings else self.lm_head_params
+        return self.embedding_params + layers + self.hidden_size + head
+
+    @property
+    def active_params(self) -> int:
+        """Weights one decode token reads: layers with ``top_k`` routed experts (+ shared, router),
+        final norm and LM head; the input embedding is a row lookup and is *not* counted."""
+        layers = sum(self.active_layer_params(i) for i in range(self.num_layers))
+        return layers + self.hidden_size + self.lm_head_params
+
+    @property
+    def active_params_with_embedding(self) -> int:
+        """``active_params`` plus the input-embedding matrix (Qwen/Mistral model-card convention)."""
+        return self.active_params + (0 if self.tie_word_embeddings else self.embedding_params)
+
+    @property
+    def routed_expert_params(self) -> int:
+        """Weights of all routed experts of all MoE layers."""
+        return self.num_moe_layers * self.routed_expert_params_per_layer
+
+    @property
+    def non_embedding_params(self) -> int:
+        """``total_params`` without the embedding and (untied) LM head."""
+        return self.total_params - self.embedding_params - (0 if self.tie_word_embeddings else self.lm_head_params)
+
+    @property
+    def total_bytes(self) -> float:
+        """Bytes of all weights, experts at ``expert_bytes_per_param``, the rest at ``dtype_bytes``."""
+        expert = self.num_moe_layers * (self.routed_expert_params_per_layer + self.shared_expert_params)
+        return expert * self.expert_bytes_per_param + (self.total_params - expert) * self.dtype_bytes
+
