@@ -76,4 +76,5 @@ def test_fig6_fig10_and_overhead(tmp_path):
         assert r["external_over_programs"] / r["mac_peak_over_programs"] == pytest.approx(
             r["mac_peak_tflops"] / r["external_peak_tflops"])
     ov = reps["overhead"].data.records
-    assert all(r["modelled_us"] == pytest.approx(20.0 * r["experts_per_gpu"] / 256) for r in ov)
+    assert all(r["worst_case_us"] == pytest.approx(20.0 * r["experts_per_gpu"] / 256, rel=0.05) for r in ov)
+    assert all(0 < r["modelled_us"] <= r["worst_case_us"] for r in ov)

@@ -27,16 +27,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import numpy as np
 
 from ..costs import CostContext, non_moe_work
 from . import gpu_ops
 from .dag import Graph
-
-if TYPE_CHECKING:
-    from .step import StepSimulator
 
 __all__ = ["StepBuild", "LayerBatch", "LayerRouting", "GpuPartition", "add_embedding", "add_attention",
            "add_dense_mlp", "route", "add_allgather", "add_metadata", "add_dispatch", "decide", "add_decision",
@@ -51,7 +48,7 @@ class StepBuild:
     """What every node function of one step shares: the simulator, the graph being built, the
     step's per-request data, the hardware rates, and the step's accumulators."""
 
-    sim: StepSimulator
+    sim: Any                        # the StepSimulator (its model, hardware, policy, engine times)
     graph: Graph
     ids: np.ndarray | None          # routing ids (T, L_moe, K), or None for a count-only source
     counts_all: np.ndarray          # (L_moe, E) tokens per expert of the whole step
