@@ -30,7 +30,11 @@ def test_fig9_quick_json_records(tmp_path, capsys):
             assert k in r, k
         assert (r["pimoe_unit"] is None) == (r["policy"] != "pimoe")
         assert r["throughput_tokens_per_s_per_gpu"] == pytest.approx(r["batch"] / r["step_time_s"] / r["gpus"])
-    assert {r["reading"] for r in records} == {"text", "matching"}
+    # one reading, five curves a panel: the baselines, PIMoE per channel (the paper's) and per stack, Sieve
+    assert {r["reading"] for r in records} == {"text"}
+    for panel in {r["panel"] for r in records}:
+        assert {r["series"] for r in records if r["panel"] == panel} == {
+            "NoExp", "AllExp", "PIMoE (channel)", "PIMoE (stack)", "Sieve"}
     # Qwen3-30B-A3B with its config's top-8 and, in a panel of its own, the paper's top-4
     assert {r["panel"] for r in records} == {"qwen3-30b-a3b", "qwen3-30b-a3b top-4", "gpt-oss-120b",
                                              "qwen3.5-397b-a17b"}
@@ -44,6 +48,36 @@ def test_fig9_quick_json_records(tmp_path, capsys):
     assert main(["reproduce", "fig9", "--quick", "--json", "--out", str(tmp_path)]) == 0
     assert json.loads(capsys.readouterr().out) == records
     assert (tmp_path / "fig9-points" / "results.jsonl").read_bytes() == before
+
+
+def test_claims_get_a_verdict_that_follows_the_numbers():
+    from sievesim.reproduce import NOT_OUR_MODEL, NOT_THE_PAPER, NO_NUMBER, REPRODUCED, judge, within
+    assert within(1.2, 1.11, 1.17) and not within(1.4, 1.11, 1.17) and not within(None, 1.0)
+    assert judge("x", "1.2x", "1.21x", True).verdict == REPRODUCED
+    assert judge("x", "1.2x", "1.21x", True, why="unused").why == ""
+    miss = judge("x", "1.2x", "2x", False, cause=NOT_THE_PAPER, why="the text says channel")
+    assert (miss.verdict, miss.why) == (NOT_THE_PAPER, "the text says channel")
+    assert judge("x", "-", "3 ms", None).verdict == NO_NUMBER
+    assert judge("x", "1x", "2x", False).verdict == NOT_OUR_MODEL
+    with pytest.raises(ValueError):
+        judge("x", "1x", "2x", False, cause="maybe")
+
+
+@pytest.mark.slow
+def test_every_claim_of_every_figure_has_a_verdict(tmp_path):
+    from sievesim.reproduce import VERDICTS, format_report
+    reps = reproduce("all", tmp_path, quick=True, plot=False)
+    for rep in reps:
+        for claim in rep.data.claims:
+            assert claim.verdict in VERDICTS, (rep.name, claim)
+            if claim.verdict.startswith("not reproduced"):
+                assert claim.why, (rep.name, claim)
+        text = format_report(rep)
+        assert all(c.verdict in text for c in rep.data.claims)
+    names = [r.name for r in reps]
+    assert names.index("fig9") < names.index("fig9-matching") < names.index("fig9-mb2") < names.index("fig10")
+    mb2 = next(r for r in reps if r.name == "fig9-mb2")
+    assert {r["microbatches"] for r in mb2.data.records} == {2}
 
 
 @pytest.mark.slow

@@ -27,12 +27,14 @@ gets its rows from :func:`step_records` (a resumable sweep kept in ``OUT/NAME-po
 from __future__ import annotations
 
 from .common import PAPER_MODELS, READINGS, STEP_MODELS, TEXT_TOP_K
-from .registry import (FIGURES, Claim, Figure, FigureData, FigureOptions, FigureReport, figure_names,
-                       format_report, register_figure, reproduce, step_records)
+from .registry import (FIGURES, NO_NUMBER, NOT_OUR_MODEL, NOT_THE_PAPER, REPRODUCED, VERDICTS, Claim, Figure,
+                       FigureData, FigureOptions, FigureReport, figure_names, format_report, judge, register_figure,
+                       reproduce, step_records, within)
 
 # The figures register themselves on import, in the paper's order (the order of ``reproduce all``).
 from . import fig3, fig4, fig5, fig6, fig9, fig10, fig11, overestimate, overhead  # noqa: F401  isort: skip
 
 __all__ = ["Claim", "FigureData", "FigureOptions", "Figure", "FigureReport", "FIGURES",
            "register_figure", "figure_names", "reproduce", "step_records", "format_report",
-           "PAPER_MODELS", "STEP_MODELS", "READINGS", "TEXT_TOP_K"]
+           "PAPER_MODELS", "STEP_MODELS", "READINGS", "TEXT_TOP_K", "judge", "within", "VERDICTS", "REPRODUCED",
+           "NOT_THE_PAPER", "NOT_OUR_MODEL", "NO_NUMBER"]

@@ -6,7 +6,7 @@ import pathlib
 
 from .common import point_settings, series_name
 from .plotting import save
-from .registry import Claim, FigureData, FigureOptions, register_figure, step_records
+from .registry import FigureData, FigureOptions, judge, register_figure, step_records
 
 
 def plot_fig10(data: FigureData, path: pathlib.Path) -> None:
@@ -56,18 +56,28 @@ def fig10(opts: FigureOptions) -> FigureData:
                             "expert_utilisation": e / r["step_time_s"], "utilisation": t / r["step_time_s"],
                             "step_time_s": r["step_time_s"], "seed": r.get("seed")})
 
-    def spread(model: str, series: str) -> str:
+    def stats(model: str, series: str) -> tuple[float, float] | None:
+        """(busiest / mean, share of channels below 10 % of the busiest) of the expert utilisation."""
         u = [x["expert_utilisation"] for x in records if x["model"] == model and x["series"] == series]
         if not u or max(u) == 0:
-            return "-"
-        idle = sum(1 for x in u if x < 0.1 * max(u)) / len(u)
-        return f"busiest/mean {max(u) / (sum(u) / len(u)):.2f}, {idle:.0%} of channels below 10 % of the busiest"
+            return None
+        return max(u) / (sum(u) / len(u)), sum(1 for x in u if x < 0.1 * max(u)) / len(u)
+
+    def spread(model: str, series: str) -> str:
+        st = stats(model, series)
+        return "-" if st is None else f"busiest/mean {st[0]:.2f}, {st[1]:.0%} of channels below 10 % of the busiest"
 
     m0 = cases[0][0]
-    claims = [Claim(f"PIMoE (channel) expert load across channels, {m0} B={cases[0][2]}",
-                    "heavy on some channels, others underutilised", spread(m0, "PIMoE (channel)")),
-              Claim(f"PIMoE (stack), {m0}", "(not in the paper)", spread(m0, "PIMoE (stack)")),
-              Claim(f"Sieve across channels, {m0}", "uniform", spread(m0, "Sieve"))]
+    pc, sv = stats(m0, "PIMoE (channel)"), stats(m0, "Sieve")
+    claims = [judge(f"PIMoE (channel) expert load across channels, {m0} B={cases[0][2]}",
+                    "heavy on some channels, others underutilised", spread(m0, "PIMoE (channel)"),
+                    None if pc is None else pc[0] >= 1.5,
+                    why="with every unit of the GPU filled, one layer's experts spread over all channels, so the "
+                        "imbalance comes from routing alone"),
+              judge(f"PIMoE (stack), {m0}", "(not in the paper)", spread(m0, "PIMoE (stack)"), None,
+                    why="the paper shows PIMoE per channel only"),
+              judge(f"Sieve across channels, {m0}", "uniform", spread(m0, "Sieve"),
+                    None if sv is None else sv[0] <= 1.05)]
     notes = ["utilisation = busy time / executed step time, GPU 0; expert_utilisation counts the experts alone, "
              "utilisation adds attention (which occupies every channel alike)"]
     return FigureData(records, claims, notes)

@@ -6,7 +6,7 @@ import pathlib
 
 from .common import find_record, pct, routing_records
 from .plotting import save
-from .registry import Claim, FigureData, FigureOptions, register_figure
+from .registry import NOT_THE_PAPER, FigureData, FigureOptions, judge, register_figure, within
 
 
 def plot_fig3(data: FigureData, path: pathlib.Path) -> None:
@@ -43,17 +43,35 @@ def fig3(opts: FigureOptions) -> FigureData:
         r = find_record(records, series, batch)
         return None if r is None else r[key]
 
+    from ..models import get_model
+
+    gpt = get_model("gpt-oss-120b")
+    floor = 1.0 - gpt.routed_expert_params / gpt.total_params   # weights every token reads
+    g1, m1 = val("gpt-oss-120b", 1), val("mixtral-8x22b", 1)
+    g_top, n_top, q_top = val("gpt-oss-120b", top), val("qwen3-next-80b-a3b", top), val("qwen3-30b-a3b", top)
+    m16 = val("mixtral-8x22b", 16, "act_param_ratio_median")
     claims = [
-        Claim("GPT-OSS act-ratio at B=1", "2.4 %", f"{pct(val('gpt-oss-120b', 1))} "
-              f"(routed experts active: {pct(val('gpt-oss-120b', 1, 'activated_expert_ratio'))})"),
-        Claim("Mixtral-8x22B act-ratio at B=1", "25.0 %", f"{pct(val('mixtral-8x22b', 1))} "
-              f"(routed experts active: {pct(val('mixtral-8x22b', 1, 'activated_expert_ratio'))})"),
-        Claim("Mixtral median act-ratio at B=16", "100 %",
-              f"{pct(val('mixtral-8x22b', 16, 'act_param_ratio_median'))} over steps; median over "
-              f"(layer, step) of experts active: {pct(val('mixtral-8x22b', 16, 'activated_expert_ratio_median'))}"),
-        Claim(f"GPT-OSS act-ratio at B={top}", "47.9 %", pct(val("gpt-oss-120b", top))),
-        Claim(f"Qwen3-Next act-ratio at B={top}", "similar to GPT-OSS", pct(val("qwen3-next-80b-a3b", top))),
-        Claim(f"Qwen3 act-ratio at B={top}", "above Qwen3-Next and GPT-OSS", pct(val("qwen3-30b-a3b", top))),
+        judge("GPT-OSS act-ratio at B=1", "2.4 %", f"{pct(g1)} "
+              f"(routed experts active: {pct(val('gpt-oss-120b', 1, 'activated_expert_ratio'))})",
+              within(g1, 0.024, rel=0.15), cause=NOT_THE_PAPER,
+              why=f"the paper defines the ratio as activated over total parameters; the weights every token "
+                  f"reads (attention, router, embeddings) are already {floor:.1%} of GPT-OSS-120B, so 2.4 % "
+                  f"contradicts its own definition (it is close to the routed experts' share alone)"),
+        judge("Mixtral-8x22B act-ratio at B=1", "25.0 %", f"{pct(m1)} "
+              f"(routed experts active: {pct(val('mixtral-8x22b', 1, 'activated_expert_ratio'))})",
+              within(m1, 0.25, rel=0.15)),
+        judge("Mixtral median act-ratio at B=16", "100 %",
+              f"{pct(m16)} over steps; median over (layer, step) of experts active: "
+              f"{pct(val('mixtral-8x22b', 16, 'activated_expert_ratio_median'))}",
+              None if m16 is None else m16 >= 0.95),
+        judge(f"GPT-OSS act-ratio at B={top}", "47.9 %", pct(g_top), within(g_top, 0.479, rel=0.1)),
+        judge(f"Qwen3-Next act-ratio at B={top}", "similar to GPT-OSS", pct(n_top),
+              None if n_top is None or g_top is None else abs(n_top - g_top) <= 0.1,
+              why="our synthetic routing is calibrated to the paper's Figure 5 token-count shares, which for "
+                  "Qwen3-Next's 512 experts (top-10) activate far more of them at B=256; a recorded "
+                  "Qwen3-Next trace would decide"),
+        judge(f"Qwen3 act-ratio at B={top}", "above Qwen3-Next and GPT-OSS", pct(q_top),
+              None if None in (q_top, n_top, g_top) else q_top > max(n_top, g_top)),
     ]
     notes = ["act-ratio = (total - routed + routed experts activated) / total parameters, the paper's "
              "written definition; at B=1 it is above the paper's GPT-OSS 2.4 % (docs/workloads.md)",

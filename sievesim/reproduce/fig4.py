@@ -5,7 +5,7 @@ from __future__ import annotations
 import pathlib
 
 from .plotting import save
-from .registry import Claim, FigureData, FigureOptions, register_figure
+from .registry import FigureData, FigureOptions, judge, register_figure
 
 #: The model whose operations Figure 4 places, and the hardware presets whose PIM it draws.
 FIG4_MODEL = "qwen3-30b-a3b"
@@ -112,13 +112,16 @@ def fig4(opts: FigureOptions) -> FigureData:
 
     ai_attn = next(r["arithmetic_intensity_flop_per_byte"] for r in records if r["op"] == "attention")
     claims = [
-        Claim("attention is memory-bound; offload to PIM", "yes",
+        judge("attention is memory-bound; offload to PIM", "yes",
               f"{ai_attn:.1f} FLOP/B, placed on {placed('b200', 'attention')} (ridge: GPU "
-              f"{records[0]['gpu_peak_flop_per_s'] / records[0]['gpu_bandwidth_bytes_per_s']:.0f} FLOP/B)"),
-        Claim("experts with few tokens: low intensity, best on PIM", "yes",
-              f"N <= {crossover['b200'] - 1} on PIM (b200), N <= {crossover['b200-pim4x'] - 1} (b200-pim4x)"),
-        Claim("experts with many tokens: compute-bound, best on GPU", "yes",
-              f"N >= {crossover['b200']} on GPU (b200), N >= {crossover['b200-pim4x']} (b200-pim4x)"),
+              f"{records[0]['gpu_peak_flop_per_s'] / records[0]['gpu_bandwidth_bytes_per_s']:.0f} FLOP/B)",
+              placed("b200", "attention") == "pim"),
+        judge("experts with few tokens: low intensity, best on PIM", "yes",
+              f"N <= {crossover['b200'] - 1} on PIM (b200), N <= {crossover['b200-pim4x'] - 1} (b200-pim4x)",
+              all(c is not None and c > 1 for c in crossover.values())),
+        judge("experts with many tokens: compute-bound, best on GPU", "yes",
+              f"N >= {crossover['b200']} on GPU (b200), N >= {crossover['b200-pim4x']} (b200-pim4x)",
+              all(c is not None for c in crossover.values())),
     ]
     notes = ["the paper draws Samsung HBM-PIM; b200-pim4x is our Samsung-like preset (4x internal "
              "bandwidth), b200 the 16x bank-PU preset used everywhere else",

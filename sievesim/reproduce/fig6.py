@@ -5,7 +5,7 @@ from __future__ import annotations
 import pathlib
 
 from .plotting import save
-from .registry import Claim, FigureData, FigureOptions, register_figure
+from .registry import FigureData, FigureOptions, judge, register_figure
 
 
 _FIG6_STRATEGIES = (("a) mini-batch interleaving", "noexp", 2), ("b) attention-only PIM", "noexp", 1),
@@ -64,7 +64,8 @@ def fig6(opts: FigureOptions) -> FigureData:
                                 "start_us": (s.start[i] - t0) * 1e6, "end_us": (s.end[i] - t0) * 1e6,
                                 "step_time_s": raw["step_time_s"]})
     best = min(step.values())
-    claims = [Claim(f"step time {label}", "-", f"{t * 1e3:.3f} ms ({t / best:.2f}x the fastest)")
+    claims = [judge(f"step time {label}", "-", f"{t * 1e3:.3f} ms ({t / best:.2f}x the fastest)", None,
+                    why="the paper's Figure 6 is a schematic")
               for label, t in step.items()]
     notes = [f"{model} on one GPU, B = {batch}, layers {first}-{first + 1} of the executed step (after one warm-up "
              "step); the paper's Figure 6 is a schematic, so there is no number to compare",

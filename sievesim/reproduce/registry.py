@@ -16,13 +16,48 @@ from typing import Any, Callable, Sequence
 from ..errors import field_error
 
 
+#: The verdicts a claim can get (docs/reproduction.md, "Verdicts").
+REPRODUCED = "reproduced"
+NOT_THE_PAPER = "not reproduced: the paper"
+NOT_OUR_MODEL = "not reproduced: our model"
+NO_NUMBER = "no number to compare"
+VERDICTS = (REPRODUCED, NOT_THE_PAPER, NOT_OUR_MODEL, NO_NUMBER)
+
+
 @dataclass(frozen=True)
 class Claim:
-    """One statement of the paper and our number for it (``ours`` already formatted)."""
+    """One statement of the paper, our number for it (``ours`` already formatted) and the verdict.
+
+    ``verdict`` is one of :data:`VERDICTS` (empty: not judged); ``why`` says, for a claim not
+    reproduced, which sentences of the paper contradict each other or leave it open (``the
+    paper``) or which modelling choice of ours differs and what would change it (``our model``).
+    Build judged claims with :func:`judge`, so that the verdict follows the numbers."""
 
     what: str
     paper: str
     ours: str
+    verdict: str = ""
+    why: str = ""
+
+
+def judge(what: str, paper: str, ours: str, ok: bool | None, *, cause: str = NOT_OUR_MODEL,
+          why: str = "") -> Claim:
+    """A claim whose verdict is :data:`REPRODUCED` when ``ok``, ``cause`` (with ``why``) when not,
+    and :data:`NO_NUMBER` when ``ok`` is None (the paper gives nothing to compare)."""
+    if cause not in (NOT_THE_PAPER, NOT_OUR_MODEL):
+        raise ValueError(f"cause must be {NOT_THE_PAPER!r} or {NOT_OUR_MODEL!r}, not {cause!r}")
+    if ok is None:
+        return Claim(what, paper, ours, NO_NUMBER, why)
+    return Claim(what, paper, ours, REPRODUCED, "") if ok else Claim(what, paper, ours, cause, why)
+
+
+def within(ours: float | None, lo: float, hi: float | None = None, *, rel: float = 0.1) -> bool:
+    """``ours`` inside the paper's ``[lo, hi]`` (``hi`` defaults to ``lo``) widened by ``rel``
+    on each side (a number read off a figure or rounded in the text)."""
+    if ours is None:
+        return False
+    hi = lo if hi is None else hi
+    return lo * (1.0 - rel) <= ours <= hi * (1.0 + rel)
 
 
 @dataclass
@@ -191,9 +226,13 @@ def format_report(report: FigureReport) -> str:
     if claims:
         w1 = max(len("claim"), *(len(c.what) for c in claims))
         w2 = max(len("paper"), *(len(c.paper) for c in claims))
-        lines.append(f"  {'claim':<{w1}}  {'paper':<{w2}}  ours")
+        w3 = max(len("ours"), *(len(c.ours) for c in claims))
+        lines.append(f"  {'claim':<{w1}}  {'paper':<{w2}}  {'ours':<{w3}}  verdict")
         for c in claims:
-            lines.append(f"  {c.what:<{w1}}  {c.paper:<{w2}}  {c.ours}")
+            lines.append(f"  {c.what:<{w1}}  {c.paper:<{w2}}  {c.ours:<{w3}}  {c.verdict or '-'}")
+        for c in claims:
+            if c.why:
+                lines.append(f"  why ({c.what}): {c.why}")
     for note in report.data.notes:
         lines.append(f"  note: {note}")
     files = [str(report.csv)] + ([str(report.png)] if report.png else [])
