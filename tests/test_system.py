@@ -218,7 +218,7 @@ def test_run_json_has_the_documented_fields(capsys):
                 "interactivity_tokens_per_s_per_user", "experts_on_gpu", "experts_on_pim", "scheduler_us",
                 "wall_decision_us", "busy_s", "pim_unit_busy_s", "layer_time_s", "pimoe_unit", "sievesim_version"):
         assert key in rec, key
-    assert rec["pimoe_unit"] == "stack" and rec["pim_unit"] == "stack"
+    assert rec["pimoe_unit"] == rec["pim_unit"] == "channel"   # the default unit (docs/policies.md)
 
 
 def _tput(model, gpus, policy, batch, hw="b200", **kw):
