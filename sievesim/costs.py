@@ -32,6 +32,7 @@ from typing import Any, Hashable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from ._units import BASE_UNITS, split_unit
 from .errors import ConfigError, field_error
 
 __all__ = [
@@ -52,14 +53,17 @@ __all__ = [
     "attention_shape",
     "non_moe_work",
     "validate_counts",
+    "moe_layer_index",
+    "pim_organisation",
     "build_context",
 ]
 
 #: Context length [tokens] of every request when a command is given none (one default everywhere).
 DEFAULT_CONTEXT_LEN = 4096
 
-#: Placement units of expert-parallel PIM (PIMoE), from the finest to the coarsest.
-UNITS: tuple[str, ...] = ("pseudo_channel", "channel", "stack")
+#: Placement units of expert-parallel PIM (PIMoE), from the finest to the coarsest. A group of ``S``
+#: of them is written ``"BASE*S"`` (``"channel*4"``; :func:`sievesim._units.split_unit`).
+UNITS: tuple[str, ...] = BASE_UNITS
 
 
 # --------------------------------------------------------------------------------------------
@@ -79,15 +83,25 @@ class PimOrganisation:
             if not isinstance(value, (int, np.integer)) or value < 1:
                 raise field_error(f"pim organisation {name}", value, "a positive integer")
 
-    def count(self, unit: str) -> int:
-        """Number of placement units of kind ``unit`` in the PIM of one GPU."""
-        if unit == "stack":
+    def base_count(self, base: str) -> int:
+        """Number of base units (``"pseudo_channel"``, ``"channel"``, ``"stack"``) in one GPU's PIM."""
+        if base == "stack":
             return self.stacks
-        if unit == "channel":
+        if base == "channel":
             return self.stacks * self.channels_per_stack
-        if unit == "pseudo_channel":
+        if base == "pseudo_channel":
             return self.stacks * self.channels_per_stack * self.pseudo_channels_per_channel
-        raise field_error("unit", unit, f"one of {', '.join(UNITS)}")
+        raise field_error("unit", base, f"one of {', '.join(UNITS)}")
+
+    def count(self, unit: str) -> int:
+        """Number of placement units of kind ``unit`` in the PIM of one GPU: a base unit, or a group
+        ``"BASE*S"`` of ``S`` base units (``count("channel*4")`` = channels / 4; ``S`` must divide
+        the number of base units)."""
+        base, span = split_unit(unit)
+        n = self.base_count(base)
+        if n % span:
+            raise field_error("unit", unit, f"a group size that divides the GPU's {n} {base}s")
+        return n // span
 
 
 @runtime_checkable
@@ -100,7 +114,7 @@ class PimCostModel(Protocol):
 
     def expert_time_on_unit_s(self, tokens: int, unit: str) -> float:
         """One routed expert with ``tokens`` tokens confined to one placement ``unit``
-        (``"pseudo_channel"``, ``"channel"`` or ``"stack"``)."""
+        (``"pseudo_channel"``, ``"channel"``, ``"stack"`` or a group ``"BASE*S"`` of them)."""
         ...
 
     def attention_time_s(self, batch_context_lens: Sequence[int]) -> float:
@@ -465,6 +479,9 @@ class CostContext:
     num_experts: int
     organisation: PimOrganisation = field(default_factory=PimOrganisation)
     comm: CommBreakdown | None = None
+    #: Index of this layer among the model's MoE layers (0 = the first). Only PIMoE's static
+    #: placement depends on it (its round robin continues from layer to layer).
+    moe_layer: int = 0
 
     def __post_init__(self) -> None:
         for name in ("t_comm_s", "t_attention_s", "expert_bytes", "expert_flops_per_token",
@@ -476,7 +493,7 @@ class CostContext:
             v = getattr(self, name)
             if not (v > 0 and math.isfinite(v)):
                 raise field_error(name, v, "a finite number > 0")
-        for name in ("batch", "top_k", "num_experts"):
+        for name in ("batch", "top_k", "num_experts", "moe_layer"):
             v = getattr(self, name)
             if not isinstance(v, (int, np.integer)) or v < 0:
                 raise field_error(name, v, "a non-negative integer")
@@ -655,7 +672,7 @@ def _get(obj: Any, path: str, default: Any = None) -> Any:
     return default if obj is None else obj
 
 
-def _organisation(hardware: Any) -> PimOrganisation:
+def pim_organisation(hardware: Any) -> PimOrganisation:
     """PIM units of one GPU from the hardware spec (defaults: 16 channels x 2 PCs per stack)."""
     stacks = int(_get(hardware, "gpu.num_hbm_stacks", 8))
     pim = getattr(hardware, "pim", None)
@@ -666,6 +683,9 @@ def _organisation(hardware: Any) -> PimOrganisation:
         ch = ch or getattr(src, "channels_per_stack", None) or getattr(src, "channels", None)
         pc = pc or getattr(src, "pseudo_channels_per_channel", None)
     return PimOrganisation(stacks, int(ch or 16), int(pc or 2))
+
+
+_organisation = pim_organisation   # the older private name
 
 
 def pim_peak_flops(hardware: Any) -> float:
@@ -687,6 +707,13 @@ def default_layer(model: Any) -> int:
     mlp = tuple(getattr(model, "layer_mlp", ()) or ("moe",) * len(kinds))
     moe = [i for i in range(len(kinds)) if i < len(mlp) and mlp[i] == "moe"] or list(range(len(kinds)))
     return next((i for i in moe if kinds[i] in ("full", "mla")), moe[0] if moe else 0)
+
+
+def moe_layer_index(model: Any, layer: int) -> int:
+    """Index of ``layer`` among the MoE layers of ``model`` (0 when the model lists none or the
+    layer is not one of them)."""
+    moe = tuple(getattr(model, "moe_layer_indices", ()) or ())
+    return moe.index(layer) if layer in moe else 0
 
 
 def build_context(model: Any, hardware: Any, num_gpus: int, batch: int, *,
@@ -752,7 +779,7 @@ def build_context(model: Any, hardware: Any, num_gpus: int, batch: int, *,
     gpu = hardware.gpu
     ceff = float(getattr(gpu, "compute_efficiency", 1.0) or 1.0)
     meff = float(getattr(gpu, "memory_efficiency", 1.0) or 1.0)
-    org = _organisation(hardware)
+    org = pim_organisation(hardware)
     params = float(model.params_per_expert)
     expert_bytes = float(getattr(model, "bytes_per_expert", params * dtype) or params * dtype)
     # (params_per_expert includes GPT-OSS's expert biases; 2 FLOPs per weight per token)
@@ -785,6 +812,7 @@ def build_context(model: Any, hardware: Any, num_gpus: int, batch: int, *,
         num_experts=e_local,
         organisation=org,
         comm=comm,
+        moe_layer=moe_layer_index(model, layer),
     )
 
 

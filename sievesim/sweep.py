@@ -54,9 +54,10 @@ GRID_KEYS: tuple[str, ...] = ("model", "top_k", "hardware", "gpus", "policy", "p
 #: unset, so that a sweep begun before they existed resumes.
 _LATER_KEYS = frozenset({"top_k"})
 
-#: Defaults of the settings a grid leaves out (``None``: the point function's own default).
+#: Defaults of the settings a grid leaves out (``None``: the point function's own default);
+#: ``pimoe_unit`` is :data:`sievesim.policies.DEFAULT_PIMOE_UNIT` (a test checks they agree).
 SETTING_DEFAULTS: dict[str, Any] = {
-    "model": None, "top_k": None, "hardware": "b200", "gpus": 1, "policy": "sieve", "pimoe_unit": "stack",
+    "model": None, "top_k": None, "hardware": "b200", "gpus": 1, "policy": "sieve", "pimoe_unit": "channel",
     "batch": None, "trace": None, "context_len": None, "context_preset": None, "prefill": None,
     "steps": 1, "warmup": None, "seed": 0,
     "microbatches": None, "early_loads": None, "scheduler_latency_us": None, "policy_options": None,
@@ -204,10 +205,9 @@ def check_points(points: Sequence[Mapping[str, Any]]) -> None:
 
     Raises :class:`~sievesim.errors.SievesimError` naming the setting, the value and what was
     expected (an unknown model names the closest presets)."""
-    from .costs import UNITS
     from .hardware import get_hardware
     from .models import get_model
-    from .policies import policy_class
+    from .policies import PIMoE, policy_class
     from .system import GPU_ONLY
     from .workload.lengths import get_length_preset
 
@@ -220,8 +220,12 @@ def check_points(points: Sequence[Mapping[str, Any]]) -> None:
         hardware(p["hardware"])
         if str(p["policy"]).lower() != GPU_ONLY:
             policy_class(p["policy"])
-        if p.get("pimoe_unit") is not None and p["pimoe_unit"] not in UNITS:
-            raise field_error("pimoe_unit", p["pimoe_unit"], "one of " + ", ".join(UNITS))
+        if p.get("pimoe_unit") is not None:
+            try:
+                PIMoE(unit=p["pimoe_unit"])
+            except ConfigError:
+                raise field_error("pimoe_unit", p["pimoe_unit"], "one of pseudo_channel, channel, stack, "
+                                  "or a group BASE*S such as channel*4") from None
         gpus = p["gpus"]
         if gpus < 1 or model.num_experts % gpus:
             raise field_error("gpus", gpus, f"a positive divisor of {model.name}'s {model.num_experts} experts")

@@ -28,6 +28,15 @@ from sievesim.policies import (
     register_policy,
     sieve_reference,
 )
+from sievesim.policies import DEFAULT_PIMOE_UNIT
+from sievesim.policies.placement import (
+    PimoeLayout,
+    check_pimoe_capacity,
+    expand_to_base_units,
+    expert_placement,
+    pimoe_layout,
+    unit_span,
+)
 from sievesim.policies import base as policy_base
 
 ONE_UNIT = PimOrganisation(stacks=1, channels_per_stack=1, pseudo_channels_per_channel=1)
@@ -123,9 +132,132 @@ def test_pimoe_default_unit_and_finer_units_are_slower():
 
     counts = synthetic_counts(128, 16, model.top_k, seed=3)
     ctx = build_context(model, hw, 1, 16, counts=counts, context_lens=2048)
-    times = {u: t_total(PIMoE(unit=u), counts, ctx) for u in ("stack", "channel", "pseudo_channel")}
-    assert times["stack"] < times["channel"] < times["pseudo_channel"]
-    assert PIMoE().unit == "stack"
+    parts = {u: PIMoE(unit=u).decide(counts, ctx) for u in ("stack", "channel", "pseudo_channel", "pseudo_channel*1")}
+    times = {u: p.evaluate(ctx).t_total_s for u, p in parts.items()}
+    # 128 experts on 128 channels; on 256 pseudo-channels each expert spans two (= one channel)
+    assert parts["pseudo_channel"].unit == "pseudo_channel*2" and parts["channel"].unit == "channel"
+    assert times["stack"] < times["channel"] == times["pseudo_channel"] < times["pseudo_channel*1"]
+    assert PIMoE().unit == DEFAULT_PIMOE_UNIT == "channel"
+    from sievesim.sweep import SETTING_DEFAULTS
+    assert SETTING_DEFAULTS["pimoe_unit"] == DEFAULT_PIMOE_UNIT
+
+
+PAPER_SPANS = [("gpt-oss-120b", 4, "channel*4", 32), ("qwen3.5-397b-a17b", 8, "channel*2", 64),
+               ("qwen3-30b-a3b", 1, "channel", 128)]
+
+
+@pytest.mark.parametrize("name,gpus,unit,groups", PAPER_SPANS)
+def test_pimoe_per_channel_fills_every_channel_in_every_layer(name, gpus, unit, groups):
+    """The default unit is the channel; a GPU with fewer experts than its 128 channels spreads each
+    expert over S channels (GPT-OSS on 4 GPUs: 32 experts x 4 channels, Qwen3.5 on 8: 64 x 2,
+    Qwen3-30B on 1: 128 x 1), so every channel holds experts of every MoE layer."""
+    model, hw = get_model(name), get_hardware("b200")
+    local = model.num_experts // gpus
+    counts = np.ones(local, dtype=np.int64)
+    for layer in model.moe_layer_indices[:3] + model.moe_layer_indices[-2:]:
+        ctx = build_context(model, hw, gpus, local, counts=counts, layer=layer, context_lens=0)
+        part = PIMoE().decide(counts, ctx)
+        assert part.unit == unit and ctx.organisation.count(unit) == groups
+        assert groups * unit_span(unit) == 128
+        assert sorted(part.unit_of.tolist()) == list(range(groups))       # one expert per group
+        busy = part.evaluate(ctx).unit_busy_s
+        assert busy.size == groups
+        per_channel = expand_to_base_units(busy, unit)
+        assert per_channel.size == 128 and per_channel.tolist() == np.repeat(busy, 128 // groups).tolist()
+    lay = check_pimoe_capacity(model, hw, gpus)
+    assert lay.unit == unit and lay.fits and lay.need_bytes <= lay.capacity_bytes
+    assert lay.need_bytes == pytest.approx(model.num_moe_layers * model.bytes_per_expert / unit_span(unit))
+
+
+def test_pimoe_round_robin_continues_over_layers_and_fills_units_evenly():
+    """48 experts on 128 channels: groups of 2 channels (64 groups), 48 of them busy per layer;
+    layer l starts where layer l-1 stopped, so over 10 layers every group holds 7 or 8 experts,
+    as the capacity check assumes."""
+    org = PimOrganisation()
+    seen = np.zeros(64, dtype=np.int64)
+    for layer in range(10):
+        unit, unit_of = expert_placement(48, org, "channel", layer)
+        assert unit == "channel*2" and np.unique(unit_of).size == 48
+        assert unit_of.tolist() == [(layer * 48 + i) % 64 for i in range(48)]
+        seen += np.bincount(unit_of, minlength=64)
+    assert sorted(set(seen.tolist())) == [7, 8] and seen.sum() == 480
+    lay = PimoeLayout(unit="channel*2", base="channel", span=2, groups=64, local_experts=48, moe_layers=10,
+                      expert_bytes=1.0, max_experts_per_group=8, need_bytes=4.0, capacity_bytes=5.0,
+                      hbm_capacity_bytes=640.0)
+    assert lay.experts_per_group().tolist() == sorted(seen.tolist(), reverse=True)
+    # enough experts: plain round robin over the units, rotated by E_l mod U per layer
+    unit, unit_of = expert_placement(200, org, "channel", 3)
+    assert unit == "channel" and unit_of.tolist() == [(600 + i) % 128 for i in range(200)]
+    # a fixed group is kept: channel*1 leaves 96 channels of GPT-OSS's 32 experts idle in a layer
+    assert expert_placement(32, org, "channel*1", 0)[0] == "channel"
+    assert expert_placement(32, org, "stack*2", 0)[0] == "stack*2"
+    ctx = ctx_numbers(num_experts=4, moe_layer=1)
+    assert PIMoE("channel*1").decide([1, 1, 1, 1], ctx).unit_of.tolist() == [4, 5, 6, 7]
+    assert PIMoE().decide([1, 1, 1, 1], ctx).unit == "channel*32"
+
+
+def test_pimoe_that_does_not_fit_is_refused_with_need_and_capacity(capsys):
+    """GPT-OSS-120B's experts on one B200: 36 layers x 128 experts x 49.8 MB = 229 GB > 192 GiB;
+    per channel 36 x 49.8 MB = 1.67 GiB against 1.50 GiB."""
+    model, hw = get_model("gpt-oss-120b"), get_hardware("b200")
+    lay = pimoe_layout(model, hw, 1)
+    assert not lay.fits and lay.capacity_bytes == hw.gpu.hbm_capacity_bytes / 128
+    with pytest.raises(ConfigError, match=r"needs 1\.67 GiB of expert weights per channel, but a channel holds "
+                                          r"1\.50 GiB \(192 GiB of HBM / 128 channels\)"):
+        check_pimoe_capacity(model, hw, 1)
+    with pytest.raises(ConfigError, match="per stack"):
+        check_pimoe_capacity(model, hw, 1, "stack")
+    rc, _, err = run_cli(capsys, "run", "--model", "gpt-oss-120b", "--batch", "4", "--policy", "pimoe")
+    assert rc == 2 and "1.67 GiB" in err and "1.50 GiB" in err
+    rc, _, err = run_cli(capsys, "policy", "compare", "--model", "gpt-oss-120b", "--batch", "4")
+    assert rc == 2 and "a channel holds 1.50 GiB" in err
+    rc, out, err = run_cli(capsys, "policy", "compare", "--model", "gpt-oss-120b", "--gpus", "4", "--batch", "4")
+    assert rc == 0 and "pimoe = channel*4" in out, err
+
+
+@pytest.mark.parametrize("bad", ["bank", "channel*0", "channel*x", "channel*", "channel*-2", "channel*+2",
+                                 " channel", "channel*2.0", "Channel", 4, None])
+def test_unit_names_are_validated(bad):
+    with pytest.raises(ConfigError, match="unit"):
+        PIMoE(unit=bad)
+    with pytest.raises(ConfigError, match="unit"):
+        PimOrganisation().count(bad)
+
+
+def test_unit_groups_are_counted_and_priced_by_every_cost_model():
+    org = PimOrganisation()
+    assert [org.count(u) for u in ("channel", "channel*4", "stack*2", "pseudo_channel*256")] == [128, 32, 4, 1]
+    with pytest.raises(ConfigError, match="divides the GPU's 128 channels"):
+        org.count("channel*3")
+    with pytest.raises(ConfigError, match="divides"):
+        expert_placement(32, org, "channel*3")
+    pim = RooflinePimCost(1e9, 2e15, organisation=org)
+    assert pim.expert_time_on_unit_s(2, "channel*4") == pytest.approx(pim.expert_time_on_unit_s(2, "channel") / 4)
+    assert pim.expert_time_on_unit_s(2, "channel*4") == pytest.approx(pim.expert_time_on_unit_s(2, "pseudo_channel*8"))
+    from sievesim.costs import PimCostTable
+    table = PimCostTable(pim)
+    table.update((("expert", "channel*4"), 2), 1e-6)
+    assert table.expert_time_on_unit_s(2, "channel*4") == 1e-6
+    assert table.expert_time_on_unit_s(2, "channel*2") == pim.expert_time_on_unit_s(2, "channel*2")
+    ctx = ctx_numbers(pim=table, num_experts=32)
+    assert ctx.pim_times("channel*4")[2] == 1e-6
+    from sievesim.pim.expert import PIMDevice
+    dev = PIMDevice()
+    assert [dev.unit_pcs(u) for u in ("channel", "channel*4", "stack*2", "pseudo_channel*4", "gpu")] == [2, 8, 64, 4, 256]
+    with pytest.raises(ConfigError, match="divides the GPU's 128 channels"):
+        dev.unit_pcs("channel*3")
+    with pytest.raises(ConfigError, match="unit"):
+        dev.unit_pcs("bank")
+
+
+def test_moe_layer_of_a_context():
+    model, hw = get_model("deepseek-v3"), get_hardware("b200")   # three dense layers first
+    first = model.moe_layer_indices[0]
+    assert first == 3
+    assert build_context(model, hw, 8, 8, layer=first + 2).moe_layer == 2
+    assert ctx_numbers().moe_layer == 0
+    with pytest.raises(ConfigError, match="moe_layer"):
+        ctx_numbers(moe_layer=-1)
 
 
 # ------------------------------------------------------------------------------ properties

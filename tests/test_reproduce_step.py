@@ -103,7 +103,10 @@ def test_fig6_fig10_and_overhead(tmp_path):
     pimoe = [r["expert_utilisation"] for r in reps["fig10"].data.records if r["series"] == "PIMoE (channel)"]
     assert len(sieve) == len(pimoe) == 128
     assert max(sieve) == pytest.approx(min(sieve))
-    assert max(pimoe) > 2 * (sum(pimoe) / len(pimoe))
+    # GPT-OSS-120B on 4 GPUs: 32 experts per GPU, each over a group of 4 channels (channel*4), which
+    # share its work; uneven across groups (1.8x the mean in the quick run, docs/policies.md)
+    assert pimoe[0::4] == pimoe[1::4] == pimoe[2::4] == pimoe[3::4]
+    assert max(pimoe) > 1.5 * (sum(pimoe) / len(pimoe))
     est = reps["overestimate"].data.records
     assert {r["tokens"] for r in est} == {1, 4, 16}
     for r in est:   # the 4x-external peak is 32x below the MAC-issue peak, so its roofline is 32x longer

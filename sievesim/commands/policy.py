@@ -44,7 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="global batch B (default: max(largest count, ceil(G * sum / top_k)))")
     d.add_argument("--layer", type=int_arg("layer_index"), default=None,
                    help="layer index (default: first MoE layer with full/MLA attention)")
-    d.add_argument("--unit", default=None, help="PIMoE placement unit: pseudo_channel, channel, stack")
+    d.add_argument("--unit", default=None, help="PIMoE placement unit: pseudo_channel, channel (default), stack, "
+                                                "or a fixed group BASE*S such as channel*4 (docs/policies.md)")
     d.add_argument("--pim-cost", choices=["roofline", "engine"], default="roofline",
                    help="PIM times from the roofline estimate or from the cycle-accurate engine")
     d.add_argument("--verify-engine", action="store_true",
@@ -125,7 +126,8 @@ def _decide(args: argparse.Namespace) -> int:
     from ..costs import build_context
     from ..hardware import get_hardware
     from ..models import get_model
-    from ..policies import get_policy
+    from ..policies import PIMoE, get_policy
+    from ..policies.placement import check_pimoe_capacity
 
     if args.top_k is not None and args.top_k < 1:
         raise field_error("--top-k", args.top_k, "a positive integer")
@@ -166,6 +168,8 @@ def _decide(args: argparse.Namespace) -> int:
             return max(est.t_comm_s, est.t_gpu_s, engine.partition_pim_time_s(part, lens))
         kwargs["verify"] = verify
     policy = get_policy(args.policy, **kwargs)
+    if isinstance(policy, PIMoE):
+        check_pimoe_capacity(model, hw, args.gpus, policy.unit)
     ctx = build_context(model, hw, args.gpus, batch, layer=args.layer, context_lens=args.context_len,
                         counts=counts, pim=pim)
     part = policy.decide(counts, ctx, ids)
@@ -186,7 +190,7 @@ def _decide(args: argparse.Namespace) -> int:
     print(f"policy {policy.name} ({model.name} on {args.gpus} x {hw.name}, B = {batch}, L = {args.context_len})")
     print(f"  GPU experts ({len(out['gpu_experts'])}): {out['gpu_experts']}")
     print(f"  PIM experts ({len(out['pim_experts'])}): {out['pim_experts']}"
-          + (f" (expert-parallel on {part.unit}s)" if part.unit else ""))
+          + (f" (expert-parallel, unit {part.unit})" if part.unit else ""))
     print(f"  T_total {est.t_total_s * 1e6:.3f} us = max(T_comm {est.t_comm_s * 1e6:.3f}, "
           f"T_GPU {est.t_gpu_s * 1e6:.3f} [offchip {est.t_offchip_s * 1e6:.3f}, comp {est.t_comp_s * 1e6:.3f}], "
           f"T_PIM {est.t_pim_s * 1e6:.3f} [attention {est.t_attention_s * 1e6:.3f}])")
@@ -271,6 +275,10 @@ def _compare(args: argparse.Namespace) -> int:
                 cell += f" [{r['busiest_over_mean_unit']:.1f}x]"
             cells.append(f"{cell:>24s}")
         print(f"{b:5d} " + " ".join(cells))
+    used = {r["policy"]: r["pim_unit"] for r in rows if "pim_unit" in r}
+    if used:
+        print("PIMoE units used: " + ", ".join(f"{lab} = {u}" for lab, u in used.items())
+              + " (BASE*S: each expert spread over S of them)")
     return 0
 
 

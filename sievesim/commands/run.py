@@ -41,7 +41,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="routed experts per token, overriding the model's (the Sieve paper runs "
                         "Qwen3-30B-A3B with 4; its config.json says 8)")
     p.add_argument("--seed", type=int_arg("seed"), default=0, help="seed of routing and lengths (default 0)")
-    p.add_argument("--pimoe-unit", default=None, help="PIMoE placement unit: pseudo_channel, channel, stack")
+    p.add_argument("--pimoe-unit", default=None, help="PIMoE placement unit: pseudo_channel, channel (default), "
+                                                      "stack, or a fixed group BASE*S such as channel*4")
     p.add_argument("--microbatches", type=int_arg("batch"), default=1,
                    help="2 interleaves two halves of the batch (prior work's schedule; default 1)")
     p.add_argument("--early-loads", default=None, choices=("cheaper", "paper", "off"),
@@ -131,6 +132,8 @@ def _run(args: argparse.Namespace) -> int:
         raise field_error("--policy-option", unused[0], f"an argument of one of the policies {', '.join(names)}")
     results = []
     for name in names:
+        if name == "pimoe":   # its static placement must fit the PIM units (exit 2 naming both)
+            _check_pimoe_fits(model, hw, args)
         res = simulate_step(model, hw, gpus=args.gpus, policy=name, batch=args.batch, trace=args.trace,
                             context_len=args.context_len, context_preset=args.context_preset,
                             prefill=args.prefill, steps=args.steps, warmup=args.warmup, seed=args.seed,
@@ -151,6 +154,16 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     _print_table(records, model, hw)
     return 0
+
+
+def _check_pimoe_fits(model: Any, hw: Any, args: argparse.Namespace) -> None:
+    """PIMoE's layout of the experts over the PIM units against the units' share of the HBM
+    (:func:`sievesim.policies.placement.check_pimoe_capacity`); after the policies before it ran, so
+    that a mistyped option is named first."""
+    from ..policies import DEFAULT_PIMOE_UNIT, PIMoE
+    from ..policies.placement import check_pimoe_capacity
+
+    check_pimoe_capacity(model, hw, args.gpus, PIMoE(args.pimoe_unit or DEFAULT_PIMOE_UNIT).unit)
 
 
 def _add_speedups(records: list[dict[str, Any]]) -> None:

@@ -14,6 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .._units import BASE_UNITS, split_unit
 from ..dram.config import BUILTIN_CONFIGS, DRAMConfig, get_config
 from ..errors import field_error
 from .engine import PIMResult, even_phases, geometry_for, pim_config, run_phases, run_programs, stratified_phases
@@ -21,7 +22,7 @@ from .program import OP_MACAB, PIMGeometry, gemv_program, plan_gemv
 
 __all__ = ["PIMDevice", "EnginePimCost", "AttentionLayer", "UNITS", "REFRESH_MODES", "gemv"]
 
-UNITS = ("pseudo_channel", "channel", "stack")
+UNITS = BASE_UNITS
 #: Where a program starts in the refresh interval (see :class:`PIMDevice`).
 REFRESH_MODES = ("mean", "staggered", "aligned")
 #: GPU FLOPs per element of the SwiGLU activation (SiLU: exponential, add, divide; then x up) and
@@ -195,16 +196,18 @@ class PIMDevice:
         return int(self._base.org["channel"] * self._base.org["pseudochannel"])
 
     def unit_pcs(self, unit: str) -> int:
-        """Pseudo-channels in one placement unit (tensor parallelism inside it)."""
-        if unit == "pseudo_channel":
-            return 1
-        if unit == "channel":
-            return int(self._base.org["pseudochannel"])
-        if unit == "stack":
-            return self.pcs_per_stack
+        """Pseudo-channels in one placement unit (tensor parallelism inside it): ``"pseudo_channel"``,
+        ``"channel"``, ``"stack"``, a group ``"BASE*S"`` of ``S`` of them (``S`` dividing the GPU's
+        number of that base unit), or ``"gpu"`` (all of them)."""
         if unit == "gpu":
             return self.pcs_per_stack * self.stacks
-        raise field_error("unit", unit, f"one of {list(UNITS)} (or 'gpu' for tensor parallelism)")
+        base, span = split_unit(unit)
+        per_base = {"pseudo_channel": 1, "channel": int(self._base.org["pseudochannel"]),
+                    "stack": self.pcs_per_stack}[base]
+        if (self.pcs_per_stack * self.stacks) % (per_base * span):
+            raise field_error("unit", unit, f"a group size that divides the GPU's "
+                              f"{self.pcs_per_stack * self.stacks // per_base} {base}s")
+        return per_base * span
 
     @property
     def tck_s(self) -> float:

@@ -5,14 +5,13 @@ import math
 
 import numpy as np
 
-from ..costs import UNITS, CostContext
-from ..errors import field_error
+from .._units import split_unit
+from ..costs import CostContext
+from ..errors import ConfigError, field_error
 from .base import Partition, Policy, register_policy
+from .placement import DEFAULT_PIMOE_UNIT, expert_placement
 
 __all__ = ["NoExp", "AllExp", "PIMoE", "NaiveSplit", "DEFAULT_PIMOE_UNIT"]
-
-#: PIMoE's default placement unit; see docs/policies.md for why (the paper does not say).
-DEFAULT_PIMOE_UNIT = "stack"
 
 
 @register_policy
@@ -62,19 +61,27 @@ class NaiveSplit(Policy):
 class PIMoE(Policy):
     """PIMoE as the Sieve paper describes it (Wu et al. 2025).
 
-    Experts are placed on PIM units by expert parallelism (expert id ``i`` on unit
-    ``i mod U``, ``U`` units of kind ``unit`` in one GPU's PIM; static, so a unit's load follows the
-    routing). Start with all activated experts on PIM; while the GPU time does not exceed the PIM
-    time, move the most popular expert of the busiest unit to the GPU. Both are *isolated expert*
-    times, as the Sieve paper describes PIMoE: the PIM time is the busiest unit's expert work alone
-    (no attention), the GPU time the GPU experts' weight loads, activations and FLOPs alone
-    (``CostContext.moe_gpu_time_s``: no non-MoE GPU work), and the interconnect is ignored. The move
-    that makes the GPU time exceed the PIM time is kept. Ties: lower unit index, then lower expert id.
+    Experts are placed on PIM units by expert parallelism, statically (a unit's load follows the
+    routing): :func:`sievesim.policies.placement.expert_placement` spreads each layer's experts of
+    one GPU over all units of kind ``unit`` (local expert ``i`` of MoE layer ``l`` on unit
+    ``(l * E_l + i) mod U``), and when the GPU has fewer experts than units each expert spans a
+    group of units (``"channel*4"``: GPT-OSS-120B's 32 experts per GPU over 128 channels), so that
+    no unit is left without experts. Start with all activated experts on PIM; while the GPU time
+    does not exceed the PIM time, move the most popular expert of the busiest unit to the GPU. Both
+    are *isolated expert* times, as the Sieve paper describes PIMoE: the PIM time is the busiest
+    unit's expert work alone (no attention), the GPU time the GPU experts' weight loads,
+    activations and FLOPs alone (``CostContext.moe_gpu_time_s``: no non-MoE GPU work), and the
+    interconnect is ignored. The move that makes the GPU time exceed the PIM time is kept. Ties:
+    lower unit index, then lower expert id. The partition's ``unit`` is the unit actually used
+    (``"channel*4"``), ``unit_of`` the index of each expert's unit (or group) among
+    ``ctx.organisation.count(unit)``.
 
     Parameters
     ----------
     unit:
-        ``"pseudo_channel"``, ``"channel"`` or ``"stack"`` (default :data:`DEFAULT_PIMOE_UNIT`).
+        ``"pseudo_channel"``, ``"channel"`` or ``"stack"`` (default :data:`DEFAULT_PIMOE_UNIT`,
+        ``"channel"``), or a fixed group ``"BASE*S"`` (``"channel*4"``; ``"channel*1"`` keeps one
+        channel per expert even when units are left without experts).
     """
 
     name = "pimoe"
@@ -85,17 +92,21 @@ class PIMoE(Policy):
     early_loads = "off"
 
     def __init__(self, unit: str = DEFAULT_PIMOE_UNIT) -> None:
-        if unit not in UNITS:
-            raise field_error("pimoe unit", unit, f"one of {', '.join(UNITS)}")
+        try:
+            split_unit(unit)
+        except ConfigError:
+            raise field_error("pimoe unit", unit, "one of pseudo_channel, channel, stack, or a fixed group "
+                              "BASE*S of S of them (e.g. channel*4; channel*1: one channel per expert)") from None
         self.unit = unit
 
     def __repr__(self) -> str:
         return f"PIMoE(unit={self.unit!r})"
 
     def _decide(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> Partition:
-        n_units = ctx.organisation.count(self.unit)
-        unit_of = expert_ids % n_units
-        table = ctx.pim_times(self.unit)
+        unit, placed = expert_placement(ctx.num_experts, ctx.organisation, self.unit, ctx.moe_layer)
+        n_units = ctx.organisation.count(unit)
+        unit_of = placed[expert_ids]
+        table = ctx.pim_times(unit)
         on_pim = counts > 0
         act = np.flatnonzero(on_pim)
         t_e = table[counts].tolist()
@@ -122,4 +133,4 @@ class PIMoE(Policy):
             n_gpu += 1
             tok += int(counts[i])
             load[u] = math.fsum(t_e[j] for j in q[heads[u]:])
-        return Partition(counts, expert_ids, on_pim, unit=self.unit, unit_of=unit_of)
+        return Partition(counts, expert_ids, on_pim, unit=unit, unit_of=unit_of)

@@ -21,6 +21,10 @@ from .base import get_policy
 __all__ = ["synthetic_counts", "model_routing", "bench_model_for", "bench_context", "decision_latency_us", "bench",
            "compare_policies", "unit_sensitivity", "best_single_flip"]
 
+#: PIMoE's units in the unit study: every base unit (groups of them where a GPU has fewer experts
+#: than units) and ``channel*1``, one channel per expert even where channels stay without experts.
+SENSITIVITY_UNITS: tuple[str, ...] = ("pseudo_channel", "channel*1") + UNITS[1:]
+
 #: Preset model used by the latency benchmark for each expert count (one GPU holds them all).
 BENCH_MODELS = {128: "qwen3-30b-a3b", 256: "deepseek-v3", 512: "qwen3-next-80b-a3b"}
 
@@ -127,30 +131,41 @@ def compare_policies(model_name: str, num_gpus: int, batches: Sequence[int], *, 
     GPU 0 holds experts ``0..E/G-1``; dispatch volumes come from the routing. A policy is a name or
     ``(label, policy instance)``. Returns rows with ``policy``, ``batch``, ``t_total_us``, the
     settings (``model``, ``hardware``, ``gpus``, ``layer``, ``context_len``, ``top_k``,
-    ``routing``) and, for expert-parallel placements, the busiest/mean unit ratio.
+    ``routing``) and, for expert-parallel placements, the unit used (``pim_unit``, e.g.
+    ``"channel*4"``) and the busiest/mean unit ratio. PIMoE's layout is checked against the PIM
+    units' capacity first (:func:`sievesim.policies.placement.check_pimoe_capacity`).
     """
     from ..costs import default_layer
     from ..hardware import get_hardware
     from ..models import get_model
 
+    from .baselines import PIMoE
+    from .placement import check_pimoe_capacity
+
     hw = get_hardware(hardware)
     model = get_model(model_name, top_k=top_k)
     e_local = model.num_experts // num_gpus
     layer = default_layer(model)
+    named = [(item, get_policy(item)) if isinstance(item, str) else item for item in policies]
+    for _, pol in named:
+        if isinstance(pol, PIMoE):      # its static placement must fit the PIM units
+            check_pimoe_capacity(model, hw, num_gpus, pol.unit)
     rows = []
     for b in batches:
         acc: dict[str, list[float]] = {}
         imb: dict[str, list[float]] = {}
+        used: dict[str, str] = {}
         for seed in seeds:
             counts, ids, routing = model_routing(model, int(b), seed, layer)
             counts = counts[:e_local]
             ctx = build_context(model, hw, num_gpus, int(b), counts=counts, routing=ids, context_lens=context_len,
                                 pim=pim, layer=layer)
-            for item in policies:
-                label, pol = (item, get_policy(item)) if isinstance(item, str) else item
+            for label, pol in named:
                 part = pol.decide(counts, ctx)
                 est = part.evaluate(ctx)
                 acc.setdefault(label, []).append(est.t_total_s)
+                if part.unit is not None:
+                    used[label] = part.unit
                 if est.unit_busy_s is not None and est.unit_busy_s.mean() > 0:
                     imb.setdefault(label, []).append(float(est.unit_busy_s.max() / est.unit_busy_s.mean()))
         for label, vals in acc.items():
@@ -158,6 +173,8 @@ def compare_policies(model_name: str, num_gpus: int, batches: Sequence[int], *, 
                    "model": model.name, "hardware": hw.name, "gpus": int(num_gpus), "layer": int(layer),
                    "context_len": int(context_len), "top_k": int(model.top_k), "routing": routing,
                    "seeds": list(seeds)}
+            if label in used:
+                row["pim_unit"] = used[label]
             if label in imb:
                 row["busiest_over_mean_unit"] = float(np.mean(imb[label]))
             rows.append(row)
@@ -166,10 +183,11 @@ def compare_policies(model_name: str, num_gpus: int, batches: Sequence[int], *, 
 
 def unit_sensitivity(model_name: str, num_gpus: int, batches: Sequence[int] = (1, 4, 16, 64, 256),
                      **kwargs: Any) -> list[dict[str, Any]]:
-    """:func:`compare_policies` with PIMoE at every placement unit, next to AllExp and Sieve."""
+    """:func:`compare_policies` with PIMoE at every placement unit (:data:`SENSITIVITY_UNITS`), next
+    to AllExp and Sieve."""
     from .baselines import PIMoE
 
-    policies: list[Any] = ["allexp", "sieve"] + [(f"pimoe[{u}]", PIMoE(unit=u)) for u in UNITS]
+    policies: list[Any] = ["allexp", "sieve"] + [(f"pimoe[{u}]", PIMoE(unit=u)) for u in SENSITIVITY_UNITS]
     return compare_policies(model_name, num_gpus, batches, policies=policies, **kwargs)
 
 

@@ -305,7 +305,7 @@ def decide(b: StepBuild, lb: LayerBatch, r: LayerRouting, g: int) -> GpuPartitio
                       expert_flops_per_token=2.0 * m.params_per_expert,
                       expert_io_bytes_per_token=_expert_io_bytes_per_token(m),
                       pim=pim_model, batch=max(r.mb_tokens, 1), top_k=m.top_k, num_experts=El,
-                      organisation=sim.org)
+                      organisation=sim.org, moe_layer=sim._moe_index[layer])
     t0 = time.perf_counter()
     part = sim.policy.decide(c, ctx, validate=False)
     b.wall_decide += time.perf_counter() - t0

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import numpy as np
 
 from .. import __version__
+from .._units import split_unit
 from ..costs import DEFAULT_CONTEXT_LEN, PimCostTable, RooflinePimCost, _organisation, attention_shape, pim_peak_flops
 from ..errors import field_error
 from . import figure8 as f8
@@ -188,6 +189,9 @@ class StepSimulator:
         self.policy = get_policy(pol_name, **options)
         self.policy_name = GPU_ONLY if self.gpu_only else cls.name
         self.pimoe_unit = getattr(self.policy, "unit", None) if cls.name == "pimoe" else None
+        if self.pimoe_unit is not None:   # PIMoE's static placement must fit the PIM units
+            from ..policies.placement import check_pimoe_capacity
+            check_pimoe_capacity(self.model, hw, self.gpus, self.pimoe_unit)
         if not self.gpu_only and getattr(hw, "pim", None) is None:
             raise field_error("hardware", hw.name, f"hardware with PIM for policy {self.policy_name!r} "
                                                    f"(or policy {GPU_ONLY!r})")
@@ -403,14 +407,15 @@ class StepSimulator:
         head_est = max(b.roof(f8.gpu_ops.lm_head(m, int(np.count_nonzero(decode_owner == g)))) for g in range(G))
         emb_est = b.roof(f8.gpu_ops.embedding(m, self.batch // G))
         busy = {k: [schedule.busy.get(f"g{g}.{k}", 0.0) for g in range(G)] for k in _RESOURCE_KINDS}
-        pim_unit = self.pimoe_unit or "channel"
+        pim_unit = split_unit(self.pimoe_unit)[0] if self.pimoe_unit else "channel"   # per base unit
         unit_busy = np.zeros((G, self.org.count(pim_unit)))
         for g, node in b.unit_attention_nodes:
             unit_busy[g] += ends[node] - schedule.start[node]
         unit_expert_busy = np.zeros_like(unit_busy)
         for g, node, share in b.unit_expert_nodes:
             executed = ends[node] - schedule.start[node]
-            unit_expert_busy[g] += executed if share is None else executed * share
+            # a PIMoE group of S base units ("channel*4"): its busy time on each of its S units
+            unit_expert_busy[g] += executed if share is None else executed * np.repeat(share, unit_busy.shape[1] // share.size)
         unit_busy += unit_expert_busy
         return {
             "step_time_s": schedule.makespan,
