@@ -608,7 +608,9 @@ class AttentionLayer:
         duration), ``commands`` (per program: MACAB, ACTAB, PREAB, GWRITE, RDRES, REFab issued,
         mean per phase copy), ``cycles`` (per program), ``pim_s`` (every program), ``softmax_s``
         (the GPU's softmax), ``sync_s`` (the hand-over), ``total_s`` (= :meth:`time_s`),
-        ``busiest_units`` (context lengths of the busiest pseudo-channel's units), ``plans``
+        ``mac_useful_share`` (per program: multiply-accumulates the attention needs over those the
+        MAC commands could do: PUs without an output in a slot idle), ``busiest_units`` (context
+        lengths of the busiest pseudo-channel's units), ``plans``
         (per program: the query heads per pass and passes of each unit's GEMV, ``grouped`` only).
         Times in seconds, cycles in memory clock cycles."""
         from .breakdown import command_counts, program_breakdown
@@ -616,16 +618,21 @@ class AttentionLayer:
         results = self._results(device, busiest, log_commands=True)
         names = ["state"] if self.kind == "linear" else ["scores", "values"]
         softmax, sync = self._gpu_and_sync_s(device, lens) if results else (0.0, 0.0)
-        out: dict = {"programs": {}, "commands": {}, "cycles": {}, "plans": {}, "busiest_units": list(busiest)}
+        out: dict = {"programs": {}, "commands": {}, "cycles": {}, "plans": {}, "mac_useful_share": {},
+                     "busiest_units": list(busiest)}
+        seq = [g for L in busiest for g in self.unit_gemvs(L)]
+        parts = [seq] if self.kind == "linear" else [seq[0::2], seq[1::2]]
+        per_mac = device.geometry.pus * device.macs_per_command * device.vectors_per_mac
         pim = 0.0
-        for name, res in zip(names, results):
+        for name, res, part in zip(names, results, parts):
             cyc = device.program_cycles(res, 1)
             out["programs"][name] = program_breakdown(res, device.config)
             out["commands"][name] = command_counts(res, device.config)
             out["cycles"][name] = cyc
+            issued = out["commands"][name]["MACAB"] * per_mac
+            out["mac_useful_share"][name] = sum(a * b * v for a, b, v in part) / issued if issued else 0.0
             pim += cyc * device.tck_s
         if results and self.kind != "linear" and self.mapping == "grouped":
-            seq = [g for L in busiest for g in self.unit_gemvs(L)]
             for name, part in zip(names, (seq[0::2], seq[1::2])):
                 plans = {_grouped_plan(device, *g) for g in part}
                 out["plans"][name] = sorted({(p.heads_per_pass, p.passes, p.chunks) for p in plans if p is not None})
