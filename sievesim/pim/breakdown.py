@@ -10,8 +10,9 @@ one component, so the components add up to the duration exactly:
   and the part of a MACAB's gap beyond nCCDAB before a GWRITE;
 - ``readout``: the gaps after RDRES (nBL each, the RDRES -> GWRITE turnaround) and from the
   last command to the last result's arrival (nCL + nBL);
-- ``refresh``: a refresh running at the release, the PREAB that closes a row for a refresh
-  (its nRP), the REFab (nRFC) and the ACTAB that re-opens a row after it (its nRCDRD);
+- ``refresh``: every cycle inside a refresh's tRFC (a refresh running at the release included;
+  GWRITE / RDRES issued in its shadow are hidden by it), the PREAB that closes a row for a
+  refresh (its nRP) and the ACTAB that re-opens a row after it (its nRCDRD);
 - ``other``: anything else (a MACAB gap beyond nCCDAB before another MACAB, normal traffic).
 
 A run at several refresh phases gives the weighted mean of its copies' breakdowns (the same
@@ -31,54 +32,56 @@ __all__ = ["COMPONENTS", "COUNTED", "program_breakdown", "copy_breakdown", "comm
 COMPONENTS = ("mac", "row", "gwrite", "readout", "refresh", "other")
 
 
+def _overlap(a: int, b: int, windows: list[tuple[int, int]]) -> int:
+    return sum(max(0, min(b, hi) - max(a, lo)) for lo, hi in windows)
+
+
 def copy_breakdown(cycles: np.ndarray, names: list[str], release: int, end: int,
                    timings: dict) -> dict[str, int]:
     """Cycles per component of one program copy whose commands were issued at ``cycles`` (in
-    order, names ``names``), released at ``release`` and done at ``end`` [cycles]."""
+    order, names ``names``; commands before ``release`` only tell a refresh already running),
+    released at ``release`` and done at ``end`` [cycles]."""
     out = dict.fromkeys(COMPONENTS, 0)
     n_ccdab, n_rfc = int(timings["nCCDAB"]), int(timings["nRFC"])
-    inside = cycles >= release
-    before = cycles[~inside]
-    refs_before = [c for c, n in zip(before, [n for n, i in zip(names, inside) if not i]) if n == "REFab"]
-    cyc = cycles[inside]
+    # every refresh's tRFC: the banks are blocked; data-bus commands in its shadow are hidden by it
+    windows = [(int(c), int(c) + n_rfc) for c, n in zip(cycles, names) if n == "REFab"]
+
+    def give(category: str, a: int, b: int) -> None:
+        if b <= a:
+            return
+        hidden = _overlap(a, b, windows)
+        out["refresh"] += hidden
+        out[category] += b - a - hidden
+
+    inside = (cycles >= release) & (cycles < end)      # the channel refreshes on after the program
+    cyc = [int(c) for c in cycles[inside]]
     nm = [n for n, i in zip(names, inside) if i]
-    if not len(cyc):
-        out["other"] = end - release
-        return out
-    head = int(cyc[0]) - release
-    refreshing = bool(refs_before) and release < refs_before[-1] + n_rfc
-    out["refresh" if refreshing else "other"] += head
+    give("other", release, cyc[0] if cyc else end)
     for i, name in enumerate(nm):
-        gap = (int(cyc[i + 1]) if i + 1 < len(nm) else end) - int(cyc[i])
+        a, b = cyc[i], (cyc[i + 1] if i + 1 < len(nm) else end)
         nxt = nm[i + 1] if i + 1 < len(nm) else None
         prev = nm[i - 1] if i > 0 else None
         if name == "MACAB":
-            mac = min(gap, n_ccdab)
-            out["mac"] += mac
-            rest = gap - mac
+            mac = min(b - a, n_ccdab)
+            give("mac", a, a + mac)
             if nxt == "PREAB":
                 after = nm[i + 2] if i + 2 < len(nm) else None
-                out["refresh" if after == "REFab" else "row"] += rest
-            elif nxt == "GWRITE":
-                out["gwrite"] += rest
-            elif nxt == "RDRES" or nxt is None:
-                out["readout"] += rest
-            elif nxt == "REFab":
-                out["refresh"] += rest
+                rest = "refresh" if after == "REFab" else "row"
             else:
-                out["other"] += rest
+                rest = {"GWRITE": "gwrite", "RDRES": "readout", None: "readout", "REFab": "refresh"}.get(nxt, "other")
+            give(rest, a + mac, b)
         elif name == "ACTAB":
-            out["refresh" if prev == "REFab" else "row"] += gap
+            give("refresh" if prev == "REFab" else "row", a, b)
         elif name == "PREAB":
-            out["refresh" if nxt == "REFab" else "row"] += gap
+            give("refresh" if nxt == "REFab" else "row", a, b)
         elif name == "REFab":
-            out["refresh"] += gap
+            give("refresh", a, b)
         elif name == "GWRITE":
-            out["gwrite"] += gap
+            give("gwrite", a, b)
         elif name == "RDRES":
-            out["readout"] += gap
+            give("readout", a, b)
         else:
-            out["other"] += gap
+            give("other", a, b)
     return out
 
 
