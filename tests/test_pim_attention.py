@@ -70,6 +70,35 @@ def test_a_group_of_one_is_the_per_head_program_and_per_head_is_the_old_time():
         pytest.approx(58.605883175555554, rel=1e-12)
 
 
+@pytest.mark.parametrize("layer, lens, before", [
+    (QWEN3, [100, 2000, 37], 2.8815966182905982e-06),
+    (QWEN3, [3000, 1000, 777, 4096] * 20, 6.0404119377777784e-05),
+    (QWEN3, [5000] * 96, 0.00015507813333333334),
+    (AttentionLayer("mla", kv_heads=1, q_per_kv=16, head_dim=576, value_dim=512), [3000, 1000, 777, 4096],
+     1.2269252984444444e-05),
+])
+def test_per_head_mapping_with_whole_units_is_the_program_before_2026_12_03(layer, lens, before):
+    """Times of commit 222d591 (before the grouped mapping and the token balance)."""
+    old = dataclasses.replace(layer, mapping="per_head", balance="units")
+    assert old.time_s(PIMDevice(), lens) == pytest.approx(before, rel=1e-12)
+
+
+def test_long_requests_are_cut_so_no_pseudo_channel_waits_on_one():
+    """One request of 60 000 tokens among short ones: whole units leave it on one pseudo-channel;
+    the token balance cuts it, and the busiest pseudo-channel holds about an equal share."""
+    dev = PIMDevice()
+    lens = [60000] + [500] * 63
+    units = dataclasses.replace(QWEN3, balance="units")
+    _, busiest_units = units.placement(dev, lens)
+    _, busiest = QWEN3.placement(dev, lens)
+    share = sum(lens) * QWEN3.kv_heads / dev.unit_pcs("gpu")
+    assert max(busiest_units) == 60000 and sum(busiest) < 1.2 * share
+    assert QWEN3.time_s(dev, lens) < 0.4 * units.time_s(dev, lens)
+    # equal requests that fill the pseudo-channels evenly: the same placement either way
+    for lens in ([4096] * 64, [4096] * 128, [1000] * 16):
+        assert QWEN3.placement(dev, lens) == units.placement(dev, lens)
+
+
 @pytest.mark.parametrize("group", [2, 4, 8, 16])
 def test_heads_of_a_group_open_the_rows_fewer_times(group):
     dev = PIMDevice()

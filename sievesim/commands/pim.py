@@ -66,6 +66,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     a.add_argument("--mapping", choices=["grouped", "per-head"], default="grouped",
                    help="grouped: the query heads of a GQA group share each opened K/V row (default); "
                         "per-head: one GEMV per query head (the program before 2026-12-03)")
+    a.add_argument("--balance", choices=["tokens", "units"], default="tokens",
+                   help="tokens: long requests cut so the pseudo-channels get equal work (default); units: whole "
+                        "request x KV head units, longest first onto the least loaded (before 2026-12-03)")
     a.add_argument("--what-if", default=None, metavar="KEY=N,...",
                    help="change the PIM: macs (MACs per PU per command and vector), vectors (vectors per MAC "
                         "command), accumulators, buffer (global buffer bytes); e.g. macs=32,vectors=8")
@@ -209,7 +212,8 @@ def _attention_layer_index(model, layer: int | None) -> int:
 
 
 def attention_report(model_name: str, hardware: str = "b200", batch: int = 64, context: int = 4096, gpus: int = 1,
-                     layer: int | None = None, mapping: str = "grouped", what_if: str | None = None) -> dict:
+                     layer: int | None = None, mapping: str = "grouped", what_if: str | None = None,
+                     balance: str = "tokens") -> dict:
     """The report ``sievesim pim attention`` prints (times in us; see docs/pim.md)."""
     import dataclasses
 
@@ -229,7 +233,7 @@ def attention_report(model_name: str, hardware: str = "b200", batch: int = 64, c
     if changes:
         device = what_if_device(device, changes)
     att = AttentionLayer.from_model(model, index, multi_vector=device.multi_vector_pu,
-                                    mapping=mapping.replace("-", "_"))
+                                    mapping=mapping.replace("-", "_"), balance=balance)
     lens = [int(context)] * (batch // gpus)
     bd = att.breakdown(device, lens)
     tck_us = device.tck_s * 1e6
@@ -241,7 +245,7 @@ def attention_report(model_name: str, hardware: str = "b200", batch: int = 64, c
         "model": model.name, "hardware": hw.name, "layer": index, "kind": att.kind,
         "kv_heads": att.kv_heads, "group": att.q_per_kv, "head_dim": att.head_dim,
         "batch": batch, "gpus": gpus, "requests_per_gpu": len(lens), "context": context,
-        "mapping": att.mapping, "what_if": changes, "busiest_units": bd["busiest_units"],
+        "mapping": att.mapping, "balance": att.balance, "what_if": changes, "busiest_units": bd["busiest_units"],
         "device": {k: getattr(device, k) for k in ("macs_per_command", "vectors_per_mac", "accumulators",
                                                     "global_buffer_bytes", "banks_per_pu", "refresh")},
         "components_us": programs, "cycles": bd["cycles"], "commands": bd["commands"],
@@ -279,7 +283,7 @@ def _needs_rows(args: argparse.Namespace, report: dict) -> list[dict]:
     if args.what_if:
         device = what_if_device(device, {k: v for k, v in parse_what_if(args.what_if).items()
                                          if k in ("accumulators", "buffer")})
-    att = AttentionLayer.from_model(model, index, mapping=args.mapping.replace("-", "_"))
+    att = AttentionLayer.from_model(model, index, mapping=args.mapping.replace("-", "_"), balance=args.balance)
     lens = [int(args.context)] * (args.batch // args.gpus)
 
     def gpu_s(g: int) -> float:
@@ -291,7 +295,7 @@ def _needs_rows(args: argparse.Namespace, report: dict) -> list[dict]:
 
 def _attention(args: argparse.Namespace) -> int:
     report = attention_report(args.model, args.hardware, args.batch, args.context, args.gpus, args.layer,
-                              args.mapping, args.what_if)
+                              args.mapping, args.what_if, args.balance)
     if args.needs:
         report["needs"] = _needs_rows(args, report)
     if args.json:
@@ -300,7 +304,7 @@ def _attention(args: argparse.Namespace) -> int:
     r = report
     print(f"{r['model']} on {r['hardware']}: layer {r['layer']} ({r['kind']}), {r['kv_heads']} KV heads x "
           f"{r['group']} query heads (head_dim {r['head_dim']}), {r['requests_per_gpu']} requests of {r['context']} "
-          f"tokens per GPU; mapping {r['mapping']}" + (f"; what-if {r['what_if']}" if r["what_if"] else ""))
+          f"tokens per GPU; mapping {r['mapping']}, balance {r['balance']}" + (f"; what-if {r['what_if']}" if r["what_if"] else ""))
     print(f"busiest pseudo-channel: {len(r['busiest_units'])} unit(s) of {sorted(set(r['busiest_units']))} tokens"
           + "".join(f"; {k}: heads per pass, passes, input chunks {v}" for k, v in r["plans"].items()))
     names = list(r["components_us"])

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import heapq
 import math
 from dataclasses import dataclass
 from typing import Sequence
@@ -17,9 +18,10 @@ import numpy as np
 from ..dram.config import BUILTIN_CONFIGS, DRAMConfig, get_config
 from ..errors import field_error
 from .engine import PIMResult, even_phases, geometry_for, pim_config, run_phases, run_programs, stratified_phases
-from .program import OP_MACAB, PIMGeometry, gemv_program, grouped_gemv_program, plan_gemv, plan_grouped_gemv
+from .program import (OP_MACAB, PIMGeometry, _grouped_estimate, gemv_program, grouped_gemv_program, plan_gemv,
+                      plan_grouped_gemv)
 
-__all__ = ["PIMDevice", "EnginePimCost", "AttentionLayer", "ATTENTION_MAPPINGS", "UNITS", "REFRESH_MODES", "gemv",
+__all__ = ["PIMDevice", "EnginePimCost", "AttentionLayer", "ATTENTION_MAPPINGS", "ATTENTION_BALANCES", "UNITS", "REFRESH_MODES", "gemv",
            "gemv_sequence"]
 
 UNITS = ("pseudo_channel", "channel", "stack")
@@ -446,6 +448,75 @@ class EnginePimCost:
 
 #: How the query heads of a GQA group meet their KV head's cache (see :class:`AttentionLayer`).
 ATTENTION_MAPPINGS = ("grouped", "per_head")
+#: How the units of work are spread over the pseudo-channels (see :class:`AttentionLayer`).
+ATTENTION_BALANCES = ("tokens", "units")
+
+
+def _lpt(pieces: Sequence[int], pcs: int, cost) -> list[list[int]]:
+    """Pieces longest first onto the pseudo-channel of least estimated cost."""
+    heap = [(0.0, i) for i in range(min(pcs, len(pieces)))]
+    members: list[list[int]] = [[] for _ in heap]
+    for L in sorted(pieces, reverse=True):
+        load, i = heapq.heappop(heap)
+        members[i].append(L)
+        heapq.heappush(heap, (load + cost(L), i))
+    return members
+
+
+def _cut(units: Sequence[int], size: int) -> list[int]:
+    """Every unit in equal pieces of at most ``size`` tokens."""
+    out: list[int] = []
+    for L in units:
+        n = max(1, -(-L // size))
+        base, extra = divmod(L, n)
+        out += [base + 1] * extra + [base] * (n - extra)
+    return out
+
+
+def _fill(units: Sequence[int], pcs: int) -> list[list[int]]:
+    """The units' tokens in ``pcs`` equal shares, units longest first, a unit cut where a share ends."""
+    share = max(1, -(-sum(units) // pcs))
+    members: list[list[int]] = []
+    cur: list[int] = []
+    load = 0
+    for L in sorted(units, reverse=True):
+        rem = L
+        while rem > 0:
+            take = min(rem, share - load)
+            cur.append(take)
+            load += take
+            rem -= take
+            if load == share:
+                members.append(cur)
+                cur, load = [], 0
+    if cur:
+        members.append(cur)
+    return members
+
+
+def _balanced_busiest(units: Sequence[int], pcs: int, cost) -> list[int]:
+    """The pieces on the busiest pseudo-channel of the best of a few placements, judged by the
+    estimated cost of each pseudo-channel's pieces (``cost(L)``: cycles of a piece of L tokens):
+    whole units onto the least loaded (the ``"units"`` placement), units cut into pieces of at
+    most a share / k (k = 1, 2, 4; a share is the total tokens / pseudo-channels) onto the least
+    loaded, and the tokens filled into equal shares (:func:`_fill`)."""
+    if not units:
+        return []
+    total = sum(units)
+    if total == 0:
+        return [0]
+    share = max(1, -(-total // pcs))
+    whole = units if len(units) >= pcs else [math.ceil(L / (pcs // len(units))) for L in units
+                                            for _ in range(pcs // len(units))]
+    candidates = [_lpt(whole, pcs, cost)] + [_lpt(_cut(units, max(1, share // k)), pcs, cost) for k in (1, 2, 4)]
+    candidates.append(_fill(units, pcs))
+    best, best_load = [], None
+    for members in candidates:
+        loads = [sum(cost(L) for L in m) for m in members]
+        i = int(np.argmax(loads))
+        if best_load is None or loads[i] < best_load:
+            best, best_load = members[i], loads[i]
+    return best
 
 
 @dataclass(frozen=True)
@@ -453,11 +524,21 @@ class AttentionLayer:
     """Decode attention of one layer on PIM.
 
     The work is split into units of one request and one KV head (Gated-DeltaNet: one value head;
-    MLA: the shared latent cache), placed on the GPU's pseudo-channels, longest first onto the
-    least loaded. When there are fewer units than pseudo-channels, each unit's context is split
-    over ``pseudo-channels // units`` of them (token-parallel, AttAcc style; the partial softmax
-    sums are combined on the GPU). The layer takes as long as the busiest pseudo-channel, whose
-    units run as one program (refresh and turnarounds simulated).
+    MLA: the shared latent cache) and spread over the GPU's pseudo-channels (``balance``):
+
+    - ``"tokens"`` (default): long units are cut into pieces (token-parallel, AttAcc style; the
+      pieces' partial softmax sums are combined on the GPU) so that a long request does not hold
+      one pseudo-channel while the others idle: of a few placements (whole units; pieces of at
+      most 1, 1/2 or 1/4 of an equal share of the tokens, longest first onto the least loaded;
+      the tokens filled into equal shares) the one whose busiest pseudo-channel has the least
+      estimated cost (the planner's estimate of each piece's GEMVs: a piece costs its own query
+      writes, result rows and row openings) is taken;
+    - ``"units"``: whole units, longest first onto the least loaded; only when there are fewer
+      units than pseudo-channels is each split over ``pseudo-channels // units`` of them (every
+      version before 2026-12-03).
+
+    The layer takes as long as the busiest pseudo-channel, whose units run as one program (refresh
+    and turnarounds simulated). ``linear`` layers place whole units (by count).
 
     ``full`` / ``sliding``: per unit, a score GEMV (``head_dim -> L``, the unit's keys times each
     query head) and a value GEMV (``L -> value_dim``, the values times each head's probabilities)
@@ -490,26 +571,31 @@ class AttentionLayer:
     #: Chunked attention (Llama 4): a request of ``L`` tokens reads the current chunk, ``(L - 1) % chunk + 1``.
     chunk: int | None = None
     mapping: str = "grouped"
+    balance: str = "tokens"
 
     def __post_init__(self) -> None:
         if self.mapping not in ATTENTION_MAPPINGS:
             raise field_error("mapping", self.mapping, f"one of {list(ATTENTION_MAPPINGS)}")
+        if self.balance not in ATTENTION_BALANCES:
+            raise field_error("balance", self.balance, f"one of {list(ATTENTION_BALANCES)}")
 
     @classmethod
-    def from_model(cls, model, layer: int, multi_vector: bool = False, mapping: str = "grouped") -> "AttentionLayer":
+    def from_model(cls, model, layer: int, multi_vector: bool = False, mapping: str = "grouped",
+                   balance: str = "tokens") -> "AttentionLayer":
         kind = model.layer_attention[layer]
         if kind == "linear":
             return cls("linear", kv_heads=model.linear_num_value_heads, head_dim=model.linear_key_head_dim,
-                       value_dim=model.linear_value_head_dim, multi_vector=multi_vector, mapping=mapping)
+                       value_dim=model.linear_value_head_dim, multi_vector=multi_vector, mapping=mapping,
+                       balance=balance)
         if kind == "mla":
             return cls("mla", kv_heads=1, q_per_kv=model.num_attention_heads,
                        head_dim=model.kv_lora_rank + model.qk_rope_head_dim, value_dim=model.kv_lora_rank,
-                       multi_vector=multi_vector, mapping=mapping)
+                       multi_vector=multi_vector, mapping=mapping, balance=balance)
         return cls(kind, kv_heads=model.num_kv_heads, q_per_kv=max(1, model.num_attention_heads // model.num_kv_heads),
                    head_dim=model.head_dim, value_dim=model.head_dim,
                    window=model.sliding_window if kind == "sliding" else None, multi_vector=multi_vector,
                    chunk=getattr(model, "attention_chunk_size", None) if kind == "chunked" else None,
-                   mapping=mapping)
+                   mapping=mapping, balance=balance)
 
     def _context(self, context: int) -> int:
         L = min(context, self.window) if self.window else context
@@ -534,7 +620,7 @@ class AttentionLayer:
 
     def placement(self, device: PIMDevice, batch_context_lens: Sequence[int]) -> tuple[list[int], list[int]]:
         """The requests' context lengths as the layer reads them (window, chunk) and the context
-        lengths of the units on the busiest pseudo-channel (after a token-parallel split)."""
+        lengths of the units (or pieces of units) on the busiest pseudo-channel (``balance``)."""
         lens = [int(x) for x in batch_context_lens]
         if not lens:
             return [], []
@@ -543,6 +629,9 @@ class AttentionLayer:
         lens = [self._context(L) if L > 0 else 0 for L in lens]
         pcs = device.unit_pcs("gpu")
         units = [L for L in lens for _ in range(self.kv_heads)]
+        if self.kind != "linear" and self.balance == "tokens":
+            fixed, per_token = _cost_line(self, device)
+            return lens, _balanced_busiest(units, pcs, lambda L: fixed + per_token * L if L > 0 else 0.0)
         split = max(1, pcs // len(units)) if self.kind != "linear" else 1
         if split > 1:
             units = [math.ceil(L / split) for L in units]
@@ -638,6 +727,35 @@ class AttentionLayer:
                 out["plans"][name] = sorted({(p.heads_per_pass, p.passes, p.chunks) for p in plans if p is not None})
         out.update(pim_s=pim, softmax_s=softmax, sync_s=sync, total_s=pim + softmax + sync)
         return out
+
+
+#: Context lengths [tokens] whose planner estimates give the placement's cost line.
+_COST_LINE_POINTS = (64, 4096)
+
+
+def _piece_cost(layer: "AttentionLayer", device: PIMDevice, context: int) -> float:
+    """Estimated cycles of one unit (or piece) of ``context`` tokens: its GEMVs' plan estimates
+    (MACs, bursts, row switches, turnarounds; the planner's)."""
+    if context <= 0:
+        return 0.0
+    t = dict(device.config.timings)
+    geo = device.geometry
+    est = 0.0
+    for d_in, d_out, vectors in layer.unit_gemvs(context):
+        hp = 1 if layer.mapping == "per_head" else plan_grouped_gemv(d_in, d_out, vectors, geo, t).heads_per_pass
+        est += _grouped_estimate(d_in, d_out, vectors, geo, t, hp)[0]
+    return est
+
+
+@functools.lru_cache(maxsize=256)
+def _cost_line(layer: "AttentionLayer", device: PIMDevice) -> tuple[float, float]:
+    """A piece's estimated cycles as ``fixed + per_token x tokens`` (for placement): the line
+    through :func:`_piece_cost` at :data:`_COST_LINE_POINTS`. ``fixed`` is what a piece costs
+    whatever its length (its query writes, result rows, a row opened for a few columns)."""
+    lo, hi = _COST_LINE_POINTS
+    c_lo, c_hi = _piece_cost(layer, device, lo), _piece_cost(layer, device, hi)
+    per_token = (c_hi - c_lo) / (hi - lo)
+    return max(0.0, c_lo - per_token * lo), per_token
 
 
 def _norm(gemvs: Sequence[tuple]) -> tuple:
