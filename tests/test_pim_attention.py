@@ -83,6 +83,13 @@ def test_per_head_mapping_with_whole_units_is_the_program_before_2026_12_03(laye
     assert old.time_s(PIMDevice(), lens) == pytest.approx(before, rel=1e-12)
 
 
+def test_a_piece_costs_about_30_tokens_of_work_whatever_its_length():
+    """docs/pim.md section 7: the placement's fixed cost per piece (query writes, result rows)."""
+    from sievesim.pim.expert import _cost_line
+    fixed, per_token = _cost_line(QWEN3, PIMDevice())
+    assert 25 < fixed / per_token < 35
+
+
 def test_long_requests_are_cut_so_no_pseudo_channel_waits_on_one():
     """One request of 60 000 tokens among short ones: whole units leave it on one pseudo-channel;
     the token balance cuts it, and the busiest pseudo-channel holds about an equal share."""
@@ -266,13 +273,35 @@ def test_the_numbers_in_docs_pim_attention_are_what_the_command_prints(capsys):
     section = _doc_numbers("## 7. Decode attention")
     for argv in (["--model", "qwen3-30b-a3b", "--batch", "64", "--context", "4096"],
                  ["--model", "qwen3.5-397b-a17b", "--batch", "256", "--gpus", "8", "--context", "4096"]):
-        for mapping in ("grouped", "per-head"):
-            rc, out, _ = _cli(capsys, "pim", "attention", *argv, "--mapping", mapping, "--json")
+        for old in ([], ["--mapping", "per-head", "--balance", "units"]):
+            rc, out, _ = _cli(capsys, "pim", "attention", *argv, *old, "--json")
             r = json.loads(out)
             for value in (r["pim_us"], r["gpu_us"]):
-                assert f"{value:.2f}" in section, (argv, mapping, value)
+                assert f"{value:.2f}" in section, (argv, old, value)
+    for old in ([], ["--mapping", "per-head", "--balance", "units"]):      # the two breakdown tables, row by row
+        rc, out, _ = _cli(capsys, "pim", "attention", "--model", "qwen3-30b-a3b", "--batch", "64", "--context",
+                          "4096", *old)
+        rows = [line for line in out.splitlines() if line.startswith("| ") and not line.startswith("| other")]
+        assert len(rows) == 9 and all(line in section for line in rows), old
     rc, out, _ = _cli(capsys, "pim", "attention", "--model", "qwen3-30b-a3b", "--needs", "--macs", "16,32",
                       "--vectors", "1,2,4,8")
     summary = [line for line in out.splitlines() if line.startswith("group ")]
     assert summary and all(line in section for line in summary)
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "GQA" not in line]
+    rc, out35, _ = _cli(capsys, "pim", "attention", "--model", "qwen3.5-397b-a17b", "--batch", "256", "--gpus", "8",
+                        "--needs", "--macs", "16,32", "--vectors", "1,2,4,8", "--json")
+    t35 = {(r["group"], r["macs"], r["vectors"]): r for r in json.loads(out35)["needs"]}
+    for key, ratio in (((4, 16, 1), None), ((8, 16, 1), "0.77x"), ((8, 16, 2), None), ((16, 16, 2), "0.85x"),
+                       ((16, 16, 4), "0.50x")):
+        assert f"{t35[key]['pim_us']:.2f} us" in section, key
+        if ratio:
+            assert f"{t35[key]['pim_over_gpu']:.2f}x" == ratio
+    assert all(line in out for line in section.splitlines() if line.startswith("| 4 |")
+               or line.startswith("| 8 |") or line.startswith("| 16 |"))
+    assert rows
+    for preset, before, after in (("math-500", "263.88", "53.98"), ("hh-rlhf", "27.78", "10.17")):
+        base = ["pim", "attention", "--model", "qwen3-30b-a3b", "--batch", "64", "--context-preset", preset, "--json"]
+        assert f"{json.loads(_cli(capsys, *base)[1])['pim_us']:.2f}" == after
+        old = json.loads(_cli(capsys, *base, "--mapping", "per-head", "--balance", "units")[1])["pim_us"]
+        assert f"{old:.2f}" == before and before in section and after in section
     assert re.search(r"\| \*\*total\*\* \|", section)

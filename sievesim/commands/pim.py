@@ -60,6 +60,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     a.add_argument("--batch", type=int_arg("batch"), default=64, help="decode requests B over all GPUs (default 64)")
     a.add_argument("--context", type=int_arg("context", lo=1), default=4096, help="context length of every request "
                    "(tokens; default 4096)")
+    a.add_argument("--context-preset", default=None, metavar="NAME",
+                   help="draw the B context lengths from a dataset preset (hh-rlhf, math-500) instead of --context; "
+                        "GPU 0 holds the first B / G")
+    a.add_argument("--seed", type=int_arg("seed"), default=0, help="seed of --context-preset (default 0)")
     a.add_argument("--gpus", type=int_arg("gpus"), default=1, help="GPUs G; each holds B / G requests (default 1)")
     a.add_argument("--layer", type=int_arg("layer_index"), default=None,
                    help="layer index (default: the first full-attention layer, else the first that is not linear)")
@@ -213,7 +217,7 @@ def _attention_layer_index(model, layer: int | None) -> int:
 
 def attention_report(model_name: str, hardware: str = "b200", batch: int = 64, context: int = 4096, gpus: int = 1,
                      layer: int | None = None, mapping: str = "grouped", what_if: str | None = None,
-                     balance: str = "tokens") -> dict:
+                     balance: str = "tokens", context_preset: str | None = None, seed: int = 0) -> dict:
     """The report ``sievesim pim attention`` prints (times in us; see docs/pim.md)."""
     import dataclasses
 
@@ -234,7 +238,7 @@ def attention_report(model_name: str, hardware: str = "b200", batch: int = 64, c
         device = what_if_device(device, changes)
     att = AttentionLayer.from_model(model, index, multi_vector=device.multi_vector_pu,
                                     mapping=mapping.replace("-", "_"), balance=balance)
-    lens = [int(context)] * (batch // gpus)
+    lens = _gpu0_lens(batch, gpus, context, context_preset, seed)
     bd = att.breakdown(device, lens)
     tck_us = device.tck_s * 1e6
     programs = {name: {c: v * tck_us for c, v in comps.items()} for name, comps in bd["programs"].items()}
@@ -244,7 +248,9 @@ def attention_report(model_name: str, hardware: str = "b200", batch: int = 64, c
     return {
         "model": model.name, "hardware": hw.name, "layer": index, "kind": att.kind,
         "kv_heads": att.kv_heads, "group": att.q_per_kv, "head_dim": att.head_dim,
-        "batch": batch, "gpus": gpus, "requests_per_gpu": len(lens), "context": context,
+        "batch": batch, "gpus": gpus, "requests_per_gpu": len(lens),
+        "context": context if context_preset is None else {"preset": context_preset, "seed": seed, "min": min(lens),
+                                                            "mean": sum(lens) / len(lens), "max": max(lens)},
         "mapping": att.mapping, "balance": att.balance, "what_if": changes, "busiest_units": bd["busiest_units"],
         "device": {k: getattr(device, k) for k in ("macs_per_command", "vectors_per_mac", "accumulators",
                                                     "global_buffer_bytes", "banks_per_pu", "refresh")},
@@ -257,6 +263,19 @@ def attention_report(model_name: str, hardware: str = "b200", batch: int = 64, c
         "gpu_us": gpu * 1e6, "pim_over_roofline": total / (flops / pim_peak_flops(hw) * 1e6) if flops else None,
         "pim_over_gpu": total / (gpu * 1e6) if gpu else None,
     }
+
+
+def _gpu0_lens(batch: int, gpus: int, context: int, preset: str | None, seed: int) -> list[int]:
+    """Context lengths [tokens] of GPU 0's B / G requests (as ``sievesim run`` places them)."""
+    if preset is None:
+        return [int(context)] * (batch // gpus)
+    import numpy as np
+
+    from ..workload.lengths import LENGTH_PRESETS, decode_context_lengths
+    if preset.lower() not in LENGTH_PRESETS:
+        raise field_error("--context-preset", preset, "one of " + ", ".join(LENGTH_PRESETS))
+    lens = decode_context_lengths(preset, batch, np.random.default_rng(seed))
+    return [int(x) for x in lens[: batch // gpus]]
 
 
 def _needs_rows(args: argparse.Namespace, report: dict) -> list[dict]:
@@ -284,7 +303,7 @@ def _needs_rows(args: argparse.Namespace, report: dict) -> list[dict]:
         device = what_if_device(device, {k: v for k, v in parse_what_if(args.what_if).items()
                                          if k in ("accumulators", "buffer")})
     att = AttentionLayer.from_model(model, index, mapping=args.mapping.replace("-", "_"), balance=args.balance)
-    lens = [int(args.context)] * (args.batch // args.gpus)
+    lens = _gpu0_lens(args.batch, args.gpus, args.context, args.context_preset, args.seed)
 
     def gpu_s(g: int) -> float:
         m = dataclasses.replace(model, num_attention_heads=g * model.num_kv_heads)
@@ -295,17 +314,20 @@ def _needs_rows(args: argparse.Namespace, report: dict) -> list[dict]:
 
 def _attention(args: argparse.Namespace) -> int:
     report = attention_report(args.model, args.hardware, args.batch, args.context, args.gpus, args.layer,
-                              args.mapping, args.what_if, args.balance)
+                              args.mapping, args.what_if, args.balance, args.context_preset, args.seed)
     if args.needs:
         report["needs"] = _needs_rows(args, report)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
     r = report
+    ctx = r["context"] if isinstance(r["context"], int) else \
+        f"{r['context']['preset']} ({r['context']['min']}..{r['context']['max']}, mean {r['context']['mean']:.0f})"
     print(f"{r['model']} on {r['hardware']}: layer {r['layer']} ({r['kind']}), {r['kv_heads']} KV heads x "
-          f"{r['group']} query heads (head_dim {r['head_dim']}), {r['requests_per_gpu']} requests of {r['context']} "
+          f"{r['group']} query heads (head_dim {r['head_dim']}), {r['requests_per_gpu']} requests of {ctx} "
           f"tokens per GPU; mapping {r['mapping']}, balance {r['balance']}" + (f"; what-if {r['what_if']}" if r["what_if"] else ""))
-    print(f"busiest pseudo-channel: {len(r['busiest_units'])} unit(s) of {sorted(set(r['busiest_units']))} tokens"
+    units = r["busiest_units"]
+    print(f"busiest pseudo-channel: {len(units)} unit(s) or piece(s), {sum(units)} tokens (longest {max(units, default=0)})"
           + "".join(f"; {k}: heads per pass, passes, input chunks {v}" for k, v in r["plans"].items()))
     names = list(r["components_us"])
     print()
