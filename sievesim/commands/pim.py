@@ -78,7 +78,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "command), accumulators, buffer (global buffer bytes); e.g. macs=32,vectors=8")
     a.add_argument("--needs", action="store_true",
                    help="also price the layer at GQA group sizes --groups on every --macs x --vectors PIM and "
-                        "show which beat the GPU")
+                        "show which beat the GPU (--what-if accumulators / buffer apply to every one)")
     a.add_argument("--groups", default="4,8,16", help="GQA group sizes for --needs (default 4,8,16)")
     a.add_argument("--macs", default="16,32,64", help="MACs per PU per command for --needs (default 16,32,64)")
     a.add_argument("--vectors", default="1,2,4,8,16", help="vectors per MAC command for --needs (default 1,2,4,8,16)")
@@ -302,7 +302,8 @@ def _needs_rows(args: argparse.Namespace, report: dict) -> list[dict]:
     if args.what_if:
         device = what_if_device(device, {k: v for k, v in parse_what_if(args.what_if).items()
                                          if k in ("accumulators", "buffer")})
-    att = AttentionLayer.from_model(model, index, mapping=args.mapping.replace("-", "_"), balance=args.balance)
+    att = AttentionLayer.from_model(model, index, multi_vector=device.multi_vector_pu,
+                                    mapping=args.mapping.replace("-", "_"), balance=args.balance)
     lens = _gpu0_lens(args.batch, args.gpus, args.context, args.context_preset, args.seed)
 
     def gpu_s(g: int) -> float:
