@@ -7,6 +7,11 @@
   PIM time of its experts (one program per layer, refresh included) and of its attention (the
   busiest pseudo-channel's program), with cold caches; ``track_price_decode_step_warm_s`` the same
   step again (identical programs come from the cache).
+* ``AttentionPricing``: one attention layer of Qwen3-30B-A3B (B = 64 on one B200): the engine's
+  time at 4096 tokens and at MATH-500 context lengths, for each attention mapping and balance
+  (``track_attention_us``; docs/pim.md section 7), and the wall time of a cold
+  :meth:`AttentionLayer.breakdown` (``track_breakdown_cold_s``: programs built, run with the command
+  log at every refresh phase and read back).
 """
 import time
 
@@ -19,6 +24,14 @@ from sievesim.pim import expert as pim_expert
 from sievesim.pim.expert import AttentionLayer, EnginePimCost
 from sievesim.workload.batches import open_source
 from sievesim.workload.lengths import decode_context_lengths
+
+
+def clear_pim_caches():
+    """Every program and result cache of :mod:`sievesim.pim.expert` (compiled configurations kept)."""
+    for fn in (pim_expert._gemv, pim_expert._sequence, pim_expert._program, pim_expert._plan,
+               pim_expert._grouped_sequence, pim_expert._grouped_program, pim_expert._grouped_plan,
+               pim_expert._cost_line):
+        fn.cache_clear()
 
 
 class PIMCommandRate:
@@ -59,10 +72,7 @@ class DecodeStepPricing:
         self.hw = get_hardware("b200")
 
     def track_price_decode_step_s(self):
-        pim_expert._gemv.cache_clear()
-        pim_expert._sequence.cache_clear()
-        pim_expert._program.cache_clear()
-        pim_expert._plan.cache_clear()
+        clear_pim_caches()
         t0 = time.perf_counter()
         price_decode_step(self.model, self.hw, 256, 8)
         return time.perf_counter() - t0
@@ -96,10 +106,7 @@ class ExpertPricing:
         self.hw = get_hardware("b200")
 
     def _times_ms(self, first=False):
-        pim_expert._gemv.cache_clear()
-        pim_expert._sequence.cache_clear()
-        pim_expert._program.cache_clear()
-        pim_expert._plan.cache_clear()
+        clear_pim_caches()
         if first:
             pim_expert._COMPILED.clear()
         cost = EnginePimCost.for_model(self.model, self.hw)
@@ -158,3 +165,31 @@ class DualRowBuffer:
         return run_programs(self.cfg, [self.prog], background=self.bg).normal_cycles
 
     track_gpu_reads_done_cycles.unit = "cycles"
+
+
+class AttentionPricing:
+    params = (["grouped", "per_head"], ["tokens", "units"], ["4096", "math-500"])
+    param_names = ["mapping", "balance", "context"]
+    timeout = 300
+
+    def setup(self, mapping, balance, context):
+        import dataclasses
+        model = get_model("qwen3-30b-a3b")
+        cost = EnginePimCost.for_model(model, get_hardware("b200"))
+        self.device = cost.device
+        self.layer = dataclasses.replace(cost.attention, mapping=mapping, balance=balance)
+        self.lens = [4096] * 64 if context == "4096" else \
+            [int(x) for x in decode_context_lengths("math-500", 64, np.random.default_rng(0))]
+
+    def track_attention_us(self, mapping, balance, context):
+        return self.layer.time_s(self.device, self.lens) * 1e6
+
+    track_attention_us.unit = "us"
+
+    def track_breakdown_cold_s(self, mapping, balance, context):
+        clear_pim_caches()
+        t0 = time.perf_counter()
+        self.layer.breakdown(self.device, self.lens)
+        return time.perf_counter() - t0
+
+    track_breakdown_cold_s.unit = "s"

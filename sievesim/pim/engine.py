@@ -72,13 +72,14 @@ def pim_config(dram_config: str | DRAMConfig, units: int = 1, *, dual_row_buffer
 
 
 def geometry_for(config: DRAMConfig, *, banks_per_pu: int = 1, macs_per_command: int = 16, operand_bytes: int = 2,
-                 global_buffer_bytes: int = 2048, accumulators: int = 8, multi_vector: bool = True) -> PIMGeometry:
+                 global_buffer_bytes: int = 2048, accumulators: int = 8, multi_vector: bool = True,
+                 vectors_per_mac: int = 1) -> PIMGeometry:
     levels = config.standard.levels
     banks = int(np.prod([config.org[l] for l in levels[levels.index("pseudochannel") + 1: levels.index("row")]]))
     return PIMGeometry(banks=banks, banks_per_pu=banks_per_pu, macs_per_command=macs_per_command,
                        operand_bytes=operand_bytes, row_bytes=config.org["column"] * config.tx_bytes,
                        burst_bytes=config.tx_bytes, global_buffer_bytes=global_buffer_bytes,
-                       accumulators=accumulators, multi_vector=multi_vector)
+                       accumulators=accumulators, multi_vector=multi_vector, vectors_per_mac=vectors_per_mac)
 
 
 def run_programs(config: DRAMConfig, programs: list[tuple[np.ndarray, np.ndarray]], *,
@@ -179,7 +180,8 @@ def stratified_phases(config: DRAMConfig, count: int, duration: int | None = Non
 
 
 def run_phases(config: DRAMConfig, program: tuple[np.ndarray, np.ndarray], phases: list[int], *,
-               weights: list[float] | None = None, compiled: dict | None = None) -> PIMResult:
+               weights: list[float] | None = None, compiled: dict | None = None,
+               log_commands: bool = False) -> PIMResult:
     """One program at each refresh ``phase`` (cycles from the last refresh request to the program's
     start, in [0, nREFI)), all in one engine run, one pseudo-channel each.
 
@@ -188,6 +190,8 @@ def run_phases(config: DRAMConfig, program: tuple[np.ndarray, np.ndarray], phase
     ``cycles`` the longest; command counts are those of all copies together. ``weights``: the
     share of the interval each phase stands for (default: equal). ``compiled``: the
     compiled form of ``config`` when it already has one pseudo-channel per phase.
+    ``log_commands``: keep the command log (copy ``i`` on channel ``i``; see
+    :func:`sievesim.pim.breakdown.program_breakdown`).
     """
     interval = int(config.timings["nREFI"])
     if not phases or any(not 0 <= int(p) < interval for p in phases):
@@ -195,7 +199,7 @@ def run_phases(config: DRAMConfig, program: tuple[np.ndarray, np.ndarray], phase
     if config.num_controllers != len(phases):
         config, compiled = pim_config(config, len(phases), dual_row_buffer=config.dual_row_buffer), None
     res = run_programs(config, [program] * len(phases), release=[interval + int(p) for p in phases],
-                       compiled=compiled)
+                       compiled=compiled, log_commands=log_commands)
     res.phase_cycles = list(res.per_unit_busy_cycles)
     res.phases = [int(p) for p in phases]
     w = np.ones(len(phases)) if weights is None else np.asarray(weights, dtype=float)

@@ -25,7 +25,8 @@ from ..errors import field_error
 # int64 step indices, rows and stacked pairs in between.
 BYTES_PER_PROGRAM_COMMAND = 64
 
-__all__ = ["PIMGeometry", "GemvPlan", "plan_gemv", "gemv_program", "OP_MACAB", "OP_GWRITE", "OP_RDRES", "OP_PREAB"]
+__all__ = ["PIMGeometry", "GemvPlan", "plan_gemv", "gemv_program", "GroupedPlan", "plan_grouped_gemv",
+           "grouped_gemv_program", "OP_MACAB", "OP_GWRITE", "OP_RDRES", "OP_PREAB"]
 
 OP_MACAB, OP_GWRITE, OP_RDRES, OP_PREAB = 0, 1, 2, 3
 
@@ -41,6 +42,9 @@ class PIMGeometry:
     registers per PU; ``result_bytes``: bytes read back per output (4: fp32 partial sums);
     ``multi_vector``: a PU applies one opened row to several tokens' inputs held in the global
     buffer (tokens share rows); False: one GEMV per token, each opening the rows again.
+    ``vectors_per_mac``: input vectors one MACAB multiplies the same column with (1: one vector per
+    command; more is a what-if PU with ``macs_per_command x vectors_per_mac`` multipliers, used by
+    :func:`grouped_gemv_program`).
     """
 
     banks: int
@@ -53,6 +57,7 @@ class PIMGeometry:
     accumulators: int = 8
     result_bytes: int = 4
     multi_vector: bool = True
+    vectors_per_mac: int = 1
 
     @property
     def pus(self) -> int:
@@ -184,6 +189,162 @@ def gemv_program(plan: GemvPlan, geo: PIMGeometry, *, row_base: int = 0, write_i
             n_res = math.ceil(outputs * geo.result_bytes / geo.burst_bytes) if read_results else 0
             ops_parts.append(np.full(n_res, OP_RDRES, dtype=np.int32))
             rc_parts.append(np.zeros((n_res, 2), dtype=np.int32))
+    ops_parts.append(np.array([OP_PREAB], dtype=np.int32))
+    rc_parts.append(np.zeros((1, 2), dtype=np.int32))
+    return np.concatenate(ops_parts), np.concatenate(rc_parts)
+
+
+@dataclass(frozen=True)
+class GroupedPlan:
+    """One pseudo-channel's ``y_h = W x_h`` for ``vectors`` inputs ``x_h`` that share the matrix
+    (the query heads of a GQA group over one KV head's cache); sizes are elements.
+
+    The vectors go in passes of ``heads_per_pass`` (every pass reads the whole matrix once: an
+    opened row serves all the pass's vectors). Outputs are spread over the PUs (``slots`` per PU),
+    ``block_slots`` slots at a time (the pass's vectors need ``heads_per_pass`` accumulators per
+    slot). An input longer than the global buffer holds for the pass's vectors is streamed in
+    ``chunks`` of ``chunk_steps`` MAC steps, written again for every slot block."""
+
+    d_in: int
+    d_out: int
+    vectors: int
+    slots: int
+    steps: int                 # MAC steps per output (d_in / macs_per_command)
+    heads_per_pass: int
+    block_slots: int
+    chunk_steps: int
+    vectors_per_mac: int = 1
+
+    @property
+    def passes(self) -> int:
+        return math.ceil(self.vectors / self.heads_per_pass)
+
+    @property
+    def chunks(self) -> int:
+        return math.ceil(self.steps / self.chunk_steps)
+
+    @property
+    def segmented(self) -> bool:
+        return self.chunks > 1
+
+    @property
+    def commands(self) -> int:
+        """Upper estimate of the program's length."""
+        blocks = math.ceil(self.slots / self.block_slots)
+        hp = self.heads_per_pass
+        per_pass = (self.slots * self.steps * math.ceil(hp / self.vectors_per_mac)   # MACAB
+                    + hp * (self.steps + 1) * 4 * blocks                               # GWRITE (<= 4 per step)
+                    + self.slots * 256 * hp + blocks)                                  # RDRES (<= 256 PUs)
+        return self.passes * per_pass + 1
+
+
+def _grouped_estimate(d_in: int, d_out: int, vectors: int, geo: PIMGeometry, t: dict, hp: int) -> tuple[int, GroupedPlan]:
+    slots = math.ceil(d_out / geo.pus)
+    steps = math.ceil(d_in / geo.macs_per_command)
+    step_bytes = geo.macs_per_command * geo.operand_bytes
+    in_bursts = math.ceil(d_in * geo.operand_bytes / geo.burst_bytes)
+    bs = max(1, geo.accumulators // hp)
+    cs_max = max(1, geo.global_buffer_bytes // (hp * step_bytes))
+    chunks = math.ceil(steps / cs_max)
+    cs = math.ceil(steps / chunks)                  # equal chunks, as GEMV segments
+    plan = GroupedPlan(d_in=d_in, d_out=d_out, vectors=vectors, slots=slots, steps=steps, heads_per_pass=hp,
+                       block_slots=bs, chunk_steps=cs, vectors_per_mac=geo.vectors_per_mac)
+    blocks = math.ceil(slots / bs)
+    est = 0
+    for p in range(plan.passes):
+        h = min(hp, vectors - p * hp)
+        macs = slots * steps * math.ceil(h / geo.vectors_per_mac)
+        rows = math.ceil(slots * steps / geo.steps_per_row)
+        gw = h * in_bursts * (blocks if chunks > 1 else 1)
+        rd = math.ceil(min(d_out, slots * geo.pus) * h * geo.result_bytes / geo.burst_bytes) + blocks
+        batches = blocks * chunks if chunks > 1 else 1
+        est += (macs * t["nCCDAB"] + (gw + rd) * t["nBL"]
+                + rows * (t["nRCDRD"] + t["nRP"] + max(0, t.get("nRTPL", 0) - t["nCCDAB"]))
+                + batches * (t.get("nCWL", 0) + t["nBL"]) + (blocks - 1 if chunks > 1 else 0) * t.get("nRTW", 0))
+    return est, plan
+
+
+def plan_grouped_gemv(d_in: int, d_out: int, vectors: int, geo: PIMGeometry,
+                      timings: dict[str, int] | None = None) -> GroupedPlan:
+    """Choose the vectors per pass (1 .. min(vectors, accumulators)) minimising an issue-time
+    estimate: MACABs x nCCDAB, bursts x nBL, row switches x (nRCDRD + nRP + nRTPL - nCCDAB) and
+    a GWRITE -> MACAB turnaround (nCWL + nBL) per written chunk. More vectors per pass open the
+    rows fewer times but hold fewer slots in the accumulators and a shorter input chunk in the
+    global buffer (more GWRITEs when the input is streamed)."""
+    for name, v in (("d_in", d_in), ("d_out", d_out), ("vectors", vectors)):
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
+            raise field_error(name, v, "a positive integer")
+    if geo.global_buffer_bytes < geo.macs_per_command * geo.operand_bytes:
+        raise field_error("global_buffer_bytes", geo.global_buffer_bytes,
+                          f">= {geo.macs_per_command * geo.operand_bytes} (one MAC step of one vector)")
+    if not isinstance(geo.vectors_per_mac, int) or geo.vectors_per_mac < 1:
+        raise field_error("vectors_per_mac", geo.vectors_per_mac, "a positive integer")
+    t = dict(timings or {"nCCDAB": 6, "nBL": 2, "nRCDRD": 28, "nRP": 28, "nRTPL": 12, "nCWL": 8, "nRTW": 24})
+    top = max(1, min(int(vectors), geo.accumulators,
+                     geo.global_buffer_bytes // (geo.macs_per_command * geo.operand_bytes)))
+    best = min((_grouped_estimate(int(d_in), int(d_out), int(vectors), geo, t, hp) for hp in range(1, top + 1)),
+               key=lambda e: e[0])
+    return best[1]
+
+
+def grouped_gemv_program(plan: GroupedPlan, geo: PIMGeometry, *, row_base: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Ops and (row, column) pairs of one pseudo-channel's program for ``plan``.
+
+    Per pass of ``h`` vectors: (unless streamed) GWRITE their inputs; then per block of slots, per
+    input chunk (streamed: GWRITE the chunk of each of the h vectors), for each slot of the block
+    and each MAC step of the chunk, ``ceil(h / vectors_per_mac)`` MACABs on the same column back
+    to back (the row stays open across the vectors); then RDRES of the block's h x outputs
+    results. The matrix is laid out in the order a pass reads it (every row filled by consecutive
+    columns of that order), the same for every pass; a final PREAB closes the row.
+    """
+    check_memory(plan.commands * BYTES_PER_PROGRAM_COMMAND, f"a PIM program of about {plan.commands:,} commands",
+                 "grouped GEMV d_in x d_out x vectors", f"{plan.d_in} x {plan.d_out} x {plan.vectors}")
+    steps, cs, bs = plan.steps, plan.chunk_steps, plan.block_slots
+    spr = geo.steps_per_row
+    step_bytes = geo.macs_per_command * geo.operand_bytes
+    in_bursts = math.ceil(plan.d_in * geo.operand_bytes / geo.burst_bytes)
+    outputs_per_pc = plan.d_out
+    # the columns of one pass in access order: (slot, step) for block, chunk, slot, step
+    slot_of, step_of, chunk_bounds = [], [], []
+    for s0 in range(0, plan.slots, bs):
+        s1 = min(plan.slots, s0 + bs)
+        for c0 in range(0, steps, cs):
+            c1 = min(steps, c0 + cs)
+            sl = np.repeat(np.arange(s0, s1, dtype=np.int64), c1 - c0)
+            st = np.tile(np.arange(c0, c1, dtype=np.int64), s1 - s0)
+            chunk_bounds.append((s0, s1, c0, c1))
+            slot_of.append(sl)
+            step_of.append(st)
+    ops_parts: list[np.ndarray] = []
+    rc_parts: list[np.ndarray] = []
+
+    def emit(op: int, n: int) -> None:
+        if n > 0:
+            ops_parts.append(np.full(n, op, dtype=np.int32))
+            rc_parts.append(np.zeros((n, 2), dtype=np.int32))
+
+    offset = 0
+    col_start = []
+    for sl in slot_of:
+        col_start.append(offset)
+        offset += sl.size
+    remaining = plan.vectors
+    while remaining > 0:
+        h = min(plan.heads_per_pass, remaining)
+        remaining -= h
+        per_col = math.ceil(h / geo.vectors_per_mac)
+        if not plan.segmented:
+            emit(OP_GWRITE, h * in_bursts)
+        for i, (s0, s1, c0, c1) in enumerate(chunk_bounds):
+            if plan.segmented:
+                lo, hi = c0 * step_bytes, min(plan.d_in * geo.operand_bytes, c1 * step_bytes)
+                emit(OP_GWRITE, h * math.ceil((hi - lo) / geo.burst_bytes))
+            idx = np.repeat(col_start[i] + np.arange(slot_of[i].size, dtype=np.int64), per_col)
+            ops_parts.append(np.full(idx.size, OP_MACAB, dtype=np.int32))
+            rc_parts.append(np.column_stack([row_base + idx // spr, idx % spr]).astype(np.int32))
+            if c1 == steps:                           # the block's last chunk: read its results
+                outputs = min((s1 - s0) * geo.pus, outputs_per_pc - s0 * geo.pus) * h
+                emit(OP_RDRES, math.ceil(outputs * geo.result_bytes / geo.burst_bytes))
     ops_parts.append(np.array([OP_PREAB], dtype=np.int32))
     rc_parts.append(np.zeros((1, 2), dtype=np.int32))
     return np.concatenate(ops_parts), np.concatenate(rc_parts)
