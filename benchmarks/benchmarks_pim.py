@@ -20,17 +20,18 @@ import numpy as np
 from sievesim.hardware import get_hardware
 from sievesim.models import get_model
 from sievesim.pim import gemv_program, geometry_for, pim_config, plan_gemv, run_programs
-from sievesim.pim import expert as pim_expert
+from sievesim.pim import attention as pim_attention
+from sievesim.pim import device as pim_device
 from sievesim.pim.expert import AttentionLayer, EnginePimCost
 from sievesim.workload.batches import open_source
 from sievesim.workload.lengths import decode_context_lengths
 
 
 def clear_pim_caches():
-    """Every program and result cache of :mod:`sievesim.pim.expert` (compiled configurations kept)."""
-    for fn in (pim_expert._gemv, pim_expert._sequence, pim_expert._program, pim_expert._plan,
-               pim_expert._grouped_sequence, pim_expert._grouped_program, pim_expert._grouped_plan,
-               pim_expert._cost_line):
+    """Every program and result cache of :mod:`sievesim.pim` (compiled configurations kept)."""
+    for fn in (pim_device._gemv, pim_device._sequence, pim_device._program, pim_device._plan,
+               pim_attention._grouped_sequence, pim_attention._grouped_program, pim_attention._grouped_plan,
+               pim_attention._cost_line):
         fn.cache_clear()
 
 
@@ -108,7 +109,7 @@ class ExpertPricing:
     def _times_ms(self, first=False):
         clear_pim_caches()
         if first:
-            pim_expert._COMPILED.clear()
+            pim_device._COMPILED.clear()
         cost = EnginePimCost.for_model(self.model, self.hw)
         out = []
         for n in (1, 2, 4, 8, 16, 32):
