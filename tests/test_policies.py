@@ -669,3 +669,32 @@ def test_decision_work_fit_measures_the_compiled_rule():
     # one row per (size, stop at the first move | move all): 1 and n moves tried
     assert [r[2] for r in fit["rows"]] == [1.0, 4.0, 1.0, 64.0, 1.0, 512.0]
     assert fit["seconds"][-1] > fit["seconds"][0]          # more experts, more work
+
+
+def test_sieve_on_units_moves_the_busiest_units_top_expert_while_t_total_falls():
+    from sievesim.costs import build_context
+    from sievesim.errors import ConfigError
+    from sievesim.models import get_model
+    from sievesim.policies import get_policy
+    from sievesim.policies.bench import synthetic_counts
+
+    model = get_model("qwen3-30b-a3b")
+    counts = synthetic_counts(128, 64, 8, seed=3)
+    from sievesim.hardware import get_hardware
+    ctx = build_context(model, get_hardware("b200"), 1, 64, counts=counts)
+    part = get_policy("sieve", unit="stack").decide(counts, ctx)
+    assert part.unit == "stack" and part.info["moves_tried"] >= 1
+    # each move lowered Equation 1 (with the unit placement); one more move would not
+    t = part.evaluate(ctx).t_total_s
+    all_pim = ctx.evaluate(counts, counts > 0, part.unit, part.unit_of).t_total_s
+    assert t <= all_pim
+    moved = ~part.on_pim & (counts > 0)
+    pimoe = get_policy("pimoe", unit="stack").decide(counts, ctx)
+    assert (pimoe.unit_of == part.unit_of).all()          # the same placement as PIMoE
+    # the moved experts are, per unit, the most popular ones of that unit
+    for u in np.unique(part.unit_of[moved]):
+        on_u = (part.unit_of == u) & (counts > 0)
+        assert counts[moved & on_u].min() >= counts[part.on_pim & on_u].max(initial=0)
+    assert get_policy("sieve", unit="stack").early_loads == "off"
+    with pytest.raises(ConfigError):
+        get_policy("sieve", unit="bank")

@@ -50,6 +50,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "GPU the cheaper side; never wasted by Sieve), 'paper' (>= 2 local tokens), 'off' "
                         "(default: the policy's, 'cheaper'; 'off' for PIMoE)")
     p.add_argument("--no-early-loads", action="store_true", help="the same as --early-loads off")
+    p.add_argument("--sequential-gemm", action="store_true",
+                   help="load all GPU experts' weights, then run the grouped GEMM (default: pipelined, the next "
+                        "expert's weights stream while the current one computes)")
     p.add_argument("--no-contention", action="store_true",
                    help="let PIM and GPU HBM traffic overlap without slowing each other")
     p.add_argument("--scheduler-latency-us", type=number_arg(lo=0, hi=999999, what="microseconds"), default=None,
@@ -138,7 +141,8 @@ def _run(args: argparse.Namespace) -> int:
                             context_len=args.context_len, context_preset=args.context_preset,
                             prefill=args.prefill, steps=args.steps, warmup=args.warmup, seed=args.seed,
                             pimoe_unit=args.pimoe_unit if name == "pimoe" else None,
-                            early_loads="off" if args.no_early_loads else args.early_loads, microbatches=args.microbatches,
+                            early_loads="off" if args.no_early_loads else args.early_loads,
+                            pipelined_gemm=not args.sequential_gemm, microbatches=args.microbatches,
                             contention=not args.no_contention, policy_options=_options_for(name, options),
                             scheduler_latency_s=latency_s)
         results.append(res)

@@ -37,6 +37,11 @@ class Sieve(Policy):
     the expert work of each side alone (no attention, no non-MoE GPU work, no interconnect), the
     terms that overlap in the paper's Figure 8 graph. docs/system.md measures all three.
 
+    ``unit="stack"`` (or ``"channel"``, ...) is another variant that is not the paper's: the PIM
+    experts are placed expert-parallel on units as PIMoE places them, and the rule moves the busiest
+    unit's most popular expert while ``T_total`` strictly decreases (:func:`_unit_walk`); it compares
+    the two policies' rules on one placement (docs/reproduction.md, Figure 9).
+
     "Strictly decreases" means by more than floating-point rounding: a move counts as a decrease
     when ``T_new < T_old - rel_tol * T_start`` (``T_start``: all on PIM, the largest value the
     walk sees). With the default ``1e-12`` this only removes decisions made by rounding noise
@@ -47,28 +52,40 @@ class Sieve(Policy):
     description = "greedy: move the most popular experts to the GPU while T_total strictly decreases"
 
     def __init__(self, scalar_steps: int = 8, rel_tol: float = 1e-12, use_kernel: bool = True,
-                 include_attention: bool = True, experts_only: bool = False) -> None:
+                 include_attention: bool = True, experts_only: bool = False, unit: str | None = None) -> None:
         self.scalar_steps = int(scalar_steps)
         self.rel_tol = float(rel_tol)
         self.use_kernel = bool(use_kernel) and _sieve_walk is not None
         self.include_attention = bool(include_attention)
         self.experts_only = bool(experts_only)
+        if unit is not None:
+            from .._units import split_unit
+            split_unit(unit)            # checks the name
+        self.unit = unit
+        if unit is not None:    # the "cheaper" rule wastes loads on a unit placement (docs/system.md)
+            self.early_loads = "off"
 
     def __repr__(self) -> str:
         args = ([] if self.include_attention else ["include_attention=False"]) + \
-            (["experts_only=True"] if self.experts_only else [])
+            (["experts_only=True"] if self.experts_only else []) + ([f"unit={self.unit!r}"] if self.unit else [])
         return f"Sieve({', '.join(args)})"
 
     def _attention_s(self, ctx: CostContext) -> float:
         """The attention term of T_PIM as this instance counts it (the paper: included)."""
         return ctx.t_attention_s if self.include_attention else 0.0
 
-    def _decide(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> np.ndarray:
+    def _decide(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> np.ndarray | Partition:
         if self.experts_only:   # only the work that overlaps in the executed graph: the experts of each side
             ctx = dataclasses.replace(ctx, t_comm_s=0.0, t_attention_s=0.0, gpu_fixed=GpuWork())
+        if self.unit is not None:
+            return self._decide_on_units(counts, ctx, expert_ids)
         if self.use_kernel:
             return self._decide_kernel(counts, ctx, expert_ids)
         return self._decide_numpy(counts, ctx, expert_ids)
+
+    def _decide_on_units(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> Partition:
+        """See :func:`_unit_walk` (``unit`` set)."""
+        return _unit_walk(self, counts, ctx, expert_ids)
 
     def _decide_kernel(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> np.ndarray:
         """Counting sort + greedy walk in C (sievesim/policies/_sieve_kernel.pyx)."""
@@ -118,6 +135,62 @@ class Sieve(Policy):
             if k < m:  # not stopped within the scalar walk: vectorise the rest
                 k = first_non_decrease(ctx.prefix_totals(desc, pt, p_all), k, tol)
         return prefix_on_pim(counts, expert_ids, s, desc, k)
+
+
+def _unit_walk(sieve: Sieve, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> Partition:
+    """Sieve's stopping rule on PIMoE's expert-parallel placement (``Sieve(unit=...)``, not the
+    paper's Sieve, whose PIM experts are tensor-parallel over all channels).
+
+    The experts sit on PIM units as PIMoE places them (:func:`sievesim.policies.placement.expert_placement`),
+    so ``T_PIM = attention + the busiest unit's expert time``. Start with all activated experts on
+    PIM; move the most popular expert of the busiest unit to the GPU while Equation 1's ``T_total``
+    (interconnect, GPU with its non-MoE work, PIM with attention) strictly decreases. PIMoE moves
+    the same experts in the same order but stops on isolated expert times; this variant isolates
+    what Equation 1's terms are worth when both run on the same placement."""
+    import math
+
+    from .placement import expert_placement
+
+    unit, unit_of = expert_placement(ctx.num_experts, ctx.organisation, sieve.unit, ctx.moe_layer)
+    table = ctx.pim_times(unit)
+    on_pim = counts > 0
+    act = np.flatnonzero(on_pim)
+    n_units = ctx.organisation.count(unit)
+    t_e = table[counts].tolist()
+    order = act[np.lexsort((expert_ids[act], -counts[act]))]
+    queues: list[list[int]] = [[] for _ in range(n_units)]
+    for i, u in zip(order.tolist(), unit_of[order].tolist()):
+        queues[u].append(i)
+    load = np.array([math.fsum(t_e[i] for i in q) for q in queues], dtype=np.float64)
+    heads = [0] * n_units
+    attention = sieve._attention_s(ctx)
+    n_gpu, tok = 0, 0
+
+    def total(n: int, x: int, busiest: float) -> float:
+        return max(ctx.t_comm_s, ctx.gpu_time_s(n, x)[0], attention + busiest)
+
+    prev = total(0, 0, float(load.max(initial=0.0)))
+    tol = sieve.rel_tol * prev
+    tries = 0
+    while True:
+        u = int(np.argmax(load)) if n_units else 0
+        if not n_units or heads[u] >= len(queues[u]):
+            break
+        i = queues[u][heads[u]]
+        new_load = math.fsum(t_e[j] for j in queues[u][heads[u] + 1:])
+        old = load[u]
+        load[u] = new_load
+        cur = total(n_gpu + 1, tok + int(counts[i]), float(load.max()))
+        tries += 1
+        if not cur < prev - tol:
+            load[u] = old
+            break
+        heads[u] += 1
+        on_pim[i] = False
+        n_gpu += 1
+        tok += int(counts[i])
+        prev = cur
+    return Partition(counts, expert_ids, on_pim, unit=unit, unit_of=unit_of, info={"moves_tried": tries})
 
 
 def sieve_reference(counts: Any, ctx: CostContext, expert_ids: Any = None, rel_tol: float = 1e-12) -> Partition:

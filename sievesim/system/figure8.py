@@ -422,6 +422,11 @@ def add_gpu_path(b: StepBuild, lb: LayerBatch, g: int, p: GpuPartition, dec: int
     deps = list(after_dispatch)
     if n_late < p.n_gpu:     # some GPU experts were loaded early: the GEMM starts on them
         deps.append(early_node)
+    if not b.sim.pipelined_gemm and n_late:    # the load, then the GEMM (for comparison)
+        deps.append(graph.add(f"L{layer} expert weights HBM->GPU g{g}", n_late * float(m.bytes_per_expert) / b.bytes_s,
+                              b.res(g, "hbm"), [dec], gpu=g, layer=layer, kind="weight_load", experts=late,
+                              microbatch=mb))
+        n_late = 0
     if not n_late:
         return graph.add(f"L{layer} grouped GEMM g{g}", total_s, b.res(g, "gpu"), deps, gpu=g, layer=layer,
                          kind="gemm", experts=p.on_gpu, microbatch=mb)

@@ -102,6 +102,10 @@ class StepSimulator:
     exact_tokens:
         Experts with up to this many tokens are simulated on the engine; larger ones (prefill) are
         extended linearly from the engine's times at ``exact_tokens`` and half of it.
+    pipelined_gemm:
+        True (default): the grouped GEMM streams the next expert's weights while it computes (about
+        max(loads, compute) plus one expert's tail); False: all weights, then the GEMM (their sum),
+        for comparison.
     top_k:
         Routed experts per token, overriding the model's (``None``: the model's). The Sieve paper
         evaluates Qwen3-30B-A3B with 4 where its ``config.json`` says 8; the calibrated synthetic
@@ -115,7 +119,7 @@ class StepSimulator:
                  contention: bool = True, alpha: float = 0.5,
                  policy_options: dict[str, Any] | None = None,
                  scheduler_latency_s: float | None = None, exact_tokens: int = 256,
-                 top_k: int | None = None) -> None:
+                 top_k: int | None = None, pipelined_gemm: bool = True) -> None:
         from ..hardware import get_hardware
         from ..models import get_model
 
@@ -132,6 +136,9 @@ class StepSimulator:
             self.hw = dataclasses.replace(self.hw, gpu=dataclasses.replace(
                 self.hw.gpu, scheduler_latency_s=float(scheduler_latency_s)))
         self._check_sizes(gpus, batch, microbatches, seed, exact_tokens)
+        if not isinstance(pipelined_gemm, bool):
+            raise field_error("pipelined_gemm", pipelined_gemm, "true or false")
+        self.pipelined_gemm = pipelined_gemm
         self._choose_policy(policy, pimoe_unit, policy_options, early_loads, contention)
         self._open_routing(trace)
         self._request_lengths(context_len, context_preset, prefill)
@@ -197,7 +204,7 @@ class StepSimulator:
                                                    f"(or policy {GPU_ONLY!r})")
         self.dynamic = cls.static_placement is None
         self.static_placement = cls.static_placement
-        rule = cls.early_loads if early_loads is None else _early_load_rule(early_loads)
+        rule = self.policy.early_loads if early_loads is None else _early_load_rule(early_loads)
         self.early_loads = rule if cls.static_placement != "pim" else "off"
         self.contention_on = bool(contention) and not self.gpu_only
 
@@ -286,6 +293,7 @@ class StepSimulator:
             "prefill_len": self.prefill_len, "context": self.context_desc, "routing": self.routing,
             "seed": self.seed, "steps": steps, "warmup": warmup, "microbatches": self.microbatches,
             "early_loads": self.early_loads, "contention": self.contention_on,
+            "pipelined_gemm": self.pipelined_gemm,
             "scheduler_latency_us_per_256_experts": self.hw.gpu.scheduler_latency_s * 1e6,
             "sievesim_version": __version__,
         }
@@ -531,7 +539,7 @@ def simulate_step(model: Any, hardware: Any = "b200", *, gpus: int = 1, policy: 
                   pimoe_unit: str | None = None, **options: Any) -> StepResult:
     """Simulate decode steps of ``model`` on ``gpus`` GPUs under ``policy``; see :class:`StepSimulator`
     for the parameters (``options``: ``early_loads``, ``microbatches``, ``contention``, ``alpha``,
-    ``policy_options``, ``scheduler_latency_s``, ``exact_tokens``, ``top_k``).
+    ``policy_options``, ``scheduler_latency_s``, ``exact_tokens``, ``top_k``, ``pipelined_gemm``).
 
     ``warmup`` steps run first so that the policy's cost table has learned the engine's times; the
     result averages the ``steps`` steps after them.
