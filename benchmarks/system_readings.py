@@ -1,15 +1,18 @@
-"""Executed throughput per GPU of every policy under the paper's reading and its alternatives.
+"""Executed throughput per GPU of every policy under the default reading and its alternatives.
 
-Prints one Markdown table per model (the paper's GPU counts, B = 1, 16, 64, 256): AllExp, PIMoE
-(stack), NoExp, GPU-only and Sieve under four readings of the paper (docs/system.md, "Readings"):
+Prints one Markdown table per model (the paper's GPU counts): AllExp, NoExp, PIMoE per channel and
+per stack, and Sieve under the default reading (the paper's text with the fidelity fixes of
+docs/system.md) and its alternatives (docs/system.md, "Readings"):
 
-* ``text``: the paper's text: Equation 1 with attention in T_PIM, early weight loads, a modelled
-  decision latency of 20 us per 256 experts;
-* ``no-early``: as ``text`` without early weight loads;
-* ``no-attn``: as ``no-early`` and Sieve leaves attention out of T_PIM;
-* ``experts-only``: as ``no-early`` and Sieve weighs the expert work of each side alone (no
-  attention, no non-MoE GPU work, no interconnect: the terms that overlap in Figure 8);
-* ``0 us``: a decision latency of 0 (for Sieve and PIMoE).
+* ``paper early``: the paper's early-load rule (>= 2 local tokens) instead of the default
+  (experts whose local tokens alone make the GPU the cheaper side);
+* ``no-early``: no early weight loads;
+* ``no-attn``: Sieve leaves attention out of T_PIM;
+* ``experts-only``: Sieve weighs the expert work of each side alone (the terms that overlap in
+  Figure 8);
+* ``0 us``: a decision latency of 0;
+* ``matching``: no early loads, 0 us, experts-only (the alternative reading of ``reproduce fig9-matching``);
+* ``stack``: Sieve's rule on PIMoE's per-stack placement (``--policy-option unit=stack``).
 
     python benchmarks/system_readings.py [--batches 1,16,64,256] [--steps 1] [--warmup 2]
 """
@@ -34,14 +37,16 @@ def main(argv: list[str] | None = None) -> int:
     batches = [int(b) for b in args.batches.split(",")]
     hw = get_hardware("b200")
     hw0 = dataclasses.replace(hw, gpu=dataclasses.replace(hw.gpu, scheduler_latency_s=0.0))
-    cols = [("AllExp", "allexp", {}, hw, True), ("NoExp", "noexp", {}, hw, True),
-            ("GPU-only", "gpu-only", {}, hw, True),
-            ("PIMoE text", "pimoe", {}, hw, True), ("PIMoE no-early", "pimoe", {}, hw, False),
-            ("PIMoE 0 us", "pimoe", {}, hw0, False),
-            ("Sieve text", "sieve", {}, hw, True), ("Sieve no-early", "sieve", {}, hw, False),
-            ("Sieve no-attn", "sieve", {"include_attention": False}, hw, False),
-            ("Sieve experts-only", "sieve", {"experts_only": True}, hw, False),
-            ("Sieve experts-only, 0 us", "sieve", {"experts_only": True}, hw0, False)]
+    cols = [("AllExp", "allexp", {}, hw, None), ("NoExp", "noexp", {}, hw, None),
+            ("PIMoE (channel)", "pimoe", {"unit": "channel"}, hw, None),
+            ("PIMoE (stack)", "pimoe", {"unit": "stack"}, hw, None),
+            ("Sieve", "sieve", {}, hw, None), ("Sieve paper early", "sieve", {}, hw, "paper"),
+            ("Sieve no-early", "sieve", {}, hw, "off"),
+            ("Sieve no-attn", "sieve", {"include_attention": False}, hw, None),
+            ("Sieve experts-only", "sieve", {"experts_only": True}, hw, None),
+            ("Sieve 0 us", "sieve", {}, hw0, None),
+            ("Sieve matching", "sieve", {"experts_only": True}, hw0, "off"),
+            ("Sieve (stack)", "sieve", {"unit": "stack"}, hw, None)]
     for model, gpus in MODELS.items():
         print(f"\n{model} on {gpus} GPU(s): executed throughput [tokens/s/GPU]\n")
         print("| B | " + " | ".join(c[0] for c in cols) + " |")
