@@ -109,13 +109,17 @@ def _sieve_over_pimoe_claim(what: str, paper: str, lo: float, hi: float, channel
     if fits(channel):
         return judge(what, paper, ours, True)
     t_ch, t_st, t_stream = _expert_times_us(model, gpus)
+    slow_channel = (f"one {model} expert with one token takes {t_ch:.1f} us on one channel against {t_stream:.1f} us "
+                    f"to stream its weights to the GPU, so PIMoE per channel keeps few experts on PIM")
     if channel and min(channel) > hi:
         return judge(what, paper, ours, False, cause=NOT_THE_PAPER,
                      why=f"the text gives PIMoE channel-level expert parallelism (Sections 6.2 and 7.2), with which "
-                         f"one {model} expert with one token takes {t_ch:.1f} us on one channel against "
-                         f"{t_stream:.1f} us to stream its weights to the GPU, so PIMoE keeps few experts on PIM "
-                         f"and Sieve/PIMoE is far above the paper's; per stack ({t_st:.1f} us, a unit the text "
-                         f"does not describe) it is {shown(stack)}")
+                         f"{slow_channel} and Sieve/PIMoE is above the paper's at every batch; per stack "
+                         f"({t_st:.1f} us, a unit the text does not describe) it is {shown(stack)}")
+    if channel and max(channel) > hi:
+        return judge(what, paper, ours, False, cause=NOT_OUR_MODEL,
+                     why=f"Sieve is further ahead of PIMoE per channel than the paper finds: on our engine "
+                         f"{slow_channel}; per stack it is {shown(stack)}")
     return judge(what, paper, ours, False, cause=NOT_OUR_MODEL,
                  why="on our engine Sieve's tensor-parallel PIM experts (the paper's Section 6.3 placement) pay "
                      "more per-command overhead per channel than PIMoE's experts on whole units, and the "
@@ -164,22 +168,21 @@ def _figure(opts: FigureOptions, name: str, reading: str, microbatches: int = 1)
                                 1.6, 1.6, ratios(q3_k, "PIMoE (channel)", q3_b), ratios(q3_k, "PIMoE (stack)", q3_b),
                                 q3, 1, "best"),
     ]
-    small = {m: _step_batches(g, opts.quick)[0] for m, g in STEP_MODELS.items()}
-    if microbatches > 1:
-        small = {m: max(b, STEP_MODELS[m] * microbatches) for m, b in small.items()}
+    small = {m: next(b for b in _step_batches(g, opts.quick) if b // g >= microbatches)
+             for m, g in STEP_MODELS.items()}
     vs_all = [ratios(m, "AllExp", [small[m]]) for m in (q3, gpt, q35)]
     flat = [v[0] for v in vs_all if v]
     why = []
-    if any(x < 0.98 for x in flat):
+    if any(x < 0.97 for x in flat):
         why.append("below: Sieve's decision sits on the critical path of every layer (the paper: 'this overhead is "
                    "fully accounted for'), AllExp needs none, and on one GPU nothing hides it")
-    if any(x > 1.02 for x in flat):
+    if any(x > 1.03 for x in flat):
         why.append("above: on our calibrated routing some experts already have enough tokens at this batch for "
                    "the GPU to be the cheaper side (the paper puts that transition at B = 16-32)")
     claims.append(judge("Sieve/AllExp at the smallest B (Qwen3 / GPT-OSS / Qwen3.5)", "comparable (~1x)",
                         " / ".join(f"{v[0]:.2f}x at B={small[m]}" if v else "-"
                                    for v, m in zip(vs_all, (q3, gpt, q35))),
-                        bool(flat) and all(within(x, 1.0, rel=0.02) for x in flat), why="; ".join(why)))
+                        bool(flat) and all(within(x, 1.0, rel=0.03) for x in flat), why="; ".join(why)))
     if opts.quick:
         claims.append(judge("AllExp throughput B=256 over B=32 (GPT-OSS)", "flat (fails to scale past B=32)", "-",
                             None, why="needs B=32 (the full figure)"))
@@ -187,7 +190,10 @@ def _figure(opts: FigureOptions, name: str, reading: str, microbatches: int = 1)
         a256, a32 = _tput(records, gpt, "AllExp", 256), _tput(records, gpt, "AllExp", 32)
         ratio = a256 / a32 if a256 and a32 else None
         claims.append(judge("AllExp throughput B=256 over B=32 (GPT-OSS)", "flat (fails to scale past B=32)",
-                            "-" if ratio is None else f"{ratio:.2f}x", None if ratio is None else ratio <= 1.25))
+                            "-" if ratio is None else f"{ratio:.2f}x", None if ratio is None else ratio <= 1.25,
+                            why="AllExp's PIM time grows with the experts a step activates, and on our calibrated "
+                                "routing GPT-OSS's 32 experts per GPU are not all active at B = 32, so its "
+                                "throughput still grows to B = 256; the paper's curve is flat from B = 32"))
     notes = ["executed schedules (the dependency graph with engine-priced PIM nodes), not Equation 1",
              f"reading: {reading} (docs/system.md, 'Readings'); PIMoE per channel is the paper's text, per stack "
              "the strongest unit on our engine",
