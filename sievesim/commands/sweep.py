@@ -134,18 +134,19 @@ def _run(args: argparse.Namespace) -> int:
             raise field_error("--dask", args.dask, f"the address of a running Dask scheduler ({exc})") from None
         try:
             summary = run_grid(points, args.out, point_fn=point_fn, executor=client.get_executor(),
-                               force=args.force, progress=progress)
+                               force=args.force, progress=progress, grid_file=args.grid)
         finally:
             client.close()
     elif args.jobs == 1 or len(points) == 1:
-        summary = run_grid(points, args.out, point_fn=point_fn, force=args.force, progress=progress)
+        summary = run_grid(points, args.out, point_fn=point_fn, force=args.force, progress=progress,
+                           grid_file=args.grid)
     else:
         from concurrent.futures import ProcessPoolExecutor
 
         workers = min(args.jobs or os.cpu_count() or 1, len(points))
         with ProcessPoolExecutor(max_workers=workers) as pool:
             summary = run_grid(points, args.out, point_fn=point_fn, executor=pool,
-                               force=args.force, progress=progress)
+                               force=args.force, progress=progress, grid_file=args.grid)
     print(f"{summary.done}/{summary.total} points in {summary.out_dir} ({summary.ran} run now, "
           f"{summary.skipped} already done): results.csv, results.jsonl")
     return 0
