@@ -141,10 +141,10 @@ def _run(args: argparse.Namespace) -> int:
         summary = run_grid(points, args.out, point_fn=point_fn, force=args.force, progress=progress,
                            grid_file=args.grid)
     else:
-        from concurrent.futures import ProcessPoolExecutor
+        from ..workers import process_pool
 
         workers = min(args.jobs or os.cpu_count() or 1, len(points))
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        with process_pool(workers) as pool:
             summary = run_grid(points, args.out, point_fn=point_fn, executor=pool,
                                force=args.force, progress=progress, grid_file=args.grid)
     print(f"{summary.done}/{summary.total} points in {summary.out_dir} ({summary.ran} run now, "

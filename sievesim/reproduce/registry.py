@@ -112,20 +112,20 @@ def step_records(name: str, points: Sequence[dict[str, Any]], opts: FigureOption
     interrupted ``reproduce`` resumes where it stopped and a rerun of a finished figure only
     redraws it. ``points`` are settings dicts as :func:`sievesim.sweep.expand_grid` gives them
     (``expand_grid`` fills the defaults)."""
-    from concurrent.futures import ProcessPoolExecutor
-
+    from ..provenance import point_inputs
     from ..sweep import expand_grid, point_id, read_results, run_grid, step_point
+    from ..workers import process_pool
 
     fn = point_fn or step_point
     pts = expand_grid([{k: [v] for k, v in p.items()} for p in points])
     out = pathlib.Path(opts.out_dir) / f"{name}-points"
     if opts.jobs > 1 and len(pts) > 1:
-        with ProcessPoolExecutor(max_workers=min(opts.jobs, len(pts))) as pool:
+        with process_pool(min(opts.jobs, len(pts))) as pool:
             run_grid(pts, out, point_fn=fn, executor=pool, force=_grid_changed(out, pts, fn), progress=None)
     else:
         run_grid(pts, out, point_fn=fn, force=_grid_changed(out, pts, fn), progress=None)
     by_id = {r["point_id"]: r for r in read_results(out)}
-    return [by_id[point_id(p)] for p in pts]
+    return [by_id[point_id(p, point_inputs(p))] for p in pts]
 
 
 def _grid_changed(out: pathlib.Path, points: Sequence[dict[str, Any]], fn: Callable[..., Any]) -> bool:
