@@ -16,8 +16,9 @@ GPU ``j mod G``. Times are in seconds.
 """
 from __future__ import annotations
 
+import os
 import time
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Union
 
 import numpy as np
 
@@ -32,6 +33,13 @@ from .result import StepResult
 
 if TYPE_CHECKING:
     from ..capacity import MemoryUse
+    from ..hardware import HardwareSpec
+    from ..models import ModelSpec
+
+#: What names a model: a preset name, a path (``.toml`` or a Hugging Face ``config.json`` or its folder), a spec.
+ModelLike = Union[str, "os.PathLike[str]", "ModelSpec"]
+#: What names hardware: a preset name, a ``.toml`` path, or a spec.
+HardwareLike = Union[str, "os.PathLike[str]", "HardwareSpec"]
 
 __all__ = ["StepSimulator", "StepResult", "simulate_step", "GPU_ONLY", "parse_prefill", "parse_policy_options",
            "LearnedPimCost"]
@@ -107,7 +115,7 @@ class StepSimulator:
         routing of a preset draws this many experts per token with the preset's fitted shape.
     """
 
-    def __init__(self, model: Any, hardware: Any = "b200", *, gpus: int = 1, policy: str = "sieve",
+    def __init__(self, model: ModelLike, hardware: HardwareLike = "b200", *, gpus: int = 1, policy: str = "sieve",
                  batch: int = 1, trace: Any = None, context_len: int | None = None,
                  context_preset: str | None = None, prefill: Any = None, seed: int = 0,
                  pimoe_unit: str | None = None, early_loads: bool | str | None = None, microbatches: int = 1,
@@ -520,13 +528,19 @@ class StepSimulator:
         )
 
 
-def simulate_step(model: Any, hardware: Any = "b200", *, gpus: int = 1, policy: str = "sieve", batch: int = 1,
+def simulate_step(model: ModelLike, hardware: HardwareLike = "b200", *, gpus: int = 1, policy: str = "sieve", batch: int = 1,
                   trace: Any = None, context_len: int | None = None, context_preset: str | None = None,
                   prefill: Any = None, steps: int = 1, warmup: int = 2, seed: int = 0,
                   pimoe_unit: str | None = None, **options: Any) -> StepResult:
     """Simulate decode steps of ``model`` on ``gpus`` GPUs under ``policy``; see :class:`StepSimulator`
     for the parameters (``options``: ``early_loads``, ``microbatches``, ``contention``, ``alpha``,
     ``policy_options``, ``scheduler_latency_s``, ``exact_tokens``, ``top_k``).
+
+    ``model``: a preset name, a ``.toml`` or Hugging Face ``config.json`` path (str or
+    ``os.PathLike``), or a :class:`~sievesim.models.ModelSpec`; ``hardware`` likewise (preset,
+    ``.toml`` path, :class:`~sievesim.hardware.HardwareSpec`). ``batch``: decode requests over all
+    GPUs; ``context_len``: tokens per request (default 4096). Returns a :class:`StepResult`
+    (times in seconds; ``nodes()`` for the executed graph of the last step).
 
     ``warmup`` steps run first so that the policy's cost table has learned the engine's times; the
     result averages the ``steps`` steps after them.
