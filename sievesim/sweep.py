@@ -370,7 +370,7 @@ def _digests(points: Sequence[Mapping[str, Any]], grid_file: str | os.PathLike[s
 class _Progress:
     """tqdm bar on a terminal, else one plain line per point on ``stream``."""
 
-    def __init__(self, total: int, initial: int, stream: Any, bar: bool | None) -> None:
+    def __init__(self, total: int, initial: int, stream: Any, bar: bool | None, label: str = "sweep") -> None:
         self.total, self.done, self.stream = total, initial, stream
         self.bar = None
         if bar is None:
@@ -378,7 +378,7 @@ class _Progress:
         if bar:
             try:
                 from tqdm import tqdm
-                self.bar = tqdm(total=total, initial=initial, unit="point", file=stream, desc="sweep")
+                self.bar = tqdm(total=total, initial=initial, unit="point", file=stream, desc=label)
             except ImportError:  # tqdm is an optional extra (sievesim[progress])
                 self.bar = None
         if self.bar is None and initial:
@@ -409,7 +409,8 @@ def run_grid(points: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str
              point_fn: Callable[[dict[str, Any]], Mapping[str, Any]],
              executor: cf.Executor | None = None, force: bool = False,
              progress: Any = sys.stderr, bar: bool | None = None,
-             csv_interval_s: float = 2.0, grid_file: str | os.PathLike[str] | None = None) -> SweepSummary:
+             csv_interval_s: float = 2.0, grid_file: str | os.PathLike[str] | None = None,
+             label: str = "sweep") -> SweepSummary:
     """Run ``point_fn(settings)`` for every point not yet in ``out_dir`` and record the results.
 
     ``point_fn`` takes a settings dict (keys :data:`GRID_KEYS`) and returns a flat dict of
@@ -420,7 +421,7 @@ def run_grid(points: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str
     rewritten after each point, at most once per ``csv_interval_s`` seconds, and at the end.
     ``progress``: stream for the progress bar or lines (``None``: quiet); ``bar``: force the tqdm
     bar on (True) or off (False); default: on when ``progress`` is a terminal. ``grid_file``: the
-    TOML file the points came from (its digest goes into ``grid.json``).
+    TOML file the points came from (its digest goes into ``grid.json``); ``label``: the bar's name.
 
     Provenance: a point's id covers the content of its input files (model, hardware with its
     ``base`` and DRAM configuration files, trace), so after an edit those points are new and run
@@ -466,7 +467,7 @@ def run_grid(points: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str
     digest_of = dict(zip(ids, digest_cols))
     todo = [(pid, p) for pid, p in zip(ids, points) if pid not in rows]
     skipped = len(points) - len(todo)
-    bar_out = _Progress(len(points), skipped, progress, bar) if progress is not None else None
+    bar_out = _Progress(len(points), skipped, progress, bar, label) if progress is not None else None
 
     def sorted_rows() -> list[dict[str, Any]]:
         return sorted(rows.values(), key=lambda r: order[r["point_id"]])

@@ -490,8 +490,9 @@ class StepSimulator:
         routing = (self.batch + self.prefill_requests * self.prefill_len) * m.num_moe_layers * m.top_k * 4 * 6
         return 32.0 * commands + routing
 
-    def run(self, steps: int = 1, warmup: int = 2) -> StepResult:
-        """Run ``warmup`` steps (the cost table learns; not reported), then ``steps`` measured steps."""
+    def run(self, steps: int = 1, warmup: int = 2, *, on_step: Any = None) -> StepResult:
+        """Run ``warmup`` steps (the cost table learns; not reported), then ``steps`` measured steps;
+        ``on_step()`` is called after each (a progress bar's ``update``)."""
         from .._validate import check_memory
 
         for name, value, low in (("steps", steps, 1), ("warmup", warmup, 0)):
@@ -501,9 +502,13 @@ class StepSimulator:
         need = self.memory_estimate_bytes(steps + warmup)
         check_memory(need, "a step with these contexts and this batch", "batch x context",
                      f"{self.batch} x {int(self.context.max(initial=0))}")
-        for _ in range(warmup):
-            self.run_step()
-        raws = [self.run_step() for _ in range(steps)]
+        raws = []
+        for i in range(warmup + steps):
+            raw = self.run_step()
+            if i >= warmup:
+                raws.append(raw)
+            if on_step is not None:
+                on_step()
 
         def mean(key: str) -> list[float]:
             return np.mean([r[key] for r in raws], axis=0).tolist()
