@@ -80,6 +80,8 @@ INT_SETTINGS: dict[str, tuple[str, int | None]] = {
 _INT_KEYS = tuple(INT_SETTINGS)
 _STR_KEYS = ("model", "hardware", "policy", "pimoe_unit", "trace", "context_preset", "prefill", "policy_options")
 _BOOL_KEYS = ("early_loads",)
+#: Early-load rules a grid may name besides true (the policy's default rule) and false (off).
+_EARLY_LOAD_RULES = ("cheaper", "paper", "off")
 _FLOAT_KEYS = ("scheduler_latency_us",)
 
 
@@ -105,8 +107,8 @@ def _value_problem(key: str, v: Any) -> str | None:
             return f"an integer from {lo} to {b.hi} ({b.why})"
     if key in _STR_KEYS and not isinstance(v, str):
         return "a string"
-    if key in _BOOL_KEYS and not isinstance(v, bool):
-        return "true or false"
+    if key in _BOOL_KEYS and not isinstance(v, bool) and v not in _EARLY_LOAD_RULES:
+        return "true, false or one of " + ", ".join(_EARLY_LOAD_RULES)
     if key in _FLOAT_KEYS and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1e6):
         return "a number of microseconds in [0, 1e6)"
     if key == "prefill" and not isinstance(v, str):
@@ -226,7 +228,7 @@ def check_points(points: Sequence[Mapping[str, Any]]) -> None:
             model = model.with_top_k(p["top_k"])
         hardware(p["hardware"])
         if str(p["policy"]).lower() != GPU_ONLY:
-            policy_class(p["policy"])
+            policy_class(p["policy"], also=(GPU_ONLY,))
         if p.get("pimoe_unit") is not None and p["pimoe_unit"] not in UNITS:
             raise field_error("pimoe_unit", p["pimoe_unit"], "one of " + ", ".join(UNITS))
         gpus = p["gpus"]
@@ -254,7 +256,8 @@ def check_points(points: Sequence[Mapping[str, Any]]) -> None:
             parse_policy_options(p["policy_options"])
         trace = p.get("trace")
         if trace is not None and not trace.startswith("synthetic:") and not os.path.exists(trace):
-            raise field_error("trace", trace, "an existing routing file (.npz, SGLang dump) or synthetic:MODEL")
+            raise ConfigError(f"file not found: {trace} (trace: expected a routing file (.npz, SGLang dump) "
+                              "or synthetic:MODEL)")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -268,6 +271,10 @@ def _row(settings: Mapping[str, Any], pid: str, result: Mapping[str, Any],
     for k in GRID_KEYS:  # a setting left to the point function's default shows the value it used
         value = settings.get(k)
         row[_COLUMN.get(k, k)] = result.get(k) if value is None else value
+    context = result.get("context")
+    if row["context_len_tokens"] is None and settings.get("context_preset") is None and isinstance(context, str) \
+            and context.isascii() and context.isdigit():
+        row["context_len_tokens"] = int(context)      # the step's default context, as a number
     wall: dict[str, Any] = {"point_id": pid}
     for k, v in result.items():
         if k.startswith("wall_"):
@@ -389,8 +396,8 @@ class _Progress:
         if self.bar is not None:
             self.bar.update(1)
             return
-        what = " ".join(f"{k}={settings[k]}" for k in GRID_KEYS
-                        if settings.get(k) is not None and settings[k] != SETTING_DEFAULTS[k])
+        what = " ".join(f"{k}={settings[k]}" for k in GRID_KEYS if settings.get(k) is not None
+                        and (k in ("model", "policy", "batch") or settings[k] != SETTING_DEFAULTS[k]))
         print(f"sweep: {self.done}/{self.total} {what} ({seconds:.2f} s)", file=self.stream, flush=True)
 
     def close(self) -> None:
@@ -570,12 +577,13 @@ def estimate_point(settings: Mapping[str, Any]) -> dict[str, Any]:
     ``top_k``); ``steps`` decode steps of ``batch`` requests from a stream seeded by
     ``[seed, batch]``, at the model's default layer (first MoE layer with full/MLA attention).
     Context per request: ``context_len`` tokens, or drawn from ``context_preset``
-    (``sievesim.workload.lengths``), else 0. Times are means over the steps, in seconds. This
+    (``sievesim.workload.lengths``), else 4096 (:data:`~sievesim.costs.DEFAULT_CONTEXT_LEN`, the
+    default of ``run`` and ``simulate_step``). Times are means over the steps, in seconds. This
     is the scheduler's estimate, not the executed step; prefill needs the executed step.
     """
     import numpy as np
 
-    from .costs import build_context, default_layer
+    from .costs import DEFAULT_CONTEXT_LEN, build_context, default_layer
     from .hardware import get_hardware
     from .models import get_model
     from .policies import get_policy
@@ -612,7 +620,7 @@ def estimate_point(settings: Mapping[str, Any]) -> dict[str, Any]:
         elif settings.get("context_preset"):
             lens = decode_context_lengths(settings["context_preset"], local, rng)
         else:
-            lens = np.zeros(local, dtype=np.int64)
+            lens = np.full(local, DEFAULT_CONTEXT_LEN, dtype=np.int64)
         counts = step.counts[routing_layer, :e_local]
         ids = step.topk_ids[:, routing_layer, :] if step.topk_ids is not None else None
         if ids is not None and np.any(ids < 0):
@@ -627,5 +635,7 @@ def estimate_point(settings: Mapping[str, Any]) -> dict[str, Any]:
                            ("context_mean_tokens", float(np.mean(lens)) if len(lens) else 0.0)):
             sums[key] += float(value)
     out = {k: v / steps for k, v in sums.items()}
-    out.update({"top_k": model.top_k, "layer": layer, "routing": spec, "point_function": "estimate"})
+    context = settings.get("context_preset") or str(settings.get("context_len") or DEFAULT_CONTEXT_LEN)
+    out.update({"top_k": model.top_k, "layer": layer, "routing": spec, "context": context,
+                "point_function": "estimate"})
     return out

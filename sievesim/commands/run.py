@@ -74,7 +74,7 @@ def _policies(text: str) -> list[str]:
         raise field_error("--policy", text, "a policy name, comma-separated names, or 'all'")
     for n in names:
         if n != GPU_ONLY:
-            policy_class(n)
+            policy_class(n, also=(GPU_ONLY, "all"))
     return list(dict.fromkeys(names))
 
 

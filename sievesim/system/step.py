@@ -217,7 +217,8 @@ class StepSimulator:
             spec, self.source = getattr(trace, "name", "source"), trace
         else:
             spec = str(trace)
-            self.source = open_source(spec, num_experts=m.num_experts, top_k=m.top_k)
+            like = {"num_layers": m.num_moe_layers} if spec.startswith("synthetic:like-") else {}   # as printed
+            self.source = open_source(spec, num_experts=m.num_experts, top_k=m.top_k, **like)
         self.routing = spec
         src = self.source
         for fld, have, want in (("experts", src.num_experts, m.num_experts), ("top_k", src.top_k, m.top_k),
