@@ -162,7 +162,7 @@ def read_results(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     p = pathlib.Path(path)
     if p.is_dir():
         if (p / RESULTS_JSONL).exists() or not (p / RESULTS_CSV).exists():
-            return read_jsonl(p / RESULTS_JSONL, damaged="skipped")
+            return read_jsonl(p / RESULTS_JSONL, key=None, damaged="skipped")
         return read_csv_rows(p / RESULTS_CSV)
     if not p.exists():
         raise ConfigError(f"file not found: {p}")
