@@ -28,6 +28,7 @@ _COMMAND_MODULES = [
     "run",
     "sweep",
     "reproduce",
+    "plot",
 ]
 
 

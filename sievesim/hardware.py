@@ -701,6 +701,9 @@ def get_hardware(name_or_path: str | os.PathLike[str]) -> HardwareSpec:
             raise field_error("hardware", text, "a preset name or a .toml file")
         return load_hardware_toml(path)
     names = list_hardware()
+    if "/" in text or os.sep in text or path.suffix.lower() == ".toml":     # meant as a file
+        raise ConfigError(f"file not found: {text} (hardware: expected a preset name ({', '.join(names)}) "
+                          "or an existing .toml file)")
     close = difflib.get_close_matches(text.lower(), names, n=3, cutoff=0.4)
     hint = f"; nearest: {', '.join(close)}" if close else ""
     raise field_error("hardware", text, f"a preset name ({', '.join(names)}) or a .toml file{hint}")

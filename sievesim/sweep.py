@@ -11,22 +11,23 @@ on each point through any :class:`concurrent.futures.Executor` (a process pool, 
 * ``results.csv``: the same rows in grid order, rewritten atomically (temporary file + rename);
 * ``wall_clock.jsonl``: fields measured on the wall clock (names starting with ``wall_``) and the
   seconds each point took: they differ between runs, so they are kept out of the result files;
-* ``grid.json``: the points and the point function, so that a rerun can skip finished points and
-  refuse a directory that holds another grid.
+* ``grid.json``: the points (with the content digests of their input files) and the point
+  function, so that a rerun can skip finished points and refuse a directory that holds another
+  grid; ``input_files`` lists the digest of every file the sweep read (the grid file too).
 
 Every row carries the settings that produced it (the point function's inputs, the
-``point_id`` and the sievesim version), so one row is enough to reproduce itself. When every point
+``point_id``, the digests of the resolved model and hardware and the sievesim version), so one
+row is enough to reproduce itself. A point's id covers the content of its input files
+(:mod:`sievesim.provenance`): after an edit those points are new and run again. When every point
 is done, ``results.jsonl`` is rewritten in grid order, so two runs of one grid give byte-identical
 result files however the executor ordered the work.
 """
 from __future__ import annotations
 
 import concurrent.futures as cf
-import csv
 import difflib
 import functools
 import hashlib
-import io
 import itertools
 import json
 import os
@@ -39,6 +40,9 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from . import __version__
 from ._validate import BOUNDS, Problems
 from .errors import ConfigError, SievesimError, field_error
+from .provenance import file_digest, point_inputs, resolved_digest
+from .results import (RESULTS_CSV, RESULTS_JSONL, append_durable as _append, csv_bytes, json_line as _json_line,
+                      read_jsonl, read_results, write_atomic as _write_atomic)
 
 __all__ = ["GRID_KEYS", "SETTING_DEFAULTS", "load_grid_file", "expand_grid", "check_points",
            "point_id", "grid_manifest", "run_grid", "SweepSummary", "read_results", "estimate_point",
@@ -66,8 +70,6 @@ SETTING_DEFAULTS: dict[str, Any] = {
 #: Result-row column of each setting whose name does not already say its unit.
 _COLUMN = {"context_len": "context_len_tokens"}
 
-RESULTS_JSONL = "results.jsonl"
-RESULTS_CSV = "results.csv"
 WALL_CLOCK_JSONL = "wall_clock.jsonl"
 MANIFEST = "grid.json"
 _FORMAT = 1
@@ -79,6 +81,8 @@ INT_SETTINGS: dict[str, tuple[str, int | None]] = {
 _INT_KEYS = tuple(INT_SETTINGS)
 _STR_KEYS = ("model", "hardware", "policy", "pimoe_unit", "trace", "context_preset", "prefill", "policy_options")
 _BOOL_KEYS = ("early_loads",)
+#: Early-load rules a grid may name besides true (the policy's default rule) and false (off).
+_EARLY_LOAD_RULES = ("cheaper", "paper", "off")
 _FLOAT_KEYS = ("scheduler_latency_us",)
 
 
@@ -104,8 +108,8 @@ def _value_problem(key: str, v: Any) -> str | None:
             return f"an integer from {lo} to {b.hi} ({b.why})"
     if key in _STR_KEYS and not isinstance(v, str):
         return "a string"
-    if key in _BOOL_KEYS and not isinstance(v, bool):
-        return "true or false"
+    if key in _BOOL_KEYS and not isinstance(v, bool) and v not in _EARLY_LOAD_RULES:
+        return "true, false or one of " + ", ".join(_EARLY_LOAD_RULES)
     if key in _FLOAT_KEYS and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1e6):
         return "a number of microseconds in [0, 1e6)"
     if key == "prefill" and not isinstance(v, str):
@@ -190,13 +194,18 @@ def expand_grid(products: Iterable[Mapping[str, Sequence[Any]]]) -> list[dict[st
     return points
 
 
-def _identity(settings: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: settings.get(k) for k in GRID_KEYS if k not in _LATER_KEYS or settings.get(k) is not None}
+def _identity(settings: Mapping[str, Any], inputs: Mapping[str, str] | None = None) -> dict[str, Any]:
+    out = {k: settings.get(k) for k in GRID_KEYS if k not in _LATER_KEYS or settings.get(k) is not None}
+    if inputs:
+        out["inputs"] = dict(sorted(inputs.items()))
+    return out
 
 
-def point_id(settings: Mapping[str, Any]) -> str:
-    """A short stable id of a point (hash of its settings)."""
-    text = json.dumps(_identity(settings), sort_keys=True)
+def point_id(settings: Mapping[str, Any], inputs: Mapping[str, str] | None = None) -> str:
+    """A short stable id of a point: a hash of its settings and of the content digests of its
+    input files (``inputs``, from :func:`sievesim.provenance.point_inputs`; none when every input
+    is a preset), so that an edited model, hardware or trace file makes its points new."""
+    text = json.dumps(_identity(settings, inputs), sort_keys=True)
     return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
@@ -219,7 +228,7 @@ def check_points(points: Sequence[Mapping[str, Any]]) -> None:
             model = model.with_top_k(p["top_k"])
         hardware(p["hardware"])
         if str(p["policy"]).lower() != GPU_ONLY:
-            policy_class(p["policy"])
+            policy_class(p["policy"], also=(GPU_ONLY,))
         if p.get("pimoe_unit") is not None:
             try:
                 PIMoE(unit=p["pimoe_unit"])
@@ -251,101 +260,41 @@ def check_points(points: Sequence[Mapping[str, Any]]) -> None:
             parse_policy_options(p["policy_options"])
         trace = p.get("trace")
         if trace is not None and not trace.startswith("synthetic:") and not os.path.exists(trace):
-            raise field_error("trace", trace, "an existing routing file (.npz, SGLang dump) or synthetic:MODEL")
+            raise ConfigError(f"file not found: {trace} (trace: expected a routing file (.npz, SGLang dump) "
+                              "or synthetic:MODEL)")
 
 
 # ------------------------------------------------------------------------------------------------
 # result files
 # ------------------------------------------------------------------------------------------------
-def _row(settings: Mapping[str, Any], pid: str, result: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(result row, wall-clock row) of one finished point."""
+def _row(settings: Mapping[str, Any], pid: str, result: Mapping[str, Any],
+         digests: Mapping[str, str | None] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(result row, wall-clock row) of one finished point; ``digests`` (``model_digest``,
+    ``hardware_digest``, ``trace_digest``) go after the point function's results."""
     row: dict[str, Any] = {"point_id": pid}
     for k in GRID_KEYS:  # a setting left to the point function's default shows the value it used
         value = settings.get(k)
         row[_COLUMN.get(k, k)] = result.get(k) if value is None else value
+    context = result.get("context")
+    if row["context_len_tokens"] is None and settings.get("context_preset") is None and isinstance(context, str) \
+            and context.isascii() and context.isdigit():
+        row["context_len_tokens"] = int(context)      # the step's default context, as a number
     wall: dict[str, Any] = {"point_id": pid}
     for k, v in result.items():
         if k.startswith("wall_"):
             wall[k] = v
         elif k not in row:
             row[k] = v
+    for k, v in (digests or {}).items():
+        row.setdefault(k, v)
     row.setdefault("sievesim_version", __version__)
     return row, wall
 
 
-def _json_line(obj: Mapping[str, Any]) -> bytes:
-    return (json.dumps(obj, separators=(",", ":"), allow_nan=True) + "\n").encode()
-
-
-def _append(path: pathlib.Path, data: bytes) -> None:
-    """Append ``data`` with one ``write`` and make it durable (a kill leaves all of it or a tail
-    that :func:`_read_jsonl` drops)."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_atomic(path: pathlib.Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 def _read_jsonl(path: pathlib.Path, *, repair: bool = False) -> list[dict[str, Any]]:
-    """Rows of a JSON-lines file. A last line without its newline (a write cut short) is left out,
-    and with ``repair`` cut from the file."""
-    if not path.exists():
-        return []
-    data = path.read_bytes()
-    keep = data.rfind(b"\n") + 1
-    if keep < len(data) and repair:
-        with open(path, "r+b") as fh:
-            fh.truncate(keep)
-            fh.flush()
-            os.fsync(fh.fileno())
-    rows = []
-    for n, line in enumerate(data[:keep].splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            raise ConfigError(f"{path}: line {n} is not JSON; remove it or rerun with --force") from None
-    return rows
-
-
-def read_results(out_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The result rows of a sweep directory (``results.jsonl``), one per finished point."""
-    return _read_jsonl(pathlib.Path(out_dir) / RESULTS_JSONL)
-
-
-def _cell(value: Any) -> Any:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (dict, list, tuple)):
-        return json.dumps(value, separators=(",", ":"))
-    return value
-
-
-def csv_bytes(rows: Sequence[Mapping[str, Any]]) -> bytes:
-    """Rows as CSV text (the union of their keys as columns, lists and dicts as compact JSON)."""
-    columns: list[str] = []
-    for r in rows:
-        columns.extend(k for k in r if k not in columns)
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(columns)
-    for r in rows:
-        writer.writerow([_cell(r.get(c)) for c in columns])
-    return buf.getvalue().encode()
+    """Rows of a sweep's JSON-lines file; a damaged line is skipped with a warning naming the file
+    and the line, and its point runs again (:func:`sievesim.results.read_jsonl`)."""
+    return read_jsonl(path, repair=repair, damaged="skipped; its point runs again")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -369,16 +318,70 @@ def _function_name(fn: Callable[..., Any]) -> str:
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
 
 
-def grid_manifest(points: Sequence[Mapping[str, Any]], fn: Callable[..., Any]) -> dict[str, Any]:
-    """What ``grid.json`` records of a sweep: its points and the point function's name."""
-    return {"format": _FORMAT, "point_function": _function_name(fn),
-            "points": [_identity(p) for p in points]}
+def grid_manifest(points: Sequence[Mapping[str, Any]], fn: Callable[..., Any],
+                  inputs: Sequence[Mapping[str, str]] | None = None,
+                  files: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """What ``grid.json`` records of a sweep: its points (with the content digests of their input
+    files, ``inputs``, one mapping per point), the point function's name and, in ``input_files``,
+    the digest of every file the sweep read (the grid file included)."""
+    inputs = inputs or [{}] * len(points)
+    out: dict[str, Any] = {"format": _FORMAT, "point_function": _function_name(fn),
+                           "points": [_identity(p, i) for p, i in zip(points, inputs)]}
+    if files:
+        out["input_files"] = dict(sorted(files.items()))
+    return out
+
+
+def _same_grid(old: Any, new: Mapping[str, Any]) -> bool:
+    """Whether ``grid.json`` ``old`` holds the grid ``new`` (input files may have been edited since:
+    their points are new then, and run again)."""
+    if not isinstance(old, dict) or not isinstance(old.get("points"), list):
+        return False
+
+    def bare(m: Mapping[str, Any]) -> Any:
+        pts = [{k: v for k, v in p.items() if k != "inputs"} if isinstance(p, dict) else p for p in m["points"]]
+        return (m.get("format"), m.get("point_function"), pts)
+
+    return bare(old) == bare(new)
+
+
+def _digests(points: Sequence[Mapping[str, Any]], grid_file: str | os.PathLike[str] | None
+             ) -> tuple[list[dict[str, str]], list[dict[str, str | None]], dict[str, str]]:
+    """Per point: the digests of its input files (part of its id) and the row's digest columns;
+    and every input file with its digest (``grid.json``'s ``input_files``)."""
+    memo: dict[tuple[str, str], str] = {}
+    spec_memo: dict[tuple[str, Any], str | None] = {}
+
+    def spec(kind: str, value: Any) -> str | None:
+        key = (kind, value)
+        if key not in spec_memo:
+            try:
+                spec_memo[key] = resolved_digest(kind, value) if isinstance(value, str) else None
+            except SievesimError:   # a point function of one's own may read its settings otherwise
+                spec_memo[key] = None
+        return spec_memo[key]
+
+    inputs, columns, files = [], [], {}
+    if grid_file is not None:
+        files[str(grid_file)] = file_digest(grid_file)
+    for p in points:
+        ins = point_inputs(p, memo)
+        inputs.append(ins)
+        col: dict[str, str | None] = {
+            "model_digest": ins.get("model") or spec("model", p.get("model")),
+            "hardware_digest": ins.get("hardware") or spec("hardware", p.get("hardware") or "b200")}
+        if "trace" in ins:
+            col["trace_digest"] = ins["trace"]
+        columns.append(col)
+        for k, d in ins.items():
+            files[str(p[k])] = d
+    return inputs, columns, files
 
 
 class _Progress:
     """tqdm bar on a terminal, else one plain line per point on ``stream``."""
 
-    def __init__(self, total: int, initial: int, stream: Any, bar: bool | None) -> None:
+    def __init__(self, total: int, initial: int, stream: Any, bar: bool | None, label: str = "sweep") -> None:
         self.total, self.done, self.stream = total, initial, stream
         self.bar = None
         if bar is None:
@@ -386,7 +389,7 @@ class _Progress:
         if bar:
             try:
                 from tqdm import tqdm
-                self.bar = tqdm(total=total, initial=initial, unit="point", file=stream, desc="sweep")
+                self.bar = tqdm(total=total, initial=initial, unit="point", file=stream, desc=label)
             except ImportError:  # tqdm is an optional extra (sievesim[progress])
                 self.bar = None
         if self.bar is None and initial:
@@ -397,8 +400,8 @@ class _Progress:
         if self.bar is not None:
             self.bar.update(1)
             return
-        what = " ".join(f"{k}={settings[k]}" for k in GRID_KEYS
-                        if settings.get(k) is not None and settings[k] != SETTING_DEFAULTS[k])
+        what = " ".join(f"{k}={settings[k]}" for k in GRID_KEYS if settings.get(k) is not None
+                        and (k in ("model", "policy", "batch") or settings[k] != SETTING_DEFAULTS[k]))
         print(f"sweep: {self.done}/{self.total} {what} ({seconds:.2f} s)", file=self.stream, flush=True)
 
     def close(self) -> None:
@@ -417,7 +420,8 @@ def run_grid(points: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str
              point_fn: Callable[[dict[str, Any]], Mapping[str, Any]],
              executor: cf.Executor | None = None, force: bool = False,
              progress: Any = sys.stderr, bar: bool | None = None,
-             csv_interval_s: float = 2.0) -> SweepSummary:
+             csv_interval_s: float = 2.0, grid_file: str | os.PathLike[str] | None = None,
+             label: str = "sweep") -> SweepSummary:
     """Run ``point_fn(settings)`` for every point not yet in ``out_dir`` and record the results.
 
     ``point_fn`` takes a settings dict (keys :data:`GRID_KEYS`) and returns a flat dict of
@@ -427,39 +431,54 @@ def run_grid(points: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str
     :class:`~sievesim.errors.SievesimError` unless ``force``, which starts it over. The CSV is
     rewritten after each point, at most once per ``csv_interval_s`` seconds, and at the end.
     ``progress``: stream for the progress bar or lines (``None``: quiet); ``bar``: force the tqdm
-    bar on (True) or off (False); default: on when ``progress`` is a terminal.
+    bar on (True) or off (False); default: on when ``progress`` is a terminal. ``grid_file``: the
+    TOML file the points came from (its digest goes into ``grid.json``); ``label``: the bar's name.
+
+    Provenance: a point's id covers the content of its input files (model, hardware with its
+    ``base`` and DRAM configuration files, trace), so after an edit those points are new and run
+    again (the others are kept); every row records ``model_digest``, ``hardware_digest`` (of the
+    resolved specs, presets too), ``trace_digest`` (trace files) and ``sievesim_version``.
     """
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     points = [dict(p) for p in points]
-    ids = [point_id(p) for p in points]
-    manifest = grid_manifest(points, point_fn)
+    inputs, digest_cols, files = _digests(points, grid_file)
+    ids = [point_id(p, i) for p, i in zip(points, inputs)]
+    manifest = grid_manifest(points, point_fn, inputs, files)
     jsonl, csv_path, wall_path, man_path = (out / RESULTS_JSONL, out / RESULTS_CSV,
                                             out / WALL_CLOCK_JSONL, out / MANIFEST)
     existing = man_path.exists() or jsonl.exists() or csv_path.exists()
+    old = None
     if existing and not force:
-        old = None
         if man_path.exists():
             try:
-                old = json.loads(man_path.read_text())
-            except json.JSONDecodeError:
+                old = json.loads(man_path.read_bytes())
+            except (ValueError, RecursionError):
                 old = None
-        if old != manifest:
+        if not _same_grid(old, manifest):
             what = "another grid" if old is not None else "results of an unknown grid"
             raise field_error("--out", str(out), f"a new directory or one of this same grid: it holds "
                               f"{what}; rerun with --force to start it over")
     if force:
         for path in (jsonl, csv_path, wall_path, man_path):
             path.unlink(missing_ok=True)
-    if not man_path.exists():
+    if old != manifest:
+        renewed = sum(a != b for a, b in zip(old["points"], manifest["points"])) if old is not None else 0
+        if renewed and progress is not None:
+            before = old.get("input_files") or {}
+            changed = sorted(f for f, d in files.items() if f in before and before[f] != d)
+            print(f"sweep: {renewed} point(s) read input files that changed since the last run"
+                  f"{' (' + ', '.join(changed) + ')' if changed else ''}: they are new and run again",
+                  file=progress, flush=True)
         _write_atomic(man_path, (json.dumps(manifest, indent=1) + "\n").encode())
 
     order = {pid: i for i, pid in enumerate(ids)}
     rows = {r["point_id"]: r for r in _read_jsonl(jsonl, repair=True) if r.get("point_id") in order}
     _read_jsonl(wall_path, repair=True)
+    digest_of = dict(zip(ids, digest_cols))
     todo = [(pid, p) for pid, p in zip(ids, points) if pid not in rows]
     skipped = len(points) - len(todo)
-    bar_out = _Progress(len(points), skipped, progress, bar) if progress is not None else None
+    bar_out = _Progress(len(points), skipped, progress, bar, label) if progress is not None else None
 
     def sorted_rows() -> list[dict[str, Any]]:
         return sorted(rows.values(), key=lambda r: order[r["point_id"]])
@@ -468,7 +487,7 @@ def run_grid(points: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str
 
     def record(pid: str, settings: dict[str, Any], result: dict[str, Any], seconds: float) -> None:
         nonlocal last_csv
-        row, wall = _row(settings, pid, result)
+        row, wall = _row(settings, pid, result, digest_of[pid])
         wall["wall_point_s"] = seconds
         _append(jsonl, _json_line(row))
         _append(wall_path, _json_line(wall))
@@ -562,12 +581,13 @@ def estimate_point(settings: Mapping[str, Any]) -> dict[str, Any]:
     ``top_k``); ``steps`` decode steps of ``batch`` requests from a stream seeded by
     ``[seed, batch]``, at the model's default layer (first MoE layer with full/MLA attention).
     Context per request: ``context_len`` tokens, or drawn from ``context_preset``
-    (``sievesim.workload.lengths``), else 0. Times are means over the steps, in seconds. This
+    (``sievesim.workload.lengths``), else 4096 (:data:`~sievesim.costs.DEFAULT_CONTEXT_LEN`, the
+    default of ``run`` and ``simulate_step``). Times are means over the steps, in seconds. This
     is the scheduler's estimate, not the executed step; prefill needs the executed step.
     """
     import numpy as np
 
-    from .costs import build_context, default_layer
+    from .costs import DEFAULT_CONTEXT_LEN, build_context, default_layer
     from .hardware import get_hardware
     from .models import get_model
     from .policies import get_policy
@@ -604,7 +624,7 @@ def estimate_point(settings: Mapping[str, Any]) -> dict[str, Any]:
         elif settings.get("context_preset"):
             lens = decode_context_lengths(settings["context_preset"], local, rng)
         else:
-            lens = np.zeros(local, dtype=np.int64)
+            lens = np.full(local, DEFAULT_CONTEXT_LEN, dtype=np.int64)
         counts = step.counts[routing_layer, :e_local]
         ids = step.topk_ids[:, routing_layer, :] if step.topk_ids is not None else None
         if ids is not None and np.any(ids < 0):
@@ -619,5 +639,7 @@ def estimate_point(settings: Mapping[str, Any]) -> dict[str, Any]:
                            ("context_mean_tokens", float(np.mean(lens)) if len(lens) else 0.0)):
             sums[key] += float(value)
     out = {k: v / steps for k, v in sums.items()}
-    out.update({"top_k": model.top_k, "layer": layer, "routing": spec, "point_function": "estimate"})
+    context = settings.get("context_preset") or str(settings.get("context_len") or DEFAULT_CONTEXT_LEN)
+    out.update({"top_k": model.top_k, "layer": layer, "routing": spec, "context": context,
+                "point_function": "estimate"})
     return out

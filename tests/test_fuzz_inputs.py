@@ -111,6 +111,13 @@ def _routing_npz() -> dict:
             "phase": np.ones(16, dtype=np.int8), "meta": {"num_experts": 8, "top_k": 2, "num_moe_layers": 3}}
 
 
+def _results_jsonl() -> list:
+    """Rows of a sweep's results.jsonl, as `sievesim plot` reads them."""
+    return [{"point_id": f"p{i}", "model": "m", "policy": p, "pimoe_unit": None, "batch": b, "step_time_s": t,
+             "interactivity_tokens_per_s_per_user": 1 / t, "throughput_tokens_per_s_per_gpu": b / t}
+            for i, (p, b, t) in enumerate((("sieve", 1, 1e-3), ("sieve", 4, 2e-3), ("noexp", 1, 3e-3)))]
+
+
 def _loadstore() -> list:
     return [f"{'ST' if i % 3 == 0 else 'LD'} 0x{i * 64:x}" for i in range(24)]
 
@@ -143,6 +150,11 @@ def _npz_bytes(doc: dict) -> bytes:
     return buf.getvalue()
 
 
+def _jsonl_bytes(doc: Any) -> bytes:
+    rows = doc if isinstance(doc, list) else [doc]
+    return "".join(json.dumps(r, allow_nan=True) + "\n" for r in rows).encode()
+
+
 def _lines_bytes(doc: list) -> bytes:
     return ("\n".join(str(x) for x in doc) + "\n").encode()
 
@@ -167,6 +179,7 @@ FORMATS: dict[str, Format] = {
     "routing_npz": Format(_routing_npz, _npz_bytes, ".npz", text=False),
     "loadstore_trace": Format(_loadstore, _lines_bytes, ".trace"),
     "readwrite_trace": Format(_readwrite, _lines_bytes, ".trace"),
+    "results_jsonl": Format(_results_jsonl, _jsonl_bytes, ".jsonl"),
 }
 
 # ------------------------------------------------------------------------------------------
@@ -212,6 +225,9 @@ COMMANDS: dict[str, Command] = {
     "sweep --hardware": Command(("sweep", "--model", "mixtral-8x7b", "--hardware", "{file}", "--batch", "2",
                                  "--policy", "allexp", "--warmup", "0", "--context-len", "16", "--jobs", "1",
                                  "--quiet", "--force", "--out", "{outdir}"), "hardware_toml"),
+    "plot": Command(("plot", "{file}", "--out", "{outdir}.png"), "results_jsonl"),
+    "plot --x --y": Command(("plot", "{file}", "--x", "batch", "--y", "step_time_s", "--logy", "--out", "{outdir}.svg"),
+                            "results_jsonl"),
     "reproduce --trace": Command(("reproduce", "fig5", "--quick", "--trace", "{file}", "--out", "{outdir}"),
                                  "routing_npz"),
 }

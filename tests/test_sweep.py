@@ -182,7 +182,7 @@ def test_other_grid_refused_unless_force(tmp_path, capsys):
     (["--model", "qwen3-30b-a3b", "--batch", "1", "--policy", "sieeve"], "policy = 'sieeve'"),
     (["--model", "qwen3-30b-a3b", "--batch", "0"], "batch = 0"),
     (["--model", "qwen3-30b-a3b", "--batch", "1", "--context-preset", "hh"], "lengths preset = 'hh'"),
-    (["--model", "qwen3-30b-a3b", "--batch", "1", "--trace", "missing.npz"], "trace = 'missing.npz'"),
+    (["--model", "qwen3-30b-a3b", "--batch", "1", "--trace", "missing.npz"], "file not found: missing.npz"),
     (["--model", "qwen3-30b-a3b", "--batch", "1", "--prefill", "2:1024", "--point", "estimate"], "prefill = '2:1024'"),
     (["--model", "qwen3-30b-a3b", "--batch", "1", "--prefill", "2"], "prefill = '2'"),
     (["--model", "qwen3-30b-a3b"], "batch = None"),
@@ -244,7 +244,7 @@ def test_progress_bar_on_a_terminal_and_lines_otherwise(tmp_path):
     lines = io.StringIO()
     run_grid(points, tmp_path / "lines", point_fn=estimate_point, progress=lines)  # not a TTY
     text = lines.getvalue().splitlines()
-    assert len(text) == 2 and text[1].startswith("sweep: 2/2 model=qwen3-30b-a3b batch=2")
+    assert len(text) == 2 and text[1].startswith("sweep: 2/2 model=qwen3-30b-a3b policy=sieve batch=2")
 
 
 def test_top_k_is_a_setting_and_old_sweeps_keep_their_point_ids(tmp_path):

@@ -99,6 +99,10 @@ def _show(args: argparse.Namespace) -> int:
 def _save(args: argparse.Namespace) -> int:
     from ..hardware import get_hardware, save_hardware_toml
 
-    save_hardware_toml(get_hardware(args.hardware), args.output)
+    import dataclasses
+    from pathlib import Path
+
+    hw = get_hardware(args.hardware)       # saved under the file's name: "my-b200.toml" is "my-b200"
+    save_hardware_toml(dataclasses.replace(hw, name=Path(args.output).stem), args.output)
     print(f"wrote {args.output}")
     return 0

@@ -25,14 +25,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int_arg("seed"), default=0, help="seed of every random draw (default 0)")
     p.add_argument("--jobs", type=int_arg("threads"), default=1, metavar="N",
                    help="worker processes for figures that run the executed step (default 1)")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bars (they show only on a terminal, with sievesim[progress])")
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
+    import sys
+
+    from ..progress import is_terminal
     from ..reproduce import format_report, reproduce
 
+    progress = sys.stderr if not args.quiet and is_terminal(sys.stderr) else None
     reports = reproduce(args.figure, args.out, quick=args.quick, traces=args.trace, seed=args.seed,
-                        jobs=args.jobs)
+                        jobs=args.jobs, progress=progress)
     if args.json:
         print(json.dumps([r for rep in reports for r in rep.data.records]))
         return 0

@@ -62,6 +62,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="constructor argument of the policies that take it, e.g. include_attention=false "
                         "(Sieve's variant without attention in T_PIM); repeatable")
     p.add_argument("--json", action="store_true", help="JSON: one object (one policy) or a list")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bar (it shows only on a terminal, with sievesim[progress])")
     p.add_argument("--chrome-trace", default=None, metavar="FILE",
                    help="write the last step's schedule as Chrome trace JSON (Perfetto); one policy only")
     p.set_defaults(func=_run)
@@ -76,7 +78,7 @@ def _policies(text: str) -> list[str]:
         raise field_error("--policy", text, "a policy name, comma-separated names, or 'all'")
     for n in names:
         if n != GPU_ONLY:
-            policy_class(n)
+            policy_class(n, also=(GPU_ONLY, "all"))
     return list(dict.fromkeys(names))
 
 
@@ -113,7 +115,10 @@ def _options_for(name: str, options: dict[str, Any]) -> dict[str, Any]:
 def _run(args: argparse.Namespace) -> int:
     from ..hardware import get_hardware
     from ..models import get_model
-    from ..system import simulate_step
+    import sys
+
+    from ..progress import progress_bar
+    from ..system import StepSimulator
     from ..system.chrome import write_chrome_trace
 
     names = _policies(args.policy)
@@ -134,18 +139,21 @@ def _run(args: argparse.Namespace) -> int:
     if unused:
         raise field_error("--policy-option", unused[0], f"an argument of one of the policies {', '.join(names)}")
     results = []
+    bar = progress_bar(len(names) * (args.warmup + args.steps), "run", None if args.quiet else sys.stderr)
     for name in names:
         if name == "pimoe":   # its static placement must fit the PIM units (exit 2 naming both)
             _check_pimoe_fits(model, hw, args)
-        res = simulate_step(model, hw, gpus=args.gpus, policy=name, batch=args.batch, trace=args.trace,
+        bar.set_description(f"run {name}")
+        sim = StepSimulator(model, hw, gpus=args.gpus, policy=name, batch=args.batch, trace=args.trace,
                             context_len=args.context_len, context_preset=args.context_preset,
-                            prefill=args.prefill, steps=args.steps, warmup=args.warmup, seed=args.seed,
+                            prefill=args.prefill, seed=args.seed,
                             pimoe_unit=args.pimoe_unit if name == "pimoe" else None,
                             early_loads="off" if args.no_early_loads else args.early_loads,
                             pipelined_gemm=not args.sequential_gemm, microbatches=args.microbatches,
                             contention=not args.no_contention, policy_options=_options_for(name, options),
                             scheduler_latency_s=latency_s)
-        results.append(res)
+        results.append(sim.run(steps=args.steps, warmup=args.warmup, on_step=bar.update))
+    bar.close()
     if args.chrome_trace:
         try:
             write_chrome_trace(results[0].schedule, args.chrome_trace)
@@ -184,7 +192,9 @@ def _print_table(records: list[dict[str, Any]], model: Any, hw: Any) -> None:
     print(f"{model.name} (top-{model.top_k}) on {r0['gpus']} x {hw.name}, B = {r0['batch']}"
           + (f" + {r0['prefill_requests']} prefill x {r0['prefill_len']} tokens" if r0["prefill_requests"] else "")
           + f", context {r0['context']}, routing {r0['routing']}, seed {r0['seed']}; "
-            f"mean of {r0['steps']} step(s) after {r0['warmup']} warm-up step(s)")
+            f"mean of {r0['steps']} step(s) after {r0['warmup']} warm-up step(s)"
+          + ("; std_ms and min-max_ms: the spread of the executed step over the measured steps" if r0["steps"] > 1
+             else ""))
     print("executed = the dependency graph run with engine-priced PIM nodes; estimate = the policy's Equation 1 "
           "summed over layers")
     refs = [k for k in ("speedup_over_gpu_only", "speedup_over_noexp") if k in r0]
@@ -194,13 +204,21 @@ def _print_table(records: list[dict[str, Any]], model: Any, hw: Any) -> None:
         return name + "".join(f"[{k}={v}]" for k, v in r.get("policy_options", {}).items())
 
     width = max([14] + [len(label(r)) for r in records])
-    head = (f"{'policy':{width}s} {'executed_ms':>11s} {'estimate_ms':>11s} {'tok/s/GPU':>10s} {'tok/s/user':>10s} "
+    spread = r0["steps"] > 1
+
+    def std_ms(r: dict[str, Any]) -> str:
+        import numpy as np
+        return f" {np.std(r['step_times_s']) * 1e3:8.3f} {min(r['step_times_s']) * 1e3:7.3f}-{max(r['step_times_s']) * 1e3:<7.3f}"
+
+    head = (f"{'policy':{width}s} {'executed_ms':>11s}" + (f" {'std_ms':>8s} {'min-max_ms':^15s}" if spread else "")
+            + f" {'estimate_ms':>11s} {'tok/s/GPU':>10s} {'tok/s/user':>10s} "
             + " ".join(f"{'x ' + k[len('speedup_over_'):]:>10s}" for k in refs)
             + f" {'GPU exp/layer':>13s} {'PIM exp/layer':>13s}")
     print(head)
     for r in records:
         layers = len(r["layer_time_s"])
-        print(f"{label(r):{width}s} {r['step_time_s'] * 1e3:11.3f} {r['estimated_step_time_s'] * 1e3:11.3f} "
+        print(f"{label(r):{width}s} {r['step_time_s'] * 1e3:11.3f}" + (std_ms(r) if spread else "")
+              + f" {r['estimated_step_time_s'] * 1e3:11.3f} "
               f"{r['throughput_tokens_per_s_per_gpu']:10.1f} {r['interactivity_tokens_per_s_per_user']:10.1f} "
               + " ".join(f"{r[k]:10.2f}" for k in refs)
               + f" {r['experts_on_gpu'] / layers:13.1f} {r['experts_on_pim'] / layers:13.1f}")

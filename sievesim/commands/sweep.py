@@ -38,8 +38,11 @@ def _int_list(key: str) -> Callable[[str], list[int]]:
     return int_list_arg(kind, lo=lo)
 
 
-def _bool(text: str) -> bool:
+def _bool(text: str) -> bool | str:
+    """true/false, or an early-load rule (cheaper, paper, off: the spelling of ``run --early-loads``)."""
     low = text.strip().lower()
+    if low in ("cheaper", "paper", "off"):
+        return low
     if low not in ("true", "false"):
         raise ValueError(text)
     return low == "true"
@@ -76,14 +79,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--warmup", type=_int_list("warmup"), help="warm-up steps before the measured ones (default: the step's, 2)")
     p.add_argument("--seed", type=_int_list("seed"), help="seeds (default 0)")
     p.add_argument("--microbatches", type=_int_list("microbatches"), help="1, or 2 to interleave two halves of the batch")
-    p.add_argument("--early-loads", type=_list(_bool), metavar="BOOL,...",
-                   help="early weight loads on/off (true,false; default: the step's, true)")
+    p.add_argument("--early-loads", type=_list(_bool), metavar="RULE,...",
+                   help="early weight loads: cheaper, paper, off (as run --early-loads) or true/false "
+                        "(default: the policy's)")
     p.add_argument("--scheduler-latency-us", type=number_list_arg(lo=0, hi=999999, what="microseconds"),
                    metavar="US,...",
                    help="modelled decision latency per layer for 256 experts (default: the hardware's)")
     p.add_argument("--policy-options", type=_list_semicolon, metavar="K=V[,K=V];...",
                    help="policy constructor arguments, one set per value, sets separated by ';' "
                         "(e.g. include_attention=false)")
+    p.add_argument("--policy-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="one constructor argument of the policies, as run --policy-option (repeatable; "
+                        "all of them make one set: --policy-options for several sets)")
     p.add_argument("--out", default="sweep-out", metavar="DIR", help="output directory (default sweep-out)")
     p.add_argument("--point", choices=sorted(POINT_FUNCTIONS), default=None,
                    help="what one point runs: step = the executed decode step (sievesim run), "
@@ -112,6 +119,12 @@ def resolve_point_function(name: str | None) -> Callable[..., Any]:
 def _run(args: argparse.Namespace) -> int:
     from ..sweep import GRID_KEYS, check_points, expand_grid, load_grid_file, run_grid
 
+    if args.policy_option:
+        if args.policy_options:
+            raise field_error("--policy-option", args.policy_option[0], "not together with --policy-options")
+        args.policy_options = [",".join(args.policy_option)]
+    if args.grid and not os.path.exists(args.grid):
+        raise ConfigError(f"file not found: {args.grid} (--grid)")
     products = load_grid_file(args.grid) if args.grid else [{}]
     flags = {k: getattr(args, k) for k in GRID_KEYS if getattr(args, k, None) is not None}
     products = [{**prod, **flags} for prod in products]
@@ -134,18 +147,19 @@ def _run(args: argparse.Namespace) -> int:
             raise field_error("--dask", args.dask, f"the address of a running Dask scheduler ({exc})") from None
         try:
             summary = run_grid(points, args.out, point_fn=point_fn, executor=client.get_executor(),
-                               force=args.force, progress=progress)
+                               force=args.force, progress=progress, grid_file=args.grid)
         finally:
             client.close()
     elif args.jobs == 1 or len(points) == 1:
-        summary = run_grid(points, args.out, point_fn=point_fn, force=args.force, progress=progress)
+        summary = run_grid(points, args.out, point_fn=point_fn, force=args.force, progress=progress,
+                           grid_file=args.grid)
     else:
-        from concurrent.futures import ProcessPoolExecutor
+        from ..workers import process_pool
 
         workers = min(args.jobs or os.cpu_count() or 1, len(points))
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        with process_pool(workers) as pool:
             summary = run_grid(points, args.out, point_fn=point_fn, executor=pool,
-                               force=args.force, progress=progress)
+                               force=args.force, progress=progress, grid_file=args.grid)
     print(f"{summary.done}/{summary.total} points in {summary.out_dir} ({summary.ran} run now, "
           f"{summary.skipped} already done): results.csv, results.jsonl")
     return 0

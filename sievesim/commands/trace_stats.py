@@ -72,7 +72,7 @@ def _run(args: argparse.Namespace) -> int:
     if model_name is None and synthetic:
         from ..models import list_models  # noqa: PLC0415
 
-        preset = args.source.split(":", 1)[1]
+        preset = args.source.split(":", 1)[1].removeprefix("like-")
         model_name = preset if preset.lower() in list_models() else _MODEL_OF_SYNTHETIC.get(preset.lower())
     model = _load_model(model_name)
     if model is not None and args.top_k is not None:

@@ -46,6 +46,10 @@ def get_model(name_or_path: str | os.PathLike[str], *, top_k: int | None = None)
             spec = from_hf_config(path)
         elif path.is_file():
             raise field_error("model", text, "a .toml spec or a Hugging Face config.json")
+        elif "/" in text or os.sep in text or path.suffix.lower() in (".toml", ".json"):    # meant as a file
+            from ..errors import ConfigError
+            raise ConfigError(f"file not found: {text} (model: expected a preset name, an existing .toml file "
+                              "or a Hugging Face config.json or its folder)")
         else:
             names = list_models()
             close = difflib.get_close_matches(text.lower(), names, n=3, cutoff=0.4)

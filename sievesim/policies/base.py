@@ -146,11 +146,18 @@ def available_policies() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def policy_class(name: str) -> type[Policy]:
-    """The class registered under ``name`` (case-insensitive)."""
+def policy_class(name: str, *, also: tuple[str, ...] = ()) -> type[Policy]:
+    """The class registered under ``name`` (case-insensitive). An unknown name is a
+    :class:`~sievesim.errors.ConfigError` with the closest name and the full list (``also``: names
+    the caller accepts besides the registered ones, e.g. ``gpu-only``, listed too)."""
     key = str(name).lower()
     if key not in _REGISTRY:
-        raise field_error("policy", name, f"one of {', '.join(available_policies())}")
+        import difflib
+
+        names = available_policies() + [a for a in also if a not in _REGISTRY]
+        close = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise field_error("policy", name, f"one of {', '.join(names)}{hint}")
     return _REGISTRY[key]
 
 

@@ -79,6 +79,7 @@ class FigureOptions:
     seed: seed of every random draw.
     out_dir: where the figure's files go (:func:`step_records` keeps its points there too).
     jobs: worker processes for :func:`step_records` (1: in this process).
+    progress: a terminal stream for progress bars, or None (quiet).
     """
 
     quick: bool = False
@@ -86,6 +87,7 @@ class FigureOptions:
     seed: int = 0
     out_dir: str = "figures"
     jobs: int = 1
+    progress: Any = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -147,20 +149,22 @@ def step_records(name: str, points: Sequence[dict[str, Any]], opts: FigureOption
     interrupted ``reproduce`` resumes where it stopped and a rerun of a finished figure only
     redraws it. ``points`` are settings dicts as :func:`sievesim.sweep.expand_grid` gives them
     (``expand_grid`` fills the defaults)."""
-    from concurrent.futures import ProcessPoolExecutor
-
+    from ..provenance import point_inputs
     from ..sweep import expand_grid, point_id, read_results, run_grid, step_point
+    from ..workers import process_pool
 
     fn = point_fn or step_point
     pts = expand_grid([{k: [v] for k, v in p.items()} for p in points])
     out = pathlib.Path(opts.out_dir) / f"{name}-points"
     if opts.jobs > 1 and len(pts) > 1:
-        with ProcessPoolExecutor(max_workers=min(opts.jobs, len(pts))) as pool:
-            run_grid(pts, out, point_fn=fn, executor=pool, force=_grid_changed(out, pts, fn), progress=None)
+        with process_pool(min(opts.jobs, len(pts))) as pool:
+            run_grid(pts, out, point_fn=fn, executor=pool, force=_grid_changed(out, pts, fn),
+                     progress=opts.progress, bar=True, label=name)
     else:
-        run_grid(pts, out, point_fn=fn, force=_grid_changed(out, pts, fn), progress=None)
+        run_grid(pts, out, point_fn=fn, force=_grid_changed(out, pts, fn), progress=opts.progress, bar=True,
+                 label=name)
     by_id = {r["point_id"]: r for r in read_results(out)}
-    return [by_id[point_id(p)] for p in pts]
+    return [by_id[point_id(p, point_inputs(p))] for p in pts]
 
 
 def _grid_changed(out: pathlib.Path, points: Sequence[dict[str, Any]], fn: Callable[..., Any]) -> bool:
@@ -178,9 +182,12 @@ def _grid_changed(out: pathlib.Path, points: Sequence[dict[str, Any]], fn: Calla
 
 
 def reproduce(name: str, out_dir: str | os.PathLike[str] = "figures", *, quick: bool = False,
-              traces: Sequence[str] = (), seed: int = 0, plot: bool = True, jobs: int = 1) -> list[FigureReport]:
+              traces: Sequence[str] = (), seed: int = 0, plot: bool = True, jobs: int = 1,
+              progress: Any = None) -> list[FigureReport]:
     """Compute figure ``name`` (or ``all``), write ``NAME.csv`` and ``NAME.png`` into ``out_dir``
-    and return the reports. An unknown name is a :class:`~sievesim.errors.SievesimError`."""
+    and return the reports. An unknown name is a :class:`~sievesim.errors.SievesimError`.
+    ``progress``: a terminal stream for progress bars (figures, and the points of the figures that
+    run the executed step), or None (quiet)."""
     if name not in FIGURES and name != "all":
         import difflib
         close = difflib.get_close_matches(name, figure_names(), n=1)
@@ -194,11 +201,17 @@ def reproduce(name: str, out_dir: str | os.PathLike[str] = "figures", *, quick: 
     out.mkdir(parents=True, exist_ok=True)
     if jobs < 1:
         raise field_error("--jobs", jobs, "a positive number of worker processes")
-    opts = FigureOptions(quick=quick, traces=tuple(traces), seed=seed, out_dir=str(out), jobs=jobs)
+    opts = FigureOptions(quick=quick, traces=tuple(traces), seed=seed, out_dir=str(out), jobs=jobs,
+                         progress=progress)
     reports = []
+    from ..progress import progress_bar
+    bar = progress_bar(len(names), "reproduce", progress if len(names) > 1 else None, unit="figure",
+                       force=progress is not None)
     for n in names:
         fig = FIGURES[n]
+        bar.set_description(f"reproduce {n}")
         data = fig.compute(opts)
+        bar.update()
         for r in data.records:
             r.setdefault("figure", n)
         csv_path = out / f"{n}.csv"
@@ -216,6 +229,7 @@ def reproduce(name: str, out_dir: str | os.PathLike[str] = "figures", *, quick: 
             else:
                 message = "no PNG: matplotlib is not installed (pip install 'sievesim[plot]')"
         reports.append(FigureReport(n, fig.title, data, csv_path, png, message))
+    bar.close()
     return reports
 
 

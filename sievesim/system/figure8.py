@@ -97,6 +97,17 @@ class StepBuild:
         """GPU roofline time [s] of ``work``."""
         return gpu_ops.roofline_s(work, self.sim.hw)
 
+    def work(self, work: gpu_ops.GpuWork) -> dict[str, float]:
+        """Node metadata of GPU work: its FLOPs and HBM bytes (``nodes()``, the Chrome trace)."""
+        return {"flops": float(work.flops), "bytes": float(work.bytes)}
+
+    def engine_cycles(self, seconds: float) -> int:
+        """Engine time [s] of a PIM node in memory command-clock cycles (tCK)."""
+        tck = self.memo.get(("tck",))
+        if tck is None:
+            tck = self.memo[("tck",)] = self.sim.engine_times.device._base.tck_ns * 1e-9
+        return int(round(seconds / tck))
+
     def cached(self, key: tuple, fn: Callable[[], float]) -> float:
         """A duration that repeats across the layers of one kind, computed once per step."""
         value = self.memo.get(key)
@@ -154,8 +165,9 @@ def add_embedding(b: StepBuild, mb: int) -> None:
     sim, m = b.sim, b.sim.model
     for g in range(sim.gpus):
         tokens = int(np.count_nonzero(b.owner[b.mb_rows[mb]] == g))
-        b.prev[(mb, g)] = b.graph.add(f"embedding g{g} mb{mb}", b.roof(gpu_ops.embedding(m, tokens)),
-                                      b.res(g, "gpu", "hbm"), gpu=g, layer=-1, kind="embedding", microbatch=mb)
+        work = gpu_ops.embedding(m, tokens)
+        b.prev[(mb, g)] = b.graph.add(f"embedding g{g} mb{mb}", b.roof(work), b.res(g, "gpu", "hbm"), gpu=g,
+                                      layer=-1, kind="embedding", microbatch=mb, tokens=tokens, **b.work(work))
 
 
 def add_attention(b: StepBuild, lb: LayerBatch) -> list[int]:
@@ -169,29 +181,34 @@ def add_attention(b: StepBuild, lb: LayerBatch) -> list[int]:
         pre = graph.add(f"L{layer} pre-attention g{g}",
                         b.cached(("pre", kind, is_moe, tokens), lambda: b.roof(gpu_ops.pre_attention(m, layer, tokens))),
                         b.res(g, "gpu", "hbm"), [b.prev[(mb, g)]], gpu=g, layer=layer, kind="pre_attention",
-                        microbatch=mb)
+                        microbatch=mb, tokens=tokens, **b.work(gpu_ops.pre_attention(m, layer, tokens)))
         deps = [pre]
         if sim.gpu_only:
             t_att = b.cached(("gpu-attn", kind, mb, g), lambda: b.roof(gpu_ops.decode_attention_on_gpu(m, layer, lens)))
             deps.append(graph.add(f"L{layer} attention g{g}", t_att, b.res(g, "gpu", "hbm"), [pre],
-                                  gpu=g, layer=layer, kind="attention", microbatch=mb))
+                                  gpu=g, layer=layer, kind="attention", microbatch=mb, tokens=int(lens.size),
+                                  context_tokens=int(lens.sum()),
+                                  **b.work(gpu_ops.decode_attention_on_gpu(m, layer, lens))))
         elif lens.size:
             t_att = b.cached(("pim-attn", kind, mb, g), lambda: sim.engine_times.attention_s(kind, lens))
             node = graph.add(f"L{layer} attention (PIM) g{g}", t_att, b.res(g, "pim"), [pre],
-                             gpu=g, layer=layer, kind="attention", microbatch=mb)
+                             gpu=g, layer=layer, kind="attention", microbatch=mb, tokens=int(lens.size),
+                             context_tokens=int(lens.sum()), engine_cycles=b.engine_cycles(t_att))
             b.unit_attention_nodes.append((g, node))
             deps.append(node)
             roof_att = b.cached(("roof-attn", kind, mb, g), lambda: sim._roof[kind].attention_time_s(lens))
             if roof_att > 0:
                 b.attn_ratio.setdefault(kind, []).append(t_att / roof_att)
         if pf_lens:
-            deps.append(graph.add(f"L{layer} prefill attention g{g}",
-                                  b.roof(gpu_ops.prefill_attention(m, layer, pf_lens)), b.res(g, "gpu"),
-                                  [pre], gpu=g, layer=layer, kind="prefill_attention", microbatch=mb))
+            pf_work = gpu_ops.prefill_attention(m, layer, pf_lens)
+            deps.append(graph.add(f"L{layer} prefill attention g{g}", b.roof(pf_work), b.res(g, "gpu"),
+                                  [pre], gpu=g, layer=layer, kind="prefill_attention", microbatch=mb,
+                                  tokens=int(sum(pf_lens)), **b.work(pf_work)))
         post.append(graph.add(f"L{layer} o-proj+router g{g}",
                               b.cached(("post", kind, is_moe, tokens),
                                        lambda: b.roof(gpu_ops.post_attention(m, layer, tokens))),
-                              b.res(g, "gpu", "hbm"), deps, gpu=g, layer=layer, kind="post_attention", microbatch=mb))
+                              b.res(g, "gpu", "hbm"), deps, gpu=g, layer=layer, kind="post_attention", microbatch=mb,
+                              tokens=tokens, **b.work(gpu_ops.post_attention(m, layer, tokens))))
     return post
 
 
@@ -201,8 +218,9 @@ def add_dense_mlp(b: StepBuild, lb: LayerBatch, post: list[int]) -> None:
     layer, mb = lb.layer, lb.mb
     for g in range(sim.gpus):
         tokens = lb.tokens_g[g]
-        node = b.graph.add(f"L{layer} dense MLP g{g}", b.roof(gpu_ops.dense_mlp(m, tokens)),
-                           b.res(g, "gpu", "hbm"), [post[g]], gpu=g, layer=layer, kind="dense_mlp", microbatch=mb)
+        mlp = gpu_ops.dense_mlp(m, tokens)
+        node = b.graph.add(f"L{layer} dense MLP g{g}", b.roof(mlp), b.res(g, "gpu", "hbm"), [post[g]], gpu=g,
+                           layer=layer, kind="dense_mlp", microbatch=mb, tokens=tokens, **b.work(mlp))
         b.prev[(mb, g)] = node
         b.agg_nodes[layer].append(node)
         work = (gpu_ops.pre_attention(m, layer, tokens) + gpu_ops.post_attention(m, layer, tokens)
@@ -261,15 +279,16 @@ def add_allgather(b: StepBuild, lb: LayerBatch, post: list[int]) -> list[int]:
         local_map = lb.tokens_g[g] * K * 8.0
         nodes.append(b.graph.add(f"L{lb.layer} allgather g{g}", b.link_lat + (sim.gpus - 1) * local_map / b.link_bw,
                                  b.res(g, "tx", "rx"), post, gpu=g, layer=lb.layer, kind="allgather",
-                                 microbatch=lb.mb))
+                                 microbatch=lb.mb, bytes=(sim.gpus - 1) * local_map))
     return nodes
 
 
 def add_metadata(b: StepBuild, lb: LayerBatch, r: LayerRouting, after: list[int]) -> list[int]:
     """Dispatch metadata of every GPU (after its AllGather, or its router on one GPU)."""
     sim, m = b.sim, b.sim.model
-    return [b.graph.add(f"L{lb.layer} metadata g{g}", b.roof(gpu_ops.metadata(m, r.mb_tokens, sim.local_experts)),
-                        b.res(g, "gpu"), [after[g]], gpu=g, layer=lb.layer, kind="metadata", microbatch=lb.mb)
+    work = gpu_ops.metadata(m, r.mb_tokens, sim.local_experts)
+    return [b.graph.add(f"L{lb.layer} metadata g{g}", b.roof(work), b.res(g, "gpu"), [after[g]], gpu=g,
+                        layer=lb.layer, kind="metadata", microbatch=lb.mb, tokens=r.mb_tokens, **b.work(work))
             for g in range(sim.gpus)]
 
 
@@ -278,8 +297,10 @@ def add_dispatch(b: StepBuild, lb: LayerBatch, r: LayerRouting, meta: list[int])
     G = b.sim.gpus
     if G == 1:
         return [None] * G
+    vec = b.sim.model.hidden_size * b.sim.model.dtype_bytes
     return [b.graph.add(f"L{lb.layer} dispatch g{g}", r.t_disp[g], b.res(g, "tx", "rx"), meta, gpu=g,
-                        layer=lb.layer, kind="dispatch", microbatch=lb.mb) for g in range(G)]
+                        layer=lb.layer, kind="dispatch", microbatch=lb.mb,
+                        bytes=float(max(r.send[g], r.recv[g]) * vec)) for g in range(G)]
 
 
 def decide(b: StepBuild, lb: LayerBatch, r: LayerRouting, g: int) -> GpuPartition:
@@ -341,7 +362,7 @@ def add_decision(b: StepBuild, lb: LayerBatch, g: int, p: GpuPartition, meta: li
     """The decision of GPU ``g`` after its metadata: its modelled latency (``GPUSpec.decision_time_s``
     of the experts it sorts and the moves it tries; 0 for static policies). It holds no resource."""
     return b.graph.add(f"L{lb.layer} decision g{g}", p.decision_s, (), [meta[g]], gpu=g, layer=lb.layer,
-                       kind="decision", microbatch=lb.mb)
+                       kind="decision", microbatch=lb.mb, experts_activated=p.n_gpu + p.n_pim)
 
 
 def add_shared_expert(b: StepBuild, lb: LayerBatch, g: int, post: list[int]) -> int | None:
@@ -350,10 +371,12 @@ def add_shared_expert(b: StepBuild, lb: LayerBatch, g: int, post: list[int]) -> 
     if not m.num_shared_experts:
         return None
     load = b.graph.add(f"L{lb.layer} shared-expert weights g{g}", m.shared_expert_bytes / b.bytes_s,
-                       b.res(g, "hbm"), [post[g]], gpu=g, layer=lb.layer, kind="shared_load", microbatch=lb.mb)
-    return b.graph.add(f"L{lb.layer} shared-expert GEMM g{g}",
-                       b.roof(gpu_ops.shared_expert_gemm(m, lb.tokens_g[g])), b.res(g, "gpu"),
-                       [load], gpu=g, layer=lb.layer, kind="shared_gemm", microbatch=lb.mb)
+                       b.res(g, "hbm"), [post[g]], gpu=g, layer=lb.layer, kind="shared_load", microbatch=lb.mb,
+                       bytes=float(m.shared_expert_bytes))
+    work = gpu_ops.shared_expert_gemm(m, lb.tokens_g[g])
+    return b.graph.add(f"L{lb.layer} shared-expert GEMM g{g}", b.roof(work), b.res(g, "gpu"),
+                       [load], gpu=g, layer=lb.layer, kind="shared_gemm", microbatch=lb.mb, tokens=lb.tokens_g[g],
+                       **b.work(work))
 
 
 def add_early_load(b: StepBuild, lb: LayerBatch, r: LayerRouting, g: int, p: GpuPartition,
@@ -391,7 +414,7 @@ def add_early_load(b: StepBuild, lb: LayerBatch, r: LayerRouting, g: int, p: Gpu
     b.early_load_wasted_bytes += _count(early & p.on_pim) * float(b.sim.model.bytes_per_expert)
     node = b.graph.add(f"L{lb.layer} early weight load g{g}", nbytes / b.bytes_s,
                        b.res(g, "hbm"), [post[g]], gpu=g, layer=lb.layer, kind="early_load", experts=early,
-                       microbatch=lb.mb)
+                       microbatch=lb.mb, bytes=nbytes)
     return early, node
 
 
@@ -415,6 +438,10 @@ def add_gpu_path(b: StepBuild, lb: LayerBatch, g: int, p: GpuPartition, dec: int
     def compute_s(tokens: float) -> float:
         return max(flops * tokens / b.flops_s, io * tokens / b.bytes_s)
 
+    def gemm_work(mask: np.ndarray) -> dict[str, float]:
+        tokens = float(p.counts[mask].sum())
+        return {"tokens": int(tokens), "flops": flops * tokens, "bytes": io * tokens}
+
     late = p.on_gpu & ~early
     late_ids = np.flatnonzero(late)
     n_late = late_ids.size
@@ -429,29 +456,33 @@ def add_gpu_path(b: StepBuild, lb: LayerBatch, g: int, p: GpuPartition, dec: int
         n_late = 0
     if not n_late:
         return graph.add(f"L{layer} grouped GEMM g{g}", total_s, b.res(g, "gpu"), deps, gpu=g, layer=layer,
-                         kind="gemm", experts=p.on_gpu, microbatch=mb)
+                         kind="gemm", experts=p.on_gpu, microbatch=mb, **gemm_work(p.on_gpu))
     load_s = float(m.bytes_per_expert) / b.bytes_s
     first = np.zeros_like(late)
     first[late_ids[0]] = True
     first_node = graph.add(f"L{layer} expert weights HBM->GPU (first) g{g}", load_s, b.res(g, "hbm"), [dec],
-                           gpu=g, layer=layer, kind="weight_load", experts=first, microbatch=mb)
+                           gpu=g, layer=layer, kind="weight_load", experts=first, microbatch=mb,
+                           bytes=float(m.bytes_per_expert))
     rest_node = None
     if n_late > 1:
         rest = late.copy()
         rest[late_ids[0]] = False
         rest_node = graph.add(f"L{layer} expert weights HBM->GPU g{g}", (n_late - 1) * load_s, b.res(g, "hbm"),
-                              [first_node], gpu=g, layer=layer, kind="weight_load", experts=rest, microbatch=mb)
+                              [first_node], gpu=g, layer=layer, kind="weight_load", experts=rest, microbatch=mb,
+                              bytes=(n_late - 1) * float(m.bytes_per_expert))
     if n_late == p.n_gpu:    # nothing loaded early: the GEMM waits for its first weights
         deps.append(first_node)
     tail_s = compute_s(float(p.counts[late_ids[-1]]))
     if p.n_gpu == 1:
         return graph.add(f"L{layer} grouped GEMM g{g}", total_s, b.res(g, "gpu"), deps, gpu=g, layer=layer,
-                         kind="gemm", experts=p.on_gpu, microbatch=mb)
+                         kind="gemm", experts=p.on_gpu, microbatch=mb, **gemm_work(p.on_gpu))
+    body_mask = p.on_gpu & ~_one_hot(late.size, late_ids[-1])
     body = graph.add(f"L{layer} grouped GEMM g{g}", max(total_s - tail_s, 0.0), b.res(g, "gpu"), deps, gpu=g,
-                     layer=layer, kind="gemm", experts=p.on_gpu & ~_one_hot(late.size, late_ids[-1]), microbatch=mb)
+                     layer=layer, kind="gemm", experts=body_mask, microbatch=mb, **gemm_work(body_mask))
+    tail_mask = _one_hot(late.size, late_ids[-1])
     return graph.add(f"L{layer} grouped GEMM (last expert) g{g}", tail_s, b.res(g, "gpu"),
                      [body] + ([rest_node] if rest_node is not None else []), gpu=g, layer=layer, kind="gemm",
-                     experts=_one_hot(late.size, late_ids[-1]), microbatch=mb)
+                     experts=tail_mask, microbatch=mb, **gemm_work(tail_mask))
 
 
 def _one_hot(size: int, index: int) -> np.ndarray:
@@ -479,8 +510,11 @@ def add_pim_path(b: StepBuild, lb: LayerBatch, g: int, p: GpuPartition, after_di
         t_pim = float(busy.max()) + sim._hand_over_s
         share = busy / t_pim if t_pim > 0 else busy
         b.observed.setdefault(part.unit, []).append(n_e)
+    tokens = int(n_e.sum())
     node = b.graph.add(f"L{lb.layer} experts on PIM g{g}", t_pim, b.res(g, "pim"), after_dispatch,
-                       gpu=g, layer=lb.layer, kind="pim_experts", experts=p.on_pim, microbatch=lb.mb)
+                       gpu=g, layer=lb.layer, kind="pim_experts", experts=p.on_pim, microbatch=lb.mb, tokens=tokens,
+                       flops=2.0 * sim.model.params_per_expert * tokens,
+                       engine_cycles=b.engine_cycles(t_pim - sim._hand_over_s))
     b.unit_expert_nodes.append((g, node, share))
     return node
 
@@ -494,14 +528,16 @@ def add_combine_aggregate(b: StepBuild, lb: LayerBatch, r: LayerRouting, outs: l
     for g in range(G):
         if G > 1:
             comb = b.graph.add(f"L{layer} combine g{g}", r.t_disp[g], b.res(g, "tx", "rx"), all_outs, gpu=g,
-                               layer=layer, kind="combine", microbatch=mb)
+                               layer=layer, kind="combine", microbatch=mb,
+                               bytes=float(max(r.send[g], r.recv[g]) * m.hidden_size * m.dtype_bytes))
             deps = [comb]
         else:
             deps = list(outs[g])
         if shared_out[g] is not None:
             deps.append(shared_out[g])
-        node = b.graph.add(f"L{layer} aggregate g{g}", b.roof(gpu_ops.aggregate(m, lb.tokens_g[g])),
-                           b.res(g, "gpu"), deps, gpu=g, layer=layer, kind="aggregate", microbatch=mb)
+        agg = gpu_ops.aggregate(m, lb.tokens_g[g])
+        node = b.graph.add(f"L{layer} aggregate g{g}", b.roof(agg), b.res(g, "gpu"), deps, gpu=g, layer=layer,
+                           kind="aggregate", microbatch=mb, tokens=lb.tokens_g[g], **b.work(agg))
         b.prev[(mb, g)] = node
         b.agg_nodes[layer].append(node)
 
@@ -511,5 +547,7 @@ def add_lm_head(b: StepBuild, decode_owner: np.ndarray, pf_owner: np.ndarray) ->
     sim, m = b.sim, b.sim.model
     for g in range(sim.gpus):
         logits = int(np.count_nonzero(decode_owner == g)) + int(np.count_nonzero(pf_owner == g))
-        b.graph.add(f"LM head g{g}", b.roof(gpu_ops.lm_head(m, logits)), b.res(g, "gpu", "hbm"),
-                    [b.prev[(mb, g)] for mb in range(sim.microbatches)], gpu=g, layer=m.num_layers, kind="lm_head")
+        head = gpu_ops.lm_head(m, logits)
+        b.graph.add(f"LM head g{g}", b.roof(head), b.res(g, "gpu", "hbm"),
+                    [b.prev[(mb, g)] for mb in range(sim.microbatches)], gpu=g, layer=m.num_layers, kind="lm_head",
+                    tokens=logits, **b.work(head))

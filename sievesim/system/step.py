@@ -16,8 +16,9 @@ GPU ``j mod G``. Times are in seconds.
 """
 from __future__ import annotations
 
+import os
 import time
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Union
 
 import numpy as np
 
@@ -33,6 +34,13 @@ from .result import StepResult
 
 if TYPE_CHECKING:
     from ..capacity import MemoryUse
+    from ..hardware import HardwareSpec
+    from ..models import ModelSpec
+
+#: What names a model: a preset name, a path (``.toml`` or a Hugging Face ``config.json`` or its folder), a spec.
+ModelLike = Union[str, "os.PathLike[str]", "ModelSpec"]
+#: What names hardware: a preset name, a ``.toml`` path, or a spec.
+HardwareLike = Union[str, "os.PathLike[str]", "HardwareSpec"]
 
 __all__ = ["StepSimulator", "StepResult", "simulate_step", "GPU_ONLY", "parse_prefill", "parse_policy_options",
            "LearnedPimCost"]
@@ -112,7 +120,7 @@ class StepSimulator:
         routing of a preset draws this many experts per token with the preset's fitted shape.
     """
 
-    def __init__(self, model: Any, hardware: Any = "b200", *, gpus: int = 1, policy: str = "sieve",
+    def __init__(self, model: ModelLike, hardware: HardwareLike = "b200", *, gpus: int = 1, policy: str = "sieve",
                  batch: int = 1, trace: Any = None, context_len: int | None = None,
                  context_preset: str | None = None, prefill: Any = None, seed: int = 0,
                  pimoe_unit: str | None = None, early_loads: bool | str | None = None, microbatches: int = 1,
@@ -220,7 +228,8 @@ class StepSimulator:
             spec, self.source = getattr(trace, "name", "source"), trace
         else:
             spec = str(trace)
-            self.source = open_source(spec, num_experts=m.num_experts, top_k=m.top_k)
+            like = {"num_layers": m.num_moe_layers} if spec.startswith("synthetic:like-") else {}   # as printed
+            self.source = open_source(spec, num_experts=m.num_experts, top_k=m.top_k, **like)
         self.routing = spec
         src = self.source
         for fld, have, want in (("experts", src.num_experts, m.num_experts), ("top_k", src.top_k, m.top_k),
@@ -495,8 +504,9 @@ class StepSimulator:
         routing = (self.batch + self.prefill_requests * self.prefill_len) * m.num_moe_layers * m.top_k * 4 * 6
         return 32.0 * commands + routing
 
-    def run(self, steps: int = 1, warmup: int = 2) -> StepResult:
-        """Run ``warmup`` steps (the cost table learns; not reported), then ``steps`` measured steps."""
+    def run(self, steps: int = 1, warmup: int = 2, *, on_step: Any = None) -> StepResult:
+        """Run ``warmup`` steps (the cost table learns; not reported), then ``steps`` measured steps;
+        ``on_step()`` is called after each (a progress bar's ``update``)."""
         from .._validate import check_memory
 
         for name, value, low in (("steps", steps, 1), ("warmup", warmup, 0)):
@@ -506,9 +516,13 @@ class StepSimulator:
         need = self.memory_estimate_bytes(steps + warmup)
         check_memory(need, "a step with these contexts and this batch", "batch x context",
                      f"{self.batch} x {int(self.context.max(initial=0))}")
-        for _ in range(warmup):
-            self.run_step()
-        raws = [self.run_step() for _ in range(steps)]
+        raws = []
+        for i in range(warmup + steps):
+            raw = self.run_step()
+            if i >= warmup:
+                raws.append(raw)
+            if on_step is not None:
+                on_step()
 
         def mean(key: str) -> list[float]:
             return np.mean([r[key] for r in raws], axis=0).tolist()
@@ -533,13 +547,19 @@ class StepSimulator:
         )
 
 
-def simulate_step(model: Any, hardware: Any = "b200", *, gpus: int = 1, policy: str = "sieve", batch: int = 1,
+def simulate_step(model: ModelLike, hardware: HardwareLike = "b200", *, gpus: int = 1, policy: str = "sieve", batch: int = 1,
                   trace: Any = None, context_len: int | None = None, context_preset: str | None = None,
                   prefill: Any = None, steps: int = 1, warmup: int = 2, seed: int = 0,
                   pimoe_unit: str | None = None, **options: Any) -> StepResult:
     """Simulate decode steps of ``model`` on ``gpus`` GPUs under ``policy``; see :class:`StepSimulator`
     for the parameters (``options``: ``early_loads``, ``microbatches``, ``contention``, ``alpha``,
     ``policy_options``, ``scheduler_latency_s``, ``exact_tokens``, ``top_k``, ``pipelined_gemm``).
+
+    ``model``: a preset name, a ``.toml`` or Hugging Face ``config.json`` path (str or
+    ``os.PathLike``), or a :class:`~sievesim.models.ModelSpec`; ``hardware`` likewise (preset,
+    ``.toml`` path, :class:`~sievesim.hardware.HardwareSpec`). ``batch``: decode requests over all
+    GPUs; ``context_len``: tokens per request (default 4096). Returns a :class:`StepResult`
+    (times in seconds; ``nodes()`` for the executed graph of the last step).
 
     ``warmup`` steps run first so that the policy's cost table has learned the engine's times; the
     result averages the ``steps`` steps after them.

@@ -234,13 +234,16 @@ def open_source(spec: str, *, phase: str = "auto", num_experts: int | None = Non
 
     ``spec`` is a trace file (``.npz``), an SGLang dump (``.pt`` or converted ``.npz``), or
     ``synthetic:MODEL`` (a preset of :mod:`sievesim.workload.synthetic`; ``top_k`` replaces its
-    top-k). A trace that records a top-k other than ``top_k`` is refused.
+    top-k), or ``synthetic:like-MODEL`` (that preset's shape with ``num_experts``, ``top_k`` and
+    ``num_layers`` of another model). A trace that records a top-k other than ``top_k`` is refused.
     """
     if spec.startswith("synthetic:"):
         from .synthetic import SyntheticSource  # noqa: PLC0415
 
         if top_k is not None:  # replaces the preset's top-k
             synthetic = {**synthetic, "top_k": top_k}
+        if spec.startswith("synthetic:like-") and num_experts is not None:
+            synthetic = {**synthetic, "num_experts": num_experts}
         return SyntheticSource.from_preset(spec.split(":", 1)[1], **synthetic)
     routing = load_routing(spec, num_experts=num_experts, top_k=top_k)
     if isinstance(routing, TraceData):

@@ -187,8 +187,10 @@ class SyntheticSource(RoutingSource):
 
     @classmethod
     def from_preset(cls, name: str, *, seed: int = 0, **overrides: Any) -> "SyntheticSource":
-        """The source of a preset of :data:`PRESETS` (``overrides`` replace parameters)."""
-        params = preset_params(name)
+        """The source of a preset of :data:`PRESETS` (``overrides`` replace parameters). ``like-PRESET``
+        is the preset's fitted shape under another model's E, top-k and MoE layers (``overrides``),
+        the routing :func:`source_for_model` gives a model without a preset of its own."""
+        params = preset_params(name[len("like-"):] if name.startswith("like-") else name)
         if overrides:
             bad = sorted(set(overrides) - set(asdict(params)))
             if bad:

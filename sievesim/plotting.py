@@ -1,0 +1,172 @@
+"""Plots of any sweep output (``results.jsonl``, ``results.csv`` or the sweep's directory).
+
+:func:`plot_results` draws one column against another, one line per value of a colour column
+(points joined in the order of the x column), one panel per value of a facet column. Its default
+is the Sieve paper's Pareto picture (Figure 9): throughput per GPU
+(``throughput_tokens_per_s_per_gpu``) against interactivity (``interactivity_tokens_per_s_per_user``),
+one line per policy (PIMoE with its unit), one panel per model when the sweep has several.
+:func:`save_plot` writes it as PNG, SVG or PDF (by the file's extension). ``sievesim plot`` is the
+same on the command line. Needs matplotlib (``pip install 'sievesim[plot]'``).
+"""
+from __future__ import annotations
+
+import difflib
+import math
+import os
+import pathlib
+from typing import Any, Iterable, Mapping, Sequence
+
+from .errors import ConfigError, field_error
+from .results import read_results
+
+__all__ = ["plot_results", "save_plot", "columns_of", "DEFAULT_X", "DEFAULT_Y", "FORMATS"]
+
+#: The paper's Pareto axes: interactivity (x) and throughput per GPU (y).
+DEFAULT_X = "interactivity_tokens_per_s_per_user"
+DEFAULT_Y = "throughput_tokens_per_s_per_gpu"
+#: File formats :func:`save_plot` writes (by extension).
+FORMATS = ("png", "svg", "pdf")
+
+Rows = Sequence[Mapping[str, Any]]
+
+
+def columns_of(rows: Rows) -> list[str]:
+    """Every column of ``rows``, in first-seen order."""
+    out: dict[str, None] = {}
+    for r in rows:
+        out.update(dict.fromkeys(r))
+    return list(out)
+
+
+def _check_column(option: str, name: str, columns: Sequence[str]) -> None:
+    if name in columns:
+        return
+    close = difflib.get_close_matches(name, columns, n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise field_error(option, name, f"a column of the results{hint}; they have: {', '.join(columns)}")
+
+
+def _number(option: str, column: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise field_error(option, column, f"a column of numbers (it holds {value!r}); pick a numeric column")
+    return float(value)
+
+
+def _label(row: Mapping[str, Any], column: str | None) -> str:
+    if column is None:
+        return ""
+    value = row.get(column)
+    if column == "policy" and row.get("pimoe_unit"):
+        return f"{value}({row['pimoe_unit']})"
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return "-" if value is None else str(value)
+
+
+def _rows_of(results: str | os.PathLike[str] | Rows) -> list[dict[str, Any]]:
+    if isinstance(results, (str, os.PathLike)):
+        rows = read_results(results)
+        if not rows:
+            raise ConfigError(f"{results}: no result rows to plot")
+        return rows
+    return [dict(r) for r in results]
+
+
+def _where(rows: list[dict[str, Any]], where: Mapping[str, Any] | None, columns: Sequence[str]) -> list[dict[str, Any]]:
+    for key, want in (where or {}).items():
+        _check_column("--where", key, columns)
+        rows = [r for r in rows if r.get(key) == want or str(r.get(key)) == str(want)]
+    if not rows:
+        raise ConfigError(f"no row matches {', '.join(f'{k}={v}' for k, v in (where or {}).items())}")
+    return rows
+
+
+def plot_results(results: str | os.PathLike[str] | Rows, *, x: str | None = None, y: str | None = None,
+                 color: str | None = None, facet: str | None = None, logx: bool = False, logy: bool = False,
+                 where: Mapping[str, Any] | None = None, title: str | None = None) -> Any:
+    """A matplotlib ``Figure`` of ``results`` (a sweep directory, a ``.jsonl``/``.csv`` path, or rows).
+
+    ``x``, ``y``: numeric columns (default :data:`DEFAULT_X`, :data:`DEFAULT_Y`, the paper's
+    Pareto axes); ``color``: one line per value of this column (default ``policy`` when present);
+    ``facet``: one panel per value (default ``model`` when the rows hold several models);
+    ``logx``, ``logy``: logarithmic axes; ``where``: keep only rows whose columns equal these
+    values. A column that is not in the results raises :class:`~sievesim.errors.ConfigError`
+    naming every column there is."""
+    rows = _rows_of(results)
+    columns = columns_of(rows)
+    rows = _where(rows, where, columns)
+    x = x or DEFAULT_X
+    y = y or DEFAULT_Y
+    _check_column("--x", x, columns)
+    _check_column("--y", y, columns)
+    if color is None and "policy" in columns:
+        color = "policy"
+    if facet is None and "model" in columns and len({str(r.get("model")) for r in rows}) > 1:
+        facet = "model"
+    for option, column in (("--color", color), ("--facet", facet)):
+        if column is not None:
+            _check_column(option, column, columns)
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ConfigError("plots need matplotlib: pip install 'sievesim[plot]'") from None
+
+    panels: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        panels.setdefault(_label(r, facet) if facet else "", []).append(r)
+    n = len(panels)
+    ncols = min(n, 3)
+    nrows = math.ceil(n / ncols)
+    fig = Figure(figsize=(4.6 * ncols, 3.6 * nrows), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    for ax in axes.ravel()[n:]:
+        ax.set_visible(False)
+    for ax, (name, panel) in zip(axes.ravel(), panels.items()):
+        series: dict[str, list[tuple[float, float]]] = {}
+        for r in panel:
+            if r.get(x) is None or r.get(y) is None:
+                continue
+            series.setdefault(_label(r, color), []).append((_number("--x", x, r[x]), _number("--y", y, r[y])))
+        for label, pts in series.items():
+            pts.sort()
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=4, label=label or None)
+        ax.set_xlabel(x)
+        ax.set_ylabel(y)
+        if logx:
+            ax.set_xscale("log")
+        if logy:
+            ax.set_yscale("log")
+        if facet:
+            ax.set_title(f"{facet} = {name}", fontsize=10)
+        ax.grid(True, alpha=0.3)
+        if color and len(series) > 0:
+            ax.legend(title=color, fontsize=8, title_fontsize=8)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def save_plot(fig: Any, path: str | os.PathLike[str]) -> pathlib.Path:
+    """Write ``fig`` to ``path`` as PNG, SVG or PDF (by its extension), without a date in the file,
+    so that the same results give the same bytes."""
+    p = pathlib.Path(path)
+    fmt = p.suffix.lower().lstrip(".")
+    if fmt not in FORMATS:
+        raise field_error("--out", str(path), f"a file ending in {', '.join('.' + f for f in FORMATS)}")
+    metadata = {"png": {"Software": None}, "svg": {"Date": None}, "pdf": {"CreationDate": None}}[fmt]
+    import matplotlib
+
+    with matplotlib.rc_context({"svg.hashsalt": "sievesim"}):
+        fig.savefig(p, format=fmt, dpi=150, metadata=metadata)
+    return p
+
+
+def parse_where(items: Iterable[str]) -> dict[str, Any]:
+    """``COLUMN=VALUE`` filters of the command line (values compared as the results print them)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise field_error("--where", item, "COLUMN=VALUE")
+        out[key.strip()] = value.strip()
+    return out

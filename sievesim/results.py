@@ -1,0 +1,194 @@
+"""Result files of sweeps (and of any command that writes rows): JSON lines and CSV, written so that
+a kill at any moment loses at most the row being written, read so that a damaged file never ends
+in a traceback.
+
+* :func:`read_results` reads a sweep directory, a ``results.jsonl`` or a ``results.csv`` into a
+  list of dicts (one per finished point), the input of :mod:`sievesim.plotting` and of pandas
+  (``pandas.DataFrame(read_results(DIR))``).
+* A JSON-lines file may end in a line cut short by a kill (no newline): it is left out (and, when
+  a sweep resumes, cut from the file). Any other damaged line (not UTF-8, not JSON, JSON that is
+  not an object, a ``point_id`` that is not a string) is skipped with a warning that names the
+  file and the line; a sweep then runs that point again.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import pathlib
+import warnings
+from typing import Any, Mapping, Sequence
+
+from .errors import ConfigError
+
+__all__ = ["read_results", "read_jsonl", "read_csv_rows", "csv_bytes", "json_line", "append_durable",
+           "write_atomic", "RESULTS_JSONL", "RESULTS_CSV"]
+
+RESULTS_JSONL = "results.jsonl"
+RESULTS_CSV = "results.csv"
+
+
+def json_line(obj: Mapping[str, Any]) -> bytes:
+    """One compact JSON object and a newline, as bytes."""
+    return (json.dumps(obj, separators=(",", ":"), allow_nan=True) + "\n").encode()
+
+
+def append_durable(path: pathlib.Path, data: bytes) -> None:
+    """Append ``data`` with one ``write`` and make it durable (a kill leaves all of it or a tail
+    that :func:`read_jsonl` drops)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: pathlib.Path, data: bytes) -> None:
+    """Replace ``path`` by ``data`` at once (temporary file, fsync, rename)."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _line_problem(line: bytes, key: str | None) -> tuple[dict[str, Any] | None, str | None]:
+    """(row, None) for a good line, (None, what is wrong) for a damaged one."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, f"not UTF-8 (byte 0x{line[exc.start]:02x} at column {exc.start + 1})"
+    try:
+        obj = json.loads(text)
+    except (ValueError, RecursionError):   # JSONDecodeError, an integer of thousands of digits, deep nesting
+        return None, "not JSON"
+    if not isinstance(obj, dict):
+        kind = "null" if obj is None else type(obj).__name__
+        return None, f"JSON but not an object (a {kind})"
+    if key is not None and not isinstance(obj.get(key), str):
+        value = obj.get(key)
+        kind = "missing" if key not in obj else f"a {'null' if value is None else type(value).__name__}"
+        return None, f"an object whose {key} is {kind}, not a string"
+    return obj, None
+
+
+def read_jsonl(path: str | os.PathLike[str], *, repair: bool = False, key: str | None = "point_id",
+               damaged: str = "skipped") -> list[dict[str, Any]]:
+    """Rows of a JSON-lines file.
+
+    A last line without its newline (a write cut short) is left out, and with ``repair`` cut from
+    the file. Any other damaged line (not UTF-8, not JSON, not a JSON object, ``key`` not a
+    string) is skipped with a :class:`UserWarning` naming the file, the line and the problem
+    (``damaged`` ends the message: what happens to it)."""
+    path = pathlib.Path(path)
+    if not path.exists():
+        return []
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    keep = data.rfind(b"\n") + 1
+    if keep < len(data) and repair:
+        with open(path, "r+b") as fh:
+            fh.truncate(keep)
+            fh.flush()
+            os.fsync(fh.fileno())
+    rows = []
+    for n, line in enumerate(data[:keep].split(b"\n"), 1):
+        if not line.strip():
+            continue
+        row, problem = _line_problem(line, key)
+        if problem is not None:
+            warnings.warn(f"{path}: line {n} is {problem}; {damaged}", stacklevel=2)
+            continue
+        rows.append(row)
+    return rows
+
+
+def _number(text: str) -> Any:
+    """A CSV cell as the value it was written from (:func:`csv_bytes`): empty -> None, true/false,
+    integers, floats, JSON lists/objects; anything else stays text."""
+    if text == "":
+        return None
+    if text in ("true", "false"):
+        return text == "true"
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    if text[:1] in "[{":
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+    return text
+
+
+def read_csv_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Rows of a CSV file with a header (numbers, booleans, JSON cells and empty cells converted back)."""
+    path = pathlib.Path(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"file not found: {path}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (offset {exc.start}); expected a CSV file") from None
+    try:
+        reader = csv.DictReader(io.StringIO(text))
+        return [{k: _number(v or "") for k, v in r.items() if k is not None} for r in reader]
+    except csv.Error as exc:
+        raise ConfigError(f"{path}: not a CSV file ({exc})") from None
+
+
+def read_results(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The result rows of a sweep: ``path`` is its output directory (``results.jsonl`` in it, else
+    ``results.csv``), a ``.jsonl`` file or a ``.csv`` file.
+
+    One dict per finished point, in the file's order (grid order once the sweep is complete):
+    ``point_id``, the settings that produced it, then the point function's results, with units in
+    the column names (``step_time_s``, ``throughput_tokens_per_s_per_gpu``, ...); see
+    docs/usage.md, section 7. Damaged lines of a JSON-lines file are skipped with a warning.
+    ``pandas.DataFrame(read_results(path))`` makes a data frame of it.
+    """
+    p = pathlib.Path(path)
+    if p.is_dir():
+        if (p / RESULTS_JSONL).exists() or not (p / RESULTS_CSV).exists():
+            return read_jsonl(p / RESULTS_JSONL, key=None, damaged="skipped")
+        return read_csv_rows(p / RESULTS_CSV)
+    if not p.exists():
+        raise ConfigError(f"file not found: {p}")
+    if p.suffix.lower() == ".csv":
+        return read_csv_rows(p)
+    return read_jsonl(p, key=None, damaged="skipped")
+
+
+def _cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, separators=(",", ":"))
+    return value
+
+
+def csv_bytes(rows: Sequence[Mapping[str, Any]]) -> bytes:
+    """Rows as CSV text (the union of their keys as columns, lists and dicts as compact JSON)."""
+    columns: list[str] = []
+    for r in rows:
+        columns.extend(k for k in r if k not in columns)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    for r in rows:
+        writer.writerow([_cell(r.get(c)) for c in columns])
+    return buf.getvalue().encode()

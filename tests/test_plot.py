@@ -1,0 +1,90 @@
+"""sievesim plot / sievesim.plotting: any sweep output, the paper's Pareto by default."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("matplotlib")
+
+from sievesim.cli import main
+from sievesim.errors import SievesimError
+from sievesim.plotting import DEFAULT_X, DEFAULT_Y, plot_results, save_plot
+from sievesim.sweep import expand_grid, run_grid, step_point
+
+
+def _rows() -> list[dict]:
+    rows = []
+    for model in ("m1", "m2"):
+        for policy, unit in (("sieve", None), ("pimoe", "stack"), ("pimoe", "channel")):
+            for batch in (1, 4, 16):
+                t = 1e-3 * (1 + batch / 8) * (2 if policy == "pimoe" else 1)
+                rows.append({"model": model, "policy": policy, "pimoe_unit": unit, "batch": batch,
+                             "step_time_s": t, DEFAULT_X: 1 / t, DEFAULT_Y: batch / t})
+    return rows
+
+
+def test_default_is_the_pareto_one_line_per_policy_one_panel_per_model():
+    fig = plot_results(_rows())
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in axes] == ["model = m1", "model = m2"]
+    for ax in axes:
+        assert ax.get_xlabel() == DEFAULT_X and ax.get_ylabel() == DEFAULT_Y
+        labels = [line.get_label() for line in ax.get_lines()]
+        assert labels == ["sieve", "pimoe(stack)", "pimoe(channel)"]
+        xs = ax.get_lines()[0].get_xdata()
+        assert list(xs) == sorted(xs) and len(xs) == 3
+
+
+def test_any_columns_log_axes_and_where():
+    fig = plot_results(_rows(), x="batch", y="step_time_s", color="model", facet="policy", logx=True, logy=True,
+                       where={"pimoe_unit": "stack"})
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(axes) == 1 and axes[0].get_title() == "policy = pimoe(stack)"
+    assert axes[0].get_xscale() == "log" and axes[0].get_yscale() == "log"
+    assert [line.get_label() for line in axes[0].get_lines()] == ["m1", "m2"]
+
+
+def test_a_bad_column_names_every_column():
+    with pytest.raises(SievesimError, match=r"--y = 'step_time': expected a column of the results "
+                                            r"\(did you mean 'step_time_s'\?\); they have: model, policy"):
+        plot_results(_rows(), y="step_time")
+    with pytest.raises(SievesimError, match="--x = 'policy': expected a column of numbers"):
+        plot_results(_rows(), x="policy")
+
+
+@pytest.mark.parametrize("fmt, magic", [("png", b"\x89PNG"), ("svg", b"<?xml"), ("pdf", b"%PDF")])
+def test_cli_writes_png_svg_pdf_the_same_bytes_twice(tmp_path, capsys, fmt, magic):
+    src = tmp_path / "results.jsonl"
+    src.write_text("".join(json.dumps({"point_id": str(i), **r}) + "\n" for i, r in enumerate(_rows())))
+    out1, out2 = tmp_path / f"a.{fmt}", tmp_path / f"b.{fmt}"
+    assert main(["plot", str(src), "--out", str(out1)]) == 0
+    assert main(["plot", str(src), "--out", str(out2)]) == 0
+    assert out1.read_bytes().startswith(magic) and out1.read_bytes() == out2.read_bytes()
+    assert f"wrote {out1}" in capsys.readouterr().out
+
+
+def test_cli_bad_input_exits_2_with_one_line(tmp_path, capsys):
+    src = tmp_path / "r.csv"
+    src.write_text("batch,step_time_s\n1,0.001\n2,0.002\n")
+    for argv, message in ((["--x", "batchs", "--y", "step_time_s"], "--x = 'batchs': expected a column of the "
+                           "results (did you mean 'batch'?); they have: batch, step_time_s"),
+                          ([], f"--x = '{DEFAULT_X}': expected a column of the results"),
+                          (["--x", "batch", "--y", "step_time_s", "--out", str(tmp_path / "p.gif")],
+                           "expected a file ending in .png, .svg, .pdf"),
+                          (["--x", "batch", "--y", "step_time_s", "--where", "batch"], "--where = 'batch'")):
+        assert main(["plot", str(src), *argv]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1
+    assert main(["plot", str(tmp_path / "missing.jsonl")]) == 2
+    assert f"file not found: {tmp_path / 'missing.jsonl'}" in capsys.readouterr().err
+    assert main(["plot", str(src), "--x", "batch", "--y", "step_time_s"]) == 0
+    assert (tmp_path / "plot.png").exists()
+
+
+def test_a_real_sweep_plots_with_the_defaults(tmp_path):
+    points = expand_grid([{"model": ["qwen3-30b-a3b"], "batch": [4, 16], "policy": ["sieve", "allexp"],
+                           "warmup": [0]}])
+    run_grid(points, tmp_path, point_fn=step_point, progress=None)
+    path = save_plot(plot_results(tmp_path), tmp_path / "pareto.png")
+    assert path.stat().st_size > 1000
