@@ -9,7 +9,7 @@ from .._units import split_unit
 from ..costs import CostContext
 from ..errors import ConfigError, field_error
 from .base import Partition, Policy, register_policy
-from .placement import DEFAULT_PIMOE_UNIT, expert_placement
+from .placement import DEFAULT_PIMOE_UNIT, unit_queues
 
 __all__ = ["NoExp", "AllExp", "PIMoE", "NaiveSplit", "DEFAULT_PIMOE_UNIT"]
 
@@ -103,21 +103,9 @@ class PIMoE(Policy):
         return f"PIMoE(unit={self.unit!r})"
 
     def _decide(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> Partition:
-        unit, placed = expert_placement(ctx.num_experts, ctx.organisation, self.unit, ctx.moe_layer)
-        n_units = ctx.organisation.count(unit)
-        unit_of = placed[expert_ids]
-        table = ctx.pim_times(unit)
+        unit, unit_of, queues, load, t_e = unit_queues(counts, expert_ids, ctx, self.unit)
         on_pim = counts > 0
-        act = np.flatnonzero(on_pim)
-        t_e = table[counts].tolist()
-        # per-unit queues, most popular first (ties: lower id)
-        order = act[np.lexsort((expert_ids[act], -counts[act]))]
-        queues: list[list[int]] = [[] for _ in range(n_units)]
-        for i, u in zip(order.tolist(), unit_of[order].tolist()):
-            queues[u].append(i)
-        # unit loads as correctly rounded sums (math.fsum), so that equal loads are equal whatever
-        # the order the experts were listed in, and the busiest unit does not depend on it
-        load = np.array([math.fsum(t_e[i] for i in q) for q in queues], dtype=np.float64)
+        n_units = len(queues)
         heads = [0] * n_units
         n_gpu = 0
         tok = 0

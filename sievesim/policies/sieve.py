@@ -149,19 +149,11 @@ def _unit_walk(sieve: Sieve, counts: np.ndarray, ctx: CostContext, expert_ids: n
     what Equation 1's terms are worth when both run on the same placement."""
     import math
 
-    from .placement import expert_placement
+    from .placement import unit_queues
 
-    unit, unit_of = expert_placement(ctx.num_experts, ctx.organisation, sieve.unit, ctx.moe_layer)
-    table = ctx.pim_times(unit)
+    unit, unit_of, queues, load, t_e = unit_queues(counts, expert_ids, ctx, sieve.unit)
     on_pim = counts > 0
-    act = np.flatnonzero(on_pim)
-    n_units = ctx.organisation.count(unit)
-    t_e = table[counts].tolist()
-    order = act[np.lexsort((expert_ids[act], -counts[act]))]
-    queues: list[list[int]] = [[] for _ in range(n_units)]
-    for i, u in zip(order.tolist(), unit_of[order].tolist()):
-        queues[u].append(i)
-    load = np.array([math.fsum(t_e[i] for i in q) for q in queues], dtype=np.float64)
+    n_units = len(queues)
     heads = [0] * n_units
     attention = sieve._attention_s(ctx)
     n_gpu, tok = 0, 0
