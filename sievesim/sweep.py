@@ -218,8 +218,7 @@ def check_points(points: Sequence[Mapping[str, Any]]) -> None:
         if p.get("top_k") is not None:
             model = model.with_top_k(p["top_k"])
         hardware(p["hardware"])
-        if str(p["policy"]).lower() != GPU_ONLY:
-            policy_class(p["policy"])
+        policy_cls = policy_class("noexp" if str(p["policy"]).lower() == GPU_ONLY else p["policy"])
         if p.get("pimoe_unit") is not None and p["pimoe_unit"] not in UNITS:
             raise field_error("pimoe_unit", p["pimoe_unit"], "one of " + ", ".join(UNITS))
         gpus = p["gpus"]
@@ -242,9 +241,15 @@ def check_points(points: Sequence[Mapping[str, Any]]) -> None:
             parse_prefill(p["prefill"])
         if p.get("microbatches") is not None and p["microbatches"] not in (1, 2):
             raise field_error("microbatches", p["microbatches"], "1 or 2")
-        if p.get("policy_options") is not None:
+        if p.get("policy_options") is not None:   # checked against the point's policy's options table
+            from .policies.options import check_policy_options
             from .system import parse_policy_options
-            parse_policy_options(p["policy_options"])
+            try:
+                check_policy_options(policy_cls, parse_policy_options(p["policy_options"]),
+                                     prefix=f"policy_options (policy {p['policy']}) ", cli=True)
+            except ConfigError as exc:
+                raise ConfigError(f"{exc} (a grid crosses every policy with every policy_options value: give "
+                                  "a policy its options in its own [[grid]] table of a grid file)") from None
         trace = p.get("trace")
         if trace is not None and not trace.startswith("synthetic:") and not os.path.exists(trace):
             raise field_error("trace", trace, "an existing routing file (.npz, SGLang dump) or synthetic:MODEL")
@@ -569,7 +574,7 @@ def estimate_point(settings: Mapping[str, Any]) -> dict[str, Any]:
     from .policies import get_policy
     from .workload.lengths import decode_context_lengths
 
-    from .system import parse_prefill
+    from .system import parse_policy_options, parse_prefill
 
     if settings.get("prefill") and parse_prefill(settings["prefill"])[0] > 0:
         raise field_error("prefill", settings["prefill"], "none with the estimate point function "
@@ -579,7 +584,12 @@ def estimate_point(settings: Mapping[str, Any]) -> dict[str, Any]:
     gpus, batch = int(settings.get("gpus") or 1), int(settings["batch"])
     seed, steps = int(settings.get("seed") or 0), int(settings.get("steps") or 1)
     name = str(settings.get("policy") or "sieve")
-    kwargs = {"unit": settings["pimoe_unit"]} if name.lower() == "pimoe" and settings.get("pimoe_unit") else {}
+    kwargs = parse_policy_options(settings["policy_options"]) if settings.get("policy_options") else {}
+    if name.lower() == "pimoe" and settings.get("pimoe_unit"):
+        if kwargs.get("unit", settings["pimoe_unit"]) != settings["pimoe_unit"]:
+            raise field_error("policy_options unit", kwargs["unit"], f"the same unit as pimoe_unit = "
+                              f"{settings['pimoe_unit']!r}, or only one of them")
+        kwargs["unit"] = settings["pimoe_unit"]
     policy = get_policy(name, **kwargs)
     src, spec = _routing_source(settings.get("trace"), model, seed)
     if src.num_experts != model.num_experts:

@@ -249,6 +249,15 @@ VALUE_OPTIONS: tuple[tuple[str, ...], ...] = (
      "--batch", "{v}"),
     ("sweep", "--model", "qwen3-30b-a3b", "--point", "estimate", "--jobs", "1", "--quiet", "--out", "{out}",
      "--batch", "4", "--top-k", "{v}"),
+    # policy options (issue 26): every value goes through the policy's options table
+    ("run", "--model", "qwen3-30b-a3b", "--policy", "sieve", "--warmup", "0", "--batch", "4",
+     "--policy-option", "scalar_steps={v}"),
+    ("policy", "decide", "--model", "qwen3-30b-a3b", "--counts", "{counts}", "--policy", "sieve",
+     "--policy-option", "include_attention={v}"),
+    ("policy", "decide", "--model", "qwen3-30b-a3b", "--counts", "{counts}", "--policy", "oracle",
+     "--policy-option", "candidates={v}"),
+    ("sweep", "--model", "qwen3-30b-a3b", "--point", "estimate", "--jobs", "1", "--quiet", "--out", "{out}",
+     "--force", "--batch", "4", "--policy-options", "rel_tol={v}"),
 )
 
 # ------------------------------------------------------------------------------------------

@@ -516,3 +516,101 @@ def test_work_that_would_run_for_hours(argv, field):
     res = run_cli(argv, timeout_s=5)
     assert_refused(res, field)
     assert res.seconds < 1.0
+
+
+# ------------------------------------------------------------------------------------------
+# issue 26, 1. policy options: one table per policy (sievesim/policies/options.py), every door
+
+RUN_SIEVE = ["run", "--model", "qwen3-30b-a3b", "--batch", "4", "--warmup", "0", "--policy", "sieve"]
+
+
+@pytest.mark.parametrize("option, field", [
+    ("include_attention=no", "include_attention"), ("include_attention=nan", "include_attention"),
+    ("include_attention=0.5", "include_attention"), ("include_attention=[]", "include_attention"),
+    ("include_attention=", "include_attention"), ("include_attention=1", "include_attention"),
+    ("scalar_steps=-5", "scalar_steps"), ("scalar_steps=1e9", "scalar_steps"), ("scalar_steps=abc", "scalar_steps"),
+    ("scalar_steps=1e999", "scalar_steps"), ("scalar_steps=[1]", "scalar_steps"), ("scalar_steps=8.0", "scalar_steps"),
+    ("scalar_steps=" + "9" * 5000, "scalar_steps"), ("rel_tol=nan", "rel_tol"), ("rel_tol=NaN", "rel_tol"),
+    ("rel_tol=-1", "rel_tol"), ("rel_tol=inf", "rel_tol"), ("rel_tol=Infinity", "rel_tol"), ("rel_tol=0.5", "rel_tol"),
+    ("use_kernel=maybe", "use_kernel"), ("experts_only=2", "experts_only"), ("experts_only=null", "experts_only"),
+    ("candidates=x", "candidates"), ("includ_attention=false", "did you mean 'include_attention'"),
+    ("unit=channel", "unit"),
+])
+def test_run_policy_options_are_checked(option, field):
+    line = assert_refused(run_cli(RUN_SIEVE + ["--policy-option", option]), "--policy-option", field)
+    assert "Traceback" not in line
+
+
+def test_policy_option_unknown_key_lists_every_option():
+    line = assert_refused(run_cli(RUN_SIEVE + ["--policy-option", "bogus=1"]), "bogus")
+    for name in ("scalar_steps", "rel_tol", "use_kernel", "include_attention", "experts_only"):
+        assert name in line
+
+
+def test_policy_options_that_contradict_a_flag_are_refused(tmp_path):
+    assert_refused(run_cli(["run", "--model", "qwen3-30b-a3b", "--batch", "4", "--warmup", "0", "--policy", "pimoe",
+                            "--policy-option", "unit=channel", "--pimoe-unit", "stack"]), "unit", "--pimoe-unit")
+    assert_refused(run_cli(["run", "--model", "qwen3-30b-a3b", "--batch", "4", "--warmup", "0", "--policy", "sieve",
+                            "--pimoe-unit", "bank"]), "--pimoe-unit")
+    counts = _write(tmp_path / "c.json", json.dumps([3, 0, 1, 2, 0, 0, 0, 1]))
+    decide = ["policy", "decide", "--model", "mixtral-8x7b", "--counts", str(counts)]
+    assert_refused(run_cli(decide + ["--policy", "pimoe", "--policy-option", "unit=channel", "--unit", "stack"]),
+                   "unit", "--unit")
+    assert_refused(run_cli(decide + ["--policy", "noexp", "--policy-option", "unit=channel"]), "noexp takes none")
+    assert_refused(run_cli(decide + ["--policy", "sieve", "--policy-option", "experts_only=yes"]), "experts_only")
+    assert_refused(run_cli(decide + ["--policy", "oracle", "--policy-option", "verify=1"]), "verify")
+    ok = run_cli(decide + ["--policy", "sieve", "--policy-option", "experts_only=true", "--json"])
+    assert ok.rc == 0, ok.err
+
+
+@pytest.mark.parametrize("point", ["estimate", "step"])
+@pytest.mark.parametrize("options, needle", [
+    ("bogus=1", "bogus"), ("include_attention=no", "include_attention"), ("scalar_steps=1e999", "scalar_steps"),
+])
+def test_sweep_policy_options_are_checked_for_every_point_function(tmp_path, point, options, needle):
+    argv = ["sweep", "--model", "qwen3-30b-a3b", "--batch", "4", "--point", point, "--jobs", "1", "--quiet",
+            "--out", str(tmp_path / "o"), "--policy-options", options]
+    assert_refused(run_cli(argv), "policy_options", needle)
+    assert not (tmp_path / "o" / "results.jsonl").exists()
+
+
+def test_sweep_grid_policy_options_and_units(tmp_path):
+    grid = _write(tmp_path / "g.toml", 'model = "qwen3-30b-a3b"\nbatch = 4\npolicy = ["sieve", "noexp"]\n'
+                                       'policy_options = "include_attention=false"\n')
+    base = ["sweep", "--point", "estimate", "--jobs", "1", "--quiet", "--out", str(tmp_path / "o")]
+    assert_refused(run_cli(base + ["--grid", str(grid)]), "noexp", "[[grid]]")
+    assert_refused(run_cli(base + ["--model", "qwen3-30b-a3b", "--batch", "4", "--policy", "sieve",
+                                   "--pimoe-unit", "channel"]), "pimoe_unit", "channel")
+    ok = run_cli(base + ["--model", "qwen3-30b-a3b", "--batch", "4", "--policy", "sieve",
+                         "--policy-options", "experts_only=true"])
+    assert ok.rc == 0, ok.err
+
+
+def test_estimate_point_honours_policy_options():
+    from sievesim.sweep import estimate_point
+
+    base = {"model": "qwen3-30b-a3b", "batch": 16, "policy": "sieve", "context_len": 4096}
+    with_attention = estimate_point(base)
+    without = estimate_point({**base, "policy_options": "include_attention=false"})
+    # attention left out of T_PIM makes PIM look cheaper: fewer experts move to the GPU (8 vs 3)
+    assert without["experts_on_gpu"] < with_attention["experts_on_gpu"]
+
+
+def test_python_api_checks_policy_options():
+    from sievesim.errors import ConfigError
+    from sievesim.policies import get_policy
+    from sievesim.system import StepSimulator
+
+    for kwargs in ({"include_attention": "no"}, {"scalar_steps": -5}, {"rel_tol": float("nan")},
+                   {"experts_only": 2}, {"bogus": 1}):
+        with pytest.raises(ConfigError, match=next(iter(kwargs))):
+            get_policy("sieve", **kwargs)
+    with pytest.raises(ConfigError, match="candidates"):
+        get_policy("oracle", candidates="x")
+    assert get_policy("sieve", include_attention=False).include_attention is False
+    with pytest.raises(ConfigError, match="include_attention"):
+        StepSimulator("qwen3-30b-a3b", batch=4, policy_options={"include_attention": "false"})
+    with pytest.raises(TypeError, match="policy_options"):
+        StepSimulator("qwen3-30b-a3b", batch=4, policy_options="include_attention=false")
+    with pytest.raises(ConfigError, match="unit"):
+        StepSimulator("qwen3-30b-a3b", batch=4, policy="pimoe", pimoe_unit="stack", policy_options={"unit": "channel"})

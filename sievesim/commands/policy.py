@@ -47,6 +47,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     d.add_argument("--unit", default=None, help="PIMoE placement unit: pseudo_channel, channel, stack")
     d.add_argument("--pim-cost", choices=["roofline", "engine"], default="roofline",
                    help="PIM times from the roofline estimate or from the cycle-accurate engine")
+    d.add_argument("--policy-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="constructor option of the policy, e.g. include_attention=false (see `sievesim policy "
+                        "list --options`); repeatable")
     d.add_argument("--verify-engine", action="store_true",
                    help="oracle: check its 3 best cuts with the engine (their PIM side as one program)")
     d.add_argument("--json", action="store_true", help="print one JSON object")
@@ -78,6 +81,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     c.set_defaults(func=_compare)
 
     lst = sub.add_parser("list", help="registered policies")
+    lst.add_argument("--options", action="store_true", help="each policy's options, their types, bounds and defaults")
     lst.set_defaults(func=_list)
 
 
@@ -129,6 +133,16 @@ def _decide(args: argparse.Namespace) -> int:
 
     if args.top_k is not None and args.top_k < 1:
         raise field_error("--top-k", args.top_k, "a positive integer")
+    from .run import _policy_options, options_for_policies
+
+    kwargs = options_for_policies([args.policy.lower()], _policy_options(args.policy_option))[args.policy.lower()]
+    if args.unit is not None:
+        if args.policy.lower() != "pimoe":
+            raise field_error("--unit", args.unit, "only with --policy pimoe")
+        if kwargs.get("unit", args.unit) != args.unit:
+            raise field_error("--policy-option unit", kwargs["unit"], f"the unit of --unit ({args.unit}), "
+                              "or only one of the two")
+        kwargs["unit"] = args.unit
     model = get_model(args.model, top_k=args.top_k)
     hw = get_hardware(args.hardware)
     if args.layer is not None and not args.layer < model.num_layers:
@@ -149,11 +163,6 @@ def _decide(args: argparse.Namespace) -> int:
     batch = args.batch
     if batch is None:
         batch = max(int(counts.max()) if counts.size else 0, math.ceil(args.gpus * total / model.top_k))
-    kwargs = {}
-    if args.unit is not None:
-        if args.policy.lower() != "pimoe":
-            raise field_error("--unit", args.unit, "only with --policy pimoe")
-        kwargs["unit"] = args.unit
     pim = _pim_cost(args.pim_cost, model, hw, args.layer)
     if args.verify_engine:
         if args.policy.lower() != "oracle":
@@ -278,5 +287,9 @@ def _list(args: argparse.Namespace) -> int:
     from ..policies import available_policies, policy_class
 
     for name in available_policies():
-        print(f"{name:8s} {policy_class(name).description}")
+        cls = policy_class(name)
+        print(f"{name:8s} {cls.description}")
+        if getattr(args, "options", False):
+            for key, opt in (getattr(cls, "options", None) or {}).items():
+                print(f"{'':8s}   {key}: {opt.expected()}, default {opt.default_text()} -- {opt.help}")
     return 0

@@ -117,6 +117,10 @@ def _run(args: argparse.Namespace) -> int:
     products = [{**prod, **flags} for prod in products]
     points = expand_grid(products)
     check_points(points)
+    if any(prod.get("pimoe_unit") for prod in products) and not any(
+            str(p["policy"]).lower() == "pimoe" for p in points):
+        raise field_error("pimoe_unit", next(prod["pimoe_unit"] for prod in products if prod.get("pimoe_unit"))[0],
+                          "only with policy pimoe in the grid (no point would use it)")
     point_fn = resolve_point_function(args.point)
     if args.jobs is not None and args.jobs < 1:
         raise field_error("--jobs", args.jobs, "a positive number of worker processes")

@@ -8,6 +8,7 @@ import numpy as np
 from ..costs import UNITS, CostContext
 from ..errors import field_error
 from .base import Partition, Policy, register_policy
+from .options import Option
 
 __all__ = ["NoExp", "AllExp", "PIMoE", "NaiveSplit", "DEFAULT_PIMOE_UNIT"]
 
@@ -22,6 +23,7 @@ class NoExp(Policy):
     name = "noexp"
     description = "all experts on the GPU (PIM runs attention only)"
     static_placement = "gpu"
+    options: dict = {}
 
     def _decide(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> np.ndarray:
         return np.zeros(counts.shape, dtype=bool)
@@ -34,6 +36,7 @@ class AllExp(Policy):
     name = "allexp"
     description = "all experts on PIM, tensor-parallel across channels"
     static_placement = "pim"
+    options: dict = {}
 
     def _decide(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> np.ndarray:
         return counts > 0
@@ -49,6 +52,7 @@ class NaiveSplit(Policy):
     name = "naive"
     description = "activated experts alternate GPU/PIM by id (a split for uniform routing)"
     static_placement = "split"
+    options: dict = {}
 
     def _decide(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> np.ndarray:
         active = np.flatnonzero(counts > 0)
@@ -83,6 +87,8 @@ class PIMoE(Policy):
     #: stays on PIM: with early loads it wasted 18.8 GB of loads per step (Qwen3-30B-A3B, B = 64,
     #: stack units) and ran 1.41x slower (docs/system.md, "Early weight loads").
     early_loads = "off"
+    options = {"unit": Option("choice", DEFAULT_PIMOE_UNIT, "the PIM unit that holds whole experts",
+                              choices=UNITS)}
 
     def __init__(self, unit: str = DEFAULT_PIMOE_UNIT) -> None:
         if unit not in UNITS:

@@ -31,20 +31,8 @@ def parse_prefill(value: Any) -> tuple[int, int]:
 
 def parse_policy_options(text: str) -> dict[str, Any]:
     """``"key=value,key=value"`` -> keyword arguments of a policy's constructor. Values are JSON
-    where they parse (``true``, ``3``, ``0.5``; ``True``/``False`` too), else strings."""
-    import json
+    where they parse (``true``, ``3``, ``0.5``; ``True``/``False`` too), else strings; the policy's
+    ``options`` table (:func:`sievesim.policies.options.check_policy_options`) checks them."""
+    from ..policies.options import parse_option_text
 
-    out: dict[str, Any] = {}
-    for item in (x.strip() for x in str(text).split(",")):
-        if not item:
-            continue
-        key, sep, value = item.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or not key.isidentifier():
-            raise field_error("policy option", item, "KEY=VALUE with a Python identifier as KEY")
-        low = value.lower()
-        try:
-            out[key] = json.loads(low if low in ("true", "false") else value)
-        except json.JSONDecodeError:
-            out[key] = value
-    return out
+    return parse_option_text(text)

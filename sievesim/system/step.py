@@ -181,8 +181,14 @@ class StepSimulator:
         cls = policy_class(pol_name)
         if pimoe_unit is not None and pol_name != "pimoe":
             raise field_error("pimoe_unit", pimoe_unit, "only with policy pimoe")
-        options = dict(policy_options or {})
+        from ..policies.options import check_policy_options
+
+        options = check_policy_options(cls, policy_options, prefix="policy_options ")
         if pimoe_unit is not None:
+            check_policy_options(cls, {"unit": pimoe_unit}, prefix="pimoe_")
+            if options.get("unit", pimoe_unit) != pimoe_unit:
+                raise field_error("policy_options unit", options["unit"], f"the same unit as pimoe_unit = "
+                                  f"{pimoe_unit!r}, or only one of them")
             options["unit"] = pimoe_unit
         self.policy_options = {k: v for k, v in options.items() if k != "unit"}
         self.policy = get_policy(pol_name, **options)
