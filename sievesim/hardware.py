@@ -497,6 +497,10 @@ def _raise_all(problems: list[str], src: str) -> None:
         raise ConfigError(f"{src}: {len(problems)} problems: " + "; ".join(problems))
 
 
+#: Longest chain of ``base =`` files one hardware file may sit on (presets are one or two deep).
+MAX_BASE_DEPTH = 32
+
+
 def _is_preset_reference(text: str) -> bool:
     return "/" not in text and not text.lower().endswith(".toml") and \
         (_PRESET_DIR / f"{text.strip().lower()}.toml").is_file()
@@ -510,13 +514,16 @@ def _raw_hardware(ref: str, relative_to: Path | None, seen: tuple[Path, ...], sr
         path = Path(ref)
         if not path.is_absolute() and relative_to is not None:
             path = relative_to / path
-        if not path.is_file():
+        if not path.exists():
             names = list_hardware()
             raise field_error("base", ref, f"a preset name ({', '.join(names)}) or a .toml file{_closest(ref, names)}"
                               + (f" (looked for {path})" if relative_to is not None else ""), source=src)
     path = path.resolve()
     if path in seen:
         raise field_error("base", ref, "a file that does not (through its own base) extend itself", source=src)
+    if len(seen) >= MAX_BASE_DEPTH:
+        raise field_error("base", ref, f"a chain of at most {MAX_BASE_DEPTH} files (each file's base, its base's "
+                          "base, ...); flatten the chain into fewer files", source=src)
     data = read_toml(path)
     return _apply_base(data, path.parent, seen + (path,), str(path)), path
 

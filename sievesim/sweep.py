@@ -301,9 +301,11 @@ def _write_atomic(path: pathlib.Path, data: bytes) -> None:
 def _read_jsonl(path: pathlib.Path, *, repair: bool = False) -> list[dict[str, Any]]:
     """Rows of a JSON-lines file. A last line without its newline (a write cut short) is left out,
     and with ``repair`` cut from the file."""
+    from ._inputs import read_bytes
+
     if not path.exists():
         return []
-    data = path.read_bytes()
+    data = read_bytes(path, "sweep result file", "results")
     keep = data.rfind(b"\n") + 1
     if keep < len(data) and repair:
         with open(path, "r+b") as fh:
@@ -442,8 +444,9 @@ def run_grid(points: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str
         old = None
         if man_path.exists():
             try:
-                old = json.loads(man_path.read_text())
-            except json.JSONDecodeError:
+                from ._inputs import read_text
+                old = json.loads(read_text(man_path, "sweep grid.json", "manifest"))
+            except (json.JSONDecodeError, RecursionError):
                 old = None
         if old != manifest:
             what = "another grid" if old is not None else "results of an unknown grid"

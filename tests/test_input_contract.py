@@ -614,3 +614,100 @@ def test_python_api_checks_policy_options():
         StepSimulator("qwen3-30b-a3b", batch=4, policy_options="include_attention=false")
     with pytest.raises(ConfigError, match="unit"):
         StepSimulator("qwen3-30b-a3b", batch=4, policy="pimoe", pimoe_unit="stack", policy_options={"unit": "channel"})
+
+
+# ------------------------------------------------------------------------------------------
+# issue 26, 2. special files: one opener (sievesim/_inputs.py open_input) for every input
+
+
+def _fifo(path):
+    import os
+    os.mkfifo(path)
+    return path
+
+
+def test_fifo_as_hardware_base_grid_and_sweep_files(tmp_path):
+    from contract_helpers import run_cli_forked
+
+    base = _fifo(tmp_path / "base.toml")
+    hw = _write(tmp_path / "hw.toml", f'name = "x"\nbase = "{base}"\n')
+    res = run_cli_forked(["hardware", "show", str(hw)], timeout_s=10)
+    assert_refused(res, str(base), "FIFO")
+    grid = _fifo(tmp_path / "grid.toml")
+    res = run_cli_forked(["sweep", "--grid", str(grid), "--out", str(tmp_path / "o")], timeout_s=10)
+    assert_refused(res, str(grid), "FIFO")
+    for name in ("results.jsonl", "grid.json"):   # a finished sweep, one of its files replaced by a FIFO
+        out = tmp_path / f"out-{name}"
+        argv = ["sweep", "--model", "qwen3-30b-a3b", "--batch", "4", "--point", "estimate", "--jobs", "1", "--quiet",
+                "--out", str(out)]
+        assert run_cli(argv).rc == 0
+        (out / name).unlink()
+        _fifo(out / name)
+        assert_refused(run_cli_forked(argv, timeout_s=10), str(out / name), "FIFO")
+
+
+def test_sizes_above_the_limit_of_their_kind(tmp_path):
+    import os
+    sparse = tmp_path / "t.trace"
+    with open(sparse, "wb") as fh:          # 2 GiB, sparse: nothing is written to disk
+        fh.truncate(2 * 2**30)
+    line = assert_refused(run_cli(["--max-memory", "1GiB", "dram", "run", str(sparse)]), str(sparse), "2 GiB",
+                          "--max-memory")
+    assert "128 MiB" in line               # an eighth of the memory limit
+    big = tmp_path / "c.toml"
+    with open(big, "wb") as fh:
+        fh.truncate(17 * 2**20)
+    assert_refused(run_cli(["dram", "run", "synthetic:stream:10", "--config", str(big)]), str(big), "16 MiB")
+    os.unlink(sparse)
+
+
+def test_stdin_from_a_device_and_closed_stdin(tmp_path):
+    argv = [sys.executable, "-m", "sievesim", "policy", "decide", "--model", "mixtral-8x7b", "--counts", "-"]
+    env = {**__import__("os").environ, "PYTHONPATH": str(__import__("pathlib").Path(__file__).resolve().parents[1])}
+    with open("/dev/zero", "rb") as zero:
+        p = subprocess.run(argv, stdin=zero, capture_output=True, text=True, timeout=60, env=env)
+    assert p.returncode == 2 and "<stdin>: more than 16 MiB" in p.stderr, p.stderr
+    p = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, env=env)
+    assert p.returncode == 2 and "--counts" in p.stderr and "Traceback" not in p.stderr, p.stderr
+    p = subprocess.run(["bash", "-c", 'exec "$@" <&-', "-", *argv], capture_output=True, text=True, timeout=60,
+                       env=env)
+    assert p.returncode == 2 and "stdin is closed" in p.stderr, p.stderr
+
+
+def test_npz_zip_bomb_is_refused_from_the_declared_sizes(tmp_path):
+    """A member that declares a small array header but 96 MiB of (highly compressible) data, and one
+    whose header declares 2**31 elements: both refused before anything is decompressed."""
+    import io
+    import zipfile
+
+    import numpy as np
+
+    bomb = tmp_path / "bomb.npz"
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as zf:
+        with zf.open("topk_ids.npy", "w", force_zip64=True) as fh:
+            buf = io.BytesIO()
+            np.lib.format.write_array_header_1_0(buf, {"descr": "<i4", "fortran_order": False, "shape": (4, 1, 1)})
+            fh.write(buf.getvalue())
+            chunk = bytes(2**20)
+            for _ in range(96):
+                fh.write(chunk)
+    assert bomb.stat().st_size < 2**20
+    line = assert_refused(run_cli(["--max-memory", "64MiB", "trace-stats", str(bomb)]), str(bomb))
+    assert "memory" in line
+    huge = tmp_path / "huge.npz"
+    with zipfile.ZipFile(huge, "w", zipfile.ZIP_DEFLATED) as zf:
+        buf = io.BytesIO()
+        np.lib.format.write_array_header_1_0(buf, {"descr": "<i4", "fortran_order": False, "shape": (2**31, 1, 1)})
+        zf.writestr("topk_ids.npy", buf.getvalue())
+    assert_refused(run_cli(["trace-stats", str(huge)]), str(huge), "memory")
+
+
+def test_deep_hardware_base_chain(tmp_path):
+    """3,000 files each extending the next: a depth limit with a clear message, no RecursionError."""
+    n = 3000
+    _write(tmp_path / f"h{n}.toml", 'base = "b200"\nname = "end"\n')
+    for i in range(n):
+        _write(tmp_path / f"h{i}.toml", f'base = "h{i + 1}.toml"\nname = "h{i}"\n')
+    assert_refused(run_cli(["hardware", "show", str(tmp_path / "h0.toml")]), "base", "chain of at most 32")
+    ok = run_cli(["hardware", "show", str(tmp_path / f"h{n - 5}.toml")])
+    assert ok.rc == 0, ok.err

@@ -86,11 +86,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _read_counts(path: str) -> tuple[np.ndarray, np.ndarray | None]:
-    import sys
-
     from .._inputs import read_text
 
-    text = sys.stdin.read() if path == "-" else read_text(path, "JSON file of token counts (--counts)")
+    text = read_text(path, "JSON file of token counts (--counts)", "counts", allow_stdin=True)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -58,11 +58,15 @@ class RequestTrace:
 _LS_LINE = re.compile(rb"^(LD|ST) (0[xX][0-9a-fA-F]+|[0-9]+)\r?$")
 
 
+def _read_file(path: pathlib.Path) -> bytes:
+    """The trace's bytes through the one opener (a regular file within the trace size limit)."""
+    from .._inputs import read_bytes
+
+    return read_bytes(path, "DRAM request trace", "trace")
+
+
 def _read(path: pathlib.Path) -> tuple[bytes, list[bytes]]:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read trace ({exc.strerror})") from None
+    data = _read_file(path)
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
@@ -72,10 +76,7 @@ def _read(path: pathlib.Path) -> tuple[bytes, list[bytes]]:
 def read_loadstore_trace(path: str | pathlib.Path) -> RequestTrace:
     """Read ``LD addr`` / ``ST addr`` lines (addr decimal or 0x-hex), as Ramulator 2.0 does."""
     path = pathlib.Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read trace ({exc.strerror})") from None
+    data = _read_file(path)
     from .._core._traceparse import parse_loadstore
     is_write, addrs, bad = parse_loadstore(data)
     if bad < 0:
@@ -128,12 +129,11 @@ def read_readwrite_trace(path: str | pathlib.Path, num_levels: int) -> RequestTr
 
 def read_trace(path: str | pathlib.Path, num_levels: int) -> RequestTrace:
     """Detect the format from the first line (LD/ST: LoadStoreTrace, R/W: ReadWriteTrace)."""
+    from .._inputs import open_input
+
     path = pathlib.Path(path)
-    try:
-        with path.open("rb") as fh:
-            first = fh.readline()
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read trace ({exc.strerror})") from None
+    with open_input(path, "DRAM request trace", "trace") as fh:
+        first = fh.readline(64)
     if first.startswith((b"R ", b"W ")):
         return read_readwrite_trace(path, num_levels)
     return read_loadstore_trace(path)

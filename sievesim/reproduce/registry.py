@@ -137,8 +137,9 @@ def _grid_changed(out: pathlib.Path, points: Sequence[dict[str, Any]], fn: Calla
     if not path.exists():
         return out.exists() and any(out.iterdir())
     try:
-        return json.loads(path.read_text()) != grid_manifest(points, fn)
-    except json.JSONDecodeError:
+        from .._inputs import read_text
+        return json.loads(read_text(path, "sweep grid.json", "manifest")) != grid_manifest(points, fn)
+    except (json.JSONDecodeError, RecursionError):
         return True
 
 

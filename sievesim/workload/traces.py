@@ -279,11 +279,21 @@ def check_model(routing: "TraceData | PassCounts", num_experts: int, top_k: int 
 # file readers
 
 
-def _npz_array_bytes(path: Path) -> int:
-    """Bytes the arrays of an ``.npz`` take once loaded, from their headers (nothing is decompressed)."""
+#: Most members an ``.npz`` routing file may hold (a trace has 4 or 5 arrays).
+MAX_NPZ_MEMBERS = 64
+
+
+def _npz_array_bytes(path: Any) -> int:
+    """Bytes the arrays of an ``.npz`` take once loaded, from their headers (nothing is decompressed),
+    and at least the sizes the zip directory declares for its members (a zip bomb declares them)."""
     total = 0
     with zipfile.ZipFile(path) as zf:
-        for info in zf.infolist():
+        infos = zf.infolist()
+        if len(infos) > MAX_NPZ_MEMBERS:
+            raise TraceError(f"{getattr(path, 'name', path)}: {len(infos)} members: expected a routing .npz of at "
+                             f"most {MAX_NPZ_MEMBERS} arrays")
+        declared = sum(info.file_size for info in infos)
+        for info in infos:
             if not info.filename.endswith(".npy"):
                 continue
             with zf.open(info) as fh:
@@ -293,18 +303,22 @@ def _npz_array_bytes(path: Path) -> int:
                 else:
                     shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
             total += math.prod(shape) * max(dtype.itemsize, 1)
-    return total
+    return max(total, declared)
 
 
 def _open_npz(path: Path) -> dict[str, np.ndarray]:
-    source = str(path)
+    from .._inputs import open_input, show_path
+
+    source = show_path(path)
     if not path.exists():
         raise TraceError(f"{source}: file not found")
     try:
-        nbytes = _npz_array_bytes(path)
-        check_memory(nbytes, "its arrays", "npz file", source)
-        with np.load(path, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
+        with open_input(path, "routing .npz", "routing") as fh:
+            nbytes = _npz_array_bytes(fh)
+            check_memory(nbytes, "its arrays", "npz file", source)
+            fh.seek(0)
+            with np.load(fh, allow_pickle=False) as z:
+                return {k: z[k] for k in z.files}
     except SievesimError:
         raise
     except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError, zlib.error,
@@ -377,8 +391,11 @@ def _torch_load(path: Path) -> Any:
         raise TraceError(f"{path}: reading SGLang .pt dumps needs torch (pip install "
                          "'sievesim[torch]'); or convert it once where torch is installed with "
                          "`python -m sievesim.workload.convert DUMP.pt OUT.npz`") from None
+    from .._inputs import check_input
+
     if not path.exists():
         raise TraceError(f"{path}: file not found")
+    check_input(path, "SGLang dump", "routing")
     try:
         return torch.load(path, map_location="cpu", weights_only=False)
     except Exception as exc:  # noqa: BLE001 - torch raises many types for corrupt files
