@@ -685,7 +685,9 @@ def save_hardware_toml(hw: HardwareSpec, path: str | os.PathLike[str]) -> None:
 
     text = ("# sievesim hardware spec (see docs/hardware.md): FLOP/s, bytes/s, bytes, seconds, "
             "as the field names say\n")
-    Path(path).write_text(text + tomli_w.dumps(hardware_to_dict(hw)), encoding="utf-8")
+    from ._outputs import write_output
+
+    write_output(path, text + tomli_w.dumps(hardware_to_dict(hw)), "hardware TOML")
 
 
 def list_hardware() -> list[str]:

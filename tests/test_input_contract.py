@@ -711,3 +711,77 @@ def test_deep_hardware_base_chain(tmp_path):
     assert_refused(run_cli(["hardware", "show", str(tmp_path / "h0.toml")]), "base", "chain of at most 32")
     ok = run_cli(["hardware", "show", str(tmp_path / f"h{n - 5}.toml")])
     assert ok.rc == 0, ok.err
+
+
+# ------------------------------------------------------------------------------------------
+# issue 26, 4. one writer (sievesim/_outputs.py): temporary file, fsync, rename; never a lost file
+
+OUTPUTS = {   # command -> argv with {out} where the output file goes
+    "model save": ["model", "save", "mixtral-8x7b", "{out}"],
+    "hardware save": ["hardware", "save", "b200", "{out}"],
+    "dram gen-trace -o": ["dram", "gen-trace", "stream", "--requests", "200", "-o", "{out}"],
+    "dram run --log-commands": ["dram", "run", "synthetic:stream:50", "--log-commands", "{out}"],
+    "pim gemv --log-commands": ["pim", "gemv", "--d-in", "64", "--d-out", "64", "--log-commands", "{out}"],
+    "run --chrome-trace": ["run", "--model", "qwen3-30b-a3b", "--batch", "4", "--warmup", "0", "--policy", "sieve",
+                           "--chrome-trace", "{out}"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(OUTPUTS))
+def test_output_to_a_full_device_names_the_path_and_the_cause(name):
+    line = assert_refused(run_cli([a.format(out="/dev/full") for a in OUTPUTS[name]]))
+    assert "/dev/full" in line and "No space left on device" in line, line
+
+
+def _with_file_size_limit(argv, limit):
+    import os
+    import resource
+
+    def limit_size():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    env = {**os.environ, "PYTHONPATH": str(__import__("pathlib").Path(__file__).resolve().parents[1]),
+           "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg"}
+    return subprocess.run([sys.executable, "-m", "sievesim", *argv], capture_output=True, text=True, timeout=120,
+                          env=env, preexec_fn=limit_size)
+
+
+@pytest.mark.parametrize("name", sorted(OUTPUTS))
+def test_a_failed_write_leaves_the_earlier_file_intact(tmp_path, name):
+    """Under a file-size limit (as on a full disk), the write fails with one line naming the path and
+    the cause; the good earlier file is unchanged and no temporary file is left behind."""
+    out = tmp_path / "out.file"
+    out.write_text("EARLIER\n")
+    p = _with_file_size_limit([a.format(out=out) for a in OUTPUTS[name]], 100)
+    assert p.returncode == 2, p.stderr
+    assert str(out) in p.stderr and "File too large" in p.stderr and "earlier file is unchanged" in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr
+    assert out.read_text() == "EARLIER\n"
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["out.file"]
+
+
+def test_reproduce_keeps_its_earlier_csv_on_a_failed_write(tmp_path):
+    (tmp_path / "fig5.csv").write_text("EARLIER\n")
+    p = _with_file_size_limit(["reproduce", "fig5", "--quick", "--out", str(tmp_path)], 100)
+    assert p.returncode == 2 and "fig5.csv" in p.stderr and "File too large" in p.stderr, p.stderr
+    assert (tmp_path / "fig5.csv").read_text() == "EARLIER\n"
+
+
+def test_the_writer_keeps_the_mode_and_follows_links(tmp_path):
+    import os
+
+    from sievesim._outputs import write_output
+
+    target = tmp_path / "t.txt"
+    target.write_text("old")
+    os.chmod(target, 0o640)
+    link = tmp_path / "link.txt"
+    link.symlink_to(target)
+    write_output(link, "new")
+    assert link.is_symlink() and target.read_text() == "new" and (target.stat().st_mode & 0o777) == 0o640
+    write_output("/dev/null", b"discarded")      # a device is written in place
+    with pytest.raises(ValueError, match="boom"):
+        from sievesim._outputs import open_output
+        with open_output(target, "t") as fh:      # an exception while writing: the earlier file stays
+            fh.write(b"partial")
+            raise ValueError("boom")
+    assert target.read_text() == "new" and sorted(f.name for f in tmp_path.iterdir()) == ["link.txt", "t.txt"]

@@ -189,7 +189,8 @@ def _run_plugins(result: DRAMResult, config: DRAMConfig, plugins: tuple) -> None
             elif plugin.impl == "CommandCounter":
                 counts = {n: int(issued[names.index(n)]) if n in names else 0 for n in plugin.commands_to_count}
                 result.command_counts = {**(result.command_counts or {}), **counts}
-                with open(plugin.path, "w") as fh:
+                from .._outputs import open_output
+                with open_output(plugin.path, "command counts", text=True) as fh:
                     fh.write("".join(f"{n}, {c}\n" for n, c in counts.items()))
         except OSError as exc:
             raise field_error(f"{plugin.impl}.path", plugin.path, f"a writable file ({exc.strerror})",
@@ -205,8 +206,10 @@ def write_command_log(result: DRAMResult, config: DRAMConfig, path: str | pathli
     cols = np.full((len(log["cycle"]), len(LOG_COLUMNS)), -1, dtype=np.int64)
     for lv, name in enumerate(levels):
         cols[:, LOG_COLUMNS.index(_LEVEL_TO_COLUMN[name])] = log["addr"][:, lv]
+    from .._outputs import open_output
+
     names = np.array(log["names"])[log["command"].astype(np.int64)]
-    with open(path, "w") as fh:
+    with open_output(path, "command log", text=True) as fh:
         fh.write("# timings: " + json.dumps(config.timing_values()) + "\n")
         fh.write("# config: " + json.dumps({"name": config.name, "standard": config.standard.name,
                                              "org": dict(config.org), "mapper": config.mapper,

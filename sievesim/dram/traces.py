@@ -141,7 +141,9 @@ def read_trace(path: str | pathlib.Path, num_levels: int) -> RequestTrace:
 
 def write_loadstore_trace(path: str | pathlib.Path, addresses: np.ndarray, is_write: np.ndarray) -> None:
     """Write a LoadStoreTrace file (hex addresses)."""
+    from .._outputs import open_output
+
     ops = np.where(np.asarray(is_write, dtype=bool), "ST", "LD")
-    with open(path, "w") as fh:
+    with open_output(path, "DRAM request trace", text=True) as fh:
         fh.write("\n".join(f"{o} 0x{int(a):x}" for o, a in zip(ops, addresses)))
         fh.write("\n")

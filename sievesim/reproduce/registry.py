@@ -168,10 +168,9 @@ def reproduce(name: str, out_dir: str | os.PathLike[str] = "figures", *, quick: 
         for r in data.records:
             r.setdefault("figure", n)
         csv_path = out / f"{n}.csv"
-        tmp = csv_path.with_name(csv_path.name + ".tmp")
+        from .._outputs import write_output
         from ..sweep import csv_bytes
-        tmp.write_bytes(csv_bytes(data.records))
-        os.replace(tmp, csv_path)
+        write_output(csv_path, csv_bytes(data.records), "figure CSV")
         png, message = None, ""
         if plot and fig.plot is not None:
             if _have_matplotlib():

@@ -565,7 +565,11 @@ def save_trace(trace: "TraceData | PassCounts", path: str | Path) -> None:
                                                "num_experts": trace.num_experts}))}
         if trace.pass_id is not None:
             arrays["pass_id"] = trace.pass_id
-    np.savez_compressed(path, **arrays)
+    from .._outputs import open_output
+
+    target = str(path) if str(path).endswith(".npz") else f"{path}.npz"   # np.savez's own rule for a path
+    with open_output(target, "routing .npz") as fh:
+        np.savez_compressed(fh, **arrays)
 
 
 def convert_sglang_dump(pt_path: str | Path, out_path: str | Path, *, top_k: int | None = None,
