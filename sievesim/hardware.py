@@ -700,7 +700,11 @@ def get_hardware(name_or_path: str | os.PathLike[str]) -> HardwareSpec:
 
     An unknown name raises :class:`ConfigError` listing the nearest preset names.
     """
-    text = os.fspath(name_or_path)
+    from ._validate import check_name_or_path
+
+    if isinstance(name_or_path, HardwareSpec):
+        return name_or_path
+    text = check_name_or_path("hardware", name_or_path, "a hardware preset name or a .toml file")
     preset = _PRESET_DIR / f"{text.strip().lower()}.toml"
     if isinstance(name_or_path, str) and "/" not in text and preset.is_file():
         return load_hardware_toml(preset)

@@ -170,6 +170,15 @@ def expand_grid(products: Iterable[Mapping[str, Sequence[Any]]]) -> list[dict[st
     """Every point of the products, in order (the last key of :data:`GRID_KEYS` varies fastest),
     without repeats. ``pimoe_unit`` is ``None`` unless the policy is PIMoE, so that a sweep over
     units runs the other policies once."""
+    from ._validate import type_error
+
+    if isinstance(products, (str, bytes, Mapping)) or not isinstance(products, Iterable):
+        raise type_error("products", products, "a list of mappings {setting: value or list of values} "
+                                               "(wrap one mapping in a list)")
+    products = list(products)
+    for i, axes in enumerate(products):
+        if not isinstance(axes, Mapping):
+            raise type_error(f"products[{i}]", axes, "a mapping {setting: value or list of values}")
     points: list[dict[str, Any]] = []
     seen: set[str] = set()
     for axes in products:
@@ -432,7 +441,20 @@ def run_grid(points: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str
     ``progress``: stream for the progress bar or lines (``None``: quiet); ``bar``: force the tqdm
     bar on (True) or off (False); default: on when ``progress`` is a terminal.
     """
-    out = pathlib.Path(out_dir)
+    from ._validate import check_name_or_path, check_strict_bool, type_error
+
+    out = pathlib.Path(check_name_or_path("out_dir", out_dir, "an output directory path"))
+    if not callable(point_fn):
+        raise type_error("point_fn", point_fn, "a function settings -> dict of results")
+    if isinstance(points, (str, bytes, Mapping)) or not isinstance(points, Iterable):
+        raise type_error("points", points, "a list of point settings (mappings), e.g. from expand_grid")
+    points = list(points)
+    for i, p in enumerate(points):
+        if not isinstance(p, Mapping):
+            raise type_error(f"points[{i}]", p, "a mapping of settings (from expand_grid)")
+    force = check_strict_bool("force", force)
+    if executor is not None and not callable(getattr(executor, "submit", None)):
+        raise type_error("executor", executor, "a concurrent.futures.Executor or None")
     out.mkdir(parents=True, exist_ok=True)
     points = [dict(p) for p in points]
     ids = [point_id(p) for p in points]

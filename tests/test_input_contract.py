@@ -785,3 +785,133 @@ def test_the_writer_keeps_the_mode_and_follows_links(tmp_path):
             fh.write(b"partial")
             raise ValueError("boom")
     assert target.read_text() == "new" and sorted(f.name for f in tmp_path.iterdir()) == ["link.txt", "t.txt"]
+
+
+# ------------------------------------------------------------------------------------------
+# issue 26, 8. the Python API: arguments checked at the door; arrays checked before compiled code
+
+@pytest.mark.parametrize("call, exc, needle", [
+    (lambda s: s.simulate_step(None, batch=4, warmup=0), TypeError, "model = None"),
+    (lambda s: s.simulate_step(5, batch=4, warmup=0), TypeError, "model = 5"),
+    (lambda s: s.simulate_step(b"qwen3-30b-a3b", batch=4, warmup=0), TypeError, "model = b'qwen3"),
+    (lambda s: s.simulate_step({"a": 1}, batch=4, warmup=0), TypeError, "model = {"),
+    (lambda s: s.simulate_step("qwen3-30b-a3b", None, batch=4, warmup=0), TypeError, "hardware = None"),
+    (lambda s: s.simulate_step("qwen3-30b-a3b", 5, batch=4, warmup=0), TypeError, "hardware = 5"),
+    (lambda s: s.simulate_step("qwen3-30b-a3b", batch=4, warmup=0, context_preset=5), TypeError, "context_preset"),
+    (lambda s: s.simulate_step("qwen3-30b-a3b", batch=4, warmup=0, policy_options=[1]), TypeError, "policy_options"),
+    (lambda s: s.simulate_step("qwen3-30b-a3b", batch=4, warmup=0, scheduler_latency_s="1"), TypeError,
+     "scheduler_latency_s"),
+    (lambda s: s.simulate_step("qwen3-30b-a3b", batch=4, warmup=0, prefill=(2.7, 1024.9)), ValueError, "prefill"),
+    (lambda s: s.simulate_step("qwen3-30b-a3b", batch=4, warmup=0, prefill="2:" + "9" * 5000), ValueError, "prefill"),
+    (lambda s: s.simulate_step("qwen3-30b-a3b", batch=4, warmup=0, early_loads="false"), ValueError, "early_loads"),
+    (lambda s: s.simulate_step("qwen3-30b-a3b", batch=4, warmup=0, contention="no"), TypeError, "contention"),
+    (lambda s: s.simulate_step("qwen3-30b-a3b", batch=4, warmup=0, contention=1), TypeError, "contention"),
+    (lambda s: s.get_model(None), TypeError, "model = None"),
+    (lambda s: s.get_model("a\x00b"), ValueError, "NUL"),
+    (lambda s: s.get_hardware(5), TypeError, "hardware = 5"),
+    (lambda s: s.from_hf_config([]), TypeError, "path_or_dict"),
+    (lambda s: s.expand_grid("abc"), TypeError, "products"),
+    (lambda s: s.expand_grid({"model": ["qwen3-30b-a3b"], "batch": [4]}), TypeError, "products"),
+    (lambda s: s.run_grid([], None, point_fn=s.estimate_point), TypeError, "out_dir = None"),
+    (lambda s: s.run_grid([], "x", point_fn=5), TypeError, "point_fn"),
+    (lambda s: s.get_config(5), TypeError, "config = 5"),
+])
+def test_python_api_checks_its_arguments_at_the_door(call, exc, needle):
+    import types
+
+    from sievesim.dram.config import get_config
+    from sievesim.hardware import get_hardware
+    from sievesim.models import from_hf_config, get_model
+    from sievesim.sweep import estimate_point, expand_grid, run_grid
+    from sievesim.system import simulate_step
+
+    api = types.SimpleNamespace(simulate_step=simulate_step, get_model=get_model, get_hardware=get_hardware,
+                                from_hf_config=from_hf_config, expand_grid=expand_grid, run_grid=run_grid,
+                                estimate_point=estimate_point, get_config=get_config)
+    with pytest.raises(exc) as info:
+        call(api)
+    assert needle in str(info.value)
+    if exc is ValueError:
+        from sievesim.errors import SievesimError
+        assert isinstance(info.value, SievesimError)
+
+
+def _trace(**arrays):
+    import numpy as np
+
+    from sievesim.dram.traces import RequestTrace
+
+    base = {"is_write": np.zeros(4, bool), "arrival": np.arange(4, dtype=np.int64),
+            "addresses": np.arange(4, dtype=np.int64) * 64}
+    return RequestTrace(**{**base, **arrays})
+
+
+@pytest.mark.parametrize("arrays, needle", [
+    ({"arrival": __import__("numpy").zeros(2, "int64")}, "arrival: 2 entries: expected 4"),   # would read past it
+    ({"addresses": __import__("numpy").zeros(9, "int64")}, "addresses: 9 entries"),
+    ({"is_write": __import__("numpy").zeros(1, bool)}, "entries"),
+    ({"arrival": __import__("numpy").array([3, 2, 1, 0])}, "non-decreasing"),
+    ({"arrival": __import__("numpy").array([-1, 0, 1, 2])}, ">= 0"),
+    ({"arrival": __import__("numpy").array([0.0, 1.5, 2.0, 3.0])}, "dtype float64"),
+    ({"arrival": __import__("numpy").array([0, 1, 2, 2**62])}, "2**60"),
+    ({"addresses": __import__("numpy").array(["a", "b", "c", "d"])}, "dtype"),
+    ({"is_write": __import__("numpy").array([0, 2, 0, 1])}, "is_write"),
+    ({"arrival": __import__("numpy").zeros((4, 1), "int64")}, "shape"),
+    ({"addr_vectors": __import__("numpy").zeros((4, 3), "int32")}, "exactly one"),
+])
+def test_mismatched_arrays_never_reach_the_compiled_engine(arrays, needle):
+    """Every compiled entry point's Python face: the DRAM engine (request mode) and the PIM engine
+    (its background traffic), fed arrays of different lengths, dtypes and orders."""
+    from sievesim.dram.engine import simulate
+    from sievesim.errors import TraceError
+    from sievesim.pim.engine import pim_config, run_programs
+
+    with pytest.raises(TraceError, match=needle.replace("*", r"\*")):
+        simulate("hbm3-6400", _trace(**arrays), threads=1)
+    with pytest.raises(TraceError, match=needle.replace("*", r"\*")):
+        run_programs(pim_config("hbm3-6400"), [], background=_trace(**arrays))
+
+
+def test_engine_boundary_checks_programs_and_raw_arrays():
+    import numpy as np
+
+    from sievesim.dram.engine import _check_engine_arrays
+    from sievesim.errors import SievesimError, TraceError
+    from sievesim.pim.engine import pim_config, run_programs
+
+    cfg = pim_config("hbm3-6400")
+    with pytest.raises(SievesimError, match="rowcol"):
+        run_programs(cfg, [(np.zeros(5, np.int32), np.zeros((3, 2), np.int32))])
+    with pytest.raises(SievesimError, match="ops"):
+        run_programs(cfg, [(np.full(2, 7, np.int32), np.zeros((2, 2), np.int32))])
+    with pytest.raises(TypeError, match="programs"):
+        run_programs(cfg, "abc")
+    with pytest.raises(TypeError, match="config"):
+        run_programs("hbm3-6400", [])
+    n = 3
+    ok = (np.zeros((n, 5), np.int32), np.zeros(n, np.int64), np.zeros(n, bool), np.zeros(n, np.int64))
+    _check_engine_arrays(*ok, 5)
+    for i, bad in enumerate((np.zeros((n + 1, 5), np.int32), np.zeros(n, np.int32), np.zeros(n - 1, bool),
+                             np.zeros(2 * n, np.int64)[::2])):
+        arrays = list(ok)
+        arrays[i] = bad
+        with pytest.raises(TraceError, match="engine input"):
+            _check_engine_arrays(*arrays, 5)
+
+
+def test_far_future_arrival_is_refused_with_the_estimate_and_the_flag():
+    import numpy as np
+
+    from sievesim import memory_limit  # noqa: F401 - the package's public limits
+    from sievesim._validate import work_limit
+    from sievesim.dram.engine import simulate
+    from sievesim.errors import ConfigError
+
+    far = _trace(arrival=np.array([0, 1, 2, 2**50]))
+    with pytest.raises(ConfigError, match="--max-work"):
+        simulate("hbm3-6400", far, threads=1)
+    with work_limit(1e-3):     # a lower limit refuses smaller work too
+        with pytest.raises(ConfigError, match="refresh"):
+            simulate("hbm3-6400", _trace(arrival=np.array([0, 1, 2, 10**9])), threads=1)
+    assert simulate("hbm3-6400", _trace(arrival=np.array([0, 1, 2, 10**6])), threads=1).requests == 4
+    assert simulate("hbm3-6400", _trace(is_write=[False, True, False, True]), threads=1).writes == 2

@@ -14,7 +14,13 @@ import numpy as np
 
 from ..errors import TraceError
 
-__all__ = ["RequestTrace", "read_loadstore_trace", "read_readwrite_trace", "read_trace", "write_loadstore_trace"]
+__all__ = ["RequestTrace", "read_loadstore_trace", "read_readwrite_trace", "read_trace", "write_loadstore_trace",
+           "check_request_trace", "MAX_ARRIVAL_CYCLE"]
+
+#: Latest arrival cycle a request may have: the engine's "never" is 2**62 - 1, and time sums of an
+#: arrival and a few timings must stay below it. (The work estimate refuses far smaller ones when
+#: refresh would have to be simulated all the way there.)
+MAX_ARRIVAL_CYCLE = 1 << 60
 
 
 @dataclass(frozen=True)
@@ -147,3 +153,60 @@ def write_loadstore_trace(path: str | pathlib.Path, addresses: np.ndarray, is_wr
     with open_output(path, "DRAM request trace", text=True) as fh:
         fh.write("\n".join(f"{o} 0x{int(a):x}" for o, a in zip(ops, addresses)))
         fh.write("\n")
+
+
+def check_request_trace(trace: object, num_levels: int | None = None, param: str = "trace") -> RequestTrace:
+    """``trace`` checked at the door of the compiled engine, which reads its arrays without bounds
+    checks: a :class:`RequestTrace` whose arrays are one-dimensional (address vectors: ``(n,
+    levels)``) with one entry per request, of integer (``is_write``: boolean) dtype, arrivals
+    non-negative, non-decreasing and at most :data:`MAX_ARRIVAL_CYCLE`. Returns a trace whose arrays
+    have exactly the dtypes the engine takes, contiguous."""
+    if not isinstance(trace, RequestTrace):
+        raise TypeError(f"{param} = {trace!r:.60}: expected a RequestTrace (RequestTrace.from_arrays(arrival, "
+                        f"address, is_write) or a reader of sievesim.dram.traces), got {type(trace).__name__}")
+    src = trace.source
+    arrays = {"is_write": trace.is_write, "arrival": trace.arrival, "addresses": trace.addresses,
+              "addr_vectors": trace.addr_vectors}
+    if (trace.addresses is None) == (trace.addr_vectors is None):
+        raise TraceError(f"{src}: expected exactly one of addresses (bytes) and addr_vectors (one field per level)")
+    out: dict[str, np.ndarray] = {}
+    n = None
+    for name, a in arrays.items():
+        if a is None:
+            continue
+        if not isinstance(a, np.ndarray):
+            a = np.asarray(a)
+        want_dims = 2 if name == "addr_vectors" else 1
+        if a.ndim != want_dims:
+            raise TraceError(f"{src}: {name}: shape {a.shape}: expected {want_dims} dimension(s), one row per request")
+        if n is None:
+            n = a.shape[0]
+        if a.shape[0] != n:
+            raise TraceError(f"{src}: {name}: {a.shape[0]} entries: expected {n}, one per request (is_write has {n})")
+        if name == "is_write":
+            if a.dtype != np.bool_ and not (np.issubdtype(a.dtype, np.integer) and (a.size == 0 or
+                                                                                    ((a == 0) | (a == 1)).all())):
+                raise TraceError(f"{src}: is_write: dtype {a.dtype}: expected booleans (or integers 0 and 1)")
+            a = np.ascontiguousarray(a, dtype=bool)
+        else:
+            if not np.issubdtype(a.dtype, np.integer) or a.dtype == np.uint64:
+                raise TraceError(f"{src}: {name}: dtype {a.dtype}: expected integers"
+                                 + (" (memory cycles)" if name == "arrival" else ""))
+            a = np.ascontiguousarray(a, dtype=np.int32 if name == "addr_vectors" else np.int64)
+        out[name] = a
+    if num_levels is not None and "addr_vectors" in out and out["addr_vectors"].shape[1] != num_levels:
+        raise TraceError(f"{src}: address vectors: shape {out['addr_vectors'].shape}: expected (n, {num_levels})")
+    arrival = out["arrival"]
+    if arrival.size:
+        if arrival.min() < 0:
+            bad = int(np.argmax(arrival < 0))
+            raise TraceError(f"{src}: arrival[{bad}] = {int(arrival[bad])}: expected a cycle >= 0")
+        if arrival.size > 1 and np.any(np.diff(arrival) < 0):
+            bad = int(np.argmax(np.diff(arrival) < 0)) + 1
+            raise TraceError(f"{src}: arrival[{bad}] = {int(arrival[bad])}: expected non-decreasing arrival cycles "
+                             f"(previous {int(arrival[bad - 1])})")
+        if int(arrival[-1]) > MAX_ARRIVAL_CYCLE:
+            raise TraceError(f"{src}: arrival[{arrival.size - 1}] = {int(arrival[-1])}: expected a cycle of at most "
+                             f"2**60")
+    return RequestTrace(is_write=out["is_write"], arrival=arrival, addresses=out.get("addresses"),
+                        addr_vectors=out.get("addr_vectors"), source=src)

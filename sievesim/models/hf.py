@@ -113,7 +113,8 @@ def _read_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any],
     the folder holding ``config.json``, or the file's stem)."""
     if isinstance(path_or_dict, Mapping):
         return path_or_dict, name or "config.json", name
-    path = Path(path_or_dict)
+    from .._validate import check_name_or_path
+    path = Path(check_name_or_path("path_or_dict", path_or_dict, "a config.json path, its folder, or the parsed dict"))
     if path.is_dir():
         path = path / "config.json"
     text = _read_text(path, "config.json")

@@ -118,15 +118,23 @@ class StepSimulator:
         from ..hardware import get_hardware
         from ..models import get_model
 
-        self.model = get_model(model) if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__") else model
+        from .._validate import check_optional_str, check_strict_bool
+
+        self.model = get_model(model)      # a ModelSpec, a preset name or a path; anything else: TypeError
         if top_k is not None:  # the paper's setting where it differs from the config (Qwen3-30B-A3B: 4 vs 8)
             from .._validate import check_int
             check_int("top_k", top_k, "experts", hi=self.model.num_experts)
             self.model = self.model.with_top_k(int(top_k))
-        self.hw = get_hardware(hardware) if isinstance(hardware, str) or hasattr(hardware, "__fspath__") else hardware
+        self.hw = get_hardware(hardware)   # a HardwareSpec, a preset name or a path
+        check_optional_str("context_preset", context_preset, "a request-length preset name")
+        contention = check_strict_bool("contention", contention)
         if scheduler_latency_s is not None:
             import dataclasses
-            if isinstance(scheduler_latency_s, bool) or not (0 <= scheduler_latency_s < 1):
+            if isinstance(scheduler_latency_s, (bool, np.bool_)) or not isinstance(scheduler_latency_s,
+                                                                                   (int, float, np.integer, np.floating)):
+                raise TypeError(f"scheduler_latency_s = {scheduler_latency_s!r:.60}: expected a latency in seconds "
+                                f"(a number), got {type(scheduler_latency_s).__name__}")
+            if not (0 <= scheduler_latency_s < 1):
                 raise field_error("scheduler_latency_s", scheduler_latency_s, "a latency in seconds, >= 0 and < 1")
             self.hw = dataclasses.replace(self.hw, gpu=dataclasses.replace(
                 self.hw.gpu, scheduler_latency_s=float(scheduler_latency_s)))
