@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from . import __version__
-from ._validate import BOUNDS, Problems
+from ._validate import BOUNDS, MAX_LIST, Problems
 from .errors import ConfigError, SievesimError, field_error
 
 __all__ = ["GRID_KEYS", "SETTING_DEFAULTS", "load_grid_file", "expand_grid", "check_points",
@@ -122,6 +122,9 @@ def _normalise(axes: Mapping[str, Any], problems: Problems, where: str, label: s
             values = list(value) if isinstance(value, (list, tuple)) else [value]
             if not values:
                 raise field_error(field, value, "at least one value", source=where)
+            if len(values) > MAX_LIST:   # the same cap as a comma-separated list on the command line
+                raise field_error(field, f"<{len(values)} values>", f"at most {MAX_LIST} values (each one "
+                                  "multiplies the points of the grid)", source=where)
             out[key] = values
         for v in out.get(key, []):
             expected = _value_problem(key, v)
@@ -179,13 +182,17 @@ def expand_grid(products: Iterable[Mapping[str, Sequence[Any]]]) -> list[dict[st
     for i, axes in enumerate(products):
         if not isinstance(axes, Mapping):
             raise type_error(f"products[{i}]", axes, "a mapping {setting: value or list of values}")
-    points: list[dict[str, Any]] = []
-    seen: set[str] = set()
+    normalised = []
     for axes in products:
         axes = normalise_axes(axes)
         for key in ("model", "batch"):
             if key not in axes:
                 raise field_error(key, None, "at least one value (--" + key + " or the grid file)")
+        normalised.append(axes)
+    count_points(normalised)       # counted before anything is expanded
+    points: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for axes in normalised:
         lists = [axes.get(k, [SETTING_DEFAULTS[k]]) for k in GRID_KEYS]
         for combo in itertools.product(*lists):
             settings = dict(zip(GRID_KEYS, combo))
@@ -198,6 +205,26 @@ def expand_grid(products: Iterable[Mapping[str, Sequence[Any]]]) -> list[dict[st
     return points
 
 
+#: Most points one grid may have (each is one point-function call).
+MAX_GRID_POINTS = 1 << 16
+
+
+def count_points(products: Sequence[Mapping[str, Sequence[Any]]]) -> int:
+    """The points the products would expand to (before repeats are removed), refused above
+    :data:`MAX_GRID_POINTS` before anything is expanded."""
+    total = 0
+    for axes in products:
+        n = 1
+        for key in GRID_KEYS:
+            n *= max(1, len(axes.get(key, ())))
+        total += n
+    if total > MAX_GRID_POINTS:
+        sizes = " + ".join(" x ".join(str(len(v)) for v in axes.values() if len(v) > 1) or "1" for axes in products)
+        raise field_error("grid points", total, f"at most {MAX_GRID_POINTS:,} points ({sizes} values per "
+                          "setting); split the sweep or list fewer values")
+    return total
+
+
 def _identity(settings: Mapping[str, Any]) -> dict[str, Any]:
     return {k: settings.get(k) for k in GRID_KEYS if k not in _LATER_KEYS or settings.get(k) is not None}
 
@@ -208,11 +235,17 @@ def point_id(settings: Mapping[str, Any]) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
-def check_points(points: Sequence[Mapping[str, Any]]) -> None:
-    """Check every point's settings before anything runs (names exist, numbers in range).
+def check_points(points: Sequence[Mapping[str, Any]], *, point: str = "step", workers: int = 1) -> None:
+    """Check every point's settings before anything runs (names exist, numbers in range), and the
+    estimated time of the whole sweep (``point``: ``"step"`` or ``"estimate"``, run on ``workers``
+    processes) against the work limit (``--max-work``).
 
     Raises :class:`~sievesim.errors.SievesimError` naming the setting, the value and what was
     expected (an unknown model names the closest presets)."""
+    from ._validate import check_work
+    from .system.step import step_work_s
+
+    work = 0.0
     from .costs import UNITS
     from .hardware import get_hardware
     from .models import get_model
@@ -262,6 +295,18 @@ def check_points(points: Sequence[Mapping[str, Any]]) -> None:
         trace = p.get("trace")
         if trace is not None and not trace.startswith("synthetic:") and not os.path.exists(trace):
             raise field_error("trace", trace, "an existing routing file (.npz, SGLang dump) or synthetic:MODEL")
+        steps = p["steps"] + (2 if p.get("warmup") is None else p["warmup"])
+        if point == "step":
+            prefill = 0
+            if p.get("prefill") is not None:
+                from .system import parse_prefill
+                n, length = parse_prefill(p["prefill"])
+                prefill = n * length
+            work += step_work_s(model, gpus, p["batch"] + prefill, steps)
+        else:      # one layer's decision per step: about 1 ms
+            work += 1e-3 * p["steps"]
+    check_work(work / max(1, workers), f"the sweep ({len(points)} points on {max(1, workers)} worker(s))",
+               "grid points", len(points))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -608,6 +653,8 @@ def estimate_point(settings: Mapping[str, Any]) -> dict[str, Any]:
     hw = get_hardware(settings.get("hardware") or "b200")
     gpus, batch = int(settings.get("gpus") or 1), int(settings["batch"])
     seed, steps = int(settings.get("seed") or 0), int(settings.get("steps") or 1)
+    from ._validate import check_int
+    check_int("steps", steps, "batches")
     name = str(settings.get("policy") or "sieve")
     kwargs = parse_policy_options(settings["policy_options"]) if settings.get("policy_options") else {}
     if name.lower() == "pimoe" and settings.get("pimoe_unit"):

@@ -915,3 +915,62 @@ def test_far_future_arrival_is_refused_with_the_estimate_and_the_flag():
             simulate("hbm3-6400", _trace(arrival=np.array([0, 1, 2, 10**9])), threads=1)
     assert simulate("hbm3-6400", _trace(arrival=np.array([0, 1, 2, 10**6])), threads=1).requests == 4
     assert simulate("hbm3-6400", _trace(is_write=[False, True, False, True]), threads=1).writes == 2
+
+
+# ------------------------------------------------------------------------------------------
+# issue 26, 3. unbounded work: the work estimate guards time (--max-work) as well as memory
+
+L64 = ",".join(str(i) for i in range(1, 65))
+
+
+@pytest.mark.parametrize("argv, needles", [
+    (["run", "--model", "qwen3-30b-a3b", "--steps", "4096", "--warmup", "4096", "--batch", "16384",
+      "--context-len", "16"], ("steps + warmup = 8192", "hours", "--max-work")),
+    (["sweep", "--model", "qwen3-30b-a3b", "--batch", L64, "--context-len", L64, "--seed", L64, "--steps", L64,
+      "--point", "estimate", "--out", "{tmp}/o"], ("grid points = 16777216", "at most 65,536")),
+    (["sweep", "--model", "qwen3-30b-a3b", "--batch", "4096,8192,16384", "--context-len", "16", "--steps", "4096",
+      "--out", "{tmp}/o"], ("the sweep (3 points", "--max-work")),
+    (["policy", "compare", "--model", "qwen3-30b-a3b", "--pim-cost", "engine", "--batch", "16384"],
+     ("--pim-cost engine", "hours", "--max-work")),
+    (["--max-memory", "512MiB", "policy", "compare", "--model", "deepseek-v3", "--pim-cost", "engine", "--batch",
+      "1024"], ("--pim-cost engine", "memory")),
+    (["--max-memory", "512MiB", "run", "--model", "qwen3.5-397b-a17b", "--gpus", "512", "--batch", "16384",
+      "--context-len", "16", "--policy", "sieve"], ("gpus = 512", "layer graphs", "--max-memory")),
+    (["--max-work", "1s", "run", "--model", "qwen3-30b-a3b", "--steps", "64", "--batch", "4096", "--context-len", "16",
+      "--policy", "sieve"], ("steps + warmup = 66", "above the limit of 1 s")),
+])
+def test_work_estimate_guards_time_and_memory(tmp_path, argv, needles):
+    res = run_cli([a.format(tmp=tmp_path) for a in argv], timeout_s=10)
+    assert_refused(res, *needles)
+    assert res.seconds < 2.0
+
+
+def test_grid_files_obey_the_list_caps_and_are_counted_before_expansion(tmp_path):
+    grid = _write(tmp_path / "g.toml", 'model = "qwen3-30b-a3b"\nbatch = [' + ",".join(map(str, range(1, 1001)))
+                  + "]\nseed = [" + ",".join(map(str, range(1000))) + "]\ncontext_len = ["
+                  + ",".join(map(str, range(1000))) + "]\n")
+    line = assert_refused(run_cli(["sweep", "--grid", str(grid), "--out", str(tmp_path / "o")], timeout_s=10),
+                          str(grid), "at most 64 values")
+    assert line.count("at most 64 values") == 3
+    from sievesim.errors import ConfigError
+    from sievesim.sweep import expand_grid
+
+    with pytest.raises(ConfigError, match="grid points"):
+        expand_grid([{"model": "qwen3-30b-a3b", "batch": list(range(1, 65)), "seed": list(range(64)),
+                      "steps": list(range(1, 65)), "context_len": list(range(64))}])
+
+
+def test_python_api_work_limits():
+    from sievesim._validate import work_limit
+    from sievesim.errors import ConfigError
+    from sievesim.sweep import estimate_point
+    from sievesim.system import simulate_step
+
+    with pytest.raises(ConfigError, match="steps = 1000000000"):
+        estimate_point({"model": "qwen3-30b-a3b", "batch": 4, "steps": 10**9})
+    with work_limit(0.01):
+        with pytest.raises(ConfigError, match="--max-work"):
+            simulate_step("qwen3-30b-a3b", batch=4096, context_len=16, steps=10, warmup=0)
+    with pytest.raises(ValueError, match="max_work_s"):
+        with work_limit(float("inf")):
+            pass

@@ -161,6 +161,8 @@ def _decide(args: argparse.Namespace) -> int:
     batch = args.batch
     if batch is None:
         batch = max(int(counts.max()) if counts.size else 0, math.ceil(args.gpus * total / model.top_k))
+    if args.pim_cost == "engine" or args.verify_engine:
+        check_engine_pricing(model, max(batch, 1))
     pim = _pim_cost(args.pim_cost, model, hw, args.layer)
     if args.verify_engine:
         if args.policy.lower() != "oracle":
@@ -198,6 +200,24 @@ def _decide(args: argparse.Namespace) -> int:
           f"T_GPU {est.t_gpu_s * 1e6:.3f} [offchip {est.t_offchip_s * 1e6:.3f}, comp {est.t_comp_s * 1e6:.3f}], "
           f"T_PIM {est.t_pim_s * 1e6:.3f} [attention {est.t_attention_s * 1e6:.3f}])")
     return 0
+
+
+def check_engine_pricing(model: Any, max_tokens: int) -> None:
+    """Refuse engine-priced PIM costs (``--pim-cost engine``) whose estimated time or memory is above
+    the limits: the cost table simulates one expert at every token count up to ``max_tokens``, so
+    the work grows about with its square. Measured (``policy compare --pim-cost engine --batch B``,
+    2-core x86-64): qwen3-30b-a3b 6.1 s / 99 MB at B = 128, 108 s / 2.3 GB at B = 1024;
+    deepseek-v3 9.8 s / 316 MB and mixtral-8x7b 17.7 s / 968 MB at B = 128. The estimate scales
+    qwen3-30b-a3b's B = 128 figures by (B / 128)^1.7 for time, (B / 128)^2 for memory, and the
+    expert's size (hidden x intermediate) to the 0.3 and 0.9 power; it lies above each measurement."""
+    from .._validate import check_memory, check_work
+
+    size = model.hidden_size * model.moe_intermediate_size / (2048 * 768)
+    scale = max(1.0, max_tokens / 128)
+    check_work(6.5 * scale ** 1.7 * size ** 0.3, f"engine-priced PIM costs of {model.name} up to {max_tokens} tokens "
+               "per expert", "--batch (with --pim-cost engine)", max_tokens)
+    check_memory(60e6 + 40e6 * scale ** 2 * size ** 0.9, f"engine-priced PIM costs of {model.name} up to {max_tokens} "
+                 "tokens per expert", "--batch (with --pim-cost engine)", max_tokens)
 
 
 def _pim_cost(kind: str, model: Any, hw: Any, layer: int | None):
@@ -253,6 +273,7 @@ def _compare(args: argparse.Namespace) -> int:
         from ..hardware import get_hardware
         from ..models import get_model
         model, hw = get_model(args.model, top_k=args.top_k), get_hardware(args.hardware)
+        check_engine_pricing(model, max(args.batch))
         pim = _pim_cost("engine", model, hw, None)
     compare = unit_sensitivity if args.units else compare_policies
     rows = compare(args.model, args.gpus, args.batch, hardware=args.hardware, context_len=args.context_len,

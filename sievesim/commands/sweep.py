@@ -116,7 +116,10 @@ def _run(args: argparse.Namespace) -> int:
     flags = {k: getattr(args, k) for k in GRID_KEYS if getattr(args, k, None) is not None}
     products = [{**prod, **flags} for prod in products]
     points = expand_grid(products)
-    check_points(points)
+    if args.jobs is not None and args.jobs < 1:
+        raise field_error("--jobs", args.jobs, "a positive number of worker processes")
+    workers = 1 if args.jobs == 1 else min(args.jobs or os.cpu_count() or 1, len(points))
+    check_points(points, point=args.point or "step", workers=workers)
     if any(prod.get("pimoe_unit") for prod in products) and not any(
             str(p["policy"]).lower() == "pimoe" for p in points):
         raise field_error("pimoe_unit", next(prod["pimoe_unit"] for prod in products if prod.get("pimoe_unit"))[0],

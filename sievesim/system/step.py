@@ -494,7 +494,14 @@ class StepSimulator:
         pcs = self.org.count("pseudo_channel")
         commands = macs / pcs / (48 * 16) * 2       # 48 bank PUs x 16 MACs per all-bank command
         routing = (self.batch + self.prefill_requests * self.prefill_len) * m.num_moe_layers * m.top_k * 4 * 6
-        return 32.0 * commands + routing
+        graphs = _BYTES_PER_GPU_LAYER * self.gpus * m.num_layers   # the layer graphs of every GPU
+        return 32.0 * commands + routing + graphs
+
+    def work_estimate_s(self, steps: int) -> float:
+        """Estimated seconds of simulator time for ``steps`` steps: per layer, a part per GPU (its
+        graph, its decision, its PIM nodes) and a part per routed (token, top-k slot). Constants
+        measured on a 2-core x86-64 machine (docs/architecture.md, "Work estimate")."""
+        return step_work_s(self.model, self.gpus, self.batch + self.prefill_requests * self.prefill_len, steps)
 
     def run(self, steps: int = 1, warmup: int = 2) -> StepResult:
         """Run ``warmup`` steps (the cost table learns; not reported), then ``steps`` measured steps."""
@@ -503,8 +510,15 @@ class StepSimulator:
         for name, value, low in (("steps", steps, 1), ("warmup", warmup, 0)):
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not low <= value <= 10_000:
                 raise field_error(name, value, f"an integer in [{low}, 10000]")
+        from .._validate import check_work
+        check_work(self.work_estimate_s(steps + warmup), f"{steps + warmup} steps of {self.model.name} on "
+                   f"{self.gpus} GPUs at batch {self.batch}", "steps + warmup", steps + warmup)
         self.check_capacity(steps + warmup)
         need = self.memory_estimate_bytes(steps + warmup)
+        graphs = _BYTES_PER_GPU_LAYER * self.gpus * self.model.num_layers
+        if graphs > need / 2:
+            check_memory(need, f"the layer graphs of {self.gpus} GPUs x {self.model.num_layers} layers", "gpus",
+                         self.gpus)
         check_memory(need, "a step with these contexts and this batch", "batch x context",
                      f"{self.batch} x {int(self.context.max(initial=0))}")
         for _ in range(warmup):
@@ -532,6 +546,22 @@ class StepSimulator:
             wall_step_s=float(np.mean([r["wall_step_s"] for r in raws])),
             schedule=raws[-1]["schedule"],
         )
+
+
+#: Simulator cost per (GPU, layer) of a step and per routed (token, top-k slot) and layer, in
+#: seconds and bytes: ``run --model qwen3.5-397b-a17b --context-len 16 --warmup 0 --policy sieve``
+#: at 256 vs 128 GPUs (B = 1024) took 10.9 vs 6.2 s and 404 vs 193 MB peak RSS (36 us and 27 KB
+#: per GPU-layer); ``qwen3-30b-a3b`` at B = 16384 took 1.3 s per step (1.7e-7 s per slot-layer).
+#: Taken about 1.5x for a margin.
+_SECONDS_PER_GPU_LAYER = 6e-4
+_SECONDS_PER_TOKEN_SLOT = 2.5e-7
+_BYTES_PER_GPU_LAYER = 40_000
+
+
+def step_work_s(model: Any, gpus: int, tokens: int, steps: int) -> float:
+    """Estimated simulator seconds of ``steps`` executed steps of ``model`` on ``gpus`` GPUs with
+    ``tokens`` routed tokens per step (decode requests plus prefill tokens)."""
+    return steps * model.num_layers * (_SECONDS_PER_GPU_LAYER * gpus + _SECONDS_PER_TOKEN_SLOT * tokens * model.top_k)
 
 
 def simulate_step(model: Any, hardware: Any = "b200", *, gpus: int = 1, policy: str = "sieve", batch: int = 1,
