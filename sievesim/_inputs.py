@@ -31,7 +31,7 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
 from .errors import ConfigError, field_error
 
 __all__ = ["open_input", "read_bytes", "read_text", "read_toml", "input_size_limit", "check_input",
-           "show_path", "is_int", "SIZE_LIMITS"]
+           "show_path", "is_int", "json_int", "SIZE_LIMITS"]
 
 #: Largest input of each kind: bytes (an int), or a fraction of the memory limit in force
 #: (``--max-memory``; a float) for inputs whose size follows the work they describe. A config of
@@ -216,6 +216,17 @@ def read_toml(path: Any, what: str = "TOML file") -> dict[str, Any]:
         raise ConfigError(f"{shown}: not valid TOML: {exc}") from None
     except (ValueError, RecursionError) as exc:  # an integer of thousands of digits, deep nesting
         raise ConfigError(f"{shown}: not valid TOML: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+
+
+def json_int(text: str) -> int:
+    """``parse_int`` hook of ``json.loads``: the digit count is checked before the conversion
+    (Python's ``int`` refuses 4,300 digits with a ValueError that names no file)."""
+    from ._validate import MAX_DIGITS  # noqa: PLC0415
+
+    if len(text.lstrip("-")) > MAX_DIGITS:
+        raise ConfigError(f"a number of {len(text.lstrip('-'))} digits ({text[:20]}...): expected at most "
+                          f"{MAX_DIGITS} digits")
+    return int(text)
 
 
 def is_int(value: Any) -> bool:

@@ -974,3 +974,26 @@ def test_python_api_work_limits():
     with pytest.raises(ValueError, match="max_work_s"):
         with work_limit(float("inf")):
             pass
+
+
+# ------------------------------------------------------------------------------------------
+# issue 26, 7. very long numbers: digits counted before any int() conversion
+
+def test_very_long_numbers_are_refused_before_conversion(tmp_path):
+    digits = "9" * 5000
+    t = _write(tmp_path / "t.trace", "LD " + "9" * 1_000_000 + "\n")
+    assert_refused(run_cli(["dram", "run", str(t)]), str(t), "below 2**63")
+    t2 = _write(tmp_path / "t2.trace", "LD 0x" + "f" * 100_000 + "\n")
+    assert_refused(run_cli(["dram", "run", str(t2)]), str(t2))
+    assert_refused(run_cli(["run", "--model", "qwen3-30b-a3b", "--prefill", f"{digits}:10", "--warmup", "0",
+                            "--batch", "4"]), "prefill")
+    assert_refused(run_cli(["run", "--model", "qwen3-30b-a3b", "--prefill", f"1:{digits}", "--warmup", "0",
+                            "--batch", "4"]), "prefill")
+    c = _write(tmp_path / "c.json", f"[{digits}]")
+    assert_refused(run_cli(["policy", "decide", "--model", "mixtral-8x7b", "--counts", str(c)]), str(c),
+                   "5000 digits", "at most 40")
+    h = _write(tmp_path / "config.json", '{"num_experts": ' + digits + "}")
+    assert_refused(run_cli(["model", "show", str(h)]), str(h), "5000 digits")
+    assert_refused(run_cli(["run", "--model", "qwen3-30b-a3b", "--policy", "sieve", "--policy-option",
+                            f"scalar_steps={digits}"]), "scalar_steps", "at most 100 characters")
+    assert_refused(run_cli(["dram", "run", f"synthetic:random:{digits}"]), "ASCII digits")

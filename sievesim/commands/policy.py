@@ -86,11 +86,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _read_counts(path: str) -> tuple[np.ndarray, np.ndarray | None]:
-    from .._inputs import read_text
+    from .._inputs import json_int, read_text
+    from ..errors import SievesimError
 
     text = read_text(path, "JSON file of token counts (--counts)", "counts", allow_stdin=True)
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_int=json_int)
+    except SievesimError as exc:     # a number of thousands of digits, refused before int()
+        raise ConfigError(f"--counts {path}: {exc}") from None
     except json.JSONDecodeError as exc:
         raise field_error("--counts", path, f"valid JSON ({exc.msg} at line {exc.lineno})") from None
     except (ValueError, RecursionError) as exc:  # an integer of thousands of digits, deep nesting

@@ -61,7 +61,9 @@ class RequestTrace:
                    addresses=address.astype(np.int64), source=source)
 
 
-_LS_LINE = re.compile(rb"^(LD|ST) (0[xX][0-9a-fA-F]+|[0-9]+)\r?$")
+#: A LoadStoreTrace line; the address's digits are counted before it is converted (a line of
+#: megabytes of digits would make Python's int() fail), and then it must be below 2**63.
+_LS_LINE = re.compile(rb"^(LD|ST) (0[xX][0-9a-fA-F]{1,24}|[0-9]{1,24})\r?$")
 
 
 def _read_file(path: pathlib.Path) -> bytes:
@@ -98,7 +100,7 @@ def read_loadstore_trace(path: str | pathlib.Path) -> RequestTrace:
         if m is None:
             text = line.decode("utf-8", "replace")[:80]
             raise TraceError(f"{path}:{i + 1}: {text!r}: expected 'LD <addr>' or 'ST <addr>' "
-                             "(addr decimal or 0x-hex)")
+                             "(addr decimal or 0x-hex, below 2**63)")
         is_write[i] = m.group(1) == b"ST"
         tok = m.group(2)
         value = int(tok, 16) if tok[:2] in (b"0x", b"0X") else int(tok)

@@ -118,8 +118,11 @@ def _read_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any],
     if path.is_dir():
         path = path / "config.json"
     text = _read_text(path, "config.json")
+    from .._inputs import json_int
     try:
-        raw = json.loads(text)
+        raw = json.loads(text, parse_int=json_int)
+    except ConfigError as exc:       # a number of thousands of digits, refused before int()
+        raise ConfigError(f"{path}: {exc}") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not valid JSON: {exc}") from None
     except (ValueError, RecursionError) as exc:  # an integer of thousands of digits, deep nesting

@@ -134,8 +134,10 @@ def _parse_meta(raw: Any, source: str) -> dict[str, Any]:
     if raw is None:
         return {}
     try:
+        from .._inputs import json_int
+
         text = str(np.asarray(raw).item()) if not isinstance(raw, str) else raw
-        meta = json.loads(text)
+        meta = json.loads(text, parse_int=json_int)     # digits counted before int()
     except (ValueError, TypeError, RecursionError) as exc:
         raise _err(source, "meta", str(raw)[:60], f"a JSON object ({exc})") from None
     if not isinstance(meta, dict):
