@@ -997,3 +997,32 @@ def test_very_long_numbers_are_refused_before_conversion(tmp_path):
     assert_refused(run_cli(["run", "--model", "qwen3-30b-a3b", "--policy", "sieve", "--policy-option",
                             f"scalar_steps={digits}"]), "scalar_steps", "at most 100 characters")
     assert_refused(run_cli(["dram", "run", f"synthetic:random:{digits}"]), "ASCII digits")
+
+
+# ------------------------------------------------------------------------------------------
+# issue 26, 9. ignored or contradictory options: refused or honoured, never ignored
+
+def test_options_are_honoured_or_refused(tmp_path):
+    import json as _json
+
+    tp = run_cli(["pim", "expert", "--model", "qwen3-30b-a3b", "--json"])
+    ch = run_cli(["pim", "expert", "--model", "qwen3-30b-a3b", "--unit", "channel", "--json"])
+    assert tp.rc == ch.rc == 0, tp.err + ch.err
+    assert _json.loads(tp.out) != _json.loads(ch.out)          # --unit is honoured (ep placement in a channel)
+    assert_refused(run_cli(["pim", "expert", "--model", "qwen3-30b-a3b", "--placement", "tp", "--unit", "channel"]),
+                   "--unit", "--placement ep")
+    assert_refused(run_cli(["pim", "gemv", "--d-in", "64", "--d-out", "64", "--placement", "tp", "--unit", "stack"]),
+                   "--unit")
+    g1 = run_cli(["pim", "gemv", "--d-in", "256", "--d-out", "256", "--unit", "pseudo_channel", "--json"])
+    g2 = run_cli(["pim", "gemv", "--d-in", "256", "--d-out", "256", "--placement", "ep", "--unit",
+                  "pseudo_channel", "--json"])
+    assert g1.rc == 0 and g1.out == g2.out
+    counts = _write(tmp_path / "c.json", '{"1_0": 3}')
+    assert_refused(run_cli(["policy", "decide", "--model", "mixtral-8x7b", "--counts", str(counts)]),
+                   "expert id", "1_0")
+    assert_refused(run_cli(["policy", "compare", "--model", "qwen3-30b-a3b", "--gpus", "8", "--batch", "4"]),
+                   "--batch = 4", "multiple of --gpus 8")
+    assert_refused(run_cli(["sweep", "--model", "qwen3-30b-a3b", "--batch", "4", "--dask", "", "--out",
+                            str(tmp_path / "o")]), "--dask")
+    assert_refused(run_cli(["reproduce", "overhead", "--quick", "--trace", str(counts), "--out", str(tmp_path / "r")]),
+                   "--trace", "fig3", "fig5")

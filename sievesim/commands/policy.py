@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -103,7 +104,7 @@ def _read_counts(path: str) -> tuple[np.ndarray, np.ndarray | None]:
         ids, counts = [], []
         for key, value in data.items():
             try:
-                if not key.strip().lstrip("-").isascii():
+                if not re.fullmatch(r"-?[0-9]{1,6}", key.strip()):   # int() would read '1_0' as 10
                     raise ValueError(key)
                 ids.append(int(key))
             except ValueError:
@@ -271,6 +272,10 @@ def _compare(args: argparse.Namespace) -> int:
     if args.top_k is not None and args.top_k < 1:
         raise field_error("--top-k", args.top_k, "a positive integer")
     _check_batches(args.batch)
+    for b in args.batch:     # as `sievesim run`: data-parallel attention puts B/G requests on each GPU
+        if b % args.gpus:
+            raise field_error("--batch", b, f"a multiple of --gpus {args.gpus} (data-parallel attention puts "
+                              "B/G requests on each GPU)")
     pim = None
     if args.pim_cost == "engine":
         from ..hardware import get_hardware

@@ -127,6 +127,9 @@ def _run(args: argparse.Namespace) -> int:
     point_fn = resolve_point_function(args.point)
     if args.jobs is not None and args.jobs < 1:
         raise field_error("--jobs", args.jobs, "a positive number of worker processes")
+    if args.dask is not None and not args.dask.strip():
+        raise field_error("--dask", args.dask, "the address of a Dask scheduler (e.g. tcp://host:8786); leave "
+                          "--dask out to run locally")
     if args.dask and args.jobs is not None:
         raise field_error("--jobs", args.jobs, "not with --dask (the cluster has its own workers)")
     progress = None if args.quiet else sys.stderr

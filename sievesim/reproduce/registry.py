@@ -61,6 +61,9 @@ class Figure:
     title: str
     compute: Callable[[FigureOptions], FigureData]
     plot: Callable[[FigureData, pathlib.Path], None] | None = None
+    #: Whether the figure uses routing traces given with ``--trace`` (a figure that does not is
+    #: refused a trace rather than silently ignoring it).
+    takes_traces: bool = False
 
 
 @dataclass
@@ -79,13 +82,14 @@ class FigureReport:
 FIGURES: dict[str, Figure] = {}
 
 
-def register_figure(name: str, title: str, *, plot: Callable[[FigureData, pathlib.Path], None] | None = None
+def register_figure(name: str, title: str, *, plot: Callable[[FigureData, pathlib.Path], None] | None = None,
+                    takes_traces: bool = False
                     ) -> Callable[[Callable[[FigureOptions], FigureData]], Callable[[FigureOptions], FigureData]]:
     """Decorator: register ``compute(opts) -> FigureData`` as figure ``name`` (see module doc)."""
     def wrap(compute: Callable[[FigureOptions], FigureData]) -> Callable[[FigureOptions], FigureData]:
         if name in FIGURES or name == "all":
             raise ValueError(f"figure {name!r} is already registered")
-        FIGURES[name] = Figure(name, title, compute, plot)
+        FIGURES[name] = Figure(name, title, compute, plot, takes_traces)
         return compute
     return wrap
 
@@ -156,6 +160,9 @@ def reproduce(name: str, out_dir: str | os.PathLike[str] = "figures", *, quick: 
         if not os.path.exists(t):
             raise field_error("--trace", t, "an existing routing trace file")
     names = list(FIGURES) if name == "all" else [name]
+    if traces and not any(FIGURES[n].takes_traces for n in names):
+        raise field_error("--trace", traces[0], "a figure that uses routing traces ("
+                          + ", ".join(n for n, f in FIGURES.items() if f.takes_traces) + f"); {name} takes none")
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if jobs < 1:
