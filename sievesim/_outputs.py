@@ -101,3 +101,23 @@ def write_output(path: str | os.PathLike[str], data: bytes | str, what: str = "o
     """Write ``data`` (bytes, or str as UTF-8) to ``path`` through :func:`open_output`."""
     with open_output(path, what, text=isinstance(data, str)) as fh:
         fh.write(data)
+
+
+def check_finite(result: Any, what: str = "result") -> None:
+    """Refuse to print a result that holds ``inf`` or ``nan`` (a rate or size at the edge of its range
+    turned a time into infinity): one :class:`ConfigError` naming the first such entry. Every
+    command checks its result with this before printing it, as a table or as JSON."""
+    import math  # noqa: PLC0415
+
+    stack: list[tuple[str, Any]] = [(what, result)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, float) or type(value).__name__ in ("float64", "float32"):
+            if not math.isfinite(float(value)):
+                raise ConfigError(f"{path} = {float(value)}: expected a finite number; an input is outside the "
+                                  "range this result can be computed in (check the rates and sizes of the "
+                                  "hardware and the model)")
+        elif isinstance(value, dict):
+            stack.extend((f"{path}.{k}", v) for k, v in reversed(list(value.items())))
+        elif isinstance(value, (list, tuple)):
+            stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(value))))

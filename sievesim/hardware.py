@@ -64,24 +64,33 @@ def _is_number(value: Any) -> bool:
 _UPPER = {"FLOP/s": 1e21, "bytes/s": 1e18, "bytes/s per direction": 1e18, "bytes": 2.0**50,
           "HBM stacks per GPU": 64, "experts": 1 << 16, "MACs per PU per command": 4096,
           "internal / external bandwidth": 1e4, "bytes per PIM channel": 2**30, "bytes per weight element": 16}
+#: Physical floors of the rates and sizes: far below any machine simulated here (a GPU does 1e14
+#: FLOP/s, an HBM stack 1e12 bytes/s, a link 1e10), so that a typo such as 1e-300 is refused
+#: instead of turning times into inf or nan.
+_LOWER = {"FLOP/s": 1e9, "bytes/s": 1e6, "bytes/s per direction": 1e6,
+          "internal / external bandwidth": 1e-3, "bytes per weight element": 0.125}
 
 
 def _positive(what: str, *, integer: bool = False) -> Any:
     """A check of a positive number (integer) of ``what``, at most its physical ceiling."""
     hi = _UPPER.get(what, math.inf)
+    lo = _LOWER.get(what)
 
     def check(fname: str, value: Any, src: str | None) -> None:
         ok = _is_int(value) if integer else _is_number(value)
-        if not ok or value <= 0 or value > hi:
+        if not ok or value <= 0 or value > hi or (lo is not None and value < lo):
             kind = "a positive integer" if integer else "a positive number"
-            limit = f" up to {hi:g}" if hi != math.inf else ""
+            if lo is not None:
+                limit = f" from {lo:g} to {hi:g}"
+            else:
+                limit = f" up to {hi:g}" if hi != math.inf else ""
             raise field_error(fname, value, f"{kind}{limit} ({what})", source=src)
     return check
 
 
 def _fraction(fname: str, value: Any, src: str | None) -> None:
-    if not _is_number(value) or not 0 < value <= 1:
-        raise field_error(fname, value, "a fraction in (0, 1] (share of the peak that is reached)", source=src)
+    if not _is_number(value) or not 1e-3 <= value <= 1:
+        raise field_error(fname, value, "a fraction in [0.001, 1] (share of the peak that is reached)", source=src)
 
 
 def _boolean(fname: str, value: Any, src: str | None) -> None:

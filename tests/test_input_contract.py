@@ -1026,3 +1026,44 @@ def test_options_are_honoured_or_refused(tmp_path):
                             str(tmp_path / "o")]), "--dask")
     assert_refused(run_cli(["reproduce", "overhead", "--quick", "--trace", str(counts), "--out", str(tmp_path / "r")]),
                    "--trace", "fig3", "fig5")
+
+
+# ------------------------------------------------------------------------------------------
+# issue 26, 10. degenerate data: bounds for every rate, no inf/nan printed as a result
+
+def test_degenerate_routing_files(tmp_path):
+    import json as _json
+
+    import numpy as np
+
+    for name, key, shape in (("zero.npz", "pass_counts", (4, 3, 8)), ("none.npz", "pass_counts", (0, 3, 8)),
+                             ("noexp.npz", "logical_count", (4, 3, 0))):
+        f = tmp_path / name
+        np.savez(f, **{key: np.zeros(shape, np.int32)}, meta=np.array(_json.dumps({"top_k": 2, "num_experts": 8})))
+        assert_refused(run_cli(["trace-stats", str(f)]), str(f), key)
+
+
+@pytest.mark.parametrize("section, field, value", [
+    ("gpu", "peak_flops_bf16", "1e-300"), ("gpu", "hbm_bandwidth_bytes_per_s", "1e-300"),
+    ("gpu", "compute_efficiency", "1e-300"), ("gpu", "memory_efficiency", "1e-300"),
+    ("interconnect", "bandwidth_bytes_per_s_per_direction", "1e-300"),
+    ("pim", "internal_bandwidth_ratio", "1e-300"), ("pim", "operand_bytes", "1e-300"),
+])
+def test_absurd_rates_are_refused_with_their_physical_range(tmp_path, section, field, value):
+    f = _write(tmp_path / "h.toml", f'base = "b200"\nname = "x"\n[{section}]\n{field} = {value}\n')
+    line = assert_refused(run_cli(["run", "--model", "qwen3-30b-a3b", "--hardware", str(f), "--batch", "4",
+                                   "--warmup", "0"]), f"{section}.{field}")
+    assert "from" in line or "[0.001" in line          # the range is stated
+
+
+def test_no_inf_or_nan_is_printed_as_a_result():
+    from sievesim._outputs import check_finite
+    from sievesim.errors import ConfigError
+
+    check_finite({"a": [1.0, 2, {"b": 3.5}], "c": "inf"})     # strings are names, not numbers
+    for bad in (float("inf"), float("nan"), -float("inf")):
+        with pytest.raises(ConfigError, match=r"result\.x\[1\]\.t_s"):
+            check_finite({"x": [{}, {"t_s": bad}]})
+    import numpy as np
+    with pytest.raises(ConfigError, match="finite"):
+        check_finite([np.float64("nan")])

@@ -165,6 +165,8 @@ def _table(args: argparse.Namespace) -> int:
             gpu = max(2.0 * params * n / (hw.gpu.peak_flops_bf16 * hw.gpu.compute_efficiency),
                       model.bytes_per_expert / (hw.gpu.hbm_bandwidth_bytes_per_s * hw.gpu.memory_efficiency))
             rows.append(r | {"model": name, "gpu_roofline_us": gpu * 1e6})
+    from .._outputs import check_finite
+    check_finite(rows)
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
@@ -180,6 +182,8 @@ def _table(args: argparse.Namespace) -> int:
 
 
 def _print(d: dict, as_json: bool) -> None:
+    from .._outputs import check_finite
+    check_finite(d)
     if as_json:
         print(json.dumps(d, indent=2))
         return

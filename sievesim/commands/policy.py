@@ -193,6 +193,8 @@ def _decide(args: argparse.Namespace) -> int:
         out["unit"] = part.unit
     if "verified" in part.info:
         out["verified_t_total_s"] = {str(k): v for k, v in part.info["verified"].items()}
+    from .._outputs import check_finite
+    check_finite(out)
     if args.json:
         print(json.dumps(out))
         return 0
@@ -286,6 +288,8 @@ def _compare(args: argparse.Namespace) -> int:
     compare = unit_sensitivity if args.units else compare_policies
     rows = compare(args.model, args.gpus, args.batch, hardware=args.hardware, context_len=args.context_len,
                    pim=pim, top_k=args.top_k)
+    from .._outputs import check_finite
+    check_finite(rows)
     if args.json:
         print(json.dumps(rows))
         return 0

@@ -163,6 +163,8 @@ def _run(args: argparse.Namespace) -> int:
             raise field_error("--chrome-trace", args.chrome_trace, f"a writable file ({exc.strerror})") from None
     records = [r.to_dict() for r in results]
     _add_speedups(records)
+    from .._outputs import check_finite
+    check_finite(records)
     if args.json:
         print(json.dumps(records[0] if len(records) == 1 else records))
         return 0

@@ -344,8 +344,8 @@ def _pass_counts_from_arrays(arrays: Mapping[str, Any], source: str,
     meta = _parse_meta(arrays.get("meta"), source)
     key = "pass_counts" if "pass_counts" in arrays else "logical_count"
     c = np.asarray(arrays[key])
-    if c.ndim != 3:
-        raise _err(source, f"{key}.shape", c.shape, "3 dimensions (passes, layers, experts)")
+    if c.ndim != 3 or 0 in c.shape:
+        raise _err(source, f"{key}.shape", c.shape, "3 dimensions (passes, layers, experts), none of them 0")
     if not np.issubdtype(c.dtype, np.integer):
         raise _err(source, f"{key}.dtype", str(c.dtype), "an integer dtype")
     if np.any(c < 0):
@@ -355,6 +355,8 @@ def _pass_counts_from_arrays(arrays: Mapping[str, Any], source: str,
     if top_k is not None and k is not None and k != top_k:
         raise _err(source, "meta.top_k", k, f"{top_k} (the model's top-k)")
     used = c.reshape(c.shape[0], -1).sum(axis=1) > 0  # stat mode: unused ring-buffer rows are 0
+    if not used.any():
+        raise _err(source, key, f"all {c.shape[0]} passes with 0 tokens", "at least one pass with a routed token")
     pid = np.asarray(arrays["pass_id"]).astype(np.int64) if "pass_id" in arrays else np.arange(c.shape[0])
     return PassCounts(counts=c[used].astype(np.int64), top_k=int(k or top_k or 0),
                       model=str(meta.get("model", "")), source=source, pass_id=pid[used])
