@@ -97,6 +97,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     not UTF-8, input nested too deeply to parse and running out of memory become one line naming
     the file or the value. Any other exception is a bug and keeps its traceback.
     """
+    for stream in (sys.stdout, sys.stderr):
+        # a path with bytes that are not UTF-8 (or any non-ASCII name under PYTHONIOENCODING=ascii)
+        # is printed with backslash escapes rather than failing with UnicodeEncodeError
+        if hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):   # a closed or detached stream
+                pass
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -113,6 +121,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _error(_one_line(exc))
     except BrokenPipeError:  # e.g. `sievesim ... | head`
         return 0
+    except KeyboardInterrupt as exc:   # Ctrl-C: one line (a command may say how to resume), exit 130
+        print(f"sievesim: interrupted{': ' + str(exc) if str(exc) else ''}", file=sys.stderr)
+        return 130
     except UnicodeDecodeError as exc:
         return _error(f"input is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
                       "expected a UTF-8 file")

@@ -517,6 +517,8 @@ def _is_preset_reference(text: str) -> bool:
 
 def _raw_hardware(ref: str, relative_to: Path | None, seen: tuple[Path, ...], src: str) -> tuple[dict, Path]:
     """The merged table of a preset or file named by ``base`` (its own ``base`` applied)."""
+    if "\x00" in ref:
+        raise field_error("base", ref, "a hardware preset name or a .toml path without a NUL byte", source=src)
     if _is_preset_reference(ref):
         path = _PRESET_DIR / f"{ref.strip().lower()}.toml"
     else:

@@ -1067,3 +1067,69 @@ def test_no_inf_or_nan_is_printed_as_a_result():
     import numpy as np
     with pytest.raises(ConfigError, match="finite"):
         check_finite([np.float64("nan")])
+
+
+# ------------------------------------------------------------------------------------------
+# issue 26, 6. the environment: non-UTF-8 paths, Ctrl-C, MPLBACKEND, NUL bytes, base chains
+
+def _env(**extra):
+    import os
+    return {**os.environ, "PYTHONPATH": str(__import__("pathlib").Path(__file__).resolve().parents[1]), **extra}
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_ctrl_c_during_a_sweep_is_one_line_and_exit_130(tmp_path, jobs):
+    import os
+    import signal
+    import time
+
+    out = tmp_path / "o"
+    argv = [sys.executable, "-m", "sievesim", "sweep", "--model", "qwen3-30b-a3b", "--context-len", "16",
+            "--batch", ",".join(str(b) for b in range(1024, 1024 + 16 * 32, 32)), "--steps", "2", "--out", str(out),
+            "--jobs", jobs, "--quiet"]
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    t0 = time.monotonic()
+    while not ((out / "results.jsonl").exists() and (out / "results.jsonl").read_bytes().count(b"\n") >= 1):
+        assert p.poll() is None and time.monotonic() - t0 < 120, p.communicate()
+        time.sleep(0.05)
+    os.kill(p.pid, signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert "interrupted" in lines[0] and "rerun the same command to resume" in lines[0] and str(out) in lines[0]
+    again = subprocess.run(argv[:-3] + ["--jobs", "1", "--quiet", "--point", "estimate", "--force"],
+                           capture_output=True, text=True, env=_env(), timeout=120)
+    assert again.returncode == 0, again.stderr
+
+
+def test_non_utf8_paths_are_printed_with_escapes(tmp_path):
+    import os
+
+    folder = os.path.join(os.fsencode(tmp_path), b"bad\xff-dir")
+    os.mkdir(folder)
+    target = os.fsdecode(os.path.join(folder, b"h.toml"))
+    for enc in ("ascii", "utf-8"):
+        p = subprocess.run([sys.executable, "-m", "sievesim", "hardware", "save", "b200", target],
+                           capture_output=True, text=True, env=_env(PYTHONIOENCODING=enc), errors="replace")
+        assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+        assert "bad\\udcff-dir" in p.stdout or "bad\\xff-dir" in p.stdout, p.stdout
+        p = subprocess.run([sys.executable, "-m", "sievesim", "hardware", "show", target + "x"],
+                           capture_output=True, text=True, env=_env(PYTHONIOENCODING=enc), errors="replace")
+        assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_nonsense_mplbackend_falls_back_to_agg_with_a_warning(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "sievesim", "reproduce", "fig5", "--quick", "--out", str(tmp_path)],
+                       capture_output=True, text=True, env=_env(MPLBACKEND="nonsense"), timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "MPLBACKEND = 'nonsense' is not a matplotlib backend" in p.stderr and "Traceback" not in p.stderr
+    assert (tmp_path / "fig5.png").stat().st_size > 0
+
+
+def test_nul_bytes_in_paths_inside_files(tmp_path):
+    hw = _write(tmp_path / "h.toml", 'name = "x"\nbase = "a\\u0000b.toml"\n')
+    assert_refused(run_cli(["hardware", "show", str(hw)]), "base", "NUL")
+    grid = _write(tmp_path / "g.toml", 'model = "qwen3-30b-a3b\\u0000"\nbatch = 4\n')
+    assert_refused(run_cli(["sweep", "--grid", str(grid), "--out", str(tmp_path / "o"), "--point", "estimate"]),
+                   "model", "NUL")

@@ -100,11 +100,34 @@ def figure_names() -> list[str]:
 
 
 def _have_matplotlib() -> bool:
+    """Whether matplotlib imports; it is imported here with the Agg backend (figures are files).
+    An ``MPLBACKEND`` that is not a matplotlib backend would make the import itself fail: it is
+    set aside for the import, with a warning, and the PNGs are written with Agg."""
+    import warnings
+
+    backend = os.environ.get("MPLBACKEND")
+    if backend is not None and backend.strip().lower() != "agg":
+        del os.environ["MPLBACKEND"]
     try:
-        import matplotlib  # noqa: F401
+        import matplotlib
     except ImportError:
         return False
+    finally:
+        if backend is not None:
+            os.environ["MPLBACKEND"] = backend
+    if backend is not None and backend.strip().lower() not in _matplotlib_backends(matplotlib):
+        warnings.warn(f"MPLBACKEND = {backend!r} is not a matplotlib backend; writing the figures with Agg")
+    matplotlib.use("Agg")
     return True
+
+
+def _matplotlib_backends(matplotlib: Any) -> set[str]:
+    try:
+        from matplotlib.backends import backend_registry     # matplotlib >= 3.9
+        return {b.lower() for b in backend_registry.list_all()}
+    except ImportError:
+        from matplotlib import rcsetup
+        return {b.lower() for b in rcsetup.all_backends}
 
 
 def step_records(name: str, points: Sequence[dict[str, Any]], opts: FigureOptions, *,
@@ -181,8 +204,6 @@ def reproduce(name: str, out_dir: str | os.PathLike[str] = "figures", *, quick: 
         png, message = None, ""
         if plot and fig.plot is not None:
             if _have_matplotlib():
-                import matplotlib
-                matplotlib.use("Agg")
                 png = out / f"{n}.png"
                 fig.plot(data, png)
             else:
