@@ -131,16 +131,17 @@ class _Bounded(io.RawIOBase):
     def tell(self) -> int:
         return self._raw.tell()
 
+    def fileno(self) -> int:
+        return self._raw.fileno()
+
     def readinto(self, b: Any) -> int:
         want = len(b)
         if self._left < 0:
             return 0
-        data = self._raw.read(min(want, self._left + 1))
-        n = len(data)
+        n = self._raw.readinto(memoryview(b)[:min(want, self._left + 1)]) or 0
         if n > self._left:
             _check_size(self._path, self._limit + 1, self._what, self._kind, stream=True)
         self._left -= n
-        b[:n] = data
         return n
 
 
@@ -185,10 +186,23 @@ def open_input(path: Any, what: str = "file", kind: str = "config", *,
 def read_bytes(path: Any, what: str = "file", kind: str = "config", *, allow_stdin: bool = False) -> bytes:
     """The whole input (see :func:`open_input`)."""
     with open_input(path, what, kind, allow_stdin=allow_stdin) as fh:
+        chunks = []
         try:
-            return fh.read()
+            st = os.fstat(fh.fileno())
+            first = st.st_size + 1 if stat.S_ISREG(st.st_mode) else 1 << 24
+        except (OSError, ValueError, io.UnsupportedOperation):
+            first = 1 << 24
+        try:
+            size = first
+            while True:     # a regular file in one read (its size + 1), a stream 16 MiB at a time
+                chunk = fh.read(size)
+                size = 1 << 24
+                if not chunk:
+                    break
+                chunks.append(chunk)
         except OSError as exc:
             raise ConfigError(f"{show_path(path)}: cannot read {what} ({exc.strerror or exc})") from None
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def _not_utf8(path: Any, exc: UnicodeDecodeError) -> ConfigError:
