@@ -343,11 +343,17 @@ def memory_limit(nbytes: int) -> Iterator[None]:
     """Raise (or lower) the memory limit inside a ``with`` block."""
     if not _is_int(nbytes) or nbytes < 1:
         raise field_error("max_memory", nbytes, "a positive number of bytes")
-    token = _MAX_MEMORY.set(int(nbytes))
+    with _limit_set(_MAX_MEMORY, int(nbytes)):
+        yield
+
+
+@contextlib.contextmanager
+def _limit_set(var: contextvars.ContextVar[Any], value: Any) -> Iterator[None]:
+    token = var.set(value)
     try:
         yield
     finally:
-        _MAX_MEMORY.reset(token)
+        var.reset(token)
 
 
 def format_bytes(n: float) -> str:
@@ -396,11 +402,8 @@ def work_limit(seconds: float) -> Iterator[None]:
     """Raise (or lower) the limit on estimated run time inside a ``with`` block."""
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds < math.inf:
         raise field_error("max_work_s", seconds, "a positive, finite number of seconds")
-    token = _MAX_WORK_S.set(float(seconds))
-    try:
+    with _limit_set(_MAX_WORK_S, float(seconds)):
         yield
-    finally:
-        _MAX_WORK_S.reset(token)
 
 
 def format_seconds(s: float) -> str:
