@@ -902,7 +902,6 @@ def test_engine_boundary_checks_programs_and_raw_arrays():
 def test_far_future_arrival_is_refused_with_the_estimate_and_the_flag():
     import numpy as np
 
-    from sievesim import memory_limit  # noqa: F401 - the package's public limits
     from sievesim._validate import work_limit
     from sievesim.dram.engine import simulate
     from sievesim.errors import ConfigError
