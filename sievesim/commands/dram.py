@@ -71,6 +71,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.log_commands:
         write_command_log(result, config, args.log_commands)
     d = result.to_dict()
+    from .._outputs import check_finite
+    check_finite(d)
     if args.json:
         print(json.dumps(d, indent=2))
     else:

@@ -10,6 +10,7 @@ from ..costs import CostContext
 from ..errors import ConfigError, field_error
 from .base import Partition, Policy, register_policy
 from .placement import DEFAULT_PIMOE_UNIT, unit_queues
+from .options import Option
 
 __all__ = ["NoExp", "AllExp", "PIMoE", "NaiveSplit", "DEFAULT_PIMOE_UNIT"]
 
@@ -21,6 +22,7 @@ class NoExp(Policy):
     name = "noexp"
     description = "all experts on the GPU (PIM runs attention only)"
     static_placement = "gpu"
+    options: dict = {}
 
     def _decide(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> np.ndarray:
         return np.zeros(counts.shape, dtype=bool)
@@ -33,6 +35,7 @@ class AllExp(Policy):
     name = "allexp"
     description = "all experts on PIM, tensor-parallel across channels"
     static_placement = "pim"
+    options: dict = {}
 
     def _decide(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> np.ndarray:
         return counts > 0
@@ -48,6 +51,7 @@ class NaiveSplit(Policy):
     name = "naive"
     description = "activated experts alternate GPU/PIM by id (a split for uniform routing)"
     static_placement = "split"
+    options: dict = {}
 
     def _decide(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> np.ndarray:
         active = np.flatnonzero(counts > 0)
@@ -90,6 +94,7 @@ class PIMoE(Policy):
     #: stays on PIM: with early loads it wasted 18.8 GB of loads per step (Qwen3-30B-A3B, B = 64,
     #: stack units) and ran 1.41x slower (docs/system.md, "Early weight loads").
     early_loads = "off"
+    options = {"unit": Option("unit", DEFAULT_PIMOE_UNIT, "the PIM unit that holds whole experts")}
 
     def __init__(self, unit: str = DEFAULT_PIMOE_UNIT) -> None:
         try:
