@@ -526,7 +526,7 @@ def run_grid(points: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str
             try:
                 from ._inputs import read_text
                 old = json.loads(read_text(man_path, "sweep grid.json", "manifest"))
-            except (ValueError, RecursionError):
+            except (json.JSONDecodeError, RecursionError):   # damaged: an unknown grid (a FIFO or an oversized file is refused)
                 old = None
         if not _same_grid(old, manifest):
             what = "another grid" if old is not None else "results of an unknown grid"

@@ -534,7 +534,7 @@ RUN_SIEVE = ["run", "--model", "qwen3-30b-a3b", "--batch", "4", "--warmup", "0",
     ("rel_tol=-1", "rel_tol"), ("rel_tol=inf", "rel_tol"), ("rel_tol=Infinity", "rel_tol"), ("rel_tol=0.5", "rel_tol"),
     ("use_kernel=maybe", "use_kernel"), ("experts_only=2", "experts_only"), ("experts_only=null", "experts_only"),
     ("candidates=x", "candidates"), ("includ_attention=false", "did you mean 'include_attention'"),
-    ("unit=channel", "unit"),
+    ("unit=bank", "unit"),
 ])
 def test_run_policy_options_are_checked(option, field):
     line = assert_refused(run_cli(RUN_SIEVE + ["--policy-option", option]), "--policy-option", field)
