@@ -183,6 +183,8 @@ cdef class Engine:
     cdef int64_t* xch             # (n_peers, 2 parities, 8): step, stop, wake (one cache line each)
     cdef int rank, n_peers
     cdef int64_t xstep
+    cdef int64_t slept_ns         # time this run slept waiting for the others (ns)
+    cdef int64_t grace_ns         # lockstep: give up when contended after this long (ns; -1 never)
     # ---- main loop state kept between calls of run(until)
     cdef int64_t lp_clk, lp_phase
     cdef int32_t lp_head

@@ -23,6 +23,10 @@ cnp.import_array()
 
 cdef int64_t NEVER = 0x3FFFFFFFFFFFFFFF
 
+# a lockstep run that has run this long (ns) and slept waiting for the others a quarter of it gives
+# up: the split's threads do not all have a core (docs/dram.md, "Threads")
+CONTENTION_GRACE_NS = 20_000_000
+
 
 # per-request outputs: cycle accepted (-1 never), cycle served (-1 never), row class of the first
 # command (-1 not yet, 0 hit, 1 miss, 2 conflict), forwarded from a pending write (0 / 1)
@@ -68,13 +72,15 @@ cdef class Engine:
 
     def __init__(self, dict spec, cnp.ndarray addr_vecs, cnp.ndarray keys, cnp.ndarray is_write,
                  cnp.ndarray arrival, bint log_commands=False, bint skip_idle=True, own=None,
-                 abort=None, outputs=None, exchange=None, int rank=0):
+                 abort=None, outputs=None, exchange=None, int rank=0, grace_ns=CONTENTION_GRACE_NS):
         """``own``: (n_ctrl,) bools, the controllers this engine simulates (default all); with
         ``own``, a request refused by its controller ends the run (``run()['refused']``).
         ``abort``: an int32 array shared by the engines of one split; a refusal sets
         ``abort[0]`` and an engine that sees it set stops. ``outputs``: the per-request output
         arrays to write into (see :func:`new_outputs`), shared by the engines of one split, each
-        writing only its own requests; default: new ones."""
+        writing only its own requests; default: new ones. ``exchange``, ``rank``: a lockstep run
+        (see :func:`run_lockstep`); ``grace_ns``: such a run gives up once it has run this long
+        (nanoseconds) and slept waiting for the others a quarter of that time (``None``: never)."""
         cdef Py_ssize_t slot_i
         cdef int level_i
         keep = []
@@ -317,6 +323,8 @@ cdef class Engine:
             self.xch = <int64_t*> (<cnp.ndarray> exchange).data
             self.rank = rank
             self.xstep = 0
+            self.slept_ns = 0
+            self.grace_ns = -1 if grace_ns is None else int(grace_ns)
         self.lp_clk = 0
         self.lp_phase = -1
         self.lp_head = 0
@@ -437,6 +445,8 @@ cdef class Engine:
 
         ``refused`` in the result: a partial run (``own``) stopped at a refused request, or
         because another run of its split did (``abort``); its numbers are then incomplete.
+        ``contended``: a lockstep run gave up because it slept waiting for the others more than a
+        quarter of its time (their threads did not all have a core); ``refused`` is set too.
         """
         cdef int64_t clk
         cdef bint ended = False
@@ -473,7 +483,8 @@ cdef class Engine:
             pim_counts=np.asarray(<int64_t[:self.n_ctrl * 5]> self.pim_counts).reshape(self.n_ctrl, 5).copy(),
             pim_has_program=(np.asarray(<int64_t[:self.n_ctrl]> self.prog_end)
                              > np.asarray(<int64_t[:self.n_ctrl]> self.prog_start)).copy(),
-            refused=self.error_code in (6, 7),
+            refused=self.error_code in (6, 7, 9),
+            contended=self.error_code == 9,
             idle=bool(idle(self)),
         )
         if self.log_on:

@@ -137,6 +137,9 @@ def simulate(config: DRAMConfig, trace: RequestTrace, *, log_commands: bool = Fa
         if raw.get("speculation") == "refused":
             why = ("a queue filled up and the frontend offers at most one request per memory cycle, so the "
                    "run fell back to one thread (the result is the same)")
+        elif raw.get("speculation") == "contended":
+            why = ("the threads waited for each other more than they worked (not every thread had a core: "
+                   "another process is busy), so the run fell back to one thread (the result is the same)")
         elif n == 0:
             why = "the trace is empty"
         elif not skip_idle:
