@@ -7,14 +7,21 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 BUSY_LOOP = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass\n"
 
 
-def run_measured(cmd: list[str], cwd: str | None = None) -> tuple[float, float, str]:
-    """Run ``cmd`` to its end; returns (wall seconds, peak resident memory in MB, stdout).
-    The peak is the child's own ``ru_maxrss`` (``os.wait4``): the whole process, interpreter included.
+class Measured(NamedTuple):
+    wall_s: float       # wall-clock seconds, start to exit
+    cpu_s: float        # user + system CPU seconds of the process (all its threads)
+    peak_mb: float      # peak resident memory (ru_maxrss), MB
+    stdout: str
+
+
+def run_measured(cmd: list[str], cwd: str | None = None) -> Measured:
+    """Run ``cmd`` to its end and measure it. Wall time, CPU time and peak resident memory are the
+    child's own (``os.wait4``): the whole process, interpreter start-up included.
     ``cwd``: where it runs (not the repository, so that ``python -m sievesim`` imports the package
     that ``PYTHONPATH`` names)."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
@@ -27,7 +34,7 @@ def run_measured(cmd: list[str], cwd: str | None = None) -> tuple[float, float, 
         err.seek(0)
         if proc.returncode:
             raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {err.read().strip()[-500:]}")
-        return wall, usage.ru_maxrss / 1024, out.read()
+        return Measured(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, out.read())
 
 
 @contextlib.contextmanager

@@ -75,9 +75,9 @@ def main() -> int:
             with (busy_core(args.busy_seconds) if cond == "busy" else _nothing()):
                 for _ in range(args.repeat):
                     for mode, extra in (("default", []), ("one", ["--threads", "1"])):
-                        wall, _, out = run_measured(base + extra, cwd=str(work))
-                        res = json.loads(out)
-                        times[mode].append(wall)
+                        m = run_measured(base + extra, cwd=str(work))
+                        res = json.loads(m.stdout)
+                        times[mode].append(m.wall_s)
                         cycles.add(res["cycles"])
                         if mode == "default":
                             used.add(res["threads"])
