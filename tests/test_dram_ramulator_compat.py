@@ -42,6 +42,27 @@ def test_wrap_keeps_the_high_bits_in_the_row_for_mop4clxor():
     assert np.array_equal(over[:, row], base[:, row] + 2 * config.org["row"])
 
 
+@pytest.mark.parametrize("mapper", ["RoBaRaCoCh", "ChRaBaRoCo", "MOP4CLXOR"])
+def test_mapping_in_slices_is_mapping_one_by_one(mapper):
+    """map_addresses works through the trace in slices of _CHUNK requests, into int32 vectors: the
+    result across slice boundaries equals mapping pieces of any size, and the formula below."""
+    from sievesim.dram import mapping
+    config = get_config("ramulator2-hbm3").replace(mapper=mapper)
+    rng = np.random.default_rng(7)
+    n = 2 * mapping._CHUNK + 5                      # noqa: SLF001
+    addrs = rng.integers(0, 4 * config.capacity_bytes, n)
+    whole = map_addresses(config, addrs, overflow="wrap")
+    assert whole.dtype == np.int32 and whole.shape == (n, len(config.standard.levels))
+    pieces = [map_addresses(config, addrs[lo:lo + 977], overflow="wrap") for lo in range(0, n, 977)]
+    assert np.array_equal(np.concatenate(pieces), whole)
+    if mapper == "ChRaBaRoCo":                      # one level after another from the low bits
+        rest = addrs >> (int(config.tx_bytes).bit_length() - 1)
+        radix = config.address_radix
+        for lv in range(len(radix) - 1, -1, -1):
+            assert np.array_equal(whole[:, lv], rest % radix[lv])
+            rest = rest // radix[lv]
+
+
 def test_simulate_wrap_equals_the_wrapped_trace_and_counts_it():
     config = get_config("ramulator2-hbm3")
     t = make_trace("random", 2000, config, seed=1, write_fraction=0.0)
