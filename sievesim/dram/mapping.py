@@ -72,14 +72,13 @@ def _map_into(config: DRAMConfig, rest: np.ndarray, out: np.ndarray) -> None:
         out[:, level] = r % b
         return r // b
 
-    if config.mapper == "ChRaBaRoCo":
-        for lv in range(n_lv - 1, -1, -1):
-            rest = take(lv, rest)
-    elif config.mapper == "RoBaRaCoCh":
-        rest = take(0, rest)
-        rest = take(col, rest)
-        for lv in range(1, row + 1):
-            rest = take(lv, rest)
+    if config.mapper in ("ChRaBaRoCo", "RoBaRaCoCh"):
+        # the levels sliced from the low bits in the mapper's order, compiled (one pass per request)
+        from .._core._traceparse import split_levels
+        order = (list(range(n_lv - 1, -1, -1)) if config.mapper == "ChRaBaRoCo"
+                 else [0, col] + list(range(1, row + 1)))
+        split_levels(np.ascontiguousarray(rest), out, np.asarray(order, dtype=np.int64),
+                     np.asarray(radix, dtype=np.int64))
     elif config.mapper == "MOP4CLXOR":
         col_bits = int(radix[col]).bit_length() - 1
         low = rest % 4
