@@ -16,11 +16,12 @@ Nothing of Ramulator is part of sievesim; this script only runs a binary you bui
 TRACE --config YAML --json`` with its default threads and with ``--threads 1``, alternated
 ``--repeat`` times, medians of the wall times, peak resident memory of each (``ru_maxrss``), the
 ratios, and whether the cycles agree; ``--busy`` repeats every row with one other busy
-single-threaded process on the machine (bounded, killed afterwards)::
+single-threaded process on the machine (bounded, killed afterwards); ``--stream`` adds ``sievesim dram
+run --stream`` (the trace read a block at a time: flat memory, one thread)::
 
     python benchmarks/ramulator_side_by_side.py --whole-process --ramulator /path/to/ramulator2 \
         --requests 2000000 --kinds random --clock-ratios 1,8 --devices HBM3 --channels 16 \
-        --write-fraction 0.3 --busy
+        --write-fraction 0.3 --busy --stream
 """
 from __future__ import annotations
 
@@ -94,8 +95,9 @@ def whole_process(args: argparse.Namespace, work: pathlib.Path) -> int:
           f"load average {os.getloadavg()[0]:.2f} at start; medians of {args.repeat} alternated runs\n")
     print("| device | channels | trace | requests | clock ratio | condition | Ramulator s | Ramulator MB "
           "| sievesim default s (threads) | sievesim default MB | sievesim `--threads 1` s | sievesim 1 thread MB "
-          "| Ramulator / sievesim default | Ramulator / sievesim 1 thread | cycles identical |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| Ramulator / sievesim default | Ramulator / sievesim 1 thread | cycles identical |"
+          + (" sievesim `--stream` s | sievesim `--stream` MB | Ramulator / sievesim `--stream` |" if args.stream else ""))
+    print("|---" * (15 + 3 * args.stream) + "|")
     conditions = ["free"] + (["busy"] if args.busy else [])
     for device in args.devices.split(","):
         for kind in args.kinds.split(","):
@@ -113,7 +115,8 @@ def whole_process(args: argparse.Namespace, work: pathlib.Path) -> int:
                     del t
                 ours = [sys.executable, "-m", "sievesim", "dram", "run", str(tpath), "--config", str(cfg_path), "--json"]
                 for cond in conditions:
-                    runs: dict[str, list] = {"ram": [], "def": [], "one": []}
+                    runs: dict[str, list] = {"ram": [], "def": [], "one": [], "stream": []}
+                    modes = [("def", []), ("one", ["--threads", "1"])] + ([("stream", ["--stream"])] if args.stream else [])
                     cycles, used = set(), set()
                     with (busy_core(args.busy_seconds) if cond == "busy" else contextlib.nullcontext()):
                         for _ in range(args.repeat):
@@ -121,7 +124,7 @@ def whole_process(args: argparse.Namespace, work: pathlib.Path) -> int:
                                 m = run_measured([binary, "-f", str(cfg_path)], cwd=str(work))
                                 runs["ram"].append(m)
                                 cycles.add(int(re.search(r"memory_system_cycles:\s*(\d+)", m.stdout).group(1)))
-                            for key, extra in (("def", []), ("one", ["--threads", "1"])):
+                            for key, extra in modes:
                                 m = run_measured(ours + extra, cwd=str(work))
                                 res = json.loads(m.stdout)
                                 runs[key].append(m)
@@ -135,11 +138,12 @@ def whole_process(args: argparse.Namespace, work: pathlib.Path) -> int:
                     def peak(key: str) -> str:
                         return f"{max(m.peak_mb for m in runs[key]):.1f}" if runs[key] else "-"
 
-                    r, d, o = wall("ram"), wall("def"), wall("one")
+                    r, d, o, st = wall("ram"), wall("def"), wall("one"), wall("stream")
+                    tail = (f" {st:.2f} | {peak('stream')} | {f'{r / st:.1f}x' if r else '-'} |" if args.stream else "")
                     print(f"| {device} | {args.channels or '-'} | {kind} | {args.requests} | {cr} | {cond} | "
                           f"{f'{r:.2f}' if r else '-'} | {peak('ram')} | {d:.2f} ({','.join(map(str, sorted(used)))}) | "
                           f"{peak('def')} | {o:.2f} | {peak('one')} | {f'{r / d:.1f}x' if r else '-'} | "
-                          f"{f'{r / o:.1f}x' if r else '-'} | {'yes' if len(cycles) == 1 else 'NO'} |", flush=True)
+                          f"{f'{r / o:.1f}x' if r else '-'} | {'yes' if len(cycles) == 1 else 'NO'} |" + tail, flush=True)
     return 0
 
 
@@ -158,6 +162,7 @@ def main() -> int:
     ap.add_argument("--channels", type=int, default=0, help="channels of the YAML (default: the preset's)")
     ap.add_argument("--write-fraction", type=float, default=0.2, help="of the synthetic traces (default 0.2)")
     ap.add_argument("--busy", action="store_true", help="--whole-process: also with one busy process")
+    ap.add_argument("--stream", action="store_true", help="--whole-process: also `sievesim dram run --stream`")
     ap.add_argument("--busy-seconds", type=float, default=900.0, help="the busy process's time limit")
     args = ap.parse_args()
     work = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="sievesim-vs-ramulator-"))

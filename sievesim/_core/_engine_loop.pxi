@@ -90,6 +90,10 @@ cdef bint try_send(Engine self, int32_t r, int64_t clk) noexcept nogil:
     cdef int64_t rt
     cdef int32_t q = r
     if write_pending(self, r):
+        if self.streaming:
+            self.st_forwarded += 1
+            record_depart(self, clk + 1, clk, True)
+            return True
         self.out_forwarded[q] = 1
         self.out_arrive[q] = clk
         self.out_depart[q] = clk + 1
@@ -104,7 +108,8 @@ cdef bint try_send(Engine self, int32_t r, int64_t clk) noexcept nogil:
         return False
     fill_slot(self, r, q, clk)
     bpush(self, c, b, r)
-    self.out_arrive[q] = clk
+    if not self.streaming:
+        self.out_arrive[q] = clk
     if self.flip_clk[c] > clk:
         # the write mode was flipped ahead for a tick still to come, on queue sizes that this
         # arrival changes: take the flip back, and let that tick decide
@@ -202,6 +207,7 @@ cdef int64_t run_loop(Engine self, int64_t until) noexcept nogil:
     cdef bint stalled, refused = self.lp_refused
     cdef int64_t mem_phase[64]
     cdef int n_mem_phase = 0
+    cdef bint more = self.streaming and not self.eof     # requests beyond this window will come
     if period > 64:
         self.error_code = 5
         return 0
@@ -233,7 +239,12 @@ cdef int64_t run_loop(Engine self, int64_t until) noexcept nogil:
                         self.error_code = 6
                         sievesim_flag_set(self.abort_flag)
                         break
-            if head >= self.n_req and self.end_on_accept:
+            elif more and head >= self.n_req:
+                # the window is consumed: stop before this tick, which Engine.feed's next window
+                # takes up (the state saved below makes the next call start with this phase)
+                phase = phase - 1 if phase > 0 else period - 1
+                break
+            if head >= self.n_req and self.end_on_accept and not more:
                 break
         if mem_at[phase]:
             clk += 1
@@ -246,13 +257,13 @@ cdef int64_t run_loop(Engine self, int64_t until) noexcept nogil:
             if until >= 0:
                 if clk >= until:
                     break
-            elif head >= self.n_req and not self.end_on_accept and idle(self):
+            elif head >= self.n_req and not more and not self.end_on_accept and idle(self):
                 break
             # fast-forward over cycles where no controller can act and the frontend is stuck
             # (only a request refused at the last frontend tick can still be refused)
             stalled = head >= self.n_req
-            if not self.skip_idle:
-                stalled = False
+            if not self.skip_idle or (stalled and more):
+                stalled = False     # (more requests to come: the next iteration stops for them)
             elif not stalled:
                 if self.arrival[head] > clk:
                     stalled = True

@@ -22,21 +22,22 @@ ADDRESS_OVERFLOW = ("error", "wrap")
 
 
 def map_addresses(config: DRAMConfig, addrs: np.ndarray, *, source: str = "trace",
-                  overflow: str = "error") -> np.ndarray:
+                  overflow: str = "error", first: int = 0) -> np.ndarray:
     """Map byte addresses (int64, shape (n,)) to address vectors (int32, shape (n, levels)).
 
-    ``overflow``: one of :data:`ADDRESS_OVERFLOW` (default ``error``)."""
+    ``overflow``: one of :data:`ADDRESS_OVERFLOW` (default ``error``). ``first``: the index of
+    ``addrs[0]`` in the whole trace (a streamed piece), for the request an error names."""
     if overflow not in ADDRESS_OVERFLOW:
         raise TraceError(f"{source}: address overflow = {overflow!r}: expected one of {list(ADDRESS_OVERFLOW)}")
     addrs = np.asarray(addrs, dtype=np.int64)
     if addrs.size and addrs.min() < 0:
         bad = int(np.argmax(addrs < 0))
-        raise TraceError(f"{source}: request {bad}: address = {int(addrs[bad])}: expected a non-negative byte address")
+        raise TraceError(f"{source}: request {first + bad}: address = {int(addrs[bad])}: expected a non-negative byte address")
     tx_shift = int(config.tx_bytes).bit_length() - 1
     capacity = config.capacity_bytes
     if overflow == "error" and addrs.size and addrs.max() >= capacity:
         bad = int(np.argmax(addrs >= capacity))
-        raise TraceError(f"{source}: request {bad}: address = {hex(int(addrs[bad]))}: expected an address "
+        raise TraceError(f"{source}: request {first + bad}: address = {hex(int(addrs[bad]))}: expected an address "
                          f"below the capacity of {config.name}, {hex(capacity)} ({capacity} bytes), "
                          "or --address-overflow wrap (as Ramulator 2.0's mappers do)")
     row = config.standard.levels.index("row")
@@ -45,7 +46,7 @@ def map_addresses(config: DRAMConfig, addrs: np.ndarray, *, source: str = "trace
         _map_into(config, addrs[lo:lo + _CHUNK] >> tx_shift, out[lo:lo + _CHUNK])
     if overflow == "wrap" and out.size and out[:, row].min() < 0:  # a row past 2^31: the engine's "closed" mark
         bad = int(np.argmax(out[:, row] < 0))
-        raise TraceError(f"{source}: request {bad}: address = {hex(int(addrs[bad]))}: expected an address whose "
+        raise TraceError(f"{source}: request {first + bad}: address = {hex(int(addrs[bad]))}: expected an address whose "
                          "MOP4CLXOR row fits in 31 bits")
     return out
 
