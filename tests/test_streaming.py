@@ -128,3 +128,20 @@ def test_cli_stream_flag(tmp_path, capsys):
     assert main(["dram", "run", str(path), "--config", "ramulator2-hbm3", "--stream", "--log-commands",
                  str(tmp_path / "log.csv")]) == 2
     assert "--stream" in capsys.readouterr().err
+
+
+def test_a_one_thread_cli_run_of_a_file_streams(tmp_path, capsys, monkeypatch):
+    from sievesim.dram import engine as dram_engine
+    calls = []
+    real = dram_engine.simulate_stream
+    monkeypatch.setattr(dram_engine, "simulate_stream", lambda *a, **k: calls.append(1) or real(*a, **k))
+    config = get_config("ramulator2-hbm3")
+    t = make_trace("random", 500, config, seed=1)
+    path = tmp_path / "t.trace"
+    write_loadstore_trace(path, t.addresses, t.is_write)
+    argv = ["dram", "run", str(path), "--config", "ramulator2-hbm3"]
+    assert main(argv + ["--threads", "1"]) == 0 and calls == [1]
+    assert main(argv + ["--threads", "2"]) == 0 and calls == [1]          # a split: arrays
+    assert main(argv + ["--threads", "1", "--log-commands", str(tmp_path / "l.csv")]) == 0 and calls == [1]
+    assert main(["dram", "run", "synthetic:random:500", "--threads", "1"]) == 0 and calls == [1]
+    capsys.readouterr()
