@@ -10,10 +10,23 @@ are identical (Ramulator's TraceRecorder plugin vs sievesim's command log).
         --requests 1000000 --kinds stream,random,hotrow --clock-ratios 1,8 --devices HBM3,HBM2
 
 Nothing of Ramulator is part of sievesim; this script only runs a binary you built.
+
+``--whole-process`` measures whole processes only, in one run of this script (issue 22): Ramulator
+2.0 (when ``--ramulator`` names a binary; its columns are ``-`` otherwise), ``sievesim dram run
+TRACE --config YAML --json`` with its default threads and with ``--threads 1``, alternated
+``--repeat`` times, medians of the wall times, peak resident memory of each (``ru_maxrss``), the
+ratios, and whether the cycles agree; ``--busy`` repeats every row with one other busy
+single-threaded process on the machine (bounded, killed afterwards); ``--stream`` adds ``sievesim dram
+run --stream`` (the trace read a block at a time: flat memory, one thread)::
+
+    python benchmarks/ramulator_side_by_side.py --whole-process --ramulator /path/to/ramulator2 \
+        --requests 2000000 --kinds random --clock-ratios 1,8 --devices HBM3 --channels 16 \
+        --write-fraction 0.3 --busy --stream
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import pathlib
 import re
@@ -23,6 +36,9 @@ import tempfile
 import time
 
 import yaml
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from _process import busy_core, run_measured  # noqa: E402
 
 from sievesim.dram.config import get_config
 from sievesim._core.parallel import available_threads
@@ -68,6 +84,69 @@ def read_ramulator_commands(prefix: str, channels: int) -> list[tuple]:
     return sorted(rows)
 
 
+def whole_process(args: argparse.Namespace, work: pathlib.Path) -> int:
+    """The ``--whole-process`` table: one row per (device, trace, clock ratio, condition)."""
+    import json
+    import shutil
+    import statistics
+
+    binary = shutil.which(args.ramulator) or (args.ramulator if pathlib.Path(args.ramulator).is_file() else None)
+    print(f"Ramulator 2.0: {binary or 'not given (its columns are -)'}; {available_threads()} cores available, "
+          f"load average {os.getloadavg()[0]:.2f} at start; medians of {args.repeat} alternated runs\n")
+    print("| device | channels | trace | requests | clock ratio | condition | Ramulator s | Ramulator MB "
+          "| sievesim default s (threads) | sievesim default MB | sievesim `--threads 1` s | sievesim 1 thread MB "
+          "| Ramulator / sievesim default | Ramulator / sievesim 1 thread | cycles identical |"
+          + (" sievesim `--stream` s | sievesim `--stream` MB | Ramulator / sievesim `--stream` |" if args.stream else ""))
+    print("|---" * (15 + 3 * args.stream) + "|")
+    conditions = ["free"] + (["busy"] if args.busy else [])
+    for device in args.devices.split(","):
+        for kind in args.kinds.split(","):
+            tpath = work / f"{kind}_{args.requests}_{device}_{args.channels}ch_w{args.write_fraction}.trace"
+            for cr in map(int, args.clock_ratios.split(",")):
+                cfg = ramulator_config(device, str(tpath), cr, args.mappers.split(",")[0], None)
+                if args.channels:
+                    cfg["MemorySystem"]["DRAM"]["org"]["channel"] = args.channels
+                cfg_path = work / f"{device}_{args.channels}ch_{cr}_whole.yaml"
+                cfg_path.write_text(yaml.safe_dump(cfg))
+                if not tpath.exists():
+                    t = make_trace(kind, args.requests, get_config(cfg_path), seed=1,
+                                   write_fraction=args.write_fraction)
+                    write_loadstore_trace(tpath, t.addresses, t.is_write)
+                    del t
+                ours = [sys.executable, "-m", "sievesim", "dram", "run", str(tpath), "--config", str(cfg_path), "--json"]
+                for cond in conditions:
+                    runs: dict[str, list] = {"ram": [], "def": [], "one": [], "stream": []}
+                    modes = [("def", []), ("one", ["--threads", "1"])] + ([("stream", ["--stream"])] if args.stream else [])
+                    cycles, used = set(), set()
+                    with (busy_core(args.busy_seconds) if cond == "busy" else contextlib.nullcontext()):
+                        for _ in range(args.repeat):
+                            if binary:
+                                m = run_measured([binary, "-f", str(cfg_path)], cwd=str(work))
+                                runs["ram"].append(m)
+                                cycles.add(int(re.search(r"memory_system_cycles:\s*(\d+)", m.stdout).group(1)))
+                            for key, extra in modes:
+                                m = run_measured(ours + extra, cwd=str(work))
+                                res = json.loads(m.stdout)
+                                runs[key].append(m)
+                                cycles.add(int(res["cycles"]))
+                                if key == "def":
+                                    used.add(int(res["threads"]))
+
+                    def wall(key: str) -> float | None:
+                        return statistics.median(m.wall_s for m in runs[key]) if runs[key] else None
+
+                    def peak(key: str) -> str:
+                        return f"{max(m.peak_mb for m in runs[key]):.1f}" if runs[key] else "-"
+
+                    r, d, o, st = wall("ram"), wall("def"), wall("one"), wall("stream")
+                    tail = (f" {st:.2f} | {peak('stream')} | {f'{r / st:.1f}x' if r else '-'} |" if args.stream else "")
+                    print(f"| {device} | {args.channels or '-'} | {kind} | {args.requests} | {cr} | {cond} | "
+                          f"{f'{r:.2f}' if r else '-'} | {peak('ram')} | {d:.2f} ({','.join(map(str, sorted(used)))}) | "
+                          f"{peak('def')} | {o:.2f} | {peak('one')} | {f'{r / d:.1f}x' if r else '-'} | "
+                          f"{f'{r / o:.1f}x' if r else '-'} | {'yes' if len(cycles) == 1 else 'NO'} |" + tail, flush=True)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ramulator", default=os.environ.get("RAMULATOR2", "ramulator2"))
@@ -79,9 +158,17 @@ def main() -> int:
     ap.add_argument("--commands", action="store_true", help="also compare command streams (slow, large files)")
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--repeat", type=int, default=3, help="runs per side; the fastest counts (default 3)")
+    ap.add_argument("--whole-process", action="store_true", help="whole processes only (see above)")
+    ap.add_argument("--channels", type=int, default=0, help="channels of the YAML (default: the preset's)")
+    ap.add_argument("--write-fraction", type=float, default=0.2, help="of the synthetic traces (default 0.2)")
+    ap.add_argument("--busy", action="store_true", help="--whole-process: also with one busy process")
+    ap.add_argument("--stream", action="store_true", help="--whole-process: also `sievesim dram run --stream`")
+    ap.add_argument("--busy-seconds", type=float, default=900.0, help="the busy process's time limit")
     args = ap.parse_args()
     work = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="sievesim-vs-ramulator-"))
     work.mkdir(parents=True, exist_ok=True)
+    if args.whole_process:
+        return whole_process(args, work)
     cores = available_threads()
     print(f"| device | mapper | trace | requests | clock ratio | Ramulator cycles | sievesim cycles | identical "
           f"| commands identical | Ramulator process s | sievesim process s | sievesim engine s, 1 thread "

@@ -32,6 +32,12 @@ _COMMAND_MODULES = [
     "plot",
 ]
 
+# The command each name on the command line belongs to: a run of one command imports only its module
+# (tests/test_cli.py checks this table against what the modules register).
+_COMMAND_OF = {"dram": "dram", "pim": "pim", "models": "models", "model": "models", "hardware": "hardware",
+               "policy": "policy", "trace-stats": "trace_stats", "run": "run", "sweep": "sweep",
+               "reproduce": "reproduce"}
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse, with a usage error on one line (``--help`` shows the usage)."""
@@ -65,14 +71,32 @@ def _add_max_memory(parser: argparse.ArgumentParser, top: bool) -> None:
                 _add_max_memory(sub, False)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _command_in(argv: Sequence[str] | None) -> str | None:
+    """The command that ``argv`` names (its first word that is not a top-level option), if any."""
+    words = iter(argv or ())
+    for word in words:
+        if word == "--max-memory":
+            next(words, None)               # its value
+        elif word in ("--", "-h", "--help"):
+            return None                     # the top-level help lists every command
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``sievesim`` parser; with ``argv`` naming a known command, only that command's module is
+    imported and registered (start-up of e.g. ``sievesim dram run`` pays for no other command's
+    imports); otherwise every command, for ``--help`` and for the error that lists them."""
     parser = _Parser(
         prog="sievesim",
         description="Simulate MoE decoding on GPUs with HBM-PIM, down to DRAM commands.",
     )
     parser.add_argument("--version", action="version", version=f"sievesim {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in _COMMAND_MODULES:
+    command = _command_in(argv)
+    modules = [_COMMAND_OF[command]] if command in _COMMAND_OF else _COMMAND_MODULES
+    for name in modules:
         importlib.import_module(f"sievesim.commands.{name}").register(subparsers)
     _add_max_memory(parser, True)
     return parser
@@ -106,7 +130,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 stream.reconfigure(errors="backslashreplace")
             except (ValueError, OSError):   # a closed or detached stream
                 pass
-    parser = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = build_parser(argv)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, usage errors

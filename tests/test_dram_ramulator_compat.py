@@ -42,6 +42,32 @@ def test_wrap_keeps_the_high_bits_in_the_row_for_mop4clxor():
     assert np.array_equal(over[:, row], base[:, row] + 2 * config.org["row"])
 
 
+@pytest.mark.parametrize("mapper, name", [
+    ("RoBaRaCoCh", "ramulator2-hbm3"), ("ChRaBaRoCo", "ramulator2-hbm3"), ("MOP4CLXOR", "ramulator2-hbm3"),
+    ("RoBaRaCoCh", "hbm3e-8000"), ("ChRaBaRoCo", "hbm3e-8000")])     # hbm3e-8000: 3 SIDs, not a power of 2
+def test_mapping_in_slices_is_mapping_one_by_one(mapper, name):
+    """map_addresses works through the trace in slices of _CHUNK requests, into int32 vectors (the
+    sliced mappers in compiled code): the result across slice boundaries equals mapping pieces of
+    any size, and the mixed-radix formula below."""
+    from sievesim.dram import mapping
+    config = get_config(name).replace(mapper=mapper)
+    rng = np.random.default_rng(7)
+    n = 2 * mapping._CHUNK + 5                      # noqa: SLF001
+    addrs = rng.integers(0, 4 * config.capacity_bytes, n)
+    whole = map_addresses(config, addrs, overflow="wrap")
+    assert whole.dtype == np.int32 and whole.shape == (n, len(config.standard.levels))
+    pieces = [map_addresses(config, addrs[lo:lo + 977], overflow="wrap") for lo in range(0, n, 977)]
+    assert np.array_equal(np.concatenate(pieces), whole)
+    if mapper != "MOP4CLXOR":                       # one level after another from the low bits
+        rest = addrs >> (int(config.tx_bytes).bit_length() - 1)
+        radix = config.address_radix
+        n_lv, row = len(radix), config.standard.levels.index("row")
+        order = range(n_lv - 1, -1, -1) if mapper == "ChRaBaRoCo" else [0, n_lv - 1, *range(1, row + 1)]
+        for lv in order:
+            assert np.array_equal(whole[:, lv], rest % radix[lv])
+            rest = rest // radix[lv]
+
+
 def test_simulate_wrap_equals_the_wrapped_trace_and_counts_it():
     config = get_config("ramulator2-hbm3")
     t = make_trace("random", 2000, config, seed=1, write_fraction=0.0)

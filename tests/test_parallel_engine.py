@@ -34,10 +34,12 @@ def _assert_same(one, many):
         np.testing.assert_array_equal(one[name], many[name], err_msg=name)
 
 
-def _run_both(config, trace, threads):
+def _run_both(config, trace, threads, **kw):
+    """The one-thread and the split run, compared; the lockstep never gives up here (``**kw`` can
+    say otherwise), so what a test asserts about it does not depend on the machine's load."""
     args = _inputs(config, trace)
     one = run_requests(*args, log_commands=True, threads=1)
-    many = run_requests(*args, log_commands=True, threads=threads)
+    many = run_requests(*args, log_commands=True, threads=threads, **({"contention_grace_ns": None} | kw))
     assert one["threads"] == 1 and one["speculation"] == "none"
     _assert_same(one, many)
     return many
@@ -54,6 +56,26 @@ def test_split_runs_give_the_one_thread_result(tr, name, policy, clock_ratio, en
     many = _run_both(config, trace, threads)
     assert many["speculation"] in ("held", "lockstep", "refused")
     assert (many["speculation"] == "refused") == (many["threads"] == 1)
+
+
+def test_a_lockstep_without_a_core_per_thread_gives_up_for_one_thread():
+    """Both runs of a lockstep on one core: each waits for the other, which cannot run while it
+    spins, so it sleeps (futex) and the other runs. Sleeping a quarter of the time, a run gives up
+    and the trace runs on one thread: same result, ``speculation`` "contended"."""
+    import os
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("needs os.sched_setaffinity")
+    config = get_config("ramulator2-hbm3").replace(clock_ratio=8)
+    trace = make_trace("random", 20000, config, seed=2)
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(before)})      # this thread, and the threads it starts
+    try:
+        many = _run_both(config, trace, 2, contention_grace_ns=0)
+        held = _run_both(config, trace, 2)          # without giving up: lockstep to the end, on one core
+    finally:
+        os.sched_setaffinity(0, before)
+    assert many["speculation"] == "contended" and many["threads"] == 1
+    assert held["speculation"] == "lockstep" and held["threads"] == 2
 
 
 def test_a_full_queue_runs_the_split_in_lockstep():

@@ -135,6 +135,15 @@ cdef class Engine:
     cdef int64_t* req_key         # (n_req,) physical address (read forwarding)
     cdef unsigned char* req_write # (n_req,)
     cdef int64_t* arrival         # (n_req,) earliest frontend cycle
+    # ---- streaming (``stream=True``, see Engine.feed): the trace comes in windows, each consumed
+    # whole before the next replaces it (head restarts at 0); per-request outputs become counters
+    cdef bint streaming, eof
+    cdef object _window           # keeps the current window's arrays alive
+    cdef int64_t st_class[3]      # trace requests whose first command was a row hit, miss, conflict
+    cdef int64_t st_forwarded     # reads forwarded from a pending write
+    cdef int64_t st_served, st_read_served, st_lat_sum, st_max_depart
+    cdef int64_t* dep_ring        # (dep_cap, 3): depart, latency, is-read of the latest departures
+    cdef int64_t dep_n, dep_cap
     cdef int64_t* out_arrive      # (n_req,) cycle accepted, -1 never
     cdef int64_t* out_depart      # (n_req,) cycle served, -1 never
     cdef int8_t* out_row_class    # (n_req,) -1 not yet, 0 hit, 1 miss, 2 conflict
@@ -183,6 +192,8 @@ cdef class Engine:
     cdef int64_t* xch             # (n_peers, 2 parities, 8): step, stop, wake (one cache line each)
     cdef int rank, n_peers
     cdef int64_t xstep
+    cdef int64_t slept_ns         # time this run slept waiting for the others (ns)
+    cdef int64_t grace_ns         # lockstep: give up when contended after this long (ns; -1 never)
     # ---- main loop state kept between calls of run(until)
     cdef int64_t lp_clk, lp_phase
     cdef int32_t lp_head

@@ -23,6 +23,10 @@ cnp.import_array()
 
 cdef int64_t NEVER = 0x3FFFFFFFFFFFFFFF
 
+# a lockstep run that has run this long (ns) and slept waiting for the others a quarter of it gives
+# up: the split's threads do not all have a core (docs/dram.md, "Threads")
+CONTENTION_GRACE_NS = 20_000_000
+
 
 # per-request outputs: cycle accepted (-1 never), cycle served (-1 never), row class of the first
 # command (-1 not yet, 0 hit, 1 miss, 2 conflict), forwarded from a pending write (0 / 1)
@@ -68,13 +72,19 @@ cdef class Engine:
 
     def __init__(self, dict spec, cnp.ndarray addr_vecs, cnp.ndarray keys, cnp.ndarray is_write,
                  cnp.ndarray arrival, bint log_commands=False, bint skip_idle=True, own=None,
-                 abort=None, outputs=None, exchange=None, int rank=0):
+                 abort=None, outputs=None, exchange=None, int rank=0, grace_ns=CONTENTION_GRACE_NS,
+                 bint stream=False):
         """``own``: (n_ctrl,) bools, the controllers this engine simulates (default all); with
         ``own``, a request refused by its controller ends the run (``run()['refused']``).
         ``abort``: an int32 array shared by the engines of one split; a refusal sets
         ``abort[0]`` and an engine that sees it set stops. ``outputs``: the per-request output
         arrays to write into (see :func:`new_outputs`), shared by the engines of one split, each
-        writing only its own requests; default: new ones."""
+        writing only its own requests; default: new ones. ``exchange``, ``rank``: a lockstep run
+        (see :func:`run_lockstep`); ``grace_ns``: such a run gives up once it has run this long
+        (nanoseconds) and slept waiting for the others a quarter of that time (``None``: never).
+        ``stream``: the requests given here are the first window of a trace that :meth:`feed`
+        continues; the engine keeps counters instead of per-request outputs (one engine, no
+        ``own``, no command log)."""
         cdef Py_ssize_t slot_i
         cdef int level_i
         keep = []
@@ -208,18 +218,28 @@ cdef class Engine:
                 self.wake[c] = self.refresh_interval
 
         # trace requests: inputs used in place, outputs allocated here
-        n = addr_vecs.shape[0]
-        self.n_req = n
         if self.n_nodes * self.n_cmd >= 2**31:
             raise ValueError("organisation too large for 32-bit node offsets")
-        a = arr(addr_vecs, np.int32)
-        if a.ndim != 2 or a.shape[1] != self.A:
-            raise ValueError(f"address vectors: shape {np.shape(addr_vecs)}, expected (n, {self.A})")
-        self.req_addr = <int32_t*> a.data
-        a = arr(keys, np.int64); self.req_key = <int64_t*> a.data
-        a = arr(np.asarray(is_write, dtype=np.bool_).view(np.uint8), np.uint8)
-        self.req_write = <unsigned char*> a.data
-        a = arr(arrival, np.int64); self.arrival = <int64_t*> a.data
+        self.streaming = stream
+        self.eof = not stream
+        if stream and (own is not None or log_commands or outputs is not None):
+            raise ValueError("stream: one engine for the whole system, without a command log or outputs")
+        self.set_window(addr_vecs, keys, is_write, arrival)
+        n = self.n_req
+        if stream:
+            n = 0                   # no per-request outputs
+            cap = (n_ctrl + 64) * (max(self.read_latency, self.write_latency) + 2)
+            a = arr(np.zeros(3 * cap, dtype=np.int64), np.int64); self.dep_ring = <int64_t*> a.data
+            self.dep_cap = cap
+            self.dep_n = 0
+            self.st_class[0] = 0
+            self.st_class[1] = 0
+            self.st_class[2] = 0
+            self.st_forwarded = 0
+            self.st_served = 0
+            self.st_read_served = 0
+            self.st_lat_sum = 0
+            self.st_max_depart = 0
         out = new_outputs(n) if outputs is None else dict(outputs)
         for name, (dtype, _) in OUTPUTS.items():
             o = out.get(name)
@@ -291,10 +311,10 @@ cdef class Engine:
             if not self.own[c]:
                 self.wake[c] = NEVER
                 self.next_refresh[c] = NEVER
-        a = arr(np.zeros(max(n, 1) if self.partial else 1, dtype=np.int8), np.int8)
+        a = arr(np.zeros(max(self.n_req, 1) if self.partial else 1, dtype=np.int8), np.int8)
         self.ghost = <int8_t*> a.data
         if self.partial:
-            for r in range(n):
+            for r in range(self.n_req):
                 self.ghost[r] = not self.own[req_ctrl(self, r)]
         if abort is None:
             abort = np.zeros(1, dtype=np.int32)
@@ -317,6 +337,8 @@ cdef class Engine:
             self.xch = <int64_t*> (<cnp.ndarray> exchange).data
             self.rank = rank
             self.xstep = 0
+            self.slept_ns = 0
+            self.grace_ns = -1 if grace_ns is None else int(grace_ns)
         self.lp_clk = 0
         self.lp_phase = -1
         self.lp_head = 0
@@ -327,6 +349,62 @@ cdef class Engine:
 
 
 
+
+    def set_window(self, addr_vecs, keys, is_write, arrival):
+        """The trace requests the frontend reads (used in place): (n, A) int32 address vectors,
+        (n,) int64 keys (the addresses, for read forwarding), (n,) write flags, (n,) int64 arrival
+        cycles."""
+        cdef cnp.ndarray a
+        vecs = np.ascontiguousarray(addr_vecs, dtype=np.int32)
+        if vecs.ndim != 2 or vecs.shape[1] != self.A:
+            raise ValueError(f"address vectors: shape {np.shape(addr_vecs)}, expected (n, {self.A})")
+        n = vecs.shape[0]
+        window = [vecs, np.ascontiguousarray(keys, dtype=np.int64),
+                  np.ascontiguousarray(np.asarray(is_write, dtype=np.bool_).view(np.uint8)),
+                  np.ascontiguousarray(arrival, dtype=np.int64)]
+        if any(w.shape != (n,) for w in window[1:]):
+            raise ValueError(f"keys, is_write, arrival: expected shape ({n},) each")
+        a = window[0]; self.req_addr = <int32_t*> a.data
+        a = window[1]; self.req_key = <int64_t*> a.data
+        a = window[2]; self.req_write = <unsigned char*> a.data
+        a = window[3]; self.arrival = <int64_t*> a.data
+        self._window = window
+        self.n_req = n
+
+    def feed(self, addr_vecs, keys, is_write, arrival, bint last):
+        """A streaming engine's next window of requests (as for ``__init__``), once :meth:`run`
+        has consumed the one before (``run()['need_input']``); ``last``: no more will come. The
+        result is the one of the whole trace in one engine, bit for bit (tests/test_streaming.py)."""
+        if not self.streaming:
+            raise RuntimeError("feed: not a streaming engine (Engine(..., stream=True))")
+        if self.eof or self.lp_head < self.n_req:
+            raise RuntimeError("feed: the window before is not consumed yet, or the last was given")
+        self.set_window(addr_vecs, keys, is_write, arrival)
+        self.lp_head = 0
+        self.eof = last
+
+    def stream_totals(self, int64_t cycles):
+        """A streaming run's counters, counting only requests served by ``cycles`` (the run's last
+        cycle): ``served``, ``read_served``, ``read_latency_sum`` (cycles), ``forwarded``,
+        ``row_hits``, ``row_misses``, ``row_conflicts``, ``max_depart``."""
+        cdef int64_t k, served = self.st_served, reads = self.st_read_served, lat = self.st_lat_sum
+        cdef int64_t first = self.dep_n - self.dep_cap if self.dep_n > self.dep_cap else 0
+        cdef int64_t* e
+        if not self.streaming:
+            raise RuntimeError("stream_totals: not a streaming engine")
+        if first > 0 and self.dep_ring[3 * (first % self.dep_cap)] > cycles:
+            raise RuntimeError("stream_totals: departure ring too short")   # its size says never
+        for k in range(first, self.dep_n):
+            e = self.dep_ring + 3 * (k % self.dep_cap)
+            if e[0] > cycles:
+                served -= 1
+                if e[2]:
+                    reads -= 1
+                    lat -= e[1]
+        return dict(served=int(served), read_served=int(reads), read_latency_sum=int(lat),
+                    forwarded=int(self.st_forwarded), row_hits=int(self.st_class[0]),
+                    row_misses=int(self.st_class[1]), row_conflicts=int(self.st_class[2]),
+                    max_depart=int(self.st_max_depart))
 
     def live_commands(self, extra_finals=()):
         """Commands this run can issue: the final commands of its requests (reads, writes; the
@@ -437,6 +515,8 @@ cdef class Engine:
 
         ``refused`` in the result: a partial run (``own``) stopped at a refused request, or
         because another run of its split did (``abort``); its numbers are then incomplete.
+        ``contended``: a lockstep run gave up because it slept waiting for the others more than a
+        quarter of its time (their threads did not all have a core); ``refused`` is set too.
         """
         cdef int64_t clk
         cdef bint ended = False
@@ -458,12 +538,12 @@ cdef class Engine:
             raise ValueError(f"clock ratio x memory clock ratio {self.clock_ratio * self.mem_ratio} above 64")
         if self.error_code == 8:
             raise RuntimeError("lockstep: a request that the dry run accepted was refused")
-        n = self.n_req
         out = dict(
             clk=int(clk),
             last_issue=int(self.last_issue),
             n_commands=int(self.n_commands),
             n_refresh=int(self.n_refresh),
+            need_input=bool(self.streaming and not self.eof and self.lp_head >= self.n_req),
             arrive=self._out["arrive"],
             depart=self._out["depart"],
             row_class=self._out["row_class"],
@@ -473,7 +553,8 @@ cdef class Engine:
             pim_counts=np.asarray(<int64_t[:self.n_ctrl * 5]> self.pim_counts).reshape(self.n_ctrl, 5).copy(),
             pim_has_program=(np.asarray(<int64_t[:self.n_ctrl]> self.prog_end)
                              > np.asarray(<int64_t[:self.n_ctrl]> self.prog_start)).copy(),
-            refused=self.error_code in (6, 7),
+            refused=self.error_code in (6, 7, 9),
+            contended=self.error_code == 9,
             idle=bool(idle(self)),
         )
         if self.log_on:

@@ -19,20 +19,69 @@ cdef extern from *:
 cdef extern from *:
     """
     #include <sched.h>
-    /* lockstep exchange between the runs of a split: a value is published with release order and
-       read with acquire order, so what was written before the publication is seen after it */
-    static inline void sievesim_publish(int64_t *p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+    #include <time.h>
+    #include <limits.h>
+    #ifdef __linux__
+    #include <linux/futex.h>
+    #include <sys/syscall.h>
+    #include <unistd.h>
+    #endif
+    /* lockstep exchange between the runs of a split. slot[0]: the step, published with release
+       order and read with acquire order, so what was written before the publication is seen after
+       it; the first 32 bits of slot[3]: the step's low half, the word a waiting run sleeps on; of
+       slot[4]: how many runs sleep on it. A publication wakes the sleepers (a system call only when
+       there are any); a sleeper counts itself before it looks at the word, the publisher stores the
+       word before it looks at the count (both sequentially consistent), so no wake-up is lost. */
+    static inline void sievesim_publish(int64_t *p, int64_t v) {
+        int32_t *word = (int32_t *) (p + 3);
+        __atomic_store_n(p, v, __ATOMIC_RELEASE);
+        __atomic_store_n(word, (int32_t) v, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n((int32_t *) (p + 4), __ATOMIC_SEQ_CST) > 0) {
+    #ifdef __linux__
+            syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+    #endif
+        }
+    }
     static inline int64_t sievesim_read(int64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-    static inline void sievesim_spin(long n) {
+    static inline void sievesim_pause(void) {
     #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
     #endif
-        if (n > 2000) sched_yield();     /* more threads than cores: let the others run */
+    }
+    static inline int64_t sievesim_now_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t) ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    }
+    /* give the core up until slot p publishes step v, for at most 1 ms (the caller polls its abort
+       flag between sleeps); elsewhere than Linux, one sched_yield */
+    static inline void sievesim_sleep_until(int64_t *p, int64_t v) {
+    #ifdef __linux__
+        int32_t *word = (int32_t *) (p + 3), *sleepers = (int32_t *) (p + 4), seen;
+        struct timespec ts = {0, 1000000};
+        __atomic_add_fetch(sleepers, 1, __ATOMIC_SEQ_CST);
+        seen = __atomic_load_n(word, __ATOMIC_SEQ_CST);
+        if (seen != (int32_t) v)
+            syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
+        __atomic_sub_fetch(sleepers, 1, __ATOMIC_SEQ_CST);
+    #else
+        (void) p; (void) v;
+        sched_yield();
+    #endif
     }
     """
     void sievesim_publish(int64_t* p, int64_t v) nogil
     int64_t sievesim_read(int64_t* p) nogil
-    void sievesim_spin(long n) nogil
+    void sievesim_pause() nogil
+    int64_t sievesim_now_ns() nogil
+    void sievesim_sleep_until(int64_t* p, int64_t v) nogil
+
+cdef enum:
+    # lockstep waiting: spin this many pauses (tens of microseconds), then sleep on the slot
+    LOCKSTEP_SPINS = 2000
+    # a run gives the lockstep up (error 9) once it has slept more than 1 / LOCKSTEP_SLEEP_SHARE of
+    # its time in it, after at least Engine.grace_ns: the runs' threads do not all have a core
+    LOCKSTEP_SLEEP_SHARE = 4
 
 
 cdef bint try_send(Engine self, int32_t r, int64_t clk) noexcept nogil:
@@ -41,6 +90,10 @@ cdef bint try_send(Engine self, int32_t r, int64_t clk) noexcept nogil:
     cdef int64_t rt
     cdef int32_t q = r
     if write_pending(self, r):
+        if self.streaming:
+            self.st_forwarded += 1
+            record_depart(self, clk + 1, clk, True)
+            return True
         self.out_forwarded[q] = 1
         self.out_arrive[q] = clk
         self.out_depart[q] = clk + 1
@@ -55,7 +108,8 @@ cdef bint try_send(Engine self, int32_t r, int64_t clk) noexcept nogil:
         return False
     fill_slot(self, r, q, clk)
     bpush(self, c, b, r)
-    self.out_arrive[q] = clk
+    if not self.streaming:
+        self.out_arrive[q] = clk
     if self.flip_clk[c] > clk:
         # the write mode was flipped ahead for a tick still to come, on queue sizes that this
         # arrival changes: take the flip back, and let that tick decide
@@ -153,6 +207,7 @@ cdef int64_t run_loop(Engine self, int64_t until) noexcept nogil:
     cdef bint stalled, refused = self.lp_refused
     cdef int64_t mem_phase[64]
     cdef int n_mem_phase = 0
+    cdef bint more = self.streaming and not self.eof     # requests beyond this window will come
     if period > 64:
         self.error_code = 5
         return 0
@@ -184,7 +239,12 @@ cdef int64_t run_loop(Engine self, int64_t until) noexcept nogil:
                         self.error_code = 6
                         sievesim_flag_set(self.abort_flag)
                         break
-            if head >= self.n_req and self.end_on_accept:
+            elif more and head >= self.n_req:
+                # the window is consumed: stop before this tick, which Engine.feed's next window
+                # takes up (the state saved below makes the next call start with this phase)
+                phase = phase - 1 if phase > 0 else period - 1
+                break
+            if head >= self.n_req and self.end_on_accept and not more:
                 break
         if mem_at[phase]:
             clk += 1
@@ -197,13 +257,13 @@ cdef int64_t run_loop(Engine self, int64_t until) noexcept nogil:
             if until >= 0:
                 if clk >= until:
                     break
-            elif head >= self.n_req and not self.end_on_accept and idle(self):
+            elif head >= self.n_req and not more and not self.end_on_accept and idle(self):
                 break
             # fast-forward over cycles where no controller can act and the frontend is stuck
             # (only a request refused at the last frontend tick can still be refused)
             stalled = head >= self.n_req
-            if not self.skip_idle:
-                stalled = False
+            if not self.skip_idle or (stalled and more):
+                stalled = False     # (more requests to come: the next iteration stops for them)
             elif not stalled:
                 if self.arrival[head] > clk:
                     stalled = True
@@ -287,7 +347,10 @@ cdef bint run_lockstep(Engine self) noexcept nogil:
     their own requests up to it and tick their controllers. When no request can be taken, all
     jump together to the earliest wake or arrival. Returns True when the run ended (end on
     acceptance of the last request); else it stops once every request is accepted, for
-    run_loop to go on."""
+    run_loop to go on. A run waits for the others by spinning LOCKSTEP_SPINS pauses, then
+    sleeping on their slot (futex, woken by the publication), so a thread without a core leaves
+    it to others; when sleeping takes more than a quarter of its time (after a grace period), it
+    gives up (error 9) and stops the split: the caller runs the trace on one thread."""
     cdef int64_t clk = self.lp_clk, target, my_wake, g_wake, k
     cdef int f = self.clock_ratio, m = self.mem_ratio, c, ph, k_ticks, stop, g_stop, j, peer
     cdef int64_t period = <int64_t> f * m, phase = self.lp_phase
@@ -295,6 +358,7 @@ cdef bint run_lockstep(Engine self) noexcept nogil:
     cdef unsigned long long receiving
     cdef int64_t* slot
     cdef long spins
+    cdef int64_t t_start = sievesim_now_ns(), t_sleep
     cdef int64_t mem_phase[64]
     cdef int n_mem_phase = 0
     cdef bint front_at[64]
@@ -344,7 +408,20 @@ cdef bint run_lockstep(Engine self) noexcept nogil:
                     self.lp_clk = clk
                     return False
                 spins += 1
-                sievesim_spin(spins)
+                if spins <= LOCKSTEP_SPINS:
+                    sievesim_pause()
+                    continue
+                # the peer is late by far more than a step's work: it has no core now
+                t_sleep = sievesim_now_ns()
+                sievesim_sleep_until(slot, self.xstep)
+                self.slept_ns += sievesim_now_ns() - t_sleep
+                if self.grace_ns >= 0 and t_sleep - t_start >= self.grace_ns \
+                        and self.slept_ns * LOCKSTEP_SLEEP_SHARE > t_sleep - t_start:
+                    # waiting costs more than the split saves: one thread will do it better
+                    self.error_code = 9
+                    sievesim_flag_set(self.abort_flag)
+                    self.lp_clk = clk
+                    return False
             if slot[1] < g_stop:
                 g_stop = <int> slot[1]
             if slot[2] < g_wake:

@@ -332,14 +332,23 @@ cdef bint tick(Engine self, int c, int64_t clk) noexcept nogil:
     if self.row_class[r] < 0 and self.sl[r].rtype <= T_WRITE:
         o = self.open_row[self.sl[r].bank]
         self.row_class[r] = 0 if o == ra[self.row_lv] else (2 if o >= 0 else 1)
-        self.out_row_class[self.slot_req[r]] = self.row_class[r]
+        if self.streaming:
+            self.st_class[self.row_class[r]] += 1
+        else:
+            self.out_row_class[self.slot_req[r]] = self.row_class[r]
     issue(self, cmd, ra, clk, r)
     self.ctrl_issues[c] += 1
     if cmd == self.sl[r].final_cmd:
         if self.sl[r].rtype == T_READ:
-            self.out_depart[self.slot_req[r]] = clk + self.read_latency
+            if self.streaming:
+                record_depart(self, clk + self.read_latency, self.arrive[r], True)
+            else:
+                self.out_depart[self.slot_req[r]] = clk + self.read_latency
         elif self.sl[r].rtype == T_WRITE:
-            self.out_depart[self.slot_req[r]] = clk + self.write_latency
+            if self.streaming:
+                record_depart(self, clk + self.write_latency, self.arrive[r], False)
+            else:
+                self.out_depart[self.slot_req[r]] = clk + self.write_latency
         elif self.sl[r].rtype == T_REFRESH and self.prog_head[c] < self.prog_end[c] \
                 and self.prog_head[c] > self.prog_start[c]:
             # a running PIM program waited from the refresh request until tRFC is over

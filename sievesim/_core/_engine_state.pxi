@@ -42,7 +42,13 @@ cdef inline void fill_slot(Engine self, int32_t s, int32_t r, int64_t clk) noexc
     self.row_class[s] = -1
     self.sl[s].rt = -1
     self.sl[s].exact = -1
-    self.aptr[s] = av
+    if self.streaming:
+        # the window moves on while the request waits: the slot keeps its own copy
+        for L in range(self.A):
+            self.addr[s * self.A + L] = av[L]
+        self.aptr[s] = self.addr + s * self.A
+    else:
+        self.aptr[s] = av
     self.sl[s].row = av[self.row_lv]
     # set_nodes without its broadcast test: a trace request addresses every level (measured:
     # calling set_nodes here costs 1-2 % more instructions per request)
@@ -67,3 +73,20 @@ cdef void set_nodes(Engine self, int32_t r) noexcept nogil:
         idx = idx * self.counts[L] + av[L]
         self.sl[r].nodes[L] = <int32_t> ((self.node_off[L] + idx) * self.n_cmd)
     self.sl[r].bank = idx
+
+
+cdef inline void record_depart(Engine self, int64_t depart, int64_t arrive, bint is_read) noexcept nogil:
+    """Streaming: a trace request is served at ``depart`` (accepted at ``arrive``): the counters,
+    and the ring of the latest departures (those after the last cycle of an ``end = "accepted"``
+    run are taken out at the end, see Engine.stream_totals)."""
+    cdef int64_t* e = self.dep_ring + 3 * (self.dep_n % self.dep_cap)
+    self.st_served += 1
+    if is_read:
+        self.st_read_served += 1
+        self.st_lat_sum += depart - arrive
+    if depart > self.st_max_depart:
+        self.st_max_depart = depart
+    e[0] = depart
+    e[1] = depart - arrive
+    e[2] = is_read
+    self.dep_n += 1

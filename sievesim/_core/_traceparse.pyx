@@ -1,11 +1,25 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """LoadStoreTrace parsing in one pass over the bytes (``LD addr`` / ``ST addr``, addr decimal or
-0x-hex, one space, optional CR before the newline)."""
+0x-hex, one space, optional CR before the newline), and the linear mappers' split of addresses
+into levels (``split_levels``)."""
 import numpy as np
 cimport numpy as cnp
-from libc.stdint cimport int64_t, uint8_t, uint64_t
+from libc.stdint cimport int64_t, int32_t, uint8_t, uint64_t
 
 cnp.import_array()
+
+# digit values by byte: 0-9, a-f / A-F as 10-15, everything else 255. A table, not comparisons:
+# random hex addresses mix digits and letters unpredictably, and a branch per byte costs a
+# misprediction every few bytes (the parse ran 2-3x slower that way).
+cdef uint8_t DIGIT[256]
+cdef int _k
+for _k in range(256):
+    DIGIT[_k] = 255
+for _k in range(10):
+    DIGIT[48 + _k] = _k
+for _k in range(6):
+    DIGIT[97 + _k] = 10 + _k
+    DIGIT[65 + _k] = 10 + _k
 
 
 def parse_loadstore(const unsigned char[::1] data):
@@ -14,7 +28,7 @@ def parse_loadstore(const unsigned char[::1] data):
     cdef Py_ssize_t n = data.shape[0], i = 0, lines = 0, line = 0, j
     cdef uint64_t v
     cdef int d
-    cdef unsigned char ch
+    cdef unsigned int base, dv
     cdef bint hexa, ok
     for j in range(n):
         if data[j] == 10:
@@ -38,17 +52,13 @@ def parse_loadstore(const unsigned char[::1] data):
                 i += 2
             v = 0
             d = 0
+            base = 16 if hexa else 10
             while i < n and data[i] != 10 and data[i] != 13:
-                ch = data[i]
-                if 48 <= ch <= 57:
-                    v = v * (16 if hexa else 10) + (ch - 48)
-                elif hexa and 97 <= ch <= 102:
-                    v = v * 16 + (ch - 87)
-                elif hexa and 65 <= ch <= 70:
-                    v = v * 16 + (ch - 55)
-                else:
+                dv = DIGIT[data[i]]
+                if dv >= base:      # not a digit of this base
                     ok = False
                     break
+                v = v * base + dv
                 d += 1
                 if d > 15:          # beyond 60 bits: let the strict parser report it
                     ok = False
@@ -65,3 +75,44 @@ def parse_loadstore(const unsigned char[::1] data):
     if line < lines:
         return is_write, addrs, line
     return is_write.view(np.bool_), addrs, -1
+
+
+def split_levels(const int64_t[::1] rest, int32_t[:, ::1] out, const int64_t[::1] order, const int64_t[::1] radix):
+    """Mixed-radix split of each ``rest[i]`` into ``out[i, :]``: for the levels in ``order``, in
+    turn, ``out[i, level] = r % radix[level]; r //= radix[level]`` (a shift and a mask where the
+    radix is a power of two); what is left of ``r`` after the last level is dropped. The numpy
+    arithmetic of sievesim.dram.mapping, one pass per request instead of one per level."""
+    cdef Py_ssize_t n = rest.shape[0], i, k, m = order.shape[0]
+    cdef int64_t r, b
+    cdef int lv
+    cdef int64_t shift[64]
+    cdef int64_t mask[64]
+    cdef int64_t rad[64]
+    cdef int levels[64]
+    if m > 64 or out.shape[0] != n:
+        raise ValueError("split_levels: at most 64 levels, one output row per value")
+    for k in range(m):
+        lv = <int> order[k]
+        if not 0 <= lv < out.shape[1]:
+            raise ValueError(f"split_levels: level {lv} outside the {out.shape[1]} output columns")
+        b = radix[lv]
+        if b < 1:
+            raise ValueError(f"split_levels: radix {b} of level {lv}: expected >= 1")
+        levels[k] = lv
+        rad[k] = b
+        shift[k] = -1
+        if b & (b - 1) == 0:
+            shift[k] = 0
+            while (<int64_t> 1 << shift[k]) < b:
+                shift[k] += 1
+        mask[k] = b - 1
+    with nogil:
+        for i in range(n):
+            r = rest[i]
+            for k in range(m):
+                if shift[k] >= 0:
+                    out[i, levels[k]] = <int> (r & mask[k])
+                    r = r >> shift[k]
+                else:
+                    out[i, levels[k]] = <int> (r % rad[k])
+                    r = r // rad[k]

@@ -11,7 +11,9 @@ cycle, the split then runs again in lockstep: every memory cycle the runs agree 
 frontend gets (each knows it for its own controllers) and on when the next can act. Otherwise the
 trace runs again on one thread. The merged result is the one-thread result, bit for bit
 (``tests/test_parallel_engine.py``); it says which way it was computed (``threads``: how many
-ran; ``speculation``: ``"none"``, ``"held"``, ``"lockstep"`` or ``"refused"``).
+ran; ``speculation``: ``"none"``, ``"held"``, ``"lockstep"``, ``"refused"`` or ``"contended"``: the
+lockstep slept waiting more than it worked, as when another process keeps a core busy, and the
+trace ran again on one thread).
 
 Where it pays: long traces (docs/dram.md, "Threads", has the measurements).
 Where it does not apply: PIM programs, ``skip_idle=False``. (Timing rows never cross controllers:
@@ -25,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ._engine import Engine, new_outputs
+from ._engine import CONTENTION_GRACE_NS, Engine, new_outputs
 
 __all__ = ["available_threads", "run_requests"]
 
@@ -62,9 +64,11 @@ def _split_controllers(spec: dict[str, Any], addr_vecs: np.ndarray, threads: int
 
 def run_requests(spec: dict[str, Any], addr_vecs: np.ndarray, keys: np.ndarray, is_write: np.ndarray,
                  arrival: np.ndarray, *, log_commands: bool = False, skip_idle: bool = True,
-                 threads: int = 1) -> dict[str, Any]:
+                 threads: int = 1, contention_grace_ns: int | None = CONTENTION_GRACE_NS) -> dict[str, Any]:
     """Simulate the requests on ``threads`` threads (at most one per controller); the raw result
-    of :meth:`Engine.run`, identical to a one-thread run, plus ``threads`` and ``speculation``."""
+    of :meth:`Engine.run`, identical to a one-thread run, plus ``threads`` and ``speculation``.
+    ``contention_grace_ns``: a lockstep that has run this long (ns) and slept waiting a quarter of
+    it gives up, and the trace runs on one thread (``None``: never; tests of the lockstep)."""
     if threads < 1:
         raise ValueError(f"threads: {threads}, expected an integer >= 1")
     n_ctrl = _n_controllers(spec)
@@ -78,7 +82,7 @@ def run_requests(spec: dict[str, Any], addr_vecs: np.ndarray, keys: np.ndarray, 
     def split(exchange: np.ndarray | None) -> list[Engine]:
         outputs = new_outputs(len(arrival))     # each engine writes its own requests' entries
         return [Engine(spec, addr_vecs, keys, is_write, arrival, log_commands, True, own=owns[k],
-                       abort=abort, outputs=outputs, exchange=exchange, rank=k)
+                       abort=abort, outputs=outputs, exchange=exchange, rank=k, grace_ns=contention_grace_ns)
                 for k in range(threads)]
 
     speculation = "held"
@@ -97,6 +101,12 @@ def run_requests(spec: dict[str, Any], addr_vecs: np.ndarray, keys: np.ndarray, 
         abort[0] = 0
         engines = split(np.zeros(16 * threads, dtype=np.int64))
         raws = _run_concurrently(engines)
+        if any(r["contended"] for r in raws):
+            # the runs slept waiting for each other more than they worked: their threads do not
+            # all have a core (another process is busy); one thread
+            del engines, raws
+            raw = Engine(spec, addr_vecs, keys, is_write, arrival, log_commands, skip_idle).run()
+            return raw | {"threads": 1, "speculation": "contended"}
     steps = 0
     if not spec["end_on_accept"]:
         raws, steps = _drain_together(engines, raws)

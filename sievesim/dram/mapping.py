@@ -22,29 +22,47 @@ ADDRESS_OVERFLOW = ("error", "wrap")
 
 
 def map_addresses(config: DRAMConfig, addrs: np.ndarray, *, source: str = "trace",
-                  overflow: str = "error") -> np.ndarray:
+                  overflow: str = "error", first: int = 0) -> np.ndarray:
     """Map byte addresses (int64, shape (n,)) to address vectors (int32, shape (n, levels)).
 
-    ``overflow``: one of :data:`ADDRESS_OVERFLOW` (default ``error``)."""
+    ``overflow``: one of :data:`ADDRESS_OVERFLOW` (default ``error``). ``first``: the index of
+    ``addrs[0]`` in the whole trace (a streamed piece), for the request an error names."""
     if overflow not in ADDRESS_OVERFLOW:
         raise TraceError(f"{source}: address overflow = {overflow!r}: expected one of {list(ADDRESS_OVERFLOW)}")
     addrs = np.asarray(addrs, dtype=np.int64)
     if addrs.size and addrs.min() < 0:
         bad = int(np.argmax(addrs < 0))
-        raise TraceError(f"{source}: request {bad}: address = {int(addrs[bad])}: expected a non-negative byte address")
+        raise TraceError(f"{source}: request {first + bad}: address = {int(addrs[bad])}: expected a non-negative byte address")
     tx_shift = int(config.tx_bytes).bit_length() - 1
     capacity = config.capacity_bytes
     if overflow == "error" and addrs.size and addrs.max() >= capacity:
         bad = int(np.argmax(addrs >= capacity))
-        raise TraceError(f"{source}: request {bad}: address = {hex(int(addrs[bad]))}: expected an address "
+        raise TraceError(f"{source}: request {first + bad}: address = {hex(int(addrs[bad]))}: expected an address "
                          f"below the capacity of {config.name}, {hex(capacity)} ({capacity} bytes), "
                          "or --address-overflow wrap (as Ramulator 2.0's mappers do)")
-    rest = addrs >> tx_shift
+    row = config.standard.levels.index("row")
+    out = np.empty((addrs.size, len(config.standard.levels)), dtype=np.int32)
+    for lo in range(0, addrs.size, _CHUNK):      # in slices: the temporaries stay small
+        _map_into(config, addrs[lo:lo + _CHUNK] >> tx_shift, out[lo:lo + _CHUNK])
+    if overflow == "wrap" and out.size and out[:, row].min() < 0:  # a row past 2^31: the engine's "closed" mark
+        bad = int(np.argmax(out[:, row] < 0))
+        raise TraceError(f"{source}: request {first + bad}: address = {hex(int(addrs[bad]))}: expected an address whose "
+                         "MOP4CLXOR row fits in 31 bits")
+    return out
+
+
+# requests mapped at a time (bounds the int64 temporaries: 8 bytes per request each)
+_CHUNK = 1 << 18
+
+
+def _map_into(config: DRAMConfig, rest: np.ndarray, out: np.ndarray) -> None:
+    """Fill ``out`` (int32, (n, levels)) with the address vectors of transaction indices ``rest``
+    (byte addresses >> log2(tx bytes)). Every field fits in 32 bits (MOP4CLXOR's row is cast to a
+    32-bit int, as Ramulator's ``(int) addr``), so writing int32 directly is exact."""
     radix = config.address_radix
     levels = config.standard.levels
     n_lv = len(levels)
     row, col = levels.index("row"), n_lv - 1
-    out = np.empty((addrs.size, n_lv), dtype=np.int64)
 
     def take(level: int, r: np.ndarray, base: int | None = None) -> np.ndarray:
         b = radix[level] if base is None else base
@@ -55,14 +73,13 @@ def map_addresses(config: DRAMConfig, addrs: np.ndarray, *, source: str = "trace
         out[:, level] = r % b
         return r // b
 
-    if config.mapper == "ChRaBaRoCo":
-        for lv in range(n_lv - 1, -1, -1):
-            rest = take(lv, rest)
-    elif config.mapper == "RoBaRaCoCh":
-        rest = take(0, rest)
-        rest = take(col, rest)
-        for lv in range(1, row + 1):
-            rest = take(lv, rest)
+    if config.mapper in ("ChRaBaRoCo", "RoBaRaCoCh"):
+        # the levels sliced from the low bits in the mapper's order, compiled (one pass per request)
+        from .._core._traceparse import split_levels
+        order = (list(range(n_lv - 1, -1, -1)) if config.mapper == "ChRaBaRoCo"
+                 else [0, col] + list(range(1, row + 1)))
+        split_levels(np.ascontiguousarray(rest), out, np.asarray(order, dtype=np.int64),
+                     np.asarray(radix, dtype=np.int64))
     elif config.mapper == "MOP4CLXOR":
         col_bits = int(radix[col]).bit_length() - 1
         low = rest % 4
@@ -72,7 +89,7 @@ def map_addresses(config: DRAMConfig, addrs: np.ndarray, *, source: str = "trace
         high = rest % (1 << (col_bits - 2))
         rest = rest >> (col_bits - 2)
         out[:, col] = low + (high << 2)
-        out[:, row] = rest.astype(np.int32).astype(np.int64)  # Ramulator: (int) addr
+        out[:, row] = rest.astype(np.int32)  # Ramulator: (int) addr
         xor_index = 0
         for lv in range(0, col):
             bits = int(radix[lv]).bit_length() - 1
@@ -82,8 +99,3 @@ def map_addresses(config: DRAMConfig, addrs: np.ndarray, *, source: str = "trace
                 xor_index += bits
     else:  # validated by DRAMConfig
         raise AssertionError(config.mapper)
-    if overflow == "wrap" and out.size and out[:, row].min() < 0:  # a row past 2^31: the engine's "closed" mark
-        bad = int(np.argmax(out[:, row] < 0))
-        raise TraceError(f"{source}: request {bad}: address = {hex(int(addrs[bad]))}: expected an address whose "
-                         "MOP4CLXOR row fits in 31 bits")
-    return out.astype(np.int32)

@@ -9,13 +9,14 @@ from __future__ import annotations
 import pathlib
 import re
 from dataclasses import dataclass
+from typing import Iterator
 
 import numpy as np
 
 from ..errors import TraceError
 
-__all__ = ["RequestTrace", "read_loadstore_trace", "read_readwrite_trace", "read_trace", "write_loadstore_trace",
-           "check_request_trace", "MAX_ARRIVAL_CYCLE"]
+__all__ = ["RequestTrace", "iter_loadstore_chunks", "read_loadstore_trace", "read_readwrite_trace", "read_trace",
+           "write_loadstore_trace", "check_request_trace", "MAX_ARRIVAL_CYCLE"]
 
 #: Latest arrival cycle a request may have: the engine's "never" is 2**62 - 1, and time sums of an
 #: arrival and a few timings must stay below it. (The work estimate refuses far smaller ones when
@@ -92,6 +93,14 @@ def read_loadstore_trace(path: str | pathlib.Path) -> RequestTrace:
                             source=str(path))
     # the strict per-line parser below names the line and its content
     data, lines = _read(path)
+    is_write, addrs = _parse_lines(path, lines, 0)
+    return RequestTrace(is_write=is_write, arrival=np.zeros(len(lines), dtype=np.int64), addresses=addrs,
+                        source=str(path))
+
+
+def _parse_lines(path: pathlib.Path, lines: list[bytes], first_line: int) -> tuple[np.ndarray, np.ndarray]:
+    """LoadStoreTrace lines one by one (``first_line``: the 0-based line number of ``lines[0]``);
+    a malformed line is refused, naming its number and content."""
     n = len(lines)
     is_write = np.empty(n, dtype=bool)
     addrs = np.empty(n, dtype=np.int64)
@@ -99,16 +108,55 @@ def read_loadstore_trace(path: str | pathlib.Path) -> RequestTrace:
         m = _LS_LINE.match(line)
         if m is None:
             text = line.decode("utf-8", "replace")[:80]
-            raise TraceError(f"{path}:{i + 1}: {text!r}: expected 'LD <addr>' or 'ST <addr>' "
+            raise TraceError(f"{path}:{first_line + i + 1}: {text!r}: expected 'LD <addr>' or 'ST <addr>' "
                              "(addr decimal or 0x-hex, below 2**63)")
         is_write[i] = m.group(1) == b"ST"
         tok = m.group(2)
         value = int(tok, 16) if tok[:2] in (b"0x", b"0X") else int(tok)
         if value >= 1 << 63:
-            raise TraceError(f"{path}:{i + 1}: address = {tok.decode()}: expected an address below 2**63")
+            raise TraceError(f"{path}:{first_line + i + 1}: address = {tok.decode()}: expected an address below 2**63")
         addrs[i] = value
-    return RequestTrace(is_write=is_write, arrival=np.zeros(n, dtype=np.int64), addresses=addrs,
-                        source=str(path))
+    return is_write, addrs
+
+
+def iter_loadstore_chunks(path: str | pathlib.Path, block_bytes: int = 1 << 20) -> Iterator[RequestTrace]:
+    """A LoadStoreTrace file as consecutive pieces of whole lines, about ``block_bytes`` bytes each
+    (the whole file is never in memory): together, exactly :func:`read_loadstore_trace`'s trace
+    (tests/test_streaming.py), with the same errors and line numbers."""
+    from .._core._traceparse import parse_loadstore
+
+    path = pathlib.Path(path)
+    if block_bytes < 1:
+        raise ValueError(f"block_bytes: {block_bytes}, expected >= 1")
+    from .._inputs import open_input
+
+    first_line = 0
+    carry = b""
+    with open_input(path, "DRAM request trace", "trace-stream") as fh:     # a regular file, read in blocks
+        while True:
+            block = fh.read(block_bytes)
+            data = carry + block
+            if block:
+                cut = data.rfind(b"\n")
+                if cut < 0:             # no whole line yet
+                    carry = data
+                    continue
+                piece, carry = data[:cut + 1], data[cut + 1:]
+            elif data:
+                piece, carry = data, b""
+            else:
+                return
+            is_write, addrs, bad = parse_loadstore(piece)
+            if bad >= 0:
+                lines = piece.split(b"\n")
+                if lines[-1] == b"":
+                    lines.pop()
+                is_write, addrs = _parse_lines(path, lines, first_line)
+            yield RequestTrace(is_write=np.asarray(is_write, dtype=bool), arrival=np.zeros(len(addrs), dtype=np.int64),
+                               addresses=addrs, source=str(path))
+            first_line += len(addrs)
+            if not block:
+                return
 
 
 def read_readwrite_trace(path: str | pathlib.Path, num_levels: int) -> RequestTrace:

@@ -1,0 +1,53 @@
+"""Start-up of one command: `sievesim dram run` imports only the dram command's module (and what it
+needs), and the table that maps command names to modules matches what the modules register."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import subprocess
+import sys
+
+import pytest
+
+from sievesim import cli
+
+
+def test_command_table_matches_the_modules():
+    found = {}
+    for module in cli._COMMAND_MODULES:          # noqa: SLF001
+        sub = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(f"sievesim.commands.{module}").register(sub)
+        found.update({name: module for name in sub.choices})
+    assert found == cli._COMMAND_OF              # noqa: SLF001
+
+
+@pytest.mark.parametrize("argv, command", [
+    (["dram", "run", "x"], "dram"), (["--max-memory", "1GiB", "pim", "gemv"], "pim"),
+    (["--max-memory=1GiB", "trace-stats"], "trace-stats"), (["-h", "dram"], None), (["--version"], None),
+    ([], None), (["nosuch"], "nosuch")])
+def test_the_command_is_found_past_top_level_options(argv, command):
+    assert cli._command_in(argv) == command      # noqa: SLF001
+
+
+def test_help_still_lists_every_command(capsys):
+    assert cli.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for name in cli._COMMAND_OF:                 # noqa: SLF001
+        assert name in out
+    assert cli.main(["nosuch"]) == 2
+    assert "invalid choice" in capsys.readouterr().err
+
+
+def test_dram_run_imports_no_other_command():
+    code = ("import sys, io, contextlib\nfrom sievesim.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+            "    rc = main(['dram', 'run', 'synthetic:stream:200', '--json'])\n"
+            "print(rc, sorted(m for m in sys.modules if m.startswith('sievesim')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    rc, mods = done.stdout.split(" ", 1)
+    assert rc == "0"
+    loaded = set(json.loads(mods.replace("'", '"')))
+    assert "sievesim.commands.dram" in loaded
+    others = {f"sievesim.commands.{m}" for m in cli._COMMAND_MODULES if m != "dram"}   # noqa: SLF001
+    assert not loaded & (others | {"sievesim.costs", "sievesim.policies", "sievesim.system", "sievesim.pim"})
