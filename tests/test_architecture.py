@@ -9,7 +9,6 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "sievesim"
 MAX_LINES = 650
 #: Modules being split right now, each by its own change; remove a name once its split lands.
 LINE_COUNT_PENDING = {
-    "sievesim/costs.py",
     "sievesim/hardware.py",
     "sievesim/sweep.py",
 }

@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import __version__
 from .._units import split_unit
-from ..costs import DEFAULT_CONTEXT_LEN, PimCostTable, RooflinePimCost, _organisation, attention_shape, pim_peak_flops
+from ..costs import DEFAULT_CONTEXT_LEN, PimCostTable, RooflinePimCost, attention_shape, pim_organisation, pim_peak_flops
 from ..errors import field_error
 from . import figure8 as f8
 from .dag import Contention, Schedule, execute
@@ -279,7 +279,7 @@ class StepSimulator:
     def _pim_costs(self, alpha: float) -> None:
         """The engine that prices PIM nodes (per attention kind) and the policy's learned cost table."""
         m, hw = self.model, self.hw
-        self.org = _organisation(hw)
+        self.org = pim_organisation(hw)
         self.contention: tuple[Contention, ...] = ()
         self._no_pim = RooflinePimCost(2.0 * m.params_per_expert, 1.0, None, self.org)
         kinds = tuple(dict.fromkeys(m.layer_attention))
