@@ -123,3 +123,10 @@ def test_energy_fields_missing_where_required(tmp_path):
     f.write_bytes(tomli_w.dumps(d).encode())
     r = run_cli(["hardware", "show", f])
     assert r.rc == 2 and r.err.count("\n") == 1 and "gpu.static_power_w = '<missing>'" in r.err, r.err
+
+
+def test_sweep_rows_carry_the_energy_columns():
+    from sievesim.sweep import step_point
+    row = step_point({"model": "qwen3-30b-a3b", "batch": 4, "warmup": 0, "policy": "noexp"})
+    assert row["energy_j"] > 0 and row["tokens_per_joule"] == pytest.approx(4 / row["energy_j"])
+    assert set(row["energy_breakdown_j"]) == set(RESOURCE_KINDS)

@@ -70,7 +70,8 @@ class StepEnergy:
         self.dram_static_w = self.pcs_per_gpu * (e.precharge_standby_mw * 1e-3 + ref_w)
         self._active_delta_w = (e.active_standby_mw - e.precharge_standby_mw) * 1e-3
         self._experts: dict[tuple[Any, int], float] = {}
-        self._attention: dict[tuple[str, tuple[int, ...]], float] = {}
+        self._expert_arrays: dict[Any, np.ndarray] = {}
+        self._attention: dict[tuple[str, bytes], float] = {}
 
     # ------------------------------------------------------------------ PIM programs
     def _job_j(self, result: Any, pcs: int, duration_s: float) -> float:
@@ -106,21 +107,39 @@ class StepEnergy:
         return out
 
     def experts_j(self, counts: Any, unit: str | None) -> float:
-        """PIM experts with these token counts [J] (the sum of their energies)."""
-        return math.fsum(self.expert_j(int(n), unit) for n in np.asarray(counts).ravel() if n > 0)
+        """PIM experts with these token counts [J] (the sum of their energies; cached per count)."""
+        counts = np.asarray(counts, dtype=np.int64).ravel()
+        if not counts.size:
+            return 0.0
+        arr = self._expert_arrays.get(unit)
+        top = int(counts.max())
+        if arr is None or arr.size <= top:
+            old = arr
+            arr = np.full(max(top + 1, 2 * (0 if old is None else old.size)), np.nan)
+            if old is not None:
+                arr[:old.size] = old
+            self._expert_arrays[unit] = arr
+        out = arr[counts]
+        missing = np.isnan(out)
+        if missing.any():
+            for n in np.unique(counts[missing]).tolist():
+                arr[n] = self.expert_j(n, unit) if n > 0 else 0.0
+            out = arr[counts]
+        return float(out.sum())
 
     def attention_j(self, kind: str, lens: Any) -> float:
         """Decode attention of one GPU's requests at context lengths ``lens`` on PIM [J]: the busiest
         pseudo-channel's programs as the engine ran them, scaled to every pseudo-channel by its
         share of the layer's work (context tokens x KV heads; a linear layer: its state units)."""
-        key = (kind, tuple(int(x) for x in np.asarray(lens).ravel()))
+        lens = np.asarray(lens, dtype=np.int64).ravel()
+        key = (kind, lens.tobytes())
         out = self._attention.get(key)
         if out is None:
             out = 0.0
             eng = self.engines.get(kind)
-            if eng is not None and eng.attention is not None and key[1]:
+            if eng is not None and eng.attention is not None and lens.size:
                 layer, dev = eng.attention, eng.device
-                used, busiest = layer.placement(dev, list(key[1]))
+                used, busiest = layer.placement(dev, lens.tolist())
                 results = layer._results(dev, busiest)
                 one = sum(self._job_j(r, 1, dev.program_cycles(r, 1) * dev.tck_s) for r in results)
                 if layer.kind == "linear":
@@ -159,11 +178,24 @@ class StepEnergy:
         """Energy of one executed step [J] by resource kind, and ``total``; writes each node's
         energy [J] into its metadata (``energy_j``, the Chrome trace's args)."""
         out = dict.fromkeys(RESOURCE_KINDS, 0.0)
+        gpu, link = self.hw.gpu, self.hw.interconnect
+        per_flop, per_byte = gpu.energy_pj_per_flop * 1e-12, (self.dram_pj_per_byte + gpu.energy_pj_per_hbm_byte) * 1e-12
+        per_link_byte = 8 * link.energy_pj_per_bit * 1e-12
         for meta in graph.meta:
-            parts = self.node_j(meta)
-            meta["energy_j"] = math.fsum(parts.values())
-            for k, v in parts.items():
-                out[k] += v
+            kind = meta.get("kind", "")
+            if kind == "pim_experts" or (kind == "attention" and "context_lens" in meta):
+                e = self.node_j(meta)["pim"]
+                out["pim"] += e
+            elif kind in LINK_KINDS:
+                e = (meta.get("bytes") or 0.0) * per_link_byte
+                out["link"] += e
+            else:
+                c = (meta.get("flops") or 0.0) * per_flop
+                h = (meta.get("bytes") or 0.0) * per_byte
+                out["gpu_compute"] += c
+                out["hbm"] += h
+                e = c + h
+            meta["energy_j"] = float(e)
         out["static"] = self.static_w(gpus) * step_time_s
         out["total"] = math.fsum(out[k] for k in RESOURCE_KINDS)
         return out
