@@ -130,3 +130,16 @@ def test_sweep_rows_carry_the_energy_columns():
     row = step_point({"model": "qwen3-30b-a3b", "batch": 4, "warmup": 0, "policy": "noexp"})
     assert row["energy_j"] > 0 and row["tokens_per_joule"] == pytest.approx(4 / row["energy_j"])
     assert set(row["energy_breakdown_j"]) == set(RESOURCE_KINDS)
+
+
+def test_reproduce_energy_quick(tmp_path):
+    from sievesim.reproduce import NO_NUMBER, reproduce
+    rep, = reproduce("energy", tmp_path, quick=True, plot=False)
+    assert {r["model"] for r in rep.data.records} == {"qwen3-30b-a3b", "gpt-oss-120b", "qwen3.5-397b-a17b"}
+    assert {r["series"] for r in rep.data.records} == {"NoExp", "AllExp", "PIMoE (channel)", "Sieve"}
+    for r in rep.data.records:
+        per_token = sum(r[f"energy_{k}_j_per_token"] for k in RESOURCE_KINDS)
+        assert per_token * r["batch"] == pytest.approx(r["energy_j"], rel=1e-9)
+        assert r["tokens_per_joule"] == pytest.approx(r["batch"] / r["energy_j"])
+    assert rep.data.claims and all(c.verdict == NO_NUMBER for c in rep.data.claims)
+    assert "tokens_per_joule" in rep.csv.read_text().splitlines()[0]
