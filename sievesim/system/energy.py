@@ -23,6 +23,7 @@ import numpy as np
 
 from ..dram import energy as dram_energy
 from ..dram.config import get_config
+from .pim_costs import per_count
 
 __all__ = ["StepEnergy", "RESOURCE_KINDS", "LINK_KINDS"]
 
@@ -111,20 +112,7 @@ class StepEnergy:
         counts = np.asarray(counts, dtype=np.int64).ravel()
         if not counts.size:
             return 0.0
-        arr = self._expert_arrays.get(unit)
-        top = int(counts.max())
-        if arr is None or arr.size <= top:
-            old = arr
-            arr = np.full(max(top + 1, 2 * (0 if old is None else old.size)), np.nan)
-            if old is not None:
-                arr[:old.size] = old
-            self._expert_arrays[unit] = arr
-        out = arr[counts]
-        missing = np.isnan(out)
-        if missing.any():
-            for n in np.unique(counts[missing]).tolist():
-                arr[n] = self.expert_j(n, unit) if n > 0 else 0.0
-            out = arr[counts]
+        out = per_count(self._expert_arrays, unit, counts, lambda n: self.expert_j(n, unit) if n > 0 else 0.0)
         return float(out.sum())
 
     def attention_j(self, kind: str, lens: Any) -> float:
