@@ -29,6 +29,9 @@ __all__ = [
     "parse_int", "parse_int_list", "int_arg", "int_list_arg", "size_arg", "parse_size",
     "parse_number", "parse_number_list", "number_arg", "number_list_arg",
     "DEFAULT_MAX_MEMORY", "max_memory", "memory_limit", "check_memory", "format_bytes",
+    "type_error", "check_name_or_path", "check_strict_bool", "check_optional_str",
+    "DEFAULT_MAX_WORK_S", "max_work_s", "work_limit", "check_work", "parse_seconds", "seconds_arg",
+    "format_seconds", "MAX_DIGITS",
 ]
 
 
@@ -169,6 +172,61 @@ class Problems:
 
 
 # ---------------------------------------------------------------------------------------------
+# arguments of the Python API, checked at the door
+
+
+def type_error(param: str, value: Any, expected: str) -> TypeError:
+    """A :class:`TypeError` naming the parameter, the value (shortened) and what was expected."""
+    shown = repr(value)
+    if len(shown) > 80:
+        shown = shown[:60] + "..." + shown[-10:]
+    return TypeError(f"{param} = {shown}: expected {expected}, got {type(value).__name__}")
+
+
+#: Longest path or name an argument may be (characters; PATH_MAX on Linux is 4096 bytes).
+MAX_PATH_CHARS = 4096
+
+
+def check_name_or_path(param: str, value: Any, what: str = "a preset name or a file path") -> str:
+    """A preset name or a path (``str`` or ``os.PathLike``, not bytes), non-empty, without a NUL
+    byte, at most :data:`MAX_PATH_CHARS` characters; returns it as text."""
+    import os  # noqa: PLC0415
+
+    if isinstance(value, (bytes, bytearray)) or not isinstance(value, (str, os.PathLike)):
+        raise type_error(param, value, f"{what} (str or os.PathLike)")
+    text = os.fspath(value)
+    if not isinstance(text, str):
+        raise type_error(param, value, f"{what} (str or os.PathLike)")
+    if not text.strip():
+        raise field_error(param, text, what)
+    if "\x00" in text:
+        raise field_error(param, text, f"{what} without a NUL byte")
+    if len(text) > MAX_PATH_CHARS:
+        raise field_error(param, text, f"{what} of at most {MAX_PATH_CHARS} characters")
+    return text
+
+
+def check_strict_bool(param: str, value: Any) -> bool:
+    """``True`` or ``False`` (numpy booleans too): a string such as ``"no"`` is refused, not read as true."""
+    import numpy as np  # noqa: PLC0415
+
+    if not isinstance(value, (bool, np.bool_)):
+        raise type_error(param, value, "True or False")
+    return bool(value)
+
+
+def check_optional_str(param: str, value: Any, what: str = "a name") -> str | None:
+    """``None`` or a non-empty string."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise type_error(param, value, f"{what} (str) or None")
+    if not value.strip():
+        raise field_error(param, value, what)
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
 # values typed on the command line
 
 _ASCII_INT = re.compile(r"[+-]?[0-9]{1,30}")
@@ -272,7 +330,7 @@ def parse_size(text: str, field: str = "--max-memory") -> int:
     return int(float(m.group(1)) * _UNITS[unit])
 
 
-size_arg = _arg_type(parse_size, "size")
+size_arg = _arg_type(lambda t: parse_size(t, "value"), "size")
 
 
 def max_memory() -> int:
@@ -285,11 +343,17 @@ def memory_limit(nbytes: int) -> Iterator[None]:
     """Raise (or lower) the memory limit inside a ``with`` block."""
     if not _is_int(nbytes) or nbytes < 1:
         raise field_error("max_memory", nbytes, "a positive number of bytes")
-    token = _MAX_MEMORY.set(int(nbytes))
+    with _limit_set(_MAX_MEMORY, int(nbytes)):
+        yield
+
+
+@contextlib.contextmanager
+def _limit_set(var: contextvars.ContextVar[Any], value: Any) -> Iterator[None]:
+    token = var.set(value)
     try:
         yield
     finally:
-        _MAX_MEMORY.reset(token)
+        var.reset(token)
 
 
 def format_bytes(n: float) -> str:
@@ -306,3 +370,64 @@ def check_memory(nbytes: float, what: str, field: str, value: Any, *, source: st
         raise field_error(field, value, f"a smaller value: {what} needs about {format_bytes(nbytes)} of "
                           f"memory, above the limit of {format_bytes(limit)} (raise it with --max-memory)",
                           source=source, cls=ConfigError)
+
+
+# ---------------------------------------------------------------------------------------------
+# time: the work estimate guards time as well as memory
+
+#: Default limit on the estimated run time of one piece of work (seconds): ten minutes.
+DEFAULT_MAX_WORK_S = 600.0
+_MAX_WORK_S: contextvars.ContextVar[float] = contextvars.ContextVar("sievesim_max_work_s", default=DEFAULT_MAX_WORK_S)
+_DURATION = re.compile(r"([0-9]{1,9}(?:\.[0-9]{1,6})?)\s*(s|sec|m|min|h)?")
+
+
+def parse_seconds(text: str, field: str = "--max-work") -> float:
+    """``'600'``, ``'90s'``, ``'10min'``, ``'2h'`` -> seconds (positive)."""
+    m = _DURATION.fullmatch(text.strip()) if isinstance(text, str) else None
+    if m is None or float(m.group(1)) <= 0:
+        raise field_error(field, text, "a positive duration such as 600, 90s, 10min or 2h")
+    return float(m.group(1)) * {None: 1, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}[m.group(2)]
+
+
+seconds_arg = _arg_type(lambda t: parse_seconds(t, "value"), "duration")
+
+
+def max_work_s() -> float:
+    """The limit on estimated run time in force (seconds)."""
+    return _MAX_WORK_S.get()
+
+
+@contextlib.contextmanager
+def work_limit(seconds: float) -> Iterator[None]:
+    """Raise (or lower) the limit on estimated run time inside a ``with`` block."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds < math.inf:
+        raise field_error("max_work_s", seconds, "a positive, finite number of seconds")
+    with _limit_set(_MAX_WORK_S, float(seconds)):
+        yield
+
+
+def format_seconds(s: float) -> str:
+    if s >= 86400 * 365:
+        return f"{s / (86400 * 365):.3g} years"
+    if s >= 86400:
+        return f"{s / 86400:.3g} days"
+    if s >= 3600:
+        return f"{s / 3600:.3g} hours"
+    if s >= 60:
+        return f"{s / 60:.3g} minutes"
+    return f"{s:.3g} s"
+
+
+def check_work(seconds: float, what: str, field: str, value: Any, *, source: str | None = None) -> None:
+    """Refuse work estimated to run ``seconds`` above :func:`max_work_s`, naming ``field`` = ``value``,
+    the estimate and the flag that raises the limit."""
+    limit = max_work_s()
+    if not seconds <= limit:   # nan counts as too long
+        raise field_error(field, value, f"a smaller value: {what} would run about {format_seconds(seconds)} "
+                          f"(estimated), above the limit of {format_seconds(limit)} (raise it with --max-work, "
+                          "e.g. --max-work 2h)", source=source, cls=ConfigError)
+
+
+#: Most digits a number written in a file or on the command line may have before it is converted
+#: (Python's int() refuses 4,300 digits with a ValueError; no quantity here needs 40).
+MAX_DIGITS = 40

@@ -14,7 +14,8 @@ import warnings
 from typing import Sequence
 
 from . import __version__
-from ._validate import DEFAULT_MAX_MEMORY, format_bytes, memory_limit, size_arg
+from ._validate import (DEFAULT_MAX_MEMORY, DEFAULT_MAX_WORK_S, format_bytes, format_seconds, memory_limit,
+                        seconds_arg, size_arg, work_limit)
 from .errors import SievesimError
 
 # Modules under sievesim.commands, in the order their subcommands are listed in --help.
@@ -47,10 +48,17 @@ _MAX_MEMORY_HELP = (f"refuse work estimated to need more memory than this (defau
                     f"{format_bytes(DEFAULT_MAX_MEMORY)}; e.g. 16GiB)")
 
 
+_MAX_WORK_HELP = (f"refuse work estimated to run longer than this (default {format_seconds(DEFAULT_MAX_WORK_S)}; "
+                  "e.g. 2h, 90min, 3600)")
+
+
 def _add_max_memory(parser: argparse.ArgumentParser, top: bool) -> None:
-    """``--max-memory`` on the top level and on every subcommand, so it may follow the command."""
+    """``--max-memory`` and ``--max-work`` on the top level and on every subcommand, so they may
+    follow the command."""
     parser.add_argument("--max-memory", type=size_arg, metavar="SIZE", help=_MAX_MEMORY_HELP,
                         **({"default": DEFAULT_MAX_MEMORY} if top else {"default": argparse.SUPPRESS}))
+    parser.add_argument("--max-work", type=seconds_arg, metavar="DURATION", help=_MAX_WORK_HELP,
+                        **({"default": DEFAULT_MAX_WORK_S} if top else {"default": argparse.SUPPRESS}))
     for action in parser._actions:  # noqa: SLF001 - argparse keeps subparsers here
         if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
             for sub in dict.fromkeys(action.choices.values()):
@@ -90,6 +98,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     not UTF-8, input nested too deeply to parse and running out of memory become one line naming
     the file or the value. Any other exception is a bug and keeps its traceback.
     """
+    for stream in (sys.stdout, sys.stderr):
+        # a path with bytes that are not UTF-8 (or any non-ASCII name under PYTHONIOENCODING=ascii)
+        # is printed with backslash escapes rather than failing with UnicodeEncodeError
+        if hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):   # a closed or detached stream
+                pass
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -99,13 +115,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        with warnings.catch_warnings(), memory_limit(args.max_memory):
+        with warnings.catch_warnings(), memory_limit(args.max_memory), work_limit(args.max_work):
             warnings.showwarning = _show_warning  # a warning (e.g. an unverified model family) is one line too
             return int(args.func(args) or 0)
     except SievesimError as exc:
         return _error(_one_line(exc))
     except BrokenPipeError:  # e.g. `sievesim ... | head`
         return 0
+    except KeyboardInterrupt as exc:   # Ctrl-C: one line (a command may say how to resume), exit 130
+        print(f"sievesim: interrupted{': ' + str(exc) if str(exc) else ''}", file=sys.stderr)
+        return 130
     except UnicodeDecodeError as exc:
         return _error(f"input is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
                       "expected a UTF-8 file")

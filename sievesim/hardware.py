@@ -64,24 +64,33 @@ def _is_number(value: Any) -> bool:
 _UPPER = {"FLOP/s": 1e21, "bytes/s": 1e18, "bytes/s per direction": 1e18, "bytes": 2.0**50,
           "HBM stacks per GPU": 64, "experts": 1 << 16, "MACs per PU per command": 4096,
           "internal / external bandwidth": 1e4, "bytes per PIM channel": 2**30, "bytes per weight element": 16}
+#: Physical floors of the rates and sizes: far below any machine simulated here (a GPU does 1e14
+#: FLOP/s, an HBM stack 1e12 bytes/s, a link 1e10), so that a typo such as 1e-300 is refused
+#: instead of turning times into inf or nan.
+_LOWER = {"FLOP/s": 1e9, "bytes/s": 1e6, "bytes/s per direction": 1e6,
+          "internal / external bandwidth": 1e-3, "bytes per weight element": 0.125}
 
 
 def _positive(what: str, *, integer: bool = False) -> Any:
     """A check of a positive number (integer) of ``what``, at most its physical ceiling."""
     hi = _UPPER.get(what, math.inf)
+    lo = _LOWER.get(what)
 
     def check(fname: str, value: Any, src: str | None) -> None:
         ok = _is_int(value) if integer else _is_number(value)
-        if not ok or value <= 0 or value > hi:
+        if not ok or value <= 0 or value > hi or (lo is not None and value < lo):
             kind = "a positive integer" if integer else "a positive number"
-            limit = f" up to {hi:g}" if hi != math.inf else ""
+            if lo is not None:
+                limit = f" from {lo:g} to {hi:g}"
+            else:
+                limit = f" up to {hi:g}" if hi != math.inf else ""
             raise field_error(fname, value, f"{kind}{limit} ({what})", source=src)
     return check
 
 
 def _fraction(fname: str, value: Any, src: str | None) -> None:
-    if not _is_number(value) or not 0 < value <= 1:
-        raise field_error(fname, value, "a fraction in (0, 1] (share of the peak that is reached)", source=src)
+    if not _is_number(value) or not 1e-3 <= value <= 1:
+        raise field_error(fname, value, "a fraction in [0.001, 1] (share of the peak that is reached)", source=src)
 
 
 def _boolean(fname: str, value: Any, src: str | None) -> None:
@@ -525,6 +534,10 @@ def _raise_all(problems: list[str], src: str) -> None:
         raise ConfigError(f"{src}: {len(problems)} problems: " + "; ".join(problems))
 
 
+#: Longest chain of ``base =`` files one hardware file may sit on (presets are one or two deep).
+MAX_BASE_DEPTH = 32
+
+
 def _is_preset_reference(text: str) -> bool:
     return "/" not in text and not text.lower().endswith(".toml") and \
         (_PRESET_DIR / f"{text.strip().lower()}.toml").is_file()
@@ -532,19 +545,24 @@ def _is_preset_reference(text: str) -> bool:
 
 def _raw_hardware(ref: str, relative_to: Path | None, seen: tuple[Path, ...], src: str) -> tuple[dict, Path]:
     """The merged table of a preset or file named by ``base`` (its own ``base`` applied)."""
+    if "\x00" in ref:
+        raise field_error("base", ref, "a hardware preset name or a .toml path without a NUL byte", source=src)
     if _is_preset_reference(ref):
         path = _PRESET_DIR / f"{ref.strip().lower()}.toml"
     else:
         path = Path(ref)
         if not path.is_absolute() and relative_to is not None:
             path = relative_to / path
-        if not path.is_file():
+        if not path.exists():
             names = list_hardware()
             raise field_error("base", ref, f"a preset name ({', '.join(names)}) or a .toml file{_closest(ref, names)}"
                               + (f" (looked for {path})" if relative_to is not None else ""), source=src)
     path = path.resolve()
     if path in seen:
         raise field_error("base", ref, "a file that does not (through its own base) extend itself", source=src)
+    if len(seen) >= MAX_BASE_DEPTH:
+        raise field_error("base", ref, f"a chain of at most {MAX_BASE_DEPTH} files (each file's base, its base's "
+                          "base, ...); flatten the chain into fewer files", source=src)
     data = read_toml(path)
     return _apply_base(data, path.parent, seen + (path,), str(path)), path
 
@@ -706,7 +724,9 @@ def save_hardware_toml(hw: HardwareSpec, path: str | os.PathLike[str]) -> None:
 
     text = ("# sievesim hardware spec (see docs/hardware.md): FLOP/s, bytes/s, bytes, seconds, "
             "as the field names say\n")
-    Path(path).write_text(text + tomli_w.dumps(hardware_to_dict(hw)), encoding="utf-8")
+    from ._outputs import write_output
+
+    write_output(path, text + tomli_w.dumps(hardware_to_dict(hw)), "hardware TOML")
 
 
 def list_hardware() -> list[str]:
@@ -719,7 +739,11 @@ def get_hardware(name_or_path: str | os.PathLike[str]) -> HardwareSpec:
 
     An unknown name raises :class:`ConfigError` listing the nearest preset names.
     """
-    text = os.fspath(name_or_path)
+    from ._validate import check_name_or_path
+
+    if isinstance(name_or_path, HardwareSpec):
+        return name_or_path
+    text = check_name_or_path("hardware", name_or_path, "a hardware preset name or a .toml file")
     preset = _PRESET_DIR / f"{text.strip().lower()}.toml"
     if isinstance(name_or_path, str) and "/" not in text and preset.is_file():
         return load_hardware_toml(preset)

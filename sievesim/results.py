@@ -86,10 +86,9 @@ def read_jsonl(path: str | os.PathLike[str], *, repair: bool = False, key: str |
     path = pathlib.Path(path)
     if not path.exists():
         return []
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    from ._inputs import read_bytes
+
+    data = read_bytes(path, "sweep result file", "results")     # a regular file of bounded size
     keep = data.rfind(b"\n") + 1
     if keep < len(data) and repair:
         with open(path, "r+b") as fh:

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from . import __version__
-from ._validate import BOUNDS, Problems
+from ._validate import BOUNDS, MAX_LIST, Problems
 from .errors import ConfigError, SievesimError, field_error
 from .provenance import file_digest, point_inputs, resolved_digest
 from .results import (RESULTS_CSV, RESULTS_JSONL, append_durable as _append, csv_bytes, json_line as _json_line,
@@ -127,6 +127,9 @@ def _normalise(axes: Mapping[str, Any], problems: Problems, where: str, label: s
             values = list(value) if isinstance(value, (list, tuple)) else [value]
             if not values:
                 raise field_error(field, value, "at least one value", source=where)
+            if len(values) > MAX_LIST:   # the same cap as a comma-separated list on the command line
+                raise field_error(field, f"<{len(values)} values>", f"at most {MAX_LIST} values (each one "
+                                  "multiplies the points of the grid)", source=where)
             out[key] = values
         for v in out.get(key, []):
             expected = _value_problem(key, v)
@@ -175,13 +178,26 @@ def expand_grid(products: Iterable[Mapping[str, Sequence[Any]]]) -> list[dict[st
     """Every point of the products, in order (the last key of :data:`GRID_KEYS` varies fastest),
     without repeats. ``pimoe_unit`` is ``None`` unless the policy is PIMoE, so that a sweep over
     units runs the other policies once."""
-    points: list[dict[str, Any]] = []
-    seen: set[str] = set()
+    from ._validate import type_error
+
+    if isinstance(products, (str, bytes, Mapping)) or not isinstance(products, Iterable):
+        raise type_error("products", products, "a list of mappings {setting: value or list of values} "
+                                               "(wrap one mapping in a list)")
+    products = list(products)
+    for i, axes in enumerate(products):
+        if not isinstance(axes, Mapping):
+            raise type_error(f"products[{i}]", axes, "a mapping {setting: value or list of values}")
+    normalised = []
     for axes in products:
         axes = normalise_axes(axes)
         for key in ("model", "batch"):
             if key not in axes:
                 raise field_error(key, None, "at least one value (--" + key + " or the grid file)")
+        normalised.append(axes)
+    count_points(normalised)       # counted before anything is expanded
+    points: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for axes in normalised:
         lists = [axes.get(k, [SETTING_DEFAULTS[k]]) for k in GRID_KEYS]
         for combo in itertools.product(*lists):
             settings = dict(zip(GRID_KEYS, combo))
@@ -192,6 +208,26 @@ def expand_grid(products: Iterable[Mapping[str, Sequence[Any]]]) -> list[dict[st
                 seen.add(pid)
                 points.append(settings)
     return points
+
+
+#: Most points one grid may have (each is one point-function call).
+MAX_GRID_POINTS = 1 << 16
+
+
+def count_points(products: Sequence[Mapping[str, Sequence[Any]]]) -> int:
+    """The points the products would expand to (before repeats are removed), refused above
+    :data:`MAX_GRID_POINTS` before anything is expanded."""
+    total = 0
+    for axes in products:
+        n = 1
+        for key in GRID_KEYS:
+            n *= max(1, len(axes.get(key, ())))
+        total += n
+    if total > MAX_GRID_POINTS:
+        sizes = " + ".join(" x ".join(str(len(v)) for v in axes.values() if len(v) > 1) or "1" for axes in products)
+        raise field_error("grid points", total, f"at most {MAX_GRID_POINTS:,} points ({sizes} values per "
+                          "setting); split the sweep or list fewer values")
+    return total
 
 
 def _identity(settings: Mapping[str, Any], inputs: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -209,11 +245,17 @@ def point_id(settings: Mapping[str, Any], inputs: Mapping[str, str] | None = Non
     return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
-def check_points(points: Sequence[Mapping[str, Any]]) -> None:
-    """Check every point's settings before anything runs (names exist, numbers in range).
+def check_points(points: Sequence[Mapping[str, Any]], *, point: str = "step", workers: int = 1) -> None:
+    """Check every point's settings before anything runs (names exist, numbers in range), and the
+    estimated time of the whole sweep (``point``: ``"step"`` or ``"estimate"``, run on ``workers``
+    processes) against the work limit (``--max-work``).
 
     Raises :class:`~sievesim.errors.SievesimError` naming the setting, the value and what was
     expected (an unknown model names the closest presets)."""
+    from ._validate import check_work
+    from .system.step import step_work_s
+
+    work = 0.0
     from .hardware import get_hardware
     from .models import get_model
     from .policies import PIMoE, policy_class
@@ -227,8 +269,7 @@ def check_points(points: Sequence[Mapping[str, Any]]) -> None:
         if p.get("top_k") is not None:
             model = model.with_top_k(p["top_k"])
         hardware(p["hardware"])
-        if str(p["policy"]).lower() != GPU_ONLY:
-            policy_class(p["policy"], also=(GPU_ONLY,))
+        policy_cls = policy_class("noexp" if str(p["policy"]).lower() == GPU_ONLY else p["policy"], also=(GPU_ONLY,))
         if p.get("pimoe_unit") is not None:
             try:
                 PIMoE(unit=p["pimoe_unit"])
@@ -255,13 +296,31 @@ def check_points(points: Sequence[Mapping[str, Any]]) -> None:
             parse_prefill(p["prefill"])
         if p.get("microbatches") is not None and p["microbatches"] not in (1, 2):
             raise field_error("microbatches", p["microbatches"], "1 or 2")
-        if p.get("policy_options") is not None:
+        if p.get("policy_options") is not None:   # checked against the point's policy's options table
+            from .policies.options import check_policy_options
             from .system import parse_policy_options
-            parse_policy_options(p["policy_options"])
+            try:
+                check_policy_options(policy_cls, parse_policy_options(p["policy_options"]),
+                                     prefix=f"policy_options (policy {p['policy']}) ", cli=True)
+            except ConfigError as exc:
+                raise ConfigError(f"{exc} (a grid crosses every policy with every policy_options value: give "
+                                  "a policy its options in its own [[grid]] table of a grid file)") from None
         trace = p.get("trace")
         if trace is not None and not trace.startswith("synthetic:") and not os.path.exists(trace):
             raise ConfigError(f"file not found: {trace} (trace: expected a routing file (.npz, SGLang dump) "
                               "or synthetic:MODEL)")
+        steps = p["steps"] + (2 if p.get("warmup") is None else p["warmup"])
+        if point == "step":
+            prefill = 0
+            if p.get("prefill") is not None:
+                from .system import parse_prefill
+                n, length = parse_prefill(p["prefill"])
+                prefill = n * length
+            work += step_work_s(model, gpus, p["batch"] + prefill, steps)
+        else:      # one layer's decision per step: about 1 ms
+            work += 1e-3 * p["steps"]
+    check_work(work / max(1, workers), f"the sweep ({len(points)} points on {max(1, workers)} worker(s))",
+               "grid points", len(points))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -439,7 +498,20 @@ def run_grid(points: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str
     again (the others are kept); every row records ``model_digest``, ``hardware_digest`` (of the
     resolved specs, presets too), ``trace_digest`` (trace files) and ``sievesim_version``.
     """
-    out = pathlib.Path(out_dir)
+    from ._validate import check_name_or_path, check_strict_bool, type_error
+
+    out = pathlib.Path(check_name_or_path("out_dir", out_dir, "an output directory path"))
+    if not callable(point_fn):
+        raise type_error("point_fn", point_fn, "a function settings -> dict of results")
+    if isinstance(points, (str, bytes, Mapping)) or not isinstance(points, Iterable):
+        raise type_error("points", points, "a list of point settings (mappings), e.g. from expand_grid")
+    points = list(points)
+    for i, p in enumerate(points):
+        if not isinstance(p, Mapping):
+            raise type_error(f"points[{i}]", p, "a mapping of settings (from expand_grid)")
+    force = check_strict_bool("force", force)
+    if executor is not None and not callable(getattr(executor, "submit", None)):
+        raise type_error("executor", executor, "a concurrent.futures.Executor or None")
     out.mkdir(parents=True, exist_ok=True)
     points = [dict(p) for p in points]
     inputs, digest_cols, files = _digests(points, grid_file)
@@ -452,7 +524,8 @@ def run_grid(points: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str
     if existing and not force:
         if man_path.exists():
             try:
-                old = json.loads(man_path.read_bytes())
+                from ._inputs import read_text
+                old = json.loads(read_text(man_path, "sweep grid.json", "manifest"))
             except (ValueError, RecursionError):
                 old = None
         if not _same_grid(old, manifest):
@@ -593,7 +666,7 @@ def estimate_point(settings: Mapping[str, Any]) -> dict[str, Any]:
     from .policies import get_policy
     from .workload.lengths import decode_context_lengths
 
-    from .system import parse_prefill
+    from .system import parse_policy_options, parse_prefill
 
     if settings.get("prefill") and parse_prefill(settings["prefill"])[0] > 0:
         raise field_error("prefill", settings["prefill"], "none with the estimate point function "
@@ -602,8 +675,15 @@ def estimate_point(settings: Mapping[str, Any]) -> dict[str, Any]:
     hw = get_hardware(settings.get("hardware") or "b200")
     gpus, batch = int(settings.get("gpus") or 1), int(settings["batch"])
     seed, steps = int(settings.get("seed") or 0), int(settings.get("steps") or 1)
+    from ._validate import check_int
+    check_int("steps", steps, "batches")
     name = str(settings.get("policy") or "sieve")
-    kwargs = {"unit": settings["pimoe_unit"]} if name.lower() == "pimoe" and settings.get("pimoe_unit") else {}
+    kwargs = parse_policy_options(settings["policy_options"]) if settings.get("policy_options") else {}
+    if name.lower() == "pimoe" and settings.get("pimoe_unit"):
+        if kwargs.get("unit", settings["pimoe_unit"]) != settings["pimoe_unit"]:
+            raise field_error("policy_options unit", kwargs["unit"], f"the same unit as pimoe_unit = "
+                              f"{settings['pimoe_unit']!r}, or only one of them")
+        kwargs["unit"] = settings["pimoe_unit"]
     policy = get_policy(name, **kwargs)
     src, spec = _routing_source(settings.get("trace"), model, seed)
     if src.num_experts != model.num_experts:

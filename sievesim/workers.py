@@ -50,7 +50,11 @@ def _watch(parent: int) -> None:
 
 
 def die_with_parent(parent: int) -> None:
-    """Pool initializer: end this worker when process ``parent`` (the pool's owner) dies."""
+    """Pool initializer: end this worker when process ``parent`` (the pool's owner) dies, and leave
+    Ctrl-C to the parent (which reports the interruption once and says how to resume)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _pdeathsig()
     if os.getppid() != parent:     # the parent died before the guard was set
         os._exit(1)

@@ -265,6 +265,15 @@ VALUE_OPTIONS: tuple[tuple[str, ...], ...] = (
      "--batch", "{v}"),
     ("sweep", "--model", "qwen3-30b-a3b", "--point", "estimate", "--jobs", "1", "--quiet", "--out", "{out}",
      "--batch", "4", "--top-k", "{v}"),
+    # policy options (issue 26): every value goes through the policy's options table
+    ("run", "--model", "qwen3-30b-a3b", "--policy", "sieve", "--warmup", "0", "--batch", "4",
+     "--policy-option", "scalar_steps={v}"),
+    ("policy", "decide", "--model", "qwen3-30b-a3b", "--counts", "{counts}", "--policy", "sieve",
+     "--policy-option", "include_attention={v}"),
+    ("policy", "decide", "--model", "qwen3-30b-a3b", "--counts", "{counts}", "--policy", "oracle",
+     "--policy-option", "candidates={v}"),
+    ("sweep", "--model", "qwen3-30b-a3b", "--point", "estimate", "--jobs", "1", "--quiet", "--out", "{out}",
+     "--force", "--batch", "4", "--policy-options", "rel_tol={v}"),
 )
 
 # ------------------------------------------------------------------------------------------
@@ -560,3 +569,35 @@ def test_through_a_process(command, data, workdir):
     assert p.returncode == 2, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr, p.stderr
     assert str(f) in p.stderr
+
+
+# ------------------------------------------------------------------------------------------
+# special files (issue 26): every input slot of every command, given what is not a regular file
+
+
+def _special(workdir: Path, kind: str, fmt: Format) -> Path:
+    if kind == "/dev/zero":
+        return Path("/dev/zero")
+    d = workdir / f"special-{kind}"
+    d.mkdir(exist_ok=True)
+    path = d / ("config.json" if fmt.suffix == ".json" else f"input{fmt.suffix}")
+    if kind == "fifo" and not path.exists():
+        os.mkfifo(path)
+    if kind == "directory":
+        path.mkdir(exist_ok=True)
+    return path
+
+
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero", "directory"])
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_command_on_special_files(command, kind, workdir):
+    """A FIFO (which would block forever), a device that never ends, a directory: refused by the one
+    opener (sievesim/_inputs.py) before a byte is read, naming the path."""
+    from contract_helpers import assert_refused
+
+    cmd = COMMANDS[command]
+    path = _special(workdir, kind, FORMATS[cmd.format])
+    argv = _argv(cmd.argv, workdir, file=str(path))
+    res = run_cli_forked(argv, timeout_s=TIME_LIMIT_S, memory_bytes=ADDRESS_SPACE_BYTES)
+    line = assert_refused(res)
+    assert str(path) in line or str(path / "config.json") in line, line

@@ -516,3 +516,619 @@ def test_work_that_would_run_for_hours(argv, field):
     res = run_cli(argv, timeout_s=5)
     assert_refused(res, field)
     assert res.seconds < 1.0
+
+
+# ------------------------------------------------------------------------------------------
+# issue 26, 1. policy options: one table per policy (sievesim/policies/options.py), every door
+
+RUN_SIEVE = ["run", "--model", "qwen3-30b-a3b", "--batch", "4", "--warmup", "0", "--policy", "sieve"]
+
+
+@pytest.mark.parametrize("option, field", [
+    ("include_attention=no", "include_attention"), ("include_attention=nan", "include_attention"),
+    ("include_attention=0.5", "include_attention"), ("include_attention=[]", "include_attention"),
+    ("include_attention=", "include_attention"), ("include_attention=1", "include_attention"),
+    ("scalar_steps=-5", "scalar_steps"), ("scalar_steps=1e9", "scalar_steps"), ("scalar_steps=abc", "scalar_steps"),
+    ("scalar_steps=1e999", "scalar_steps"), ("scalar_steps=[1]", "scalar_steps"), ("scalar_steps=8.0", "scalar_steps"),
+    ("scalar_steps=" + "9" * 5000, "scalar_steps"), ("rel_tol=nan", "rel_tol"), ("rel_tol=NaN", "rel_tol"),
+    ("rel_tol=-1", "rel_tol"), ("rel_tol=inf", "rel_tol"), ("rel_tol=Infinity", "rel_tol"), ("rel_tol=0.5", "rel_tol"),
+    ("use_kernel=maybe", "use_kernel"), ("experts_only=2", "experts_only"), ("experts_only=null", "experts_only"),
+    ("candidates=x", "candidates"), ("includ_attention=false", "did you mean 'include_attention'"),
+    ("unit=channel", "unit"),
+])
+def test_run_policy_options_are_checked(option, field):
+    line = assert_refused(run_cli(RUN_SIEVE + ["--policy-option", option]), "--policy-option", field)
+    assert "Traceback" not in line
+
+
+def test_policy_option_unknown_key_lists_every_option():
+    line = assert_refused(run_cli(RUN_SIEVE + ["--policy-option", "bogus=1"]), "bogus")
+    for name in ("scalar_steps", "rel_tol", "use_kernel", "include_attention", "experts_only"):
+        assert name in line
+
+
+def test_policy_options_that_contradict_a_flag_are_refused(tmp_path):
+    assert_refused(run_cli(["run", "--model", "qwen3-30b-a3b", "--batch", "4", "--warmup", "0", "--policy", "pimoe",
+                            "--policy-option", "unit=channel", "--pimoe-unit", "stack"]), "unit", "--pimoe-unit")
+    assert_refused(run_cli(["run", "--model", "qwen3-30b-a3b", "--batch", "4", "--warmup", "0", "--policy", "sieve",
+                            "--pimoe-unit", "bank"]), "--pimoe-unit")
+    counts = _write(tmp_path / "c.json", json.dumps([3, 0, 1, 2, 0, 0, 0, 1]))
+    decide = ["policy", "decide", "--model", "mixtral-8x7b", "--counts", str(counts)]
+    assert_refused(run_cli(decide + ["--policy", "pimoe", "--policy-option", "unit=channel", "--unit", "stack"]),
+                   "unit", "--unit")
+    assert_refused(run_cli(decide + ["--policy", "noexp", "--policy-option", "unit=channel"]), "noexp takes none")
+    assert_refused(run_cli(decide + ["--policy", "sieve", "--policy-option", "experts_only=yes"]), "experts_only")
+    assert_refused(run_cli(decide + ["--policy", "oracle", "--policy-option", "verify=1"]), "verify")
+    ok = run_cli(decide + ["--policy", "sieve", "--policy-option", "experts_only=true", "--json"])
+    assert ok.rc == 0, ok.err
+
+
+@pytest.mark.parametrize("point", ["estimate", "step"])
+@pytest.mark.parametrize("options, needle", [
+    ("bogus=1", "bogus"), ("include_attention=no", "include_attention"), ("scalar_steps=1e999", "scalar_steps"),
+])
+def test_sweep_policy_options_are_checked_for_every_point_function(tmp_path, point, options, needle):
+    argv = ["sweep", "--model", "qwen3-30b-a3b", "--batch", "4", "--point", point, "--jobs", "1", "--quiet",
+            "--out", str(tmp_path / "o"), "--policy-options", options]
+    assert_refused(run_cli(argv), "policy_options", needle)
+    assert not (tmp_path / "o" / "results.jsonl").exists()
+
+
+def test_sweep_grid_policy_options_and_units(tmp_path):
+    grid = _write(tmp_path / "g.toml", 'model = "qwen3-30b-a3b"\nbatch = 4\npolicy = ["sieve", "noexp"]\n'
+                                       'policy_options = "include_attention=false"\n')
+    base = ["sweep", "--point", "estimate", "--jobs", "1", "--quiet", "--out", str(tmp_path / "o")]
+    assert_refused(run_cli(base + ["--grid", str(grid)]), "noexp", "[[grid]]")
+    assert_refused(run_cli(base + ["--model", "qwen3-30b-a3b", "--batch", "4", "--policy", "sieve",
+                                   "--pimoe-unit", "channel"]), "pimoe_unit", "channel")
+    ok = run_cli(base + ["--model", "qwen3-30b-a3b", "--batch", "4", "--policy", "sieve",
+                         "--policy-options", "experts_only=true"])
+    assert ok.rc == 0, ok.err
+
+
+def test_estimate_point_honours_policy_options():
+    from sievesim.sweep import estimate_point
+
+    base = {"model": "qwen3-30b-a3b", "batch": 16, "policy": "sieve", "context_len": 4096}
+    with_attention = estimate_point(base)
+    without = estimate_point({**base, "policy_options": "include_attention=false"})
+    # attention left out of T_PIM makes PIM look cheaper: fewer experts move to the GPU (8 vs 3)
+    assert without["experts_on_gpu"] < with_attention["experts_on_gpu"]
+
+
+def test_python_api_checks_policy_options():
+    from sievesim.errors import ConfigError
+    from sievesim.policies import get_policy
+    from sievesim.system import StepSimulator
+
+    for kwargs in ({"include_attention": "no"}, {"scalar_steps": -5}, {"rel_tol": float("nan")},
+                   {"experts_only": 2}, {"bogus": 1}):
+        with pytest.raises(ConfigError, match=next(iter(kwargs))):
+            get_policy("sieve", **kwargs)
+    with pytest.raises(ConfigError, match="candidates"):
+        get_policy("oracle", candidates="x")
+    assert get_policy("sieve", include_attention=False).include_attention is False
+    with pytest.raises(ConfigError, match="include_attention"):
+        StepSimulator("qwen3-30b-a3b", batch=4, policy_options={"include_attention": "false"})
+    with pytest.raises(TypeError, match="policy_options"):
+        StepSimulator("qwen3-30b-a3b", batch=4, policy_options="include_attention=false")
+    with pytest.raises(ConfigError, match="unit"):
+        StepSimulator("qwen3-30b-a3b", batch=4, policy="pimoe", pimoe_unit="stack", policy_options={"unit": "channel"})
+
+
+# ------------------------------------------------------------------------------------------
+# issue 26, 2. special files: one opener (sievesim/_inputs.py open_input) for every input
+
+
+def _fifo(path):
+    import os
+    os.mkfifo(path)
+    return path
+
+
+def test_fifo_as_hardware_base_grid_and_sweep_files(tmp_path):
+    from contract_helpers import run_cli_forked
+
+    base = _fifo(tmp_path / "base.toml")
+    hw = _write(tmp_path / "hw.toml", f'name = "x"\nbase = "{base}"\n')
+    res = run_cli_forked(["hardware", "show", str(hw)], timeout_s=10)
+    assert_refused(res, str(base), "FIFO")
+    grid = _fifo(tmp_path / "grid.toml")
+    res = run_cli_forked(["sweep", "--grid", str(grid), "--out", str(tmp_path / "o")], timeout_s=10)
+    assert_refused(res, str(grid), "FIFO")
+    for name in ("results.jsonl", "grid.json"):   # a finished sweep, one of its files replaced by a FIFO
+        out = tmp_path / f"out-{name}"
+        argv = ["sweep", "--model", "qwen3-30b-a3b", "--batch", "4", "--point", "estimate", "--jobs", "1", "--quiet",
+                "--out", str(out)]
+        assert run_cli(argv).rc == 0
+        (out / name).unlink()
+        _fifo(out / name)
+        assert_refused(run_cli_forked(argv, timeout_s=10), str(out / name), "FIFO")
+
+
+def test_sizes_above_the_limit_of_their_kind(tmp_path):
+    import os
+    sparse = tmp_path / "t.trace"
+    with open(sparse, "wb") as fh:          # 2 GiB, sparse: nothing is written to disk
+        fh.truncate(2 * 2**30)
+    line = assert_refused(run_cli(["--max-memory", "1GiB", "dram", "run", str(sparse)]), str(sparse), "2 GiB",
+                          "--max-memory")
+    assert "128 MiB" in line               # an eighth of the memory limit
+    big = tmp_path / "c.toml"
+    with open(big, "wb") as fh:
+        fh.truncate(17 * 2**20)
+    assert_refused(run_cli(["dram", "run", "synthetic:stream:10", "--config", str(big)]), str(big), "16 MiB")
+    os.unlink(sparse)
+
+
+def test_stdin_from_a_device_and_closed_stdin(tmp_path):
+    argv = [sys.executable, "-m", "sievesim", "policy", "decide", "--model", "mixtral-8x7b", "--counts", "-"]
+    env = {**__import__("os").environ, "PYTHONPATH": str(__import__("pathlib").Path(__file__).resolve().parents[1])}
+    with open("/dev/zero", "rb") as zero:
+        p = subprocess.run(argv, stdin=zero, capture_output=True, text=True, timeout=60, env=env)
+    assert p.returncode == 2 and "<stdin>: more than 16 MiB" in p.stderr, p.stderr
+    p = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, env=env)
+    assert p.returncode == 2 and "--counts" in p.stderr and "Traceback" not in p.stderr, p.stderr
+    p = subprocess.run(["bash", "-c", 'exec "$@" <&-', "-", *argv], capture_output=True, text=True, timeout=60,
+                       env=env)
+    assert p.returncode == 2 and "stdin is closed" in p.stderr, p.stderr
+
+
+def test_npz_zip_bomb_is_refused_from_the_declared_sizes(tmp_path):
+    """A member that declares a small array header but 96 MiB of (highly compressible) data, and one
+    whose header declares 2**31 elements: both refused before anything is decompressed."""
+    import io
+    import zipfile
+
+    import numpy as np
+
+    bomb = tmp_path / "bomb.npz"
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as zf:
+        with zf.open("topk_ids.npy", "w", force_zip64=True) as fh:
+            buf = io.BytesIO()
+            np.lib.format.write_array_header_1_0(buf, {"descr": "<i4", "fortran_order": False, "shape": (4, 1, 1)})
+            fh.write(buf.getvalue())
+            chunk = bytes(2**20)
+            for _ in range(96):
+                fh.write(chunk)
+    assert bomb.stat().st_size < 2**20
+    line = assert_refused(run_cli(["--max-memory", "64MiB", "trace-stats", str(bomb)]), str(bomb))
+    assert "memory" in line
+    huge = tmp_path / "huge.npz"
+    with zipfile.ZipFile(huge, "w", zipfile.ZIP_DEFLATED) as zf:
+        buf = io.BytesIO()
+        np.lib.format.write_array_header_1_0(buf, {"descr": "<i4", "fortran_order": False, "shape": (2**31, 1, 1)})
+        zf.writestr("topk_ids.npy", buf.getvalue())
+    assert_refused(run_cli(["trace-stats", str(huge)]), str(huge), "memory")
+
+
+def test_deep_hardware_base_chain(tmp_path):
+    """3,000 files each extending the next: a depth limit with a clear message, no RecursionError."""
+    n = 3000
+    _write(tmp_path / f"h{n}.toml", 'base = "b200"\nname = "end"\n')
+    for i in range(n):
+        _write(tmp_path / f"h{i}.toml", f'base = "h{i + 1}.toml"\nname = "h{i}"\n')
+    assert_refused(run_cli(["hardware", "show", str(tmp_path / "h0.toml")]), "base", "chain of at most 32")
+    ok = run_cli(["hardware", "show", str(tmp_path / f"h{n - 5}.toml")])
+    assert ok.rc == 0, ok.err
+
+
+# ------------------------------------------------------------------------------------------
+# issue 26, 4. one writer (sievesim/_outputs.py): temporary file, fsync, rename; never a lost file
+
+OUTPUTS = {   # command -> argv with {out} where the output file goes
+    "model save": ["model", "save", "mixtral-8x7b", "{out}"],
+    "hardware save": ["hardware", "save", "b200", "{out}"],
+    "dram gen-trace -o": ["dram", "gen-trace", "stream", "--requests", "200", "-o", "{out}"],
+    "dram run --log-commands": ["dram", "run", "synthetic:stream:50", "--log-commands", "{out}"],
+    "pim gemv --log-commands": ["pim", "gemv", "--d-in", "64", "--d-out", "64", "--log-commands", "{out}"],
+    "run --chrome-trace": ["run", "--model", "qwen3-30b-a3b", "--batch", "4", "--warmup", "0", "--policy", "sieve",
+                           "--chrome-trace", "{out}"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(OUTPUTS))
+def test_output_to_a_full_device_names_the_path_and_the_cause(name):
+    line = assert_refused(run_cli([a.format(out="/dev/full") for a in OUTPUTS[name]]))
+    assert "/dev/full" in line and "No space left on device" in line, line
+
+
+def _with_file_size_limit(argv, limit):
+    import os
+    import resource
+
+    def limit_size():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    env = {**os.environ, "PYTHONPATH": str(__import__("pathlib").Path(__file__).resolve().parents[1]),
+           "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg"}
+    return subprocess.run([sys.executable, "-m", "sievesim", *argv], capture_output=True, text=True, timeout=120,
+                          env=env, preexec_fn=limit_size)
+
+
+@pytest.mark.parametrize("name", sorted(OUTPUTS))
+def test_a_failed_write_leaves_the_earlier_file_intact(tmp_path, name):
+    """Under a file-size limit (as on a full disk), the write fails with one line naming the path and
+    the cause; the good earlier file is unchanged and no temporary file is left behind."""
+    out = tmp_path / "out.file"
+    out.write_text("EARLIER\n")
+    p = _with_file_size_limit([a.format(out=out) for a in OUTPUTS[name]], 100)
+    assert p.returncode == 2, p.stderr
+    assert str(out) in p.stderr and "File too large" in p.stderr and "earlier file is unchanged" in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr
+    assert out.read_text() == "EARLIER\n"
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["out.file"]
+
+
+def test_reproduce_keeps_its_earlier_csv_on_a_failed_write(tmp_path):
+    (tmp_path / "fig5.csv").write_text("EARLIER\n")
+    p = _with_file_size_limit(["reproduce", "fig5", "--quick", "--out", str(tmp_path)], 100)
+    assert p.returncode == 2 and "fig5.csv" in p.stderr and "File too large" in p.stderr, p.stderr
+    assert (tmp_path / "fig5.csv").read_text() == "EARLIER\n"
+
+
+def test_the_writer_keeps_the_mode_and_follows_links(tmp_path):
+    import os
+
+    from sievesim._outputs import write_output
+
+    target = tmp_path / "t.txt"
+    target.write_text("old")
+    os.chmod(target, 0o640)
+    link = tmp_path / "link.txt"
+    link.symlink_to(target)
+    write_output(link, "new")
+    assert link.is_symlink() and target.read_text() == "new" and (target.stat().st_mode & 0o777) == 0o640
+    write_output("/dev/null", b"discarded")      # a device is written in place
+    with pytest.raises(ValueError, match="boom"):
+        from sievesim._outputs import open_output
+        with open_output(target, "t") as fh:      # an exception while writing: the earlier file stays
+            fh.write(b"partial")
+            raise ValueError("boom")
+    assert target.read_text() == "new" and sorted(f.name for f in tmp_path.iterdir()) == ["link.txt", "t.txt"]
+
+
+# ------------------------------------------------------------------------------------------
+# issue 26, 8. the Python API: arguments checked at the door; arrays checked before compiled code
+
+@pytest.mark.parametrize("call, exc, needle", [
+    (lambda s: s.simulate_step(None, batch=4, warmup=0), TypeError, "model = None"),
+    (lambda s: s.simulate_step(5, batch=4, warmup=0), TypeError, "model = 5"),
+    (lambda s: s.simulate_step(b"qwen3-30b-a3b", batch=4, warmup=0), TypeError, "model = b'qwen3"),
+    (lambda s: s.simulate_step({"a": 1}, batch=4, warmup=0), TypeError, "model = {"),
+    (lambda s: s.simulate_step("qwen3-30b-a3b", None, batch=4, warmup=0), TypeError, "hardware = None"),
+    (lambda s: s.simulate_step("qwen3-30b-a3b", 5, batch=4, warmup=0), TypeError, "hardware = 5"),
+    (lambda s: s.simulate_step("qwen3-30b-a3b", batch=4, warmup=0, context_preset=5), TypeError, "context_preset"),
+    (lambda s: s.simulate_step("qwen3-30b-a3b", batch=4, warmup=0, policy_options=[1]), TypeError, "policy_options"),
+    (lambda s: s.simulate_step("qwen3-30b-a3b", batch=4, warmup=0, scheduler_latency_s="1"), TypeError,
+     "scheduler_latency_s"),
+    (lambda s: s.simulate_step("qwen3-30b-a3b", batch=4, warmup=0, prefill=(2.7, 1024.9)), ValueError, "prefill"),
+    (lambda s: s.simulate_step("qwen3-30b-a3b", batch=4, warmup=0, prefill="2:" + "9" * 5000), ValueError, "prefill"),
+    (lambda s: s.simulate_step("qwen3-30b-a3b", batch=4, warmup=0, early_loads="false"), ValueError, "early_loads"),
+    (lambda s: s.simulate_step("qwen3-30b-a3b", batch=4, warmup=0, contention="no"), TypeError, "contention"),
+    (lambda s: s.simulate_step("qwen3-30b-a3b", batch=4, warmup=0, contention=1), TypeError, "contention"),
+    (lambda s: s.get_model(None), TypeError, "model = None"),
+    (lambda s: s.get_model("a\x00b"), ValueError, "NUL"),
+    (lambda s: s.get_hardware(5), TypeError, "hardware = 5"),
+    (lambda s: s.from_hf_config([]), TypeError, "path_or_dict"),
+    (lambda s: s.expand_grid("abc"), TypeError, "products"),
+    (lambda s: s.expand_grid({"model": ["qwen3-30b-a3b"], "batch": [4]}), TypeError, "products"),
+    (lambda s: s.run_grid([], None, point_fn=s.estimate_point), TypeError, "out_dir = None"),
+    (lambda s: s.run_grid([], "x", point_fn=5), TypeError, "point_fn"),
+    (lambda s: s.get_config(5), TypeError, "config = 5"),
+])
+def test_python_api_checks_its_arguments_at_the_door(call, exc, needle):
+    import types
+
+    from sievesim.dram.config import get_config
+    from sievesim.hardware import get_hardware
+    from sievesim.models import from_hf_config, get_model
+    from sievesim.sweep import estimate_point, expand_grid, run_grid
+    from sievesim.system import simulate_step
+
+    api = types.SimpleNamespace(simulate_step=simulate_step, get_model=get_model, get_hardware=get_hardware,
+                                from_hf_config=from_hf_config, expand_grid=expand_grid, run_grid=run_grid,
+                                estimate_point=estimate_point, get_config=get_config)
+    with pytest.raises(exc) as info:
+        call(api)
+    assert needle in str(info.value)
+    if exc is ValueError:
+        from sievesim.errors import SievesimError
+        assert isinstance(info.value, SievesimError)
+
+
+def _trace(**arrays):
+    import numpy as np
+
+    from sievesim.dram.traces import RequestTrace
+
+    base = {"is_write": np.zeros(4, bool), "arrival": np.arange(4, dtype=np.int64),
+            "addresses": np.arange(4, dtype=np.int64) * 64}
+    return RequestTrace(**{**base, **arrays})
+
+
+@pytest.mark.parametrize("arrays, needle", [
+    ({"arrival": __import__("numpy").zeros(2, "int64")}, "arrival: 2 entries: expected 4"),   # would read past it
+    ({"addresses": __import__("numpy").zeros(9, "int64")}, "addresses: 9 entries"),
+    ({"is_write": __import__("numpy").zeros(1, bool)}, "entries"),
+    ({"arrival": __import__("numpy").array([3, 2, 1, 0])}, "non-decreasing"),
+    ({"arrival": __import__("numpy").array([-1, 0, 1, 2])}, ">= 0"),
+    ({"arrival": __import__("numpy").array([0.0, 1.5, 2.0, 3.0])}, "dtype float64"),
+    ({"arrival": __import__("numpy").array([0, 1, 2, 2**62])}, "2**60"),
+    ({"addresses": __import__("numpy").array(["a", "b", "c", "d"])}, "dtype"),
+    ({"is_write": __import__("numpy").array([0, 2, 0, 1])}, "is_write"),
+    ({"arrival": __import__("numpy").zeros((4, 1), "int64")}, "shape"),
+    ({"addr_vectors": __import__("numpy").zeros((4, 3), "int32")}, "exactly one"),
+])
+def test_mismatched_arrays_never_reach_the_compiled_engine(arrays, needle):
+    """Every compiled entry point's Python face: the DRAM engine (request mode) and the PIM engine
+    (its background traffic), fed arrays of different lengths, dtypes and orders."""
+    from sievesim.dram.engine import simulate
+    from sievesim.errors import TraceError
+    from sievesim.pim.engine import pim_config, run_programs
+
+    with pytest.raises(TraceError, match=needle.replace("*", r"\*")):
+        simulate("hbm3-6400", _trace(**arrays), threads=1)
+    with pytest.raises(TraceError, match=needle.replace("*", r"\*")):
+        run_programs(pim_config("hbm3-6400"), [], background=_trace(**arrays))
+
+
+def test_engine_boundary_checks_programs_and_raw_arrays():
+    import numpy as np
+
+    from sievesim.dram.engine import _check_engine_arrays
+    from sievesim.errors import SievesimError, TraceError
+    from sievesim.pim.engine import pim_config, run_programs
+
+    cfg = pim_config("hbm3-6400")
+    with pytest.raises(SievesimError, match="rowcol"):
+        run_programs(cfg, [(np.zeros(5, np.int32), np.zeros((3, 2), np.int32))])
+    with pytest.raises(SievesimError, match="ops"):
+        run_programs(cfg, [(np.full(2, 7, np.int32), np.zeros((2, 2), np.int32))])
+    with pytest.raises(TypeError, match="programs"):
+        run_programs(cfg, "abc")
+    with pytest.raises(TypeError, match="config"):
+        run_programs("hbm3-6400", [])
+    n = 3
+    ok = (np.zeros((n, 5), np.int32), np.zeros(n, np.int64), np.zeros(n, bool), np.zeros(n, np.int64))
+    _check_engine_arrays(*ok, 5)
+    for i, bad in enumerate((np.zeros((n + 1, 5), np.int32), np.zeros(n, np.int32), np.zeros(n - 1, bool),
+                             np.zeros(2 * n, np.int64)[::2])):
+        arrays = list(ok)
+        arrays[i] = bad
+        with pytest.raises(TraceError, match="engine input"):
+            _check_engine_arrays(*arrays, 5)
+
+
+def test_far_future_arrival_is_refused_with_the_estimate_and_the_flag():
+    import numpy as np
+
+    from sievesim._validate import work_limit
+    from sievesim.dram.engine import simulate
+    from sievesim.errors import ConfigError
+
+    far = _trace(arrival=np.array([0, 1, 2, 2**50]))
+    with pytest.raises(ConfigError, match="--max-work"):
+        simulate("hbm3-6400", far, threads=1)
+    with work_limit(1e-3):     # a lower limit refuses smaller work too
+        with pytest.raises(ConfigError, match="refresh"):
+            simulate("hbm3-6400", _trace(arrival=np.array([0, 1, 2, 10**9])), threads=1)
+    assert simulate("hbm3-6400", _trace(arrival=np.array([0, 1, 2, 10**6])), threads=1).requests == 4
+    assert simulate("hbm3-6400", _trace(is_write=[False, True, False, True]), threads=1).writes == 2
+
+
+# ------------------------------------------------------------------------------------------
+# issue 26, 3. unbounded work: the work estimate guards time (--max-work) as well as memory
+
+L64 = ",".join(str(i) for i in range(1, 65))
+
+
+@pytest.mark.parametrize("argv, needles", [
+    (["run", "--model", "qwen3-30b-a3b", "--steps", "4096", "--warmup", "4096", "--batch", "16384",
+      "--context-len", "16"], ("steps + warmup = 8192", "hours", "--max-work")),
+    (["sweep", "--model", "qwen3-30b-a3b", "--batch", L64, "--context-len", L64, "--seed", L64, "--steps", L64,
+      "--point", "estimate", "--out", "{tmp}/o"], ("grid points = 16777216", "at most 65,536")),
+    (["sweep", "--model", "qwen3-30b-a3b", "--batch", "4096,8192,16384", "--context-len", "16", "--steps", "4096",
+      "--out", "{tmp}/o"], ("the sweep (3 points", "--max-work")),
+    (["policy", "compare", "--model", "qwen3-30b-a3b", "--pim-cost", "engine", "--batch", "16384"],
+     ("--pim-cost engine", "hours", "--max-work")),
+    (["--max-memory", "512MiB", "policy", "compare", "--model", "deepseek-v3", "--pim-cost", "engine", "--batch",
+      "1024"], ("--pim-cost engine", "memory")),
+    (["--max-memory", "512MiB", "run", "--model", "qwen3.5-397b-a17b", "--gpus", "512", "--batch", "16384",
+      "--context-len", "16", "--policy", "sieve"], ("gpus = 512", "layer graphs", "--max-memory")),
+    (["--max-work", "1s", "run", "--model", "qwen3-30b-a3b", "--steps", "64", "--batch", "4096", "--context-len", "16",
+      "--policy", "sieve"], ("steps + warmup = 66", "above the limit of 1 s")),
+])
+def test_work_estimate_guards_time_and_memory(tmp_path, argv, needles):
+    res = run_cli([a.format(tmp=tmp_path) for a in argv], timeout_s=10)
+    assert_refused(res, *needles)
+    assert res.seconds < 2.0
+
+
+def test_grid_files_obey_the_list_caps_and_are_counted_before_expansion(tmp_path):
+    grid = _write(tmp_path / "g.toml", 'model = "qwen3-30b-a3b"\nbatch = [' + ",".join(map(str, range(1, 1001)))
+                  + "]\nseed = [" + ",".join(map(str, range(1000))) + "]\ncontext_len = ["
+                  + ",".join(map(str, range(1000))) + "]\n")
+    line = assert_refused(run_cli(["sweep", "--grid", str(grid), "--out", str(tmp_path / "o")], timeout_s=10),
+                          str(grid), "at most 64 values")
+    assert line.count("at most 64 values") == 3
+    from sievesim.errors import ConfigError
+    from sievesim.sweep import expand_grid
+
+    with pytest.raises(ConfigError, match="grid points"):
+        expand_grid([{"model": "qwen3-30b-a3b", "batch": list(range(1, 65)), "seed": list(range(64)),
+                      "steps": list(range(1, 65)), "context_len": list(range(64))}])
+
+
+def test_python_api_work_limits():
+    from sievesim._validate import work_limit
+    from sievesim.errors import ConfigError
+    from sievesim.sweep import estimate_point
+    from sievesim.system import simulate_step
+
+    with pytest.raises(ConfigError, match="steps = 1000000000"):
+        estimate_point({"model": "qwen3-30b-a3b", "batch": 4, "steps": 10**9})
+    with work_limit(0.01):
+        with pytest.raises(ConfigError, match="--max-work"):
+            simulate_step("qwen3-30b-a3b", batch=4096, context_len=16, steps=10, warmup=0)
+    with pytest.raises(ValueError, match="max_work_s"):
+        with work_limit(float("inf")):
+            pass
+
+
+# ------------------------------------------------------------------------------------------
+# issue 26, 7. very long numbers: digits counted before any int() conversion
+
+def test_very_long_numbers_are_refused_before_conversion(tmp_path):
+    digits = "9" * 5000
+    t = _write(tmp_path / "t.trace", "LD " + "9" * 1_000_000 + "\n")
+    assert_refused(run_cli(["dram", "run", str(t)]), str(t), "below 2**63")
+    t2 = _write(tmp_path / "t2.trace", "LD 0x" + "f" * 100_000 + "\n")
+    assert_refused(run_cli(["dram", "run", str(t2)]), str(t2))
+    assert_refused(run_cli(["run", "--model", "qwen3-30b-a3b", "--prefill", f"{digits}:10", "--warmup", "0",
+                            "--batch", "4"]), "prefill")
+    assert_refused(run_cli(["run", "--model", "qwen3-30b-a3b", "--prefill", f"1:{digits}", "--warmup", "0",
+                            "--batch", "4"]), "prefill")
+    c = _write(tmp_path / "c.json", f"[{digits}]")
+    assert_refused(run_cli(["policy", "decide", "--model", "mixtral-8x7b", "--counts", str(c)]), str(c),
+                   "5000 digits", "at most 40")
+    h = _write(tmp_path / "config.json", '{"num_experts": ' + digits + "}")
+    assert_refused(run_cli(["model", "show", str(h)]), str(h), "5000 digits")
+    assert_refused(run_cli(["run", "--model", "qwen3-30b-a3b", "--policy", "sieve", "--policy-option",
+                            f"scalar_steps={digits}"]), "scalar_steps", "at most 100 characters")
+    assert_refused(run_cli(["dram", "run", f"synthetic:random:{digits}"]), "ASCII digits")
+
+
+# ------------------------------------------------------------------------------------------
+# issue 26, 9. ignored or contradictory options: refused or honoured, never ignored
+
+def test_options_are_honoured_or_refused(tmp_path):
+    import json as _json
+
+    tp = run_cli(["pim", "expert", "--model", "qwen3-30b-a3b", "--json"])
+    ch = run_cli(["pim", "expert", "--model", "qwen3-30b-a3b", "--unit", "channel", "--json"])
+    assert tp.rc == ch.rc == 0, tp.err + ch.err
+    assert _json.loads(tp.out) != _json.loads(ch.out)          # --unit is honoured (ep placement in a channel)
+    assert_refused(run_cli(["pim", "expert", "--model", "qwen3-30b-a3b", "--placement", "tp", "--unit", "channel"]),
+                   "--unit", "--placement ep")
+    assert_refused(run_cli(["pim", "gemv", "--d-in", "64", "--d-out", "64", "--placement", "tp", "--unit", "stack"]),
+                   "--unit")
+    g1 = run_cli(["pim", "gemv", "--d-in", "256", "--d-out", "256", "--unit", "pseudo_channel", "--json"])
+    g2 = run_cli(["pim", "gemv", "--d-in", "256", "--d-out", "256", "--placement", "ep", "--unit",
+                  "pseudo_channel", "--json"])
+    assert g1.rc == 0 and g1.out == g2.out
+    counts = _write(tmp_path / "c.json", '{"1_0": 3}')
+    assert_refused(run_cli(["policy", "decide", "--model", "mixtral-8x7b", "--counts", str(counts)]),
+                   "expert id", "1_0")
+    assert_refused(run_cli(["policy", "compare", "--model", "qwen3-30b-a3b", "--gpus", "8", "--batch", "4"]),
+                   "--batch = 4", "multiple of --gpus 8")
+    assert_refused(run_cli(["sweep", "--model", "qwen3-30b-a3b", "--batch", "4", "--dask", "", "--out",
+                            str(tmp_path / "o")]), "--dask")
+    assert_refused(run_cli(["reproduce", "overhead", "--quick", "--trace", str(counts), "--out", str(tmp_path / "r")]),
+                   "--trace", "fig3", "fig5")
+
+
+# ------------------------------------------------------------------------------------------
+# issue 26, 10. degenerate data: bounds for every rate, no inf/nan printed as a result
+
+def test_degenerate_routing_files(tmp_path):
+    import json as _json
+
+    import numpy as np
+
+    for name, key, shape in (("zero.npz", "pass_counts", (4, 3, 8)), ("none.npz", "pass_counts", (0, 3, 8)),
+                             ("noexp.npz", "logical_count", (4, 3, 0))):
+        f = tmp_path / name
+        np.savez(f, **{key: np.zeros(shape, np.int32)}, meta=np.array(_json.dumps({"top_k": 2, "num_experts": 8})))
+        assert_refused(run_cli(["trace-stats", str(f)]), str(f), key)
+
+
+@pytest.mark.parametrize("section, field, value", [
+    ("gpu", "peak_flops_bf16", "1e-300"), ("gpu", "hbm_bandwidth_bytes_per_s", "1e-300"),
+    ("gpu", "compute_efficiency", "1e-300"), ("gpu", "memory_efficiency", "1e-300"),
+    ("interconnect", "bandwidth_bytes_per_s_per_direction", "1e-300"),
+    ("pim", "internal_bandwidth_ratio", "1e-300"), ("pim", "operand_bytes", "1e-300"),
+])
+def test_absurd_rates_are_refused_with_their_physical_range(tmp_path, section, field, value):
+    f = _write(tmp_path / "h.toml", f'base = "b200"\nname = "x"\n[{section}]\n{field} = {value}\n')
+    line = assert_refused(run_cli(["run", "--model", "qwen3-30b-a3b", "--hardware", str(f), "--batch", "4",
+                                   "--warmup", "0"]), f"{section}.{field}")
+    assert "from" in line or "[0.001" in line          # the range is stated
+
+
+def test_no_inf_or_nan_is_printed_as_a_result():
+    from sievesim._outputs import check_finite
+    from sievesim.errors import ConfigError
+
+    check_finite({"a": [1.0, 2, {"b": 3.5}], "c": "inf"})     # strings are names, not numbers
+    for bad in (float("inf"), float("nan"), -float("inf")):
+        with pytest.raises(ConfigError, match=r"result\.x\[1\]\.t_s"):
+            check_finite({"x": [{}, {"t_s": bad}]})
+    import numpy as np
+    with pytest.raises(ConfigError, match="finite"):
+        check_finite([np.float64("nan")])
+
+
+# ------------------------------------------------------------------------------------------
+# issue 26, 6. the environment: non-UTF-8 paths, Ctrl-C, MPLBACKEND, NUL bytes, base chains
+
+def _env(**extra):
+    import os
+    return {**os.environ, "PYTHONPATH": str(__import__("pathlib").Path(__file__).resolve().parents[1]), **extra}
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_ctrl_c_during_a_sweep_is_one_line_and_exit_130(tmp_path, jobs):
+    import os
+    import signal
+    import time
+
+    out = tmp_path / "o"
+    argv = [sys.executable, "-m", "sievesim", "sweep", "--model", "qwen3-30b-a3b", "--context-len", "16",
+            "--batch", ",".join(str(b) for b in range(1024, 1024 + 16 * 32, 32)), "--steps", "2", "--out", str(out),
+            "--jobs", jobs, "--quiet"]
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    t0 = time.monotonic()
+    while not ((out / "results.jsonl").exists() and (out / "results.jsonl").read_bytes().count(b"\n") >= 1):
+        assert p.poll() is None and time.monotonic() - t0 < 120, p.communicate()
+        time.sleep(0.05)
+    os.kill(p.pid, signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert "interrupted" in lines[0] and "rerun the same command to resume" in lines[0] and str(out) in lines[0]
+    again = subprocess.run(argv[:-3] + ["--jobs", "1", "--quiet", "--point", "estimate", "--force"],
+                           capture_output=True, text=True, env=_env(), timeout=120)
+    assert again.returncode == 0, again.stderr
+
+
+def test_non_utf8_paths_are_printed_with_escapes(tmp_path):
+    import os
+
+    folder = os.path.join(os.fsencode(tmp_path), b"bad\xff-dir")
+    os.mkdir(folder)
+    target = os.fsdecode(os.path.join(folder, b"h.toml"))
+    for enc in ("ascii", "utf-8"):
+        p = subprocess.run([sys.executable, "-m", "sievesim", "hardware", "save", "b200", target],
+                           capture_output=True, text=True, env=_env(PYTHONIOENCODING=enc), errors="replace")
+        assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+        assert "bad\\udcff-dir" in p.stdout or "bad\\xff-dir" in p.stdout, p.stdout
+        p = subprocess.run([sys.executable, "-m", "sievesim", "hardware", "show", target + "x"],
+                           capture_output=True, text=True, env=_env(PYTHONIOENCODING=enc), errors="replace")
+        assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_nonsense_mplbackend_falls_back_to_agg_with_a_warning(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "sievesim", "reproduce", "fig5", "--quick", "--out", str(tmp_path)],
+                       capture_output=True, text=True, env=_env(MPLBACKEND="nonsense"), timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "MPLBACKEND = 'nonsense' is not a matplotlib backend" in p.stderr and "Traceback" not in p.stderr
+    assert (tmp_path / "fig5.png").stat().st_size > 0
+
+
+def test_nul_bytes_in_paths_inside_files(tmp_path):
+    hw = _write(tmp_path / "h.toml", 'name = "x"\nbase = "a\\u0000b.toml"\n')
+    assert_refused(run_cli(["hardware", "show", str(hw)]), "base", "NUL")
+    grid = _write(tmp_path / "g.toml", 'model = "qwen3-30b-a3b\\u0000"\nbatch = 4\n')
+    assert_refused(run_cli(["sweep", "--grid", str(grid), "--out", str(tmp_path / "o"), "--point", "estimate"]),
+                   "model", "NUL")

@@ -516,7 +516,7 @@ def test_registry_and_a_user_policy():
     assert get_policy("pimoe", unit="channel").unit == "channel"
     with pytest.raises(ConfigError, match="policy = 'nope'"):
         get_policy("nope")
-    with pytest.raises(ConfigError, match="policy 'sieve'"):
+    with pytest.raises(ConfigError, match="'bogus': expected an option of policy sieve"):
         get_policy("sieve", bogus=1)
 
     try:

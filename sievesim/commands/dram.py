@@ -76,6 +76,8 @@ def _run(args: argparse.Namespace) -> int:
     if not args.no_energy:
         from ..dram.energy import dram_energy
         d.update(dram_energy(result, config))
+    from .._outputs import check_finite
+    check_finite(d)
     if args.json:
         print(json.dumps(d, indent=2))
     else:

@@ -71,6 +71,8 @@ def _show(args: argparse.Namespace) -> int:
         sys.stdout.write(tomli_w.dumps(hardware_to_dict(hw)))
         return 0
     summary = hw.summary()
+    from .._outputs import check_finite
+    check_finite(summary)
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0

@@ -80,6 +80,8 @@ def _show(args: argparse.Namespace) -> int:
         return 0
     summary = spec.summary()
     summary["num_experts"] = spec.num_experts
+    from .._outputs import check_finite
+    check_finite(summary)
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0

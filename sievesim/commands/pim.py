@@ -18,9 +18,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--d-in", type=int_arg("dimension"), required=True, help="input size (elements)")
     g.add_argument("--d-out", type=int_arg("dimension"), required=True, help="output size (elements)")
     g.add_argument("--tokens", type=int_arg("tokens"), default=1, help="input vectors (tokens)")
-    g.add_argument("--placement", choices=["tp", "ep"], default="tp",
-                   help="tp: across every pseudo-channel of the GPU; ep: inside one placement unit")
-    g.add_argument("--unit", choices=["pseudo_channel", "channel", "stack"], default="stack",
+    g.add_argument("--placement", choices=["tp", "ep"], default=None,
+                   help="tp: across every pseudo-channel of the GPU (default); ep: inside one placement unit "
+                        "(the default when --unit is given)")
+    g.add_argument("--unit", choices=["pseudo_channel", "channel", "stack"], default=None,
                    help="placement unit for --placement ep (default stack)")
     g.add_argument("--single-row-buffer", action="store_true", help="PIM and normal rows share one row buffer")
     g.add_argument("--json", action="store_true")
@@ -32,8 +33,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("--model", required=True, help="model preset, TOML or HF config.json")
     e.add_argument("--hardware", default="b200")
     e.add_argument("--tokens", type=int_arg("tokens"), default=1)
-    e.add_argument("--placement", choices=["tp", "ep"], default="tp")
-    e.add_argument("--unit", choices=["pseudo_channel", "channel", "stack"], default="stack")
+    e.add_argument("--placement", choices=["tp", "ep"], default=None,
+                   help="tp: across every pseudo-channel of the GPU (default); ep: inside one placement unit "
+                        "(the default when --unit is given)")
+    e.add_argument("--unit", choices=["pseudo_channel", "channel", "stack"], default=None,
+                   help="placement unit for --placement ep (default stack)")
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=_expert)
 
@@ -110,6 +114,7 @@ def _gemv(args: argparse.Namespace) -> int:
     from ..pim.expert import gemv
     from ..pim.program import gemv_program, plan_gemv
 
+    _placement(args)
     for name in ("d_in", "d_out", "tokens"):
         if getattr(args, name) < 1:
             raise field_error(f"--{name.replace('_', '-')}", getattr(args, name), "a positive integer")
@@ -136,11 +141,24 @@ def _gemv(args: argparse.Namespace) -> int:
     return 0
 
 
+def _placement(args: argparse.Namespace) -> None:
+    """``--unit`` honoured, never ignored: it implies ``--placement ep``; with ``--placement tp`` it
+    contradicts the placement and is refused."""
+    if args.unit is not None and args.placement == "tp":
+        raise field_error("--unit", args.unit, "only with --placement ep (tp spreads the GEMV over every "
+                          "pseudo-channel of the GPU; leave --placement out to place it in one unit)")
+    if args.placement is None:
+        args.placement = "ep" if args.unit is not None else "tp"
+    if args.unit is None:
+        args.unit = "stack"
+
+
 def _expert(args: argparse.Namespace) -> int:
     from ..hardware import get_hardware
     from ..models import get_model
     from ..pim.expert import EnginePimCost
 
+    _placement(args)
     if args.tokens < 1:
         raise field_error("--tokens", args.tokens, "a positive integer")
     model, hw = get_model(args.model), get_hardware(args.hardware)
@@ -190,6 +208,8 @@ def _table(args: argparse.Namespace) -> int:
             gpu = max(2.0 * params * n / (hw.gpu.peak_flops_bf16 * hw.gpu.compute_efficiency),
                       model.bytes_per_expert / (hw.gpu.hbm_bandwidth_bytes_per_s * hw.gpu.memory_efficiency))
             rows.append(r | {"model": name, "gpu_roofline_us": gpu * 1e6})
+    from .._outputs import check_finite
+    check_finite(rows)
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
@@ -376,6 +396,8 @@ def _attention(args: argparse.Namespace) -> int:
 
 
 def _print(d: dict, as_json: bool) -> None:
+    from .._outputs import check_finite
+    check_finite(d)
     if as_json:
         print(json.dumps(d, indent=2))
         return

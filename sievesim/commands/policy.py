@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -48,6 +49,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                                 "or a fixed group BASE*S such as channel*4 (docs/policies.md)")
     d.add_argument("--pim-cost", choices=["roofline", "engine"], default="roofline",
                    help="PIM times from the roofline estimate or from the cycle-accurate engine")
+    d.add_argument("--policy-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="constructor option of the policy, e.g. include_attention=false (see `sievesim policy "
+                        "list --options`); repeatable")
     d.add_argument("--verify-engine", action="store_true",
                    help="oracle: check its 3 best cuts with the engine (their PIM side as one program)")
     d.add_argument("--json", action="store_true", help="print one JSON object")
@@ -79,17 +83,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     c.set_defaults(func=_compare)
 
     lst = sub.add_parser("list", help="registered policies")
+    lst.add_argument("--options", action="store_true", help="each policy's options, their types, bounds and defaults")
     lst.set_defaults(func=_list)
 
 
 def _read_counts(path: str) -> tuple[np.ndarray, np.ndarray | None]:
-    import sys
+    from .._inputs import json_int, read_text
+    from ..errors import SievesimError
 
-    from .._inputs import read_text
-
-    text = sys.stdin.read() if path == "-" else read_text(path, "JSON file of token counts (--counts)")
+    text = read_text(path, "JSON file of token counts (--counts)", "counts", allow_stdin=True)
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_int=json_int)
+    except SievesimError as exc:     # a number of thousands of digits, refused before int()
+        raise ConfigError(f"--counts {path}: {exc}") from None
     except json.JSONDecodeError as exc:
         raise field_error("--counts", path, f"valid JSON ({exc.msg} at line {exc.lineno})") from None
     except (ValueError, RecursionError) as exc:  # an integer of thousands of digits, deep nesting
@@ -99,7 +105,7 @@ def _read_counts(path: str) -> tuple[np.ndarray, np.ndarray | None]:
         ids, counts = [], []
         for key, value in data.items():
             try:
-                if not key.strip().lstrip("-").isascii():
+                if not re.fullmatch(r"-?[0-9]{1,6}", key.strip()):   # int() would read '1_0' as 10
                     raise ValueError(key)
                 ids.append(int(key))
             except ValueError:
@@ -131,6 +137,16 @@ def _decide(args: argparse.Namespace) -> int:
 
     if args.top_k is not None and args.top_k < 1:
         raise field_error("--top-k", args.top_k, "a positive integer")
+    from .run import _policy_options, options_for_policies
+
+    kwargs = options_for_policies([args.policy.lower()], _policy_options(args.policy_option))[args.policy.lower()]
+    if args.unit is not None:
+        if args.policy.lower() != "pimoe":
+            raise field_error("--unit", args.unit, "only with --policy pimoe")
+        if kwargs.get("unit", args.unit) != args.unit:
+            raise field_error("--policy-option unit", kwargs["unit"], f"the unit of --unit ({args.unit}), "
+                              "or only one of the two")
+        kwargs["unit"] = args.unit
     model = get_model(args.model, top_k=args.top_k)
     hw = get_hardware(args.hardware)
     if args.layer is not None and not args.layer < model.num_layers:
@@ -151,11 +167,8 @@ def _decide(args: argparse.Namespace) -> int:
     batch = args.batch
     if batch is None:
         batch = max(int(counts.max()) if counts.size else 0, math.ceil(args.gpus * total / model.top_k))
-    kwargs = {}
-    if args.unit is not None:
-        if args.policy.lower() != "pimoe":
-            raise field_error("--unit", args.unit, "only with --policy pimoe")
-        kwargs["unit"] = args.unit
+    if args.pim_cost == "engine" or args.verify_engine:
+        check_engine_pricing(model, max(batch, 1))
     pim = _pim_cost(args.pim_cost, model, hw, args.layer)
     if args.verify_engine:
         if args.policy.lower() != "oracle":
@@ -184,6 +197,8 @@ def _decide(args: argparse.Namespace) -> int:
         out["unit"] = part.unit
     if "verified" in part.info:
         out["verified_t_total_s"] = {str(k): v for k, v in part.info["verified"].items()}
+    from .._outputs import check_finite
+    check_finite(out)
     if args.json:
         print(json.dumps(out))
         return 0
@@ -195,6 +210,24 @@ def _decide(args: argparse.Namespace) -> int:
           f"T_GPU {est.t_gpu_s * 1e6:.3f} [offchip {est.t_offchip_s * 1e6:.3f}, comp {est.t_comp_s * 1e6:.3f}], "
           f"T_PIM {est.t_pim_s * 1e6:.3f} [attention {est.t_attention_s * 1e6:.3f}])")
     return 0
+
+
+def check_engine_pricing(model: Any, max_tokens: int) -> None:
+    """Refuse engine-priced PIM costs (``--pim-cost engine``) whose estimated time or memory is above
+    the limits: the cost table simulates one expert at every token count up to ``max_tokens``, so
+    the work grows about with its square. Measured (``policy compare --pim-cost engine --batch B``,
+    2-core x86-64): qwen3-30b-a3b 6.1 s / 99 MB at B = 128, 108 s / 2.3 GB at B = 1024;
+    deepseek-v3 9.8 s / 316 MB and mixtral-8x7b 17.7 s / 968 MB at B = 128. The estimate scales
+    qwen3-30b-a3b's B = 128 figures by (B / 128)^1.7 for time, (B / 128)^2 for memory, and the
+    expert's size (hidden x intermediate) to the 0.3 and 0.9 power; it lies above each measurement."""
+    from .._validate import check_memory, check_work
+
+    size = model.hidden_size * model.moe_intermediate_size / (2048 * 768)
+    scale = max(1.0, max_tokens / 128)
+    check_work(6.5 * scale ** 1.7 * size ** 0.3, f"engine-priced PIM costs of {model.name} up to {max_tokens} tokens "
+               "per expert", "--batch (with --pim-cost engine)", max_tokens)
+    check_memory(60e6 + 40e6 * scale ** 2 * size ** 0.9, f"engine-priced PIM costs of {model.name} up to {max_tokens} "
+                 "tokens per expert", "--batch (with --pim-cost engine)", max_tokens)
 
 
 def _pim_cost(kind: str, model: Any, hw: Any, layer: int | None):
@@ -245,15 +278,22 @@ def _compare(args: argparse.Namespace) -> int:
     if args.top_k is not None and args.top_k < 1:
         raise field_error("--top-k", args.top_k, "a positive integer")
     _check_batches(args.batch)
+    for b in args.batch:     # as `sievesim run`: data-parallel attention puts B/G requests on each GPU
+        if b % args.gpus:
+            raise field_error("--batch", b, f"a multiple of --gpus {args.gpus} (data-parallel attention puts "
+                              "B/G requests on each GPU)")
     pim = None
     if args.pim_cost == "engine":
         from ..hardware import get_hardware
         from ..models import get_model
         model, hw = get_model(args.model, top_k=args.top_k), get_hardware(args.hardware)
+        check_engine_pricing(model, max(args.batch))
         pim = _pim_cost("engine", model, hw, None)
     compare = unit_sensitivity if args.units else compare_policies
     rows = compare(args.model, args.gpus, args.batch, hardware=args.hardware, context_len=args.context_len,
                    pim=pim, top_k=args.top_k)
+    from .._outputs import check_finite
+    check_finite(rows)
     if args.json:
         print(json.dumps(rows))
         return 0
@@ -286,5 +326,9 @@ def _list(args: argparse.Namespace) -> int:
     from ..policies import available_policies, policy_class
 
     for name in available_policies():
-        print(f"{name:8s} {policy_class(name).description}")
+        cls = policy_class(name)
+        print(f"{name:8s} {cls.description}")
+        if getattr(args, "options", False):
+            for key, opt in (getattr(cls, "options", None) or {}).items():
+                print(f"{'':8s}   {key}: {opt.expected()}, default {opt.default_text()} -- {opt.help}")
     return 0

@@ -85,33 +85,45 @@ def _policies(text: str) -> list[str]:
 
 
 def _policy_options(items: list[str]) -> dict[str, Any]:
-    """``KEY=VALUE`` pairs (see :func:`sievesim.system.parse_policy_options`)."""
-    from ..system import parse_policy_options
+    """``KEY=VALUE`` pairs (see :func:`sievesim.policies.options.parse_option_text`)."""
+    from ..policies.options import parse_option_text
 
     out: dict[str, Any] = {}
     for item in items:
-        if "," in item:
+        if "," in item or not item.strip():
             raise field_error("--policy-option", item, "one KEY=VALUE per --policy-option")
-        try:
-            out.update(parse_policy_options(item))
-        except Exception as exc:   # re-raise naming the CLI option
-            raise field_error("--policy-option", item, "KEY=VALUE with a Python identifier as KEY") from exc
-        if not item.strip():
-            raise field_error("--policy-option", item, "KEY=VALUE")
+        parsed = parse_option_text(item, field="--policy-option")
+        for key in parsed:
+            if key in out:
+                raise field_error("--policy-option", item, f"each key once ({key} is given twice)")
+        out.update(parsed)
     return out
 
 
-def _options_for(name: str, options: dict[str, Any]) -> dict[str, Any]:
-    """The subset of ``options`` that policy ``name``'s constructor takes."""
-    import inspect
-
+def options_for_policies(names: list[str], options: dict[str, Any], flag: str = "--policy-option"
+                         ) -> dict[str, dict[str, Any]]:
+    """The checked options of each policy in ``names`` (the keys its ``options`` table declares).
+    A key that none of them takes is refused with every policy's options listed; a value is
+    checked against the table of each policy that takes it."""
     from ..policies import policy_class
+    from ..policies.options import check_policy_options, describe_options, option_names
     from ..system import GPU_ONLY
 
-    if not options or name == GPU_ONLY:
-        return {}
-    params = inspect.signature(policy_class(name).__init__).parameters
-    return {k: v for k, v in options.items() if k in params}
+    classes = {n: policy_class("noexp" if n == GPU_ONLY else n) for n in names}
+    per: dict[str, dict[str, Any]] = {}
+    for n, cls in classes.items():
+        takes = {k: v for k, v in options.items() if k in option_names(cls) and n != GPU_ONLY}
+        per[n] = check_policy_options(cls, takes, prefix=flag + " ", cli=True)
+    unused = [k for k in options if not any(k in per[n] for n in names)]
+    if unused:
+        listing = "; ".join(f"{n}: {describe_options(getattr(c, 'options', None))}" if option_names(c)
+                            else f"{n} takes none" for n, c in classes.items())
+        import difflib
+        every = sorted({k for c in classes.values() for k in option_names(c)})
+        close = difflib.get_close_matches(unused[0], every, n=1, cutoff=0.5)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise field_error(flag, unused[0], f"an option of the policies run{hint}: {listing}")
+    return per
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -137,9 +149,14 @@ def _run(args: argparse.Namespace) -> int:
             raise field_error("--scheduler-latency-us", lat, "a latency in microseconds, >= 0 and < 1e6")
         latency_s = lat * 1e-6
     options = _policy_options(args.policy_option)
-    unused = [k for k in options if not any(k in _options_for(n, options) for n in names)]
-    if unused:
-        raise field_error("--policy-option", unused[0], f"an argument of one of the policies {', '.join(names)}")
+    if args.pimoe_unit is not None and options.get("unit", args.pimoe_unit) != args.pimoe_unit:
+        raise field_error("--policy-option unit", options["unit"], f"the unit of --pimoe-unit "
+                          f"({args.pimoe_unit}), or only one of the two")
+    per_policy = options_for_policies(names, options)
+    if args.pimoe_unit is not None:
+        from ..policies import policy_class
+        from ..policies.options import check_policy_options
+        check_policy_options(policy_class("pimoe"), {"unit": args.pimoe_unit}, prefix="--pimoe-", cli=True)
     results = []
     bar = progress_bar(len(names) * (args.warmup + args.steps), "run", None if args.quiet else sys.stderr)
     for name in names:
@@ -152,7 +169,7 @@ def _run(args: argparse.Namespace) -> int:
                             pimoe_unit=args.pimoe_unit if name == "pimoe" else None,
                             early_loads="off" if args.no_early_loads else args.early_loads,
                             pipelined_gemm=not args.sequential_gemm, microbatches=args.microbatches,
-                            contention=not args.no_contention, policy_options=_options_for(name, options),
+                            contention=not args.no_contention, policy_options=per_policy[name],
                             scheduler_latency_s=latency_s, energy=not args.no_energy)
         results.append(sim.run(steps=args.steps, warmup=args.warmup, on_step=bar.update))
     bar.close()
@@ -163,6 +180,8 @@ def _run(args: argparse.Namespace) -> int:
             raise field_error("--chrome-trace", args.chrome_trace, f"a writable file ({exc.strerror})") from None
     records = [r.to_dict() for r in results]
     _add_speedups(records)
+    from .._outputs import check_finite
+    check_finite(records)
     if args.json:
         print(json.dumps(records[0] if len(records) == 1 else records))
         return 0

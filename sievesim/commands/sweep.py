@@ -117,7 +117,7 @@ def resolve_point_function(name: str | None) -> Callable[..., Any]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..sweep import GRID_KEYS, check_points, expand_grid, load_grid_file, run_grid
+    from ..sweep import GRID_KEYS, check_points, expand_grid, load_grid_file
 
     if args.policy_option:
         if args.policy_options:
@@ -129,13 +129,37 @@ def _run(args: argparse.Namespace) -> int:
     flags = {k: getattr(args, k) for k in GRID_KEYS if getattr(args, k, None) is not None}
     products = [{**prod, **flags} for prod in products]
     points = expand_grid(products)
-    check_points(points)
-    point_fn = resolve_point_function(args.point)
     if args.jobs is not None and args.jobs < 1:
         raise field_error("--jobs", args.jobs, "a positive number of worker processes")
+    workers = 1 if args.jobs == 1 else min(args.jobs or os.cpu_count() or 1, len(points))
+    check_points(points, point=args.point or "step", workers=workers)
+    if any(prod.get("pimoe_unit") for prod in products) and not any(
+            str(p["policy"]).lower() == "pimoe" for p in points):
+        raise field_error("pimoe_unit", next(prod["pimoe_unit"] for prod in products if prod.get("pimoe_unit"))[0],
+                          "only with policy pimoe in the grid (no point would use it)")
+    point_fn = resolve_point_function(args.point)
+    if args.dask is not None and not args.dask.strip():
+        raise field_error("--dask", args.dask, "the address of a Dask scheduler (e.g. tcp://host:8786); leave "
+                          "--dask out to run locally")
     if args.dask and args.jobs is not None:
         raise field_error("--jobs", args.jobs, "not with --dask (the cluster has its own workers)")
     progress = None if args.quiet else sys.stderr
+    try:
+        summary = _execute(args, points, point_fn, progress)
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(f"the finished points are kept in {args.out}; rerun the same command to resume "
+                                "(finished points are skipped)") from None
+    print(f"{summary.done}/{summary.total} points in {summary.out_dir} ({summary.ran} run now, "
+          f"{summary.skipped} already done): results.csv, results.jsonl")
+    return 0
+
+
+def _execute(args: argparse.Namespace, points: list[dict[str, Any]], point_fn: Callable[..., Any],
+             progress: Any) -> Any:
+    """Run the points serially, on a local process pool (workers ignore Ctrl-C, so that the
+    interrupted sweep reports it once, here) or on a Dask cluster."""
+    from ..sweep import run_grid
+
     if args.dask:
         try:
             from dask.distributed import Client
@@ -160,6 +184,4 @@ def _run(args: argparse.Namespace) -> int:
         with process_pool(workers) as pool:
             summary = run_grid(points, args.out, point_fn=point_fn, executor=pool,
                                force=args.force, progress=progress, grid_file=args.grid)
-    print(f"{summary.done}/{summary.total} points in {summary.out_dir} ({summary.ran} run now, "
-          f"{summary.skipped} already done): results.csv, results.jsonl")
-    return 0
+    return summary

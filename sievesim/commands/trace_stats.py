@@ -120,6 +120,8 @@ def _run(args: argparse.Namespace) -> int:
     header = {"source": args.source, "name": src.name, "num_experts": src.num_experts,
               "top_k": src.top_k, "num_layers": src.num_layers, "mode": mode,
               "batches": n_batches, "seed": args.seed, "model": model.name if model else None}
+    from .._outputs import check_finite
+    check_finite([r.as_dict() for r in results])
     if args.json:
         print(json.dumps({**header, "results": [r.as_dict() for r in results]}, indent=1))
         return 0

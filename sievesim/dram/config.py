@@ -29,7 +29,12 @@ __all__ = ["DRAMConfig", "ControllerPlugin", "BUILTIN_CONFIGS", "PLUGINS", "get_
 
 def get_config(name_or_path: str | pathlib.Path) -> DRAMConfig:
     """A built-in configuration name, a sievesim ``.toml`` file or a Ramulator 2.0 ``.yaml`` file."""
-    key = str(name_or_path)
+    from .._validate import check_name_or_path
+    from .spec import DRAMConfig
+
+    if isinstance(name_or_path, DRAMConfig):
+        return name_or_path
+    key = check_name_or_path("config", name_or_path, "a built-in DRAM configuration name, a .toml or a .yaml file")
     if key in BUILTIN_CONFIGS:
         return BUILTIN_CONFIGS[key]()
     path = pathlib.Path(key)

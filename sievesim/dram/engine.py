@@ -83,6 +83,34 @@ def _to_vectors(config: DRAMConfig, trace: RequestTrace,
     return vecs, np.asarray(trace.addresses, dtype=np.int64)
 
 
+def _check_door(config: Any, trace: Any) -> tuple[DRAMConfig, RequestTrace]:
+    """The arguments of the engine's Python face, checked before the compiled engine (built without
+    bounds checks) sees them: a configuration (a :class:`DRAMConfig`, or a name or path for
+    :func:`~sievesim.dram.config.get_config`), a trace whose arrays agree in length and dtype
+    (:func:`~sievesim.dram.traces.check_request_trace`), and work within the time limit."""
+    from .spec import check_engine_time
+    from .traces import check_request_trace
+
+    if not isinstance(config, DRAMConfig):
+        from .config import get_config
+        config = get_config(config)           # a name or a path; anything else: TypeError naming it
+    trace = check_request_trace(trace, len(config.standard.levels))
+    check_engine_time(config, len(trace), int(trace.arrival[-1]) if len(trace) else 0)
+    return config, trace
+
+
+def _check_engine_arrays(vecs: np.ndarray, keys: np.ndarray, is_write: np.ndarray, arrival: np.ndarray,
+                         levels: int) -> None:
+    """The last check before the compiled engine: one entry per request in every array, the
+    dtypes and contiguity it reads them with (it indexes them with no bounds checks)."""
+    n = len(arrival)
+    for name, a, dtype, shape in (("address vectors", vecs, np.int32, (n, levels)), ("keys", keys, np.int64, (n,)),
+                                  ("is_write", is_write, np.bool_, (n,)), ("arrival", arrival, np.int64, (n,))):
+        if not isinstance(a, np.ndarray) or a.shape != shape or a.dtype != dtype or not a.flags.c_contiguous:
+            raise TraceError(f"engine input {name}: {getattr(a, 'dtype', type(a).__name__)} "
+                             f"{getattr(a, 'shape', '?')}: expected a contiguous {np.dtype(dtype)} array of shape {shape}")
+
+
 def simulate(config: DRAMConfig, trace: RequestTrace, *, log_commands: bool = False,
              skip_idle: bool = True, threads: int | None = None,
              address_overflow: str = "error") -> DRAMResult:
@@ -100,6 +128,7 @@ def simulate(config: DRAMConfig, trace: RequestTrace, *, log_commands: bool = Fa
     """
     from .._core.parallel import available_threads, run_requests
 
+    config, trace = _check_door(config, trace)
     if threads is None:
         threads = available_threads() if len(trace) >= AUTO_THREADS_MIN_REQUESTS else 1
     if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
@@ -112,6 +141,7 @@ def simulate(config: DRAMConfig, trace: RequestTrace, *, log_commands: bool = Fa
     wrapped = 0
     if trace.addr_vectors is None and len(trace):
         wrapped = int((np.asarray(trace.addresses, dtype=np.int64) >= config.capacity_bytes).sum())
+    _check_engine_arrays(vecs, keys, trace.is_write, trace.arrival, len(config.standard.levels))
     t0 = time.perf_counter()
     raw = run_requests(spec, vecs, keys, trace.is_write, trace.arrival, log_commands=keep_log,
                        skip_idle=skip_idle, threads=int(threads))
@@ -189,7 +219,8 @@ def _run_plugins(result: DRAMResult, config: DRAMConfig, plugins: tuple) -> None
             elif plugin.impl == "CommandCounter":
                 counts = {n: int(issued[names.index(n)]) if n in names else 0 for n in plugin.commands_to_count}
                 result.command_counts = {**(result.command_counts or {}), **counts}
-                with open(plugin.path, "w") as fh:
+                from .._outputs import open_output
+                with open_output(plugin.path, "command counts", text=True) as fh:
                     fh.write("".join(f"{n}, {c}\n" for n, c in counts.items()))
         except OSError as exc:
             raise field_error(f"{plugin.impl}.path", plugin.path, f"a writable file ({exc.strerror})",
@@ -205,8 +236,10 @@ def write_command_log(result: DRAMResult, config: DRAMConfig, path: str | pathli
     cols = np.full((len(log["cycle"]), len(LOG_COLUMNS)), -1, dtype=np.int64)
     for lv, name in enumerate(levels):
         cols[:, LOG_COLUMNS.index(_LEVEL_TO_COLUMN[name])] = log["addr"][:, lv]
+    from .._outputs import open_output
+
     names = np.array(log["names"])[log["command"].astype(np.int64)]
-    with open(path, "w") as fh:
+    with open_output(path, "command log", text=True) as fh:
         fh.write("# timings: " + json.dumps(config.timing_values()) + "\n")
         fh.write("# config: " + json.dumps({"name": config.name, "standard": config.standard.name,
                                              "org": dict(config.org), "mapper": config.mapper,

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .._validate import Problems, check_bool, check_int, check_memory, check_number, check_str, format_bytes
+from .._validate import Problems, check_bool, check_int, check_memory, check_number, check_str, check_work, format_bytes
 from ..errors import field_error
 from .standards import Standard, _r2_finish_timings, eval_latency, get_standard
 
@@ -412,6 +412,34 @@ def check_engine_memory(config: "DRAMConfig", spec: Mapping[str, Any], requests:
         "command log": ("--log-commands (logged commands)", logged_commands),
     }[part]
     check_memory(total, f"the DRAM engine ({part}: {format_bytes(parts[part])})", field, value, source=config.source)
+
+
+#: Measured cost of the engine (2-core x86-64, Python 3.11): one refresh of one unit about 0.1 us
+#: (``dram run`` of 2 requests 1e8 cycles apart on hbm3-6400: 512,800 refreshes in 0.051 s), one
+#: request about 1 us (1,000,000 random requests in about 1 s), taken 3x for a margin.
+_SECONDS_PER_REFRESH = 3e-7
+_SECONDS_PER_REQUEST = 3e-6
+
+
+def engine_time_s(config: "DRAMConfig", requests: int, last_arrival: int = 0) -> float:
+    """Estimated seconds the engine takes for ``requests`` requests the last of which arrives at
+    cycle ``last_arrival``: idle cycles are skipped, but every refresh up to then is simulated
+    (one per refresh unit -- controller x rank -- every nREFI cycles)."""
+    refresh_on = bool(config.refresh and config.standard.refresh)
+    refreshes = 0.0
+    if refresh_on and last_arrival > 0:
+        units = config.num_controllers * int(config.org.get("rank", 1) or 1)
+        refreshes = last_arrival / max(1, int(config.timings["nREFI"])) * units
+    return refreshes * _SECONDS_PER_REFRESH + requests * _SECONDS_PER_REQUEST
+
+
+def check_engine_time(config: "DRAMConfig", requests: int, last_arrival: int = 0) -> None:
+    """Refuse a run whose estimated time (:func:`engine_time_s`) is above the work limit."""
+    seconds = engine_time_s(config, requests, last_arrival)
+    what = ("the DRAM engine (refresh simulated up to the last arrival)" if last_arrival > 0 and
+            seconds > requests * _SECONDS_PER_REQUEST * 2 else "the DRAM engine")
+    check_work(seconds, what, "last arrival cycle" if "refresh" in what else "requests",
+               last_arrival if "refresh" in what else requests, source=config.source)
 
 
 def _jedec(name: str, std_name: str, org: str, timing: str, **kw: Any) -> DRAMConfig:

@@ -14,7 +14,13 @@ import numpy as np
 
 from ..errors import TraceError
 
-__all__ = ["RequestTrace", "read_loadstore_trace", "read_readwrite_trace", "read_trace", "write_loadstore_trace"]
+__all__ = ["RequestTrace", "read_loadstore_trace", "read_readwrite_trace", "read_trace", "write_loadstore_trace",
+           "check_request_trace", "MAX_ARRIVAL_CYCLE"]
+
+#: Latest arrival cycle a request may have: the engine's "never" is 2**62 - 1, and time sums of an
+#: arrival and a few timings must stay below it. (The work estimate refuses far smaller ones when
+#: refresh would have to be simulated all the way there.)
+MAX_ARRIVAL_CYCLE = 1 << 60
 
 
 @dataclass(frozen=True)
@@ -55,14 +61,20 @@ class RequestTrace:
                    addresses=address.astype(np.int64), source=source)
 
 
-_LS_LINE = re.compile(rb"^(LD|ST) (0[xX][0-9a-fA-F]+|[0-9]+)\r?$")
+#: A LoadStoreTrace line; the address's digits are counted before it is converted (a line of
+#: megabytes of digits would make Python's int() fail), and then it must be below 2**63.
+_LS_LINE = re.compile(rb"^(LD|ST) (0[xX][0-9a-fA-F]{1,24}|[0-9]{1,24})\r?$")
+
+
+def _read_file(path: pathlib.Path) -> bytes:
+    """The trace's bytes through the one opener (a regular file within the trace size limit)."""
+    from .._inputs import read_bytes
+
+    return read_bytes(path, "DRAM request trace", "trace")
 
 
 def _read(path: pathlib.Path) -> tuple[bytes, list[bytes]]:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read trace ({exc.strerror})") from None
+    data = _read_file(path)
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
@@ -72,10 +84,7 @@ def _read(path: pathlib.Path) -> tuple[bytes, list[bytes]]:
 def read_loadstore_trace(path: str | pathlib.Path) -> RequestTrace:
     """Read ``LD addr`` / ``ST addr`` lines (addr decimal or 0x-hex), as Ramulator 2.0 does."""
     path = pathlib.Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read trace ({exc.strerror})") from None
+    data = _read_file(path)
     from .._core._traceparse import parse_loadstore
     is_write, addrs, bad = parse_loadstore(data)
     if bad < 0:
@@ -91,7 +100,7 @@ def read_loadstore_trace(path: str | pathlib.Path) -> RequestTrace:
         if m is None:
             text = line.decode("utf-8", "replace")[:80]
             raise TraceError(f"{path}:{i + 1}: {text!r}: expected 'LD <addr>' or 'ST <addr>' "
-                             "(addr decimal or 0x-hex)")
+                             "(addr decimal or 0x-hex, below 2**63)")
         is_write[i] = m.group(1) == b"ST"
         tok = m.group(2)
         value = int(tok, 16) if tok[:2] in (b"0x", b"0X") else int(tok)
@@ -128,12 +137,11 @@ def read_readwrite_trace(path: str | pathlib.Path, num_levels: int) -> RequestTr
 
 def read_trace(path: str | pathlib.Path, num_levels: int) -> RequestTrace:
     """Detect the format from the first line (LD/ST: LoadStoreTrace, R/W: ReadWriteTrace)."""
+    from .._inputs import open_input
+
     path = pathlib.Path(path)
-    try:
-        with path.open("rb") as fh:
-            first = fh.readline()
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read trace ({exc.strerror})") from None
+    with open_input(path, "DRAM request trace", "trace") as fh:
+        first = fh.readline(64)
     if first.startswith((b"R ", b"W ")):
         return read_readwrite_trace(path, num_levels)
     return read_loadstore_trace(path)
@@ -141,7 +149,66 @@ def read_trace(path: str | pathlib.Path, num_levels: int) -> RequestTrace:
 
 def write_loadstore_trace(path: str | pathlib.Path, addresses: np.ndarray, is_write: np.ndarray) -> None:
     """Write a LoadStoreTrace file (hex addresses)."""
+    from .._outputs import open_output
+
     ops = np.where(np.asarray(is_write, dtype=bool), "ST", "LD")
-    with open(path, "w") as fh:
+    with open_output(path, "DRAM request trace", text=True) as fh:
         fh.write("\n".join(f"{o} 0x{int(a):x}" for o, a in zip(ops, addresses)))
         fh.write("\n")
+
+
+def check_request_trace(trace: object, num_levels: int | None = None, param: str = "trace") -> RequestTrace:
+    """``trace`` checked at the door of the compiled engine, which reads its arrays without bounds
+    checks: a :class:`RequestTrace` whose arrays are one-dimensional (address vectors: ``(n,
+    levels)``) with one entry per request, of integer (``is_write``: boolean) dtype, arrivals
+    non-negative, non-decreasing and at most :data:`MAX_ARRIVAL_CYCLE`. Returns a trace whose arrays
+    have exactly the dtypes the engine takes, contiguous."""
+    if not isinstance(trace, RequestTrace):
+        raise TypeError(f"{param} = {trace!r:.60}: expected a RequestTrace (RequestTrace.from_arrays(arrival, "
+                        f"address, is_write) or a reader of sievesim.dram.traces), got {type(trace).__name__}")
+    src = trace.source
+    arrays = {"is_write": trace.is_write, "arrival": trace.arrival, "addresses": trace.addresses,
+              "addr_vectors": trace.addr_vectors}
+    if (trace.addresses is None) == (trace.addr_vectors is None):
+        raise TraceError(f"{src}: expected exactly one of addresses (bytes) and addr_vectors (one field per level)")
+    out: dict[str, np.ndarray] = {}
+    n = None
+    for name, a in arrays.items():
+        if a is None:
+            continue
+        if not isinstance(a, np.ndarray):
+            a = np.asarray(a)
+        want_dims = 2 if name == "addr_vectors" else 1
+        if a.ndim != want_dims:
+            raise TraceError(f"{src}: {name}: shape {a.shape}: expected {want_dims} dimension(s), one row per request")
+        if n is None:
+            n = a.shape[0]
+        if a.shape[0] != n:
+            raise TraceError(f"{src}: {name}: {a.shape[0]} entries: expected {n}, one per request (is_write has {n})")
+        if name == "is_write":
+            if a.dtype != np.bool_ and not (np.issubdtype(a.dtype, np.integer) and (a.size == 0 or
+                                                                                    ((a == 0) | (a == 1)).all())):
+                raise TraceError(f"{src}: is_write: dtype {a.dtype}: expected booleans (or integers 0 and 1)")
+            a = np.ascontiguousarray(a, dtype=bool)
+        else:
+            if not np.issubdtype(a.dtype, np.integer) or a.dtype == np.uint64:
+                raise TraceError(f"{src}: {name}: dtype {a.dtype}: expected integers"
+                                 + (" (memory cycles)" if name == "arrival" else ""))
+            a = np.ascontiguousarray(a, dtype=np.int32 if name == "addr_vectors" else np.int64)
+        out[name] = a
+    if num_levels is not None and "addr_vectors" in out and out["addr_vectors"].shape[1] != num_levels:
+        raise TraceError(f"{src}: address vectors: shape {out['addr_vectors'].shape}: expected (n, {num_levels})")
+    arrival = out["arrival"]
+    if arrival.size:
+        if arrival.min() < 0:
+            bad = int(np.argmax(arrival < 0))
+            raise TraceError(f"{src}: arrival[{bad}] = {int(arrival[bad])}: expected a cycle >= 0")
+        if arrival.size > 1 and np.any(np.diff(arrival) < 0):
+            bad = int(np.argmax(np.diff(arrival) < 0)) + 1
+            raise TraceError(f"{src}: arrival[{bad}] = {int(arrival[bad])}: expected non-decreasing arrival cycles "
+                             f"(previous {int(arrival[bad - 1])})")
+        if int(arrival[-1]) > MAX_ARRIVAL_CYCLE:
+            raise TraceError(f"{src}: arrival[{arrival.size - 1}] = {int(arrival[-1])}: expected a cycle of at most "
+                             f"2**60")
+    return RequestTrace(is_write=out["is_write"], arrival=arrival, addresses=out.get("addresses"),
+                        addr_vectors=out.get("addr_vectors"), source=src)

@@ -113,12 +113,16 @@ def _read_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any],
     the folder holding ``config.json``, or the file's stem)."""
     if isinstance(path_or_dict, Mapping):
         return path_or_dict, name or "config.json", name
-    path = Path(path_or_dict)
+    from .._validate import check_name_or_path
+    path = Path(check_name_or_path("path_or_dict", path_or_dict, "a config.json path, its folder, or the parsed dict"))
     if path.is_dir():
         path = path / "config.json"
     text = _read_text(path, "config.json")
+    from .._inputs import json_int
     try:
-        raw = json.loads(text)
+        raw = json.loads(text, parse_int=json_int)
+    except ConfigError as exc:       # a number of thousands of digits, refused before int()
+        raise ConfigError(f"{path}: {exc}") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not valid JSON: {exc}") from None
     except (ValueError, RecursionError) as exc:  # an integer of thousands of digits, deep nesting

@@ -31,7 +31,11 @@ def get_model(name_or_path: str | os.PathLike[str], *, top_k: int | None = None)
 
     An unknown name raises :class:`ConfigError` listing the nearest preset names.
     """
-    text = os.fspath(name_or_path)
+    from .._validate import check_name_or_path
+
+    if isinstance(name_or_path, ModelSpec):      # already a spec: only the top-k override applies
+        return name_or_path if top_k is None else name_or_path.with_top_k(top_k)
+    text = check_name_or_path("model", name_or_path, "a model preset name, a .toml file or a config.json")
     spec: ModelSpec
     preset = _preset_path(text) if isinstance(name_or_path, str) else None
     if preset is not None:

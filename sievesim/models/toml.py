@@ -158,7 +158,9 @@ def save_model_toml(spec: ModelSpec, path: str | os.PathLike[str]) -> None:
 
     text = "# sievesim model spec (see docs/models.md); sizes in elements, *_bytes in bytes\n"
     text += tomli_w.dumps(model_to_dict(spec, compact=True))
-    Path(path).write_text(text, encoding="utf-8")
+    from .._outputs import write_output
+
+    write_output(path, text, "model TOML")
 
 
 # ====================================================================== presets

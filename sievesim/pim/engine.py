@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -82,6 +83,35 @@ def geometry_for(config: DRAMConfig, *, banks_per_pu: int = 1, macs_per_command:
                        accumulators=accumulators, multi_vector=multi_vector, vectors_per_mac=vectors_per_mac)
 
 
+def _check_programs(config: Any, programs: Any, background: Any) -> tuple[list, Any]:
+    """The arguments of :func:`run_programs`, checked before the compiled engine (no bounds checks)
+    sees them: each program a pair (ops: integer (n,), rowcol: integer (n, 2)) of one length, op
+    codes among the program ops, a background trace whose arrays agree (one entry per request)."""
+    from ..dram.traces import check_request_trace
+
+    if not isinstance(config, DRAMConfig):
+        raise TypeError(f"config = {config!r:.60}: expected a DRAMConfig (sievesim.pim.engine.pim_config(...)), "
+                        f"got {type(config).__name__}")
+    if isinstance(programs, (str, bytes)) or not isinstance(programs, (list, tuple)):
+        raise TypeError(f"programs = {programs!r:.60}: expected a list of (ops, rowcol) pairs, got "
+                        f"{type(programs).__name__}")
+    out = []
+    for i, prog in enumerate(programs):
+        if not isinstance(prog, (list, tuple)) or len(prog) != 2:
+            raise TypeError(f"programs[{i}]: expected a pair (ops, rowcol), got {type(prog).__name__}")
+        ops, rowcol = np.asarray(prog[0]), np.asarray(prog[1])
+        if ops.ndim != 1 or not np.issubdtype(ops.dtype, np.integer) or (ops.size and (ops.min() < 0 or ops.max() > 3)):
+            raise field_error(f"programs[{i}] ops", f"{ops.dtype} {ops.shape}", "a one-dimensional integer array of "
+                              "program op codes 0..3 (sievesim.pim.program OP_*)")
+        if rowcol.shape != (ops.shape[0], 2) or not np.issubdtype(rowcol.dtype, np.integer):
+            raise field_error(f"programs[{i}] rowcol", f"{rowcol.dtype} {rowcol.shape}",
+                              f"an integer array of shape ({ops.shape[0]}, 2): one (row, column) per op")
+        out.append((np.ascontiguousarray(ops, dtype=np.int64), np.ascontiguousarray(rowcol, dtype=np.int32)))
+    if background is not None:
+        background = check_request_trace(background, len(config.standard.levels), "background")
+    return out, background
+
+
 def run_programs(config: DRAMConfig, programs: list[tuple[np.ndarray, np.ndarray]], *,
                  background: RequestTrace | None = None, log_commands: bool = False,
                  skip_idle: bool = True, release: "list[int] | np.ndarray | None" = None,
@@ -95,6 +125,7 @@ def run_programs(config: DRAMConfig, programs: list[tuple[np.ndarray, np.ndarray
     ``compiled``: ``config.compile()`` if the caller has it already (it takes milliseconds)."""
     from .._core import Engine
 
+    programs, background = _check_programs(config, programs, background)
     spec = config.compile() if compiled is None else compiled
     if len(programs) > config.num_controllers:
         raise field_error("programs", len(programs), f"at most {config.num_controllers} (one per pseudo-channel)")

@@ -19,12 +19,13 @@ finds it. Policies never import the engine; they see costs only.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Callable, ClassVar, TypeVar
+from typing import Any, Callable, ClassVar, Mapping, TypeVar
 
 import numpy as np
 
 from ..costs import CostBreakdown, CostContext, default_ids, validate_counts
 from ..errors import ConfigError, field_error
+from .options import Option, check_policy_options
 
 __all__ = ["Partition", "Policy", "register_policy", "get_policy", "available_policies", "policy_class"]
 
@@ -90,6 +91,11 @@ class Policy(ABC):
     #: whose local tokens alone make the GPU the cheaper side on the policy's cost table; ``"off"``
     #: for a policy whose rule does not follow that, so early loads would be wasted).
     early_loads: ClassVar[str] = "cheaper"
+    #: The constructor's options: name -> :class:`~sievesim.policies.options.Option` (type, default,
+    #: bounds). Every door (``get_policy``, ``run --policy-option``, sweeps) checks options against
+    #: it; a policy that takes none declares ``{}``. ``None`` (a policy registered without a table):
+    #: the constructor's keyword names are accepted, their values unchecked.
+    options: ClassVar[Mapping[str, Option] | None] = None
 
     def decide(self, counts: Any, ctx: CostContext, expert_ids: Any = None, *,
                validate: bool = True) -> Partition:
@@ -162,8 +168,13 @@ def policy_class(name: str, *, also: tuple[str, ...] = ()) -> type[Policy]:
 
 
 def get_policy(name: str, **kwargs: Any) -> Policy:
-    """An instance of the policy registered under ``name``, built with ``kwargs``."""
+    """An instance of the policy registered under ``name``, built with ``kwargs``, which are checked
+    against the policy's ``options`` table first (unknown names, types, bounds: a
+    :class:`~sievesim.errors.ConfigError` naming the option, the value and what was expected)."""
+    if not isinstance(name, str):
+        raise TypeError(f"policy = {name!r:.80}: expected a policy name (str), got {type(name).__name__}")
     cls = policy_class(name)
+    kwargs = check_policy_options(cls, kwargs)
     try:
         return cls(**kwargs)
     except TypeError as exc:

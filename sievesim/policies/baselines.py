@@ -9,7 +9,8 @@ from .._units import split_unit
 from ..costs import CostContext
 from ..errors import ConfigError, field_error
 from .base import Partition, Policy, register_policy
-from .placement import DEFAULT_PIMOE_UNIT, expert_placement
+from .placement import DEFAULT_PIMOE_UNIT, unit_queues
+from .options import Option
 
 __all__ = ["NoExp", "AllExp", "PIMoE", "NaiveSplit", "DEFAULT_PIMOE_UNIT"]
 
@@ -21,6 +22,7 @@ class NoExp(Policy):
     name = "noexp"
     description = "all experts on the GPU (PIM runs attention only)"
     static_placement = "gpu"
+    options: dict = {}
 
     def _decide(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> np.ndarray:
         return np.zeros(counts.shape, dtype=bool)
@@ -33,6 +35,7 @@ class AllExp(Policy):
     name = "allexp"
     description = "all experts on PIM, tensor-parallel across channels"
     static_placement = "pim"
+    options: dict = {}
 
     def _decide(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> np.ndarray:
         return counts > 0
@@ -48,6 +51,7 @@ class NaiveSplit(Policy):
     name = "naive"
     description = "activated experts alternate GPU/PIM by id (a split for uniform routing)"
     static_placement = "split"
+    options: dict = {}
 
     def _decide(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> np.ndarray:
         active = np.flatnonzero(counts > 0)
@@ -90,6 +94,7 @@ class PIMoE(Policy):
     #: stays on PIM: with early loads it wasted 18.8 GB of loads per step (Qwen3-30B-A3B, B = 64,
     #: stack units) and ran 1.41x slower (docs/system.md, "Early weight loads").
     early_loads = "off"
+    options = {"unit": Option("unit", DEFAULT_PIMOE_UNIT, "the PIM unit that holds whole experts")}
 
     def __init__(self, unit: str = DEFAULT_PIMOE_UNIT) -> None:
         try:
@@ -103,21 +108,9 @@ class PIMoE(Policy):
         return f"PIMoE(unit={self.unit!r})"
 
     def _decide(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> Partition:
-        unit, placed = expert_placement(ctx.num_experts, ctx.organisation, self.unit, ctx.moe_layer)
-        n_units = ctx.organisation.count(unit)
-        unit_of = placed[expert_ids]
-        table = ctx.pim_times(unit)
+        unit, unit_of, queues, load, t_e = unit_queues(counts, expert_ids, ctx, self.unit)
         on_pim = counts > 0
-        act = np.flatnonzero(on_pim)
-        t_e = table[counts].tolist()
-        # per-unit queues, most popular first (ties: lower id)
-        order = act[np.lexsort((expert_ids[act], -counts[act]))]
-        queues: list[list[int]] = [[] for _ in range(n_units)]
-        for i, u in zip(order.tolist(), unit_of[order].tolist()):
-            queues[u].append(i)
-        # unit loads as correctly rounded sums (math.fsum), so that equal loads are equal whatever
-        # the order the experts were listed in, and the busiest unit does not depend on it
-        load = np.array([math.fsum(t_e[i] for i in q) for q in queues], dtype=np.float64)
+        n_units = len(queues)
         heads = [0] * n_units
         n_gpu = 0
         tok = 0

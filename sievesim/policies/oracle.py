@@ -9,6 +9,7 @@ from ..costs import CostContext
 from ..errors import field_error
 from ._prefix import best_cuts, prefix_on_pim, sorted_active
 from .base import Partition, Policy, register_policy
+from .options import Option
 
 __all__ = ["Oracle"]
 
@@ -27,6 +28,11 @@ class Oracle(Policy):
 
     name = "oracle"
     description = "best prefix cut of the sorted list (optionally verified on the engine)"
+    options = {
+        "verify": Option("callable", None, "partition -> seconds, e.g. the engine; Python API only"),
+        "candidates": Option("int", 3, "best cuts by estimate checked with verify", lo=1, hi=64),
+        "rel_tol": Option("number", 1e-12, "estimates within rel_tol x the all-on-PIM estimate tie", lo=0.0, hi=1e-3),
+    }
 
     def __init__(self, verify: Callable[[Partition], float] | None = None, candidates: int = 3,
                  rel_tol: float = 1e-12) -> None:

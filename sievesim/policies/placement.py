@@ -167,3 +167,27 @@ def check_pimoe_capacity(model: Any, hardware: Any, num_gpus: int, unit: str = D
         f"{lay.max_experts_per_group} experts of {lay.expert_bytes / 1e6:.1f} MB on {where}: it needs {lay.need_bytes / gib:.2f} GiB of expert weights per {lay.base}, "
         f"but a {lay.base} holds {lay.capacity_bytes / gib:.2f} GiB ({lay.hbm_capacity_bytes / gib:.0f} GiB of "
         f"HBM / {lay.groups * lay.span} {lay.base}s); use more GPUs")
+
+
+def unit_queues(counts: np.ndarray, expert_ids: np.ndarray, ctx: Any, unit: str
+                ) -> tuple[str, np.ndarray, list[list[int]], np.ndarray, list[float]]:
+    """The activated experts of one GPU on PIMoE's placement, as the unit-by-unit policies walk them.
+
+    Returns ``(unit, unit_of, queues, load, times)``: the resolved unit (a group such as
+    ``"channel*4"`` where experts span units), the unit of each expert (by position in ``counts``),
+    each unit's experts most popular first (ties: lower id), each unit's PIM time [s] as a correctly
+    rounded sum (``math.fsum``, so that equal loads are equal whatever the listing order), and each
+    expert's PIM time [s] on its unit."""
+    import math
+
+    resolved, placed = expert_placement(ctx.num_experts, ctx.organisation, unit, ctx.moe_layer)
+    n_units = ctx.organisation.count(resolved)
+    unit_of = placed[expert_ids]
+    times = ctx.pim_times(resolved)[counts].tolist()
+    act = np.flatnonzero(counts > 0)
+    order = act[np.lexsort((expert_ids[act], -counts[act]))]
+    queues: list[list[int]] = [[] for _ in range(n_units)]
+    for i, u in zip(order.tolist(), unit_of[order].tolist()):
+        queues[u].append(i)
+    load = np.array([math.fsum(times[i] for i in q) for q in queues], dtype=np.float64)
+    return resolved, unit_of, queues, load, times

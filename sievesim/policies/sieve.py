@@ -9,7 +9,9 @@ import dataclasses
 
 from ..costs import CostContext, GpuWork, default_ids, validate_counts
 from ._prefix import first_non_decrease, prefix_on_pim, sorted_active
+from .._validate import BOUNDS
 from .base import Partition, Policy, register_policy
+from .options import Option
 
 try:  # compiled with the package (setup.py); the numpy path below computes the same partition
     from ._sieve_kernel import sieve_walk as _sieve_walk
@@ -50,6 +52,19 @@ class Sieve(Policy):
 
     name = "sieve"
     description = "greedy: move the most popular experts to the GPU while T_total strictly decreases"
+    options = {
+        "scalar_steps": Option("int", 8, "experts walked one by one before the rest is vectorised; 0 vectorises "
+                                         "at once; the result does not depend on it", lo=0,
+                               hi=BOUNDS["experts"].hi),
+        "rel_tol": Option("number", 1e-12, "a move counts as a decrease by more than rel_tol x T_start "
+                                           "(rounding noise); 0 is exact", lo=0.0, hi=1e-3),
+        "use_kernel": Option("bool", True, "the compiled walk (false: the numpy path; same partition)"),
+        "include_attention": Option("bool", True, "decode attention in T_PIM, as the paper"),
+        "experts_only": Option("bool", False, "the rule on each side's expert work alone (no attention, "
+                                              "no non-MoE GPU work, no interconnect)"),
+        "unit": Option("unit", None, "PIM experts on PIMoE's units instead of tensor-parallel over all "
+                                     "channels (not the paper's Sieve)"),
+    }
 
     def __init__(self, scalar_steps: int = 8, rel_tol: float = 1e-12, use_kernel: bool = True,
                  include_attention: bool = True, experts_only: bool = False, unit: str | None = None) -> None:
@@ -149,19 +164,11 @@ def _unit_walk(sieve: Sieve, counts: np.ndarray, ctx: CostContext, expert_ids: n
     what Equation 1's terms are worth when both run on the same placement."""
     import math
 
-    from .placement import expert_placement
+    from .placement import unit_queues
 
-    unit, unit_of = expert_placement(ctx.num_experts, ctx.organisation, sieve.unit, ctx.moe_layer)
-    table = ctx.pim_times(unit)
+    unit, unit_of, queues, load, t_e = unit_queues(counts, expert_ids, ctx, sieve.unit)
     on_pim = counts > 0
-    act = np.flatnonzero(on_pim)
-    n_units = ctx.organisation.count(unit)
-    t_e = table[counts].tolist()
-    order = act[np.lexsort((expert_ids[act], -counts[act]))]
-    queues: list[list[int]] = [[] for _ in range(n_units)]
-    for i, u in zip(order.tolist(), unit_of[order].tolist()):
-        queues[u].append(i)
-    load = np.array([math.fsum(t_e[i] for i in q) for q in queues], dtype=np.float64)
+    n_units = len(queues)
     heads = [0] * n_units
     attention = sieve._attention_s(ctx)
     n_gpu, tok = 0, 0

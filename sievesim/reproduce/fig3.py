@@ -29,7 +29,8 @@ def plot_fig3(data: FigureData, path: pathlib.Path) -> None:
     save(fig, path)
 
 
-@register_figure("fig3", "Activated-parameter ratio vs batch size (Sieve paper Figure 3)", plot=plot_fig3)
+@register_figure("fig3", "Activated-parameter ratio vs batch size (Sieve paper Figure 3)", plot=plot_fig3,
+                 takes_traces=True)
 def fig3(opts: FigureOptions) -> FigureData:
     """Activated parameters / total parameters per decode step, mean over steps, for the paper's
     four models on calibrated synthetic routing (and traces recorded on a preset model)."""

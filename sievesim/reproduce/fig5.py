@@ -34,7 +34,8 @@ def plot_fig5(data: FigureData, path: pathlib.Path) -> None:
     save(fig, path)
 
 
-@register_figure("fig5", "Expert computations by tokens per expert N (Sieve paper Figure 5)", plot=plot_fig5)
+@register_figure("fig5", "Expert computations by tokens per expert N (Sieve paper Figure 5)", plot=plot_fig5,
+                 takes_traces=True)
 def fig5(opts: FigureOptions) -> FigureData:
     """Share of activated (layer, step, expert) triples with N = 1, 2, 3-4, >4 tokens."""
     rows, _ = routing_records(opts)

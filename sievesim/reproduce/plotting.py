@@ -10,6 +10,11 @@ def save(fig: Any, path: pathlib.Path, *, rect: tuple[float, float, float, float
     ``path`` at 120 dpi without the Software tag (the matplotlib version), close it."""
     import matplotlib.pyplot as plt
 
+    from .._outputs import open_output
+
     fig.tight_layout(rect=rect)
-    fig.savefig(path, dpi=120, metadata={"Software": None})
-    plt.close(fig)
+    try:
+        with open_output(path, "figure PNG") as fh:   # a full disk leaves an earlier PNG intact
+            fig.savefig(fh, format=pathlib.Path(path).suffix.lstrip(".") or "png", dpi=120, metadata={"Software": None})
+    finally:
+        plt.close(fig)

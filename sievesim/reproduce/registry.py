@@ -98,6 +98,9 @@ class Figure:
     title: str
     compute: Callable[[FigureOptions], FigureData]
     plot: Callable[[FigureData, pathlib.Path], None] | None = None
+    #: Whether the figure uses routing traces given with ``--trace`` (a figure that does not is
+    #: refused a trace rather than silently ignoring it).
+    takes_traces: bool = False
 
 
 @dataclass
@@ -116,13 +119,14 @@ class FigureReport:
 FIGURES: dict[str, Figure] = {}
 
 
-def register_figure(name: str, title: str, *, plot: Callable[[FigureData, pathlib.Path], None] | None = None
+def register_figure(name: str, title: str, *, plot: Callable[[FigureData, pathlib.Path], None] | None = None,
+                    takes_traces: bool = False
                     ) -> Callable[[Callable[[FigureOptions], FigureData]], Callable[[FigureOptions], FigureData]]:
     """Decorator: register ``compute(opts) -> FigureData`` as figure ``name`` (see module doc)."""
     def wrap(compute: Callable[[FigureOptions], FigureData]) -> Callable[[FigureOptions], FigureData]:
         if name in FIGURES or name == "all":
             raise ValueError(f"figure {name!r} is already registered")
-        FIGURES[name] = Figure(name, title, compute, plot)
+        FIGURES[name] = Figure(name, title, compute, plot, takes_traces)
         return compute
     return wrap
 
@@ -133,11 +137,34 @@ def figure_names() -> list[str]:
 
 
 def _have_matplotlib() -> bool:
+    """Whether matplotlib imports; it is imported here with the Agg backend (figures are files).
+    An ``MPLBACKEND`` that is not a matplotlib backend would make the import itself fail: it is
+    set aside for the import, with a warning, and the PNGs are written with Agg."""
+    import warnings
+
+    backend = os.environ.get("MPLBACKEND")
+    if backend is not None and backend.strip().lower() != "agg":
+        del os.environ["MPLBACKEND"]
     try:
-        import matplotlib  # noqa: F401
+        import matplotlib
     except ImportError:
         return False
+    finally:
+        if backend is not None:
+            os.environ["MPLBACKEND"] = backend
+    if backend is not None and backend.strip().lower() not in _matplotlib_backends(matplotlib):
+        warnings.warn(f"MPLBACKEND = {backend!r} is not a matplotlib backend; writing the figures with Agg")
+    matplotlib.use("Agg")
     return True
+
+
+def _matplotlib_backends(matplotlib: Any) -> set[str]:
+    try:
+        from matplotlib.backends import backend_registry     # matplotlib >= 3.9
+        return {b.lower() for b in backend_registry.list_all()}
+    except ImportError:
+        from matplotlib import rcsetup
+        return {b.lower() for b in rcsetup.all_backends}
 
 
 def step_records(name: str, points: Sequence[dict[str, Any]], opts: FigureOptions, *,
@@ -176,8 +203,9 @@ def _grid_changed(out: pathlib.Path, points: Sequence[dict[str, Any]], fn: Calla
     if not path.exists():
         return out.exists() and any(out.iterdir())
     try:
-        return json.loads(path.read_text()) != grid_manifest(points, fn)
-    except json.JSONDecodeError:
+        from .._inputs import read_text
+        return json.loads(read_text(path, "sweep grid.json", "manifest")) != grid_manifest(points, fn)
+    except (json.JSONDecodeError, RecursionError):
         return True
 
 
@@ -197,6 +225,9 @@ def reproduce(name: str, out_dir: str | os.PathLike[str] = "figures", *, quick: 
         if not os.path.exists(t):
             raise field_error("--trace", t, "an existing routing trace file")
     names = list(FIGURES) if name == "all" else [name]
+    if traces and not any(FIGURES[n].takes_traces for n in names):
+        raise field_error("--trace", traces[0], "a figure that uses routing traces ("
+                          + ", ".join(n for n, f in FIGURES.items() if f.takes_traces) + f"); {name} takes none")
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if jobs < 1:
@@ -215,15 +246,12 @@ def reproduce(name: str, out_dir: str | os.PathLike[str] = "figures", *, quick: 
         for r in data.records:
             r.setdefault("figure", n)
         csv_path = out / f"{n}.csv"
-        tmp = csv_path.with_name(csv_path.name + ".tmp")
+        from .._outputs import write_output
         from ..sweep import csv_bytes
-        tmp.write_bytes(csv_bytes(data.records))
-        os.replace(tmp, csv_path)
+        write_output(csv_path, csv_bytes(data.records), "figure CSV")
         png, message = None, ""
         if plot and fig.plot is not None:
             if _have_matplotlib():
-                import matplotlib
-                matplotlib.use("Agg")
                 png = out / f"{n}.png"
                 fig.plot(data, png)
             else:

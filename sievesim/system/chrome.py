@@ -104,5 +104,7 @@ def chrome_trace(schedule: Schedule, *, flows: bool = True) -> dict[str, Any]:
 
 def write_chrome_trace(schedule: Schedule, path: str | os.PathLike[str], *, flows: bool = True) -> None:
     """Write :func:`chrome_trace` to ``path`` (open it at https://ui.perfetto.dev)."""
-    with open(path, "w", encoding="utf-8") as fh:
+    from .._outputs import open_output
+
+    with open_output(path, "Chrome trace", text=True) as fh:
         json.dump(chrome_trace(schedule, flows=flows), fh)

@@ -14,14 +14,20 @@ def parse_prefill(value: Any) -> tuple[int, int]:
         return 0, 0
     if isinstance(value, str):
         parts = value.split(":")
-        if len(parts) != 2 or not all(p.strip().isascii() and p.strip().isdigit() for p in parts):
+        if len(parts) != 2 or not all(p.strip().isascii() and p.strip().isdigit() and len(p.strip()) <= 9
+                                      for p in parts):
             raise field_error("prefill", value, "P:L with P prefill requests and L prompt tokens, e.g. 2:1024")
         p, length = int(parts[0]), int(parts[1])
     else:
+        import numpy as np
+
         try:
-            p, length = (int(x) for x in value)
+            p, length = value
         except (TypeError, ValueError):
             raise field_error("prefill", value, "a pair (P requests, L tokens)") from None
+        if not all(isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) for x in (p, length)):
+            raise field_error("prefill", value, "a pair of integers (P requests, L tokens)")
+        p, length = int(p), int(length)
     if p < 0 or p > 4096:
         raise field_error("prefill requests", p, "an integer in [0, 4096]")
     if p and not 1 <= length <= 1_048_576:
@@ -31,20 +37,8 @@ def parse_prefill(value: Any) -> tuple[int, int]:
 
 def parse_policy_options(text: str) -> dict[str, Any]:
     """``"key=value,key=value"`` -> keyword arguments of a policy's constructor. Values are JSON
-    where they parse (``true``, ``3``, ``0.5``; ``True``/``False`` too), else strings."""
-    import json
+    where they parse (``true``, ``3``, ``0.5``; ``True``/``False`` too), else strings; the policy's
+    ``options`` table (:func:`sievesim.policies.options.check_policy_options`) checks them."""
+    from ..policies.options import parse_option_text
 
-    out: dict[str, Any] = {}
-    for item in (x.strip() for x in str(text).split(",")):
-        if not item:
-            continue
-        key, sep, value = item.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or not key.isidentifier():
-            raise field_error("policy option", item, "KEY=VALUE with a Python identifier as KEY")
-        low = value.lower()
-        try:
-            out[key] = json.loads(low if low in ("true", "false") else value)
-        except json.JSONDecodeError:
-            out[key] = value
-    return out
+    return parse_option_text(text)

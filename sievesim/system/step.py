@@ -131,15 +131,23 @@ class StepSimulator:
         from ..hardware import get_hardware
         from ..models import get_model
 
-        self.model = get_model(model) if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__") else model
+        from .._validate import check_optional_str, check_strict_bool
+
+        self.model = get_model(model)      # a ModelSpec, a preset name or a path; anything else: TypeError
         if top_k is not None:  # the paper's setting where it differs from the config (Qwen3-30B-A3B: 4 vs 8)
             from .._validate import check_int
             check_int("top_k", top_k, "experts", hi=self.model.num_experts)
             self.model = self.model.with_top_k(int(top_k))
-        self.hw = get_hardware(hardware) if isinstance(hardware, str) or hasattr(hardware, "__fspath__") else hardware
+        self.hw = get_hardware(hardware)   # a HardwareSpec, a preset name or a path
+        check_optional_str("context_preset", context_preset, "a request-length preset name")
+        contention = check_strict_bool("contention", contention)
         if scheduler_latency_s is not None:
             import dataclasses
-            if isinstance(scheduler_latency_s, bool) or not (0 <= scheduler_latency_s < 1):
+            if isinstance(scheduler_latency_s, (bool, np.bool_)) or not isinstance(scheduler_latency_s,
+                                                                                   (int, float, np.integer, np.floating)):
+                raise TypeError(f"scheduler_latency_s = {scheduler_latency_s!r:.60}: expected a latency in seconds "
+                                f"(a number), got {type(scheduler_latency_s).__name__}")
+            if not (0 <= scheduler_latency_s < 1):
                 raise field_error("scheduler_latency_s", scheduler_latency_s, "a latency in seconds, >= 0 and < 1")
             self.hw = dataclasses.replace(self.hw, gpu=dataclasses.replace(
                 self.hw.gpu, scheduler_latency_s=float(scheduler_latency_s)))
@@ -203,8 +211,14 @@ class StepSimulator:
         cls = policy_class(pol_name)
         if pimoe_unit is not None and pol_name != "pimoe":
             raise field_error("pimoe_unit", pimoe_unit, "only with policy pimoe")
-        options = dict(policy_options or {})
+        from ..policies.options import check_policy_options
+
+        options = check_policy_options(cls, policy_options, prefix="policy_options ")
         if pimoe_unit is not None:
+            check_policy_options(cls, {"unit": pimoe_unit}, prefix="pimoe_")
+            if options.get("unit", pimoe_unit) != pimoe_unit:
+                raise field_error("policy_options unit", options["unit"], f"the same unit as pimoe_unit = "
+                                  f"{pimoe_unit!r}, or only one of them")
             options["unit"] = pimoe_unit
         self.policy_options = {k: v for k, v in options.items() if k != "unit"}
         self.policy = get_policy(pol_name, **options)
@@ -351,7 +365,7 @@ class StepSimulator:
         function per node, then executed."""
         t_wall0 = time.perf_counter()
         b = self._new_build()
-        m, G = self.model, self.gpus
+        G = self.gpus
         for mb in range(self.microbatches):
             f8.add_embedding(b, mb)
         for lb in self._layer_batches(b):
@@ -510,7 +524,14 @@ class StepSimulator:
         pcs = self.org.count("pseudo_channel")
         commands = macs / pcs / (48 * 16) * 2       # 48 bank PUs x 16 MACs per all-bank command
         routing = (self.batch + self.prefill_requests * self.prefill_len) * m.num_moe_layers * m.top_k * 4 * 6
-        return 32.0 * commands + routing
+        graphs = _BYTES_PER_GPU_LAYER * self.gpus * m.num_layers   # the layer graphs of every GPU
+        return 32.0 * commands + routing + graphs
+
+    def work_estimate_s(self, steps: int) -> float:
+        """Estimated seconds of simulator time for ``steps`` steps: per layer, a part per GPU (its
+        graph, its decision, its PIM nodes) and a part per routed (token, top-k slot). Constants
+        measured on a 2-core x86-64 machine (docs/architecture.md, "Work estimate")."""
+        return step_work_s(self.model, self.gpus, self.batch + self.prefill_requests * self.prefill_len, steps)
 
     def run(self, steps: int = 1, warmup: int = 2, *, on_step: Any = None) -> StepResult:
         """Run ``warmup`` steps (the cost table learns; not reported), then ``steps`` measured steps;
@@ -520,8 +541,15 @@ class StepSimulator:
         for name, value, low in (("steps", steps, 1), ("warmup", warmup, 0)):
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not low <= value <= 10_000:
                 raise field_error(name, value, f"an integer in [{low}, 10000]")
+        from .._validate import check_work
+        check_work(self.work_estimate_s(steps + warmup), f"{steps + warmup} steps of {self.model.name} on "
+                   f"{self.gpus} GPUs at batch {self.batch}", "steps + warmup", steps + warmup)
         self.check_capacity(steps + warmup)
         need = self.memory_estimate_bytes(steps + warmup)
+        graphs = _BYTES_PER_GPU_LAYER * self.gpus * self.model.num_layers
+        if graphs > need / 2:
+            check_memory(need, f"the layer graphs of {self.gpus} GPUs x {self.model.num_layers} layers", "gpus",
+                         self.gpus)
         check_memory(need, "a step with these contexts and this batch", "batch x context",
                      f"{self.batch} x {int(self.context.max(initial=0))}")
         raws = []
@@ -555,6 +583,22 @@ class StepSimulator:
             energy_j=({k: float(np.mean([r["energy_j"][k] for r in raws])) for k in raws[0]["energy_j"]}
                       if raws[0]["energy_j"] is not None else None),
         )
+
+
+#: Simulator cost per (GPU, layer) of a step and per routed (token, top-k slot) and layer, in
+#: seconds and bytes: ``run --model qwen3.5-397b-a17b --context-len 16 --warmup 0 --policy sieve``
+#: at 256 vs 128 GPUs (B = 1024) took 10.9 vs 6.2 s and 404 vs 193 MB peak RSS (36 us and 27 KB
+#: per GPU-layer); ``qwen3-30b-a3b`` at B = 16384 took 1.3 s per step (1.7e-7 s per slot-layer).
+#: Taken about 1.5x for a margin.
+_SECONDS_PER_GPU_LAYER = 6e-4
+_SECONDS_PER_TOKEN_SLOT = 2.5e-7
+_BYTES_PER_GPU_LAYER = 40_000
+
+
+def step_work_s(model: Any, gpus: int, tokens: int, steps: int) -> float:
+    """Estimated simulator seconds of ``steps`` executed steps of ``model`` on ``gpus`` GPUs with
+    ``tokens`` routed tokens per step (decode requests plus prefill tokens)."""
+    return steps * model.num_layers * (_SECONDS_PER_GPU_LAYER * gpus + _SECONDS_PER_TOKEN_SLOT * tokens * model.top_k)
 
 
 def simulate_step(model: ModelLike, hardware: HardwareLike = "b200", *, gpus: int = 1, policy: str = "sieve", batch: int = 1,

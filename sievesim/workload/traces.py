@@ -134,8 +134,10 @@ def _parse_meta(raw: Any, source: str) -> dict[str, Any]:
     if raw is None:
         return {}
     try:
+        from .._inputs import json_int
+
         text = str(np.asarray(raw).item()) if not isinstance(raw, str) else raw
-        meta = json.loads(text)
+        meta = json.loads(text, parse_int=json_int)     # digits counted before int()
     except (ValueError, TypeError, RecursionError) as exc:
         raise _err(source, "meta", str(raw)[:60], f"a JSON object ({exc})") from None
     if not isinstance(meta, dict):
@@ -279,11 +281,21 @@ def check_model(routing: "TraceData | PassCounts", num_experts: int, top_k: int 
 # file readers
 
 
-def _npz_array_bytes(path: Path) -> int:
-    """Bytes the arrays of an ``.npz`` take once loaded, from their headers (nothing is decompressed)."""
+#: Most members an ``.npz`` routing file may hold (a trace has 4 or 5 arrays).
+MAX_NPZ_MEMBERS = 64
+
+
+def _npz_array_bytes(path: Any) -> int:
+    """Bytes the arrays of an ``.npz`` take once loaded, from their headers (nothing is decompressed),
+    and at least the sizes the zip directory declares for its members (a zip bomb declares them)."""
     total = 0
     with zipfile.ZipFile(path) as zf:
-        for info in zf.infolist():
+        infos = zf.infolist()
+        if len(infos) > MAX_NPZ_MEMBERS:
+            raise TraceError(f"{getattr(path, 'name', path)}: {len(infos)} members: expected a routing .npz of at "
+                             f"most {MAX_NPZ_MEMBERS} arrays")
+        declared = sum(info.file_size for info in infos)
+        for info in infos:
             if not info.filename.endswith(".npy"):
                 continue
             with zf.open(info) as fh:
@@ -293,18 +305,22 @@ def _npz_array_bytes(path: Path) -> int:
                 else:
                     shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
             total += math.prod(shape) * max(dtype.itemsize, 1)
-    return total
+    return max(total, declared)
 
 
 def _open_npz(path: Path) -> dict[str, np.ndarray]:
-    source = str(path)
+    from .._inputs import open_input, show_path
+
+    source = show_path(path)
     if not path.exists():
         raise TraceError(f"{source}: file not found")
     try:
-        nbytes = _npz_array_bytes(path)
-        check_memory(nbytes, "its arrays", "npz file", source)
-        with np.load(path, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
+        with open_input(path, "routing .npz", "routing") as fh:
+            nbytes = _npz_array_bytes(fh)
+            check_memory(nbytes, "its arrays", "npz file", source)
+            fh.seek(0)
+            with np.load(fh, allow_pickle=False) as z:
+                return {k: z[k] for k in z.files}
     except SievesimError:
         raise
     except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError, zlib.error,
@@ -328,8 +344,8 @@ def _pass_counts_from_arrays(arrays: Mapping[str, Any], source: str,
     meta = _parse_meta(arrays.get("meta"), source)
     key = "pass_counts" if "pass_counts" in arrays else "logical_count"
     c = np.asarray(arrays[key])
-    if c.ndim != 3:
-        raise _err(source, f"{key}.shape", c.shape, "3 dimensions (passes, layers, experts)")
+    if c.ndim != 3 or 0 in c.shape:
+        raise _err(source, f"{key}.shape", c.shape, "3 dimensions (passes, layers, experts), none of them 0")
     if not np.issubdtype(c.dtype, np.integer):
         raise _err(source, f"{key}.dtype", str(c.dtype), "an integer dtype")
     if np.any(c < 0):
@@ -339,6 +355,8 @@ def _pass_counts_from_arrays(arrays: Mapping[str, Any], source: str,
     if top_k is not None and k is not None and k != top_k:
         raise _err(source, "meta.top_k", k, f"{top_k} (the model's top-k)")
     used = c.reshape(c.shape[0], -1).sum(axis=1) > 0  # stat mode: unused ring-buffer rows are 0
+    if not used.any():
+        raise _err(source, key, f"all {c.shape[0]} passes with 0 tokens", "at least one pass with a routed token")
     pid = np.asarray(arrays["pass_id"]).astype(np.int64) if "pass_id" in arrays else np.arange(c.shape[0])
     return PassCounts(counts=c[used].astype(np.int64), top_k=int(k or top_k or 0),
                       model=str(meta.get("model", "")), source=source, pass_id=pid[used])
@@ -377,8 +395,11 @@ def _torch_load(path: Path) -> Any:
         raise TraceError(f"{path}: reading SGLang .pt dumps needs torch (pip install "
                          "'sievesim[torch]'); or convert it once where torch is installed with "
                          "`python -m sievesim.workload.convert DUMP.pt OUT.npz`") from None
+    from .._inputs import check_input
+
     if not path.exists():
         raise TraceError(f"{path}: file not found")
+    check_input(path, "SGLang dump", "routing")
     try:
         return torch.load(path, map_location="cpu", weights_only=False)
     except Exception as exc:  # noqa: BLE001 - torch raises many types for corrupt files
@@ -548,7 +569,11 @@ def save_trace(trace: "TraceData | PassCounts", path: str | Path) -> None:
                                                "num_experts": trace.num_experts}))}
         if trace.pass_id is not None:
             arrays["pass_id"] = trace.pass_id
-    np.savez_compressed(path, **arrays)
+    from .._outputs import open_output
+
+    target = str(path) if str(path).endswith(".npz") else f"{path}.npz"   # np.savez's own rule for a path
+    with open_output(target, "routing .npz") as fh:
+        np.savez_compressed(fh, **arrays)
 
 
 def convert_sglang_dump(pt_path: str | Path, out_path: str | Path, *, top_k: int | None = None,
