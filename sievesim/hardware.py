@@ -155,6 +155,14 @@ class GPUSpec:
     scheduler_fixed_work: float = 3.5
     #: Work of one move tried (one ``T_total`` evaluation of the scan) per expert sorted (same measurement).
     scheduler_try_work: float = 1.15
+    #: Energy of one bf16 tensor-core FLOP, picojoules (None: no energy model; docs/energy.md).
+    energy_pj_per_flop: float | None = None
+    #: GPU-side energy per byte of HBM traffic (L2, L1, registers), picojoules; the DRAM's own
+    #: energy per byte comes from the DRAM configuration (:mod:`sievesim.dram.energy`).
+    energy_pj_per_hbm_byte: float | None = None
+    #: Power the GPU draws whatever it does (leakage, clocks, what the per-operation figures leave
+    #: out), watts, over the whole step.
+    static_power_w: float | None = None
 
     def __post_init__(self) -> None:
         name_ok = isinstance(self.name, str) and bool(self.name)
@@ -277,6 +285,8 @@ class InterconnectSpec:
     latency_s: float
     #: ``"switch"``: all-to-all through an NVLink switch (the only topology modelled).
     topology: str = "switch"
+    #: Energy of one bit sent over a link, picojoules (None: no energy model; docs/energy.md).
+    energy_pj_per_bit: float | None = None
 
     def __post_init__(self) -> None:
         _check_fields(self, "interconnect")
@@ -404,6 +414,17 @@ def _macab_interval(fname: str, value: Any, src: str | None) -> None:
                           source=src)
 
 
+def _energy(unit: str, hi: float) -> Any:
+    def check(fname: str, value: Any, src: str | None) -> None:
+        if value is not None and not (_is_number(value) and 0 <= value <= hi):
+            raise field_error(fname, value, f"a finite number from 0 to {hi:g} [{unit}]", source=src)
+    return check
+
+
+#: The GPU's energy fields: all of them or none (an energy model needs each one).
+GPU_ENERGY_FIELDS = ("energy_pj_per_flop", "energy_pj_per_hbm_byte", "static_power_w")
+
+
 def _optional(check: Any) -> Any:
     def optional(fname: str, value: Any, src: str | None) -> None:
         if value is not None:
@@ -426,6 +447,9 @@ _FIELD_CHECKS: dict[type, dict[str, Any]] = {
         "scheduler_reference_experts": _positive("experts", integer=True),
         "scheduler_fixed_work": _decision_work,
         "scheduler_try_work": _decision_work,
+        "energy_pj_per_flop": _energy("pJ per FLOP", 1e3),
+        "energy_pj_per_hbm_byte": _energy("pJ per byte", 1e4),
+        "static_power_w": _energy("W", 1e5),
     },
     PIMSpec: {
         "dram_config": _dram_config_name,
@@ -445,6 +469,7 @@ _FIELD_CHECKS: dict[type, dict[str, Any]] = {
         "bandwidth_bytes_per_s_per_direction": _positive("bytes/s per direction"),
         "latency_s": _latency,
         "topology": _one_of(TOPOLOGIES),
+        "energy_pj_per_bit": _energy("pJ per bit", 1e3),
     },
 }
 
@@ -493,6 +518,9 @@ def _section_problems(key: str, data: Any) -> list[str]:
             _FIELD_CHECKS[cls][k](f"{key}.{k}", value, None)
         except ConfigError as exc:
             problems.append(str(exc))
+    if cls is GPUSpec and any(data.get(k) is not None for k in GPU_ENERGY_FIELDS):
+        problems += [f"{key}.{k} = '<missing>': expected a value (required with the other energy fields: "
+                     f"{', '.join(GPU_ENERGY_FIELDS)})" for k in GPU_ENERGY_FIELDS if data.get(k) is None]
     for name, f in fields.items():
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and name not in data:  # type: ignore[misc]
             problems.append(f"{key}.{name} = '<missing>': expected a value (required field)")
@@ -670,12 +698,12 @@ def hardware_to_dict(hw: HardwareSpec) -> dict[str, Any]:
     out: dict[str, Any] = {"name": hw.name}
     if hw.description:
         out["description"] = hw.description
-    out["gpu"] = dataclasses.asdict(hw.gpu)
+    out["gpu"] = {k: v for k, v in dataclasses.asdict(hw.gpu).items() if v is not None}
     if hw.pim is not None:
         pim = dataclasses.asdict(hw.pim)
         pim.pop("external_bandwidth_bytes_per_s_per_stack")
         out["pim"] = pim
-    out["interconnect"] = dataclasses.asdict(hw.interconnect)
+    out["interconnect"] = {k: v for k, v in dataclasses.asdict(hw.interconnect).items() if v is not None}
     return out
 
 

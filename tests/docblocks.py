@@ -43,7 +43,7 @@ import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 #: The files whose blocks the docs test runs (paths relative to the repository root).
-CHECKED = ("README.md", "docs/usage.md")
+CHECKED = ("README.md", "docs/usage.md", "docs/energy.md")
 #: Relative tolerance of a shown number (1 %), beside its printed precision.
 TOLERANCE = 0.01
 #: Seconds one block may run.

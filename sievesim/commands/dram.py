@@ -26,6 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--seed", type=int_arg("seed"), default=0, help="seed for synthetic traces")
     run.add_argument("--json", action="store_true", help="print one JSON object")
     run.add_argument("--log-commands", metavar="FILE", help="write the command log as CSV")
+    run.add_argument("--no-energy", action="store_true",
+                     help="leave out energy_j, its breakdown and average_power_w (docs/energy.md)")
     run.add_argument("--address-overflow", choices=["error", "wrap"], default="error",
                      help="an address at or beyond the capacity: error (default) or wrap, as Ramulator 2.0's "
                           "mappers do (the output counts the wrapped requests)")
@@ -77,6 +79,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.log_commands:
         write_command_log(result, config, args.log_commands)
     d = result.to_dict()
+    if not args.no_energy:
+        from ..dram.energy import dram_energy
+        d.update(dram_energy(result, config))
     from .._outputs import check_finite
     check_finite(d)
     if args.json:
@@ -85,7 +90,10 @@ def _run(args: argparse.Namespace) -> int:
         width = max(len(k) for k in d)
         for k, v in d.items():
             if isinstance(v, dict):
-                v = ", ".join(f"{name} {count}" for name, count in v.items())
+                v = ", ".join(f"{name} {count:.4g}" if isinstance(count, float) else f"{name} {count}"
+                              for name, count in v.items())
+            if isinstance(v, float) and k == "energy_j":
+                v = f"{v:.4g}"
             print(f"{k:<{width}}  {v:.4f}" if isinstance(v, float) else f"{k:<{width}}  {v}")
     return 0
 

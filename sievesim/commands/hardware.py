@@ -94,6 +94,11 @@ def _show(args: argparse.Namespace) -> int:
         lines.append("  pim           none (plain HBM)")
     lines.append(f"  interconnect  {link.bandwidth_bytes_per_s_per_direction / 1e9:.0f} GB/s per direction, "
                  f"{link.latency_s * 1e6:.2f} us, {link.topology}")
+    if g.static_power_w is not None:
+        lines.append(f"  energy        {g.energy_pj_per_flop:g} pJ/FLOP, {g.energy_pj_per_hbm_byte:g} pJ per HBM byte on "
+                     f"the GPU side, static {g.static_power_w:g} W"
+                     + (f"; links {link.energy_pj_per_bit:g} pJ/bit" if link.energy_pj_per_bit is not None else "")
+                     + " (docs/energy.md)")
     print("\n".join(lines))
     return 0
 

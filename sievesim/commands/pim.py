@@ -26,6 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--single-row-buffer", action="store_true", help="PIM and normal rows share one row buffer")
     g.add_argument("--json", action="store_true")
     g.add_argument("--log-commands", metavar="FILE", help="write the simulated pseudo-channel's command log (CSV)")
+    g.add_argument("--no-energy", action="store_true", help="leave out energy_j, its breakdown and average_power_w")
     g.set_defaults(func=_gemv)
 
     e = sub.add_parser("expert", help="one SwiGLU expert of a model with N tokens")
@@ -131,6 +132,11 @@ def _gemv(args: argparse.Namespace) -> int:
     d = _result_dict(res, dev, pcs) | {"pseudo_channels": pcs, "d_in": args.d_in, "d_out": args.d_out,
                                   "tokens": args.tokens, "roofline_ns": 2.0 * args.d_in * args.d_out * args.tokens
                                   / (dev.peak_flops() * pcs / dev.unit_pcs("gpu")) * 1e9}
+    if not args.no_energy:
+        from ..dram.energy import pim_energy
+        d.update(pim_energy(res, dev.config, pcs=pcs, banks_per_pu=dev.banks_per_pu,
+                            macs_per_command=dev.macs_per_command, duration_s=d["time_ns"] * 1e-9))
+        d["energy_pj_per_mac"] = d["energy_j"] / d["mac_ops"] * 1e12 if d["mac_ops"] else 0.0
     _print(d, args.json)
     return 0
 
@@ -397,5 +403,10 @@ def _print(d: dict, as_json: bool) -> None:
         return
     for k, v in d.items():
         if isinstance(v, dict):
+            if k == "energy_breakdown_j":
+                print(f"{k:<22}  " + ", ".join(f"{n} {x:.4g}" for n, x in v.items()))
+            continue
+        if isinstance(v, float) and k.startswith("energy") and abs(v) < 1e-3:
+            print(f"{k:<22}  {v:.4g}")
             continue
         print(f"{k:<22}  {v:.4f}" if isinstance(v, float) else f"{k:<22}  {v}")

@@ -61,6 +61,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--policy-option", action="append", default=[], metavar="KEY=VALUE",
                    help="constructor argument of the policies that take it, e.g. include_attention=false "
                         "(Sieve's variant without attention in T_PIM); repeatable")
+    p.add_argument("--no-energy", action="store_true",
+                   help="leave out energy_j, its breakdown and tokens_per_joule (docs/energy.md)")
     p.add_argument("--json", action="store_true", help="JSON: one object (one policy) or a list")
     p.add_argument("--quiet", action="store_true",
                    help="no progress bar (it shows only on a terminal, with sievesim[progress])")
@@ -168,7 +170,7 @@ def _run(args: argparse.Namespace) -> int:
                             early_loads="off" if args.no_early_loads else args.early_loads,
                             pipelined_gemm=not args.sequential_gemm, microbatches=args.microbatches,
                             contention=not args.no_contention, policy_options=per_policy[name],
-                            scheduler_latency_s=latency_s)
+                            scheduler_latency_s=latency_s, energy=not args.no_energy)
         results.append(sim.run(steps=args.steps, warmup=args.warmup, on_step=bar.update))
     bar.close()
     if args.chrome_trace:
@@ -253,3 +255,8 @@ def _print_table(records: list[dict[str, Any]], model: Any, hw: Any) -> None:
     print(f"memory per GPU: {mem['total'] / 2**30:.1f} GiB of {mem['capacity'] / 2**30:.1f} GiB (expert weights "
           f"{mem['expert_weights'] / 2**30:.1f}, other weights {mem['replicated_weights'] / 2**30:.1f}, KV cache "
           f"{mem['kv_cache'] / 2**30:.2f}, activations {mem['activations'] / 2**30:.3f} GiB)")
+    for r in records:
+        if "energy_j" in r:
+            parts = ", ".join(f"{k} {v:.4f}" for k, v in r["energy_breakdown_j"].items())
+            print(f"energy {label(r)}: {r['energy_j']:.4f} J per step ({parts}); "
+                  f"{r['tokens_per_joule']:.2f} tokens/J, {r['average_power_w_per_gpu']:.0f} W per GPU")

@@ -152,6 +152,9 @@ class DRAMConfig:
     #: Ramulator 2.0 controller plugins of the configuration (``TraceRecorder``, ``CommandCounter``),
     #: applied by :func:`sievesim.dram.engine.simulate`; they change no timing.
     plugins: tuple["ControllerPlugin", ...] = dataclasses.field(default=(), compare=False)
+    #: Energy figures that override the standard's built-in ones (a DRAM TOML's ``[energy]`` table;
+    #: :func:`sievesim.dram.energy.energy_params`); they change no timing.
+    energy: Mapping[str, float] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         self.validate()

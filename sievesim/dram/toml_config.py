@@ -22,6 +22,8 @@ Example (every table optional except ``standard``)::
     wr_high_watermark = 0.8
     clock_ratio = 1
     end = "completed"                 # completed | accepted
+    [energy]                          # overrides of the standard's energy figures (docs/energy.md)
+    act_pj_per_bit = 0.11
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from typing import Any
 from .._inputs import read_toml
 from .._validate import Problems, check_str, check_table
 from ..errors import ConfigError, field_error
+from .energy import ENERGY_PARAMS, check_energy_table
 from .spec import BUILTIN_CONFIGS, DRAMConfig, check_controller_field, check_org_level, check_timing
 from .standards import get_standard
 
@@ -40,7 +43,7 @@ __all__ = ["load_dram_toml"]
 _CONTROLLER_KEYS = {"mapper", "row_policy", "row_policy_cap", "refresh", "read_queue_size", "write_queue_size",
                     "active_queue_size", "priority_queue_size", "wr_low_watermark", "wr_high_watermark",
                     "clock_ratio", "memory_clock_ratio", "end"}
-_TOP_KEYS = ("name", "standard", "base", "org", "timing", "controller")
+_TOP_KEYS = ("name", "standard", "base", "org", "timing", "controller", "energy")
 
 
 def load_dram_toml(path: str | pathlib.Path) -> DRAMConfig:
@@ -56,7 +59,8 @@ def load_dram_toml(path: str | pathlib.Path) -> DRAMConfig:
         with problems.check():
             raise ConfigError(f"{src}: {', '.join(unknown)}: unknown key (expected {', '.join(_TOP_KEYS)})")
     for key, check in (("name", check_str), ("standard", check_str), ("base", check_str),
-                       ("org", check_table), ("timing", check_table), ("controller", check_table)):
+                       ("org", check_table), ("timing", check_table), ("controller", check_table),
+                       ("energy", check_table)):
         if key in doc:
             with problems.check():
                 check(key, doc[key], source=src)
@@ -112,6 +116,12 @@ def load_dram_toml(path: str | pathlib.Path) -> DRAMConfig:
             if k not in _CONTROLLER_KEYS:
                 raise field_error(f"controller.{k}", v, f"one of {sorted(_CONTROLLER_KEYS)}", source=src)
             ctrl[k] = check_controller_field(k, v, field=f"controller.{k}", source=src)
+    energy: dict[str, float] = {}
+    if isinstance(doc.get("energy"), dict):
+        with problems.check():
+            energy = check_energy_table(doc["energy"], source=src,
+                                        required=std is not None and std.name not in ENERGY_PARAMS)
     problems.raise_if_any()
     assert std is not None
-    return DRAMConfig(name=doc.get("name", path.stem), standard=std, org=org, timings=timings, source=src, **ctrl)
+    return DRAMConfig(name=doc.get("name", path.stem), standard=std, org=org, timings=timings, source=src,
+                      energy=energy, **ctrl)

@@ -5,7 +5,7 @@ One module per figure holds its data function, its plot and its claims::
     registry.py      Claim, FigureData, FigureOptions, register_figure, reproduce, step_records, the report
     common.py        what figures share: routing statistics (3, 5), executed-step points (6, 9-11)
     plotting.py      the plot boilerplate (lay out, save, close)
-    fig3.py ... fig11.py, overestimate.py, overhead.py      the figures, in the order ``all`` runs them
+    fig3.py ... fig11.py, overestimate.py, overhead.py, energy.py      the figures, in the order ``all`` runs them
 
 A figure is one function registered with :func:`register_figure`::
 
@@ -32,7 +32,7 @@ from .registry import (FIGURES, NO_NUMBER, NOT_OUR_MODEL, NOT_THE_PAPER, REPRODU
                        reproduce, step_records, within)
 
 # The figures register themselves on import, in the paper's order (the order of ``reproduce all``).
-from . import fig3, fig4, fig5, fig6, fig9, fig10, fig11, overestimate, overhead  # noqa: F401  isort: skip
+from . import fig3, fig4, fig5, fig6, fig9, fig10, fig11, overestimate, overhead, energy  # noqa: F401  isort: skip
 
 __all__ = ["Claim", "FigureData", "FigureOptions", "Figure", "FigureReport", "FIGURES",
            "register_figure", "figure_names", "reproduce", "step_records", "format_report",

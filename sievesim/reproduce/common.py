@@ -153,6 +153,7 @@ def with_series(rows: list[dict[str, Any]], meta: list[tuple[str, str]]) -> list
             "interactivity_tokens_per_s_per_user": r["interactivity_tokens_per_s_per_user"],
             "step_time_s": r["step_time_s"], "estimated_step_time_s": r["estimated_step_time_s"],
             "experts_on_gpu": r["experts_on_gpu"], "experts_on_pim": r["experts_on_pim"],
+            "energy_j": r.get("energy_j"), "tokens_per_joule": r.get("tokens_per_joule"),
             "sievesim_version": r.get("sievesim_version"),
         })
     return out

@@ -28,7 +28,7 @@ from .result import schedule_nodes
 __all__ = ["chrome_trace", "write_chrome_trace"]
 
 _TRACKS = ("gpu", "hbm", "pim", "tx", "decision")
-_WORK = ("tokens", "context_tokens", "bytes", "flops", "engine_cycles")
+_WORK = ("tokens", "context_tokens", "bytes", "flops", "engine_cycles", "energy_j")
 
 
 def _counter(events: list[dict[str, Any]], pid: int, name: str, key: str,

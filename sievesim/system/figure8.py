@@ -193,7 +193,8 @@ def add_attention(b: StepBuild, lb: LayerBatch) -> list[int]:
             t_att = b.cached(("pim-attn", kind, mb, g), lambda: sim.engine_times.attention_s(kind, lens))
             node = graph.add(f"L{layer} attention (PIM) g{g}", t_att, b.res(g, "pim"), [pre],
                              gpu=g, layer=layer, kind="attention", microbatch=mb, tokens=int(lens.size),
-                             context_tokens=int(lens.sum()), engine_cycles=b.engine_cycles(t_att))
+                             context_tokens=int(lens.sum()), engine_cycles=b.engine_cycles(t_att),
+                             context_lens=lens, attention_kind=kind)
             b.unit_attention_nodes.append((g, node))
             deps.append(node)
             roof_att = b.cached(("roof-attn", kind, mb, g), lambda: sim._roof[kind].attention_time_s(lens))
@@ -514,7 +515,7 @@ def add_pim_path(b: StepBuild, lb: LayerBatch, g: int, p: GpuPartition, after_di
     node = b.graph.add(f"L{lb.layer} experts on PIM g{g}", t_pim, b.res(g, "pim"), after_dispatch,
                        gpu=g, layer=lb.layer, kind="pim_experts", experts=p.on_pim, microbatch=lb.mb, tokens=tokens,
                        flops=2.0 * sim.model.params_per_expert * tokens,
-                       engine_cycles=b.engine_cycles(t_pim - sim._hand_over_s))
+                       engine_cycles=b.engine_cycles(t_pim - sim._hand_over_s), token_counts=n_e, pim_unit=part.unit)
     b.unit_expert_nodes.append((g, node, share))
     return node
 

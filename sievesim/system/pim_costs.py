@@ -14,7 +14,7 @@ import numpy as np
 from ..costs import PimCostTable, RooflinePimCost
 from ..errors import ConfigError
 
-__all__ = ["LearnedPimCost", "EngineTimes"]
+__all__ = ["LearnedPimCost", "EngineTimes", "per_count"]
 
 
 class _Ema:
@@ -88,6 +88,26 @@ class LearnedPimCost:
         return self._array(max_tokens, unit)
 
 
+def per_count(arrays: dict[Any, np.ndarray], key: Any, counts: np.ndarray, fn: Any) -> np.ndarray:
+    """``fn(n)`` for each token count ``n`` of ``counts`` (integers >= 0), from an array per ``key``
+    in ``arrays`` indexed by the count; a count seen for the first time is computed once."""
+    arr = arrays.get(key)
+    top = int(counts.max())
+    if arr is None or arr.size <= top:
+        old = arr
+        arr = np.full(max(top + 1, 2 * (0 if old is None else old.size)), np.nan)
+        if old is not None:
+            arr[:old.size] = old
+        arrays[key] = arr
+    out = arr[counts]
+    missing = np.isnan(out)
+    if missing.any():
+        for n in np.unique(counts[missing]).tolist():
+            arr[n] = fn(n)
+        out = arr[counts]
+    return out
+
+
 class EngineTimes:
     """Engine-executed PIM times [s] of one model on one hardware, cached.
 
@@ -128,21 +148,7 @@ class EngineTimes:
 
     def experts_s(self, counts: np.ndarray, unit: str | None) -> np.ndarray:
         """Engine time [s] of one expert for each token count in ``counts`` (cached per count)."""
-        arr = self._expert_arrays.get(unit)
-        top = int(counts.max())
-        if arr is None or arr.size <= top:
-            old = arr
-            arr = np.full(max(top + 1, 2 * (0 if old is None else old.size)), np.nan)
-            if old is not None:
-                arr[:old.size] = old
-            self._expert_arrays[unit] = arr
-        out = arr[counts]
-        missing = np.isnan(out)
-        if missing.any():
-            for n in np.unique(counts[missing]).tolist():
-                arr[n] = self.expert_s(n, unit)
-            out = arr[counts]
-        return out
+        return per_count(self._expert_arrays, unit, counts, lambda n: self.expert_s(n, unit))
 
     def attention_s(self, kind: str, lens: np.ndarray) -> float:
         """Engine time [s] of decode attention of one GPU's requests at context lengths ``lens``."""

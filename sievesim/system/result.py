@@ -22,7 +22,8 @@ class StepNode:
     ``experts`` (global ids of the routed experts it runs or loads), ``bytes`` (HBM bytes of GPU
     kernels and weight loads, link bytes of AllGather/dispatch/combine), ``flops`` (floating-point
     operations), ``engine_cycles`` (PIM nodes: the cycle-accurate engine's time in memory
-    command-clock cycles, tCK; for PIMoE the busiest unit's).
+    command-clock cycles, tCK; for PIMoE the busiest unit's), ``energy_j`` (the node's energy [J],
+    docs/energy.md; None without an energy model).
     """
 
     id: int
@@ -41,6 +42,7 @@ class StepNode:
     bytes: float | None = None
     flops: float | None = None
     engine_cycles: int | None = None
+    energy_j: float | None = None
 
     @property
     def duration_s(self) -> float:
@@ -48,7 +50,7 @@ class StepNode:
         return self.end_s - self.start_s
 
 
-_WORK = ("tokens", "context_tokens", "bytes", "flops", "engine_cycles")
+_WORK = ("tokens", "context_tokens", "bytes", "flops", "engine_cycles", "energy_j")
 
 
 def schedule_nodes(schedule: Schedule) -> list[StepNode]:
@@ -108,6 +110,9 @@ class StepResult:
     wall_decision_us: float
     wall_step_s: float
     schedule: Schedule | None = field(default=None, repr=False)
+    #: Energy of a step [J] by resource kind (``gpu_compute``, ``hbm``, ``pim``, ``link``,
+    #: ``static``) and ``total``, mean over the measured steps; None without an energy model.
+    energy_j: dict[str, float] | None = None
 
     @property
     def step_time_s(self) -> float:
@@ -165,6 +170,12 @@ class StepResult:
             "wall_decision_us": self.wall_decision_us,
             "wall_step_s": self.wall_step_s,
         })
+        if self.energy_j is not None:
+            e = self.energy_j
+            out["energy_j"] = e["total"]
+            out["energy_breakdown_j"] = {k: v for k, v in e.items() if k != "total"}
+            out["tokens_per_joule"] = self.settings["batch"] / e["total"] if e["total"] > 0 else 0.0
+            out["average_power_w_per_gpu"] = e["total"] / self.step_time_s / self.settings["gpus"]
         return out
 
     # ------------------------------------------------------------------ the notebook API

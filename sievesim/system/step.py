@@ -127,7 +127,7 @@ class StepSimulator:
                  contention: bool = True, alpha: float = 0.5,
                  policy_options: dict[str, Any] | None = None,
                  scheduler_latency_s: float | None = None, exact_tokens: int = 256,
-                 top_k: int | None = None, pipelined_gemm: bool = True) -> None:
+                 top_k: int | None = None, pipelined_gemm: bool = True, energy: bool = True) -> None:
         from ..hardware import get_hardware
         from ..models import get_model
 
@@ -161,6 +161,12 @@ class StepSimulator:
         self._step_index = 0
         self.check_capacity(0)
         self._pim_costs(alpha)
+        if not isinstance(energy, bool):
+            raise field_error("energy", energy, "true or false")
+        from .energy import StepEnergy
+        model_energy = StepEnergy(self.hw, self.engine_times) if energy else None
+        #: The energy model (None: switched off, or the hardware gives no energy fields).
+        self.energy = model_energy if model_energy is not None and model_energy.available else None
         self._resource_names: dict[tuple[int, tuple[str, ...]], tuple[str, ...]] = {}
         self._moe_index = {layer: i for i, layer in enumerate(self.model.moe_layer_indices)}
         self._step_index = 0
@@ -448,7 +454,9 @@ class StepSimulator:
             # a PIMoE group of S base units ("channel*4"): its busy time on each of its S units
             unit_expert_busy[g] += executed if share is None else executed * np.repeat(share, unit_busy.shape[1] // share.size)
         unit_busy += unit_expert_busy
+        energy = self.energy.step(graph, schedule.makespan, G) if self.energy is not None else None
         return {
+            "energy_j": energy,
             "step_time_s": schedule.makespan,
             "estimated_step_time_s": float(b.layer_est.sum() + head_est + emb_est),
             "layer_time_s": layer_time,
@@ -572,6 +580,8 @@ class StepSimulator:
             wall_decision_us=(sum(r["wall_decide_s"] for r in raws) / decisions * 1e6) if decisions else 0.0,
             wall_step_s=float(np.mean([r["wall_step_s"] for r in raws])),
             schedule=raws[-1]["schedule"],
+            energy_j=({k: float(np.mean([r["energy_j"][k] for r in raws])) for k in raws[0]["energy_j"]}
+                      if raws[0]["energy_j"] is not None else None),
         )
 
 
@@ -597,7 +607,8 @@ def simulate_step(model: ModelLike, hardware: HardwareLike = "b200", *, gpus: in
                   pimoe_unit: str | None = None, **options: Any) -> StepResult:
     """Simulate decode steps of ``model`` on ``gpus`` GPUs under ``policy``; see :class:`StepSimulator`
     for the parameters (``options``: ``early_loads``, ``microbatches``, ``contention``, ``alpha``,
-    ``policy_options``, ``scheduler_latency_s``, ``exact_tokens``, ``top_k``, ``pipelined_gemm``).
+    ``policy_options``, ``scheduler_latency_s``, ``exact_tokens``, ``top_k``, ``pipelined_gemm``,
+    ``energy``: False leaves the energy model out).
 
     ``model``: a preset name, a ``.toml`` or Hugging Face ``config.json`` path (str or
     ``os.PathLike``), or a :class:`~sievesim.models.ModelSpec`; ``hardware`` likewise (preset,

@@ -1,0 +1,40 @@
+"""The energy tables of docs/validation.md (section 5) are what
+`python -m sievesim.benchmarks energy-validation` prints."""
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+DOC = pathlib.Path(__file__).resolve().parent.parent / "docs" / "validation.md"
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def _doc_row(first_cell: str) -> list[str]:
+    for line in DOC.read_text(encoding="utf-8").splitlines():
+        if line.startswith("|") and _cells(line)[0] == first_cell:
+            return _cells(line)
+    raise AssertionError(f"docs/validation.md has no row {first_cell!r}")
+
+
+def _close(doc: list[str], ours: list[str]) -> None:
+    assert doc[0] == ours[0]
+    for d, o in zip(doc[1:], ours[1:]):
+        assert float(o.rstrip("x")) == pytest.approx(float(d.rstrip("x")), rel=0.01, abs=0.011), (doc, ours)
+
+
+def test_read_rows_match_the_doc():
+    from sievesim.benchmarks.energy_validation import read_rows
+    for row in read_rows():
+        cells = _cells(row)
+        _close(_doc_row(cells[0]), cells)
+
+
+def test_mac_rows_match_the_doc():
+    from sievesim.benchmarks.energy_validation import mac_rows
+    for row in mac_rows():
+        cells = _cells(row)
+        _close(_doc_row(cells[0]), cells)
