@@ -12,6 +12,26 @@ from hypothesis import settings
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
+# Subprocesses of the tests (``python -m sievesim``, ``python -c``) must import the sievesim the tests
+# import, not the source tree that Python would otherwise put first when the current directory is
+# the repository (after ``pip install .`` that tree has no compiled engine).
+os.environ["PYTHONSAFEPATH"] = "1"
+
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
+
+
+def package_root() -> str:
+    """The folder that holds the sievesim this test process imported: the source tree when it runs
+    from there (PYTHONPATH, an editable install), site-packages after ``pip install .`` (where the
+    source tree has no compiled engine). Subprocesses of the tests put this on their PYTHONPATH."""
+    import sievesim
+
+    return str(pathlib.Path(sievesim.__file__).resolve().parent.parent)
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    """The environment for a subprocess that must import the same sievesim as the tests."""
+    path = os.pathsep.join(p for p in (package_root(), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path, **extra}

@@ -195,7 +195,9 @@ def _env(work: pathlib.Path) -> dict[str, str]:
     wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m sievesim "$@"\n')
     wrapper.chmod(0o755)
     path = os.pathsep.join([str(bin_dir), str(pathlib.Path(sys.executable).parent), os.environ.get("PATH", "")])
-    pythonpath = os.pathsep.join(p for p in (str(ROOT), str(work), os.environ.get("PYTHONPATH", "")) if p)
+    import sievesim   # the one this process imported (site-packages after pip install .)
+    pkg = str(pathlib.Path(sievesim.__file__).resolve().parent.parent)
+    pythonpath = os.pathsep.join(p for p in (pkg, str(work), os.environ.get("PYTHONPATH", "")) if p)
     return {**os.environ, "PATH": path, "PYTHONPATH": pythonpath, "COLUMNS": "120", "TQDM_DISABLE": "1"}
 
 

@@ -8,10 +8,7 @@ import pathlib
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "sievesim"
 MAX_LINES = 650
 #: Modules being split right now, each by its own change; remove a name once its split lands.
-LINE_COUNT_PENDING = {
-    "sievesim/hardware.py",
-    "sievesim/sweep.py",
-}
+LINE_COUNT_PENDING: set[str] = set()
 
 
 def _module_name(path: pathlib.Path) -> str:

@@ -30,6 +30,7 @@ from typing import Any, Callable
 
 import numpy as np
 import pytest
+from conftest import subprocess_env
 import tomli_w
 import yaml
 from hypothesis import HealthCheck, given, settings
@@ -565,7 +566,7 @@ def test_through_a_process(command, data, workdir):
     f.write_bytes(data)
     argv = _argv(cmd.argv, workdir, file=str(f))
     p = subprocess.run([sys.executable, "-m", "sievesim", *argv], capture_output=True, text=True, timeout=60,
-                       env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+                       env=subprocess_env())
     assert p.returncode == 2, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr, p.stderr
     assert str(f) in p.stderr

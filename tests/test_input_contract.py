@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import subprocess_env
 
 from contract_helpers import assert_refused, run_cli
 
@@ -663,7 +664,7 @@ def test_sizes_above_the_limit_of_their_kind(tmp_path):
 
 def test_stdin_from_a_device_and_closed_stdin(tmp_path):
     argv = [sys.executable, "-m", "sievesim", "policy", "decide", "--model", "mixtral-8x7b", "--counts", "-"]
-    env = {**__import__("os").environ, "PYTHONPATH": str(__import__("pathlib").Path(__file__).resolve().parents[1])}
+    env = subprocess_env()
     with open("/dev/zero", "rb") as zero:
         p = subprocess.run(argv, stdin=zero, capture_output=True, text=True, timeout=60, env=env)
     assert p.returncode == 2 and "<stdin>: more than 16 MiB" in p.stderr, p.stderr
@@ -739,7 +740,7 @@ def _with_file_size_limit(argv, limit):
 
     def limit_size():
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-    env = {**os.environ, "PYTHONPATH": str(__import__("pathlib").Path(__file__).resolve().parents[1]),
+    env = {**subprocess_env(),
            "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg"}
     return subprocess.run([sys.executable, "-m", "sievesim", *argv], capture_output=True, text=True, timeout=120,
                           env=env, preexec_fn=limit_size)
@@ -1073,7 +1074,7 @@ def test_no_inf_or_nan_is_printed_as_a_result():
 
 def _env(**extra):
     import os
-    return {**os.environ, "PYTHONPATH": str(__import__("pathlib").Path(__file__).resolve().parents[1]), **extra}
+    return subprocess_env(**extra)
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])

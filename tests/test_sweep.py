@@ -12,6 +12,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 
 import pytest
+from conftest import subprocess_env
 
 from sievesim.cli import main
 from sievesim.errors import SievesimError
@@ -117,7 +118,7 @@ def _sweep_cmd(out: pathlib.Path) -> list[str]:
 @pytest.mark.slow
 def test_sigkill_mid_sweep_then_rerun_loses_nothing_and_repeats_nothing(tmp_path):
     out = tmp_path / "killed"
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = subprocess_env()
     proc = subprocess.Popen(_sweep_cmd(out), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     jsonl = out / RESULTS_JSONL
     deadline = time.monotonic() + 60

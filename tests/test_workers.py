@@ -9,9 +9,10 @@ import sys
 import time
 
 import pytest
+from conftest import subprocess_env
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+ENV = subprocess_env()
 
 
 def _alive(pid: int) -> bool:
@@ -80,9 +81,10 @@ def test_the_watchdog_alone_ends_a_worker_whose_parent_died():
     """Without the Linux death signal (other systems), the watchdog thread ends the worker."""
     script = ("import os, time\n"
               "from sievesim.workers import _watch\n"
+              "parent = os.getpid()\n"          # before the fork: the child may first run after the kill
               "pid = os.fork()\n"
               "if pid == 0:\n"
-              "    _watch(os.getppid())\n"
+              "    _watch(parent)\n"
               "print(pid, flush=True)\n"
               "time.sleep(60)\n")
     middle = subprocess.Popen([sys.executable, "-c", script], env=ENV, stdout=subprocess.PIPE, text=True)

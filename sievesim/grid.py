@@ -1,0 +1,288 @@
+"""Grids of points: the settings of one point (:data:`GRID_KEYS`), their values from flags or a TOML
+file, the products a grid expands to, the checks of every point before anything runs, and the id
+of a point (its settings and the content digests of its input files)."""
+from __future__ import annotations
+
+import difflib
+import functools
+import hashlib
+import itertools
+import json
+import os
+from typing import Any, Iterable, Mapping, Sequence
+
+from ._validate import BOUNDS, MAX_LIST, Problems
+from .errors import ConfigError, field_error
+
+#: Settings of one point, in the order they appear in result rows. Each is a keyword argument of
+#: ``sievesim.system.simulate_step``.
+GRID_KEYS: tuple[str, ...] = ("model", "top_k", "hardware", "gpus", "policy", "pimoe_unit", "batch", "trace",
+                              "context_len", "context_preset", "prefill", "steps", "warmup", "seed",
+                              "microbatches", "early_loads", "scheduler_latency_us", "policy_options")
+#: Keys added after sweeps were first written: left out of a point's id and of ``grid.json`` while
+#: unset, so that a sweep begun before they existed resumes.
+_LATER_KEYS = frozenset({"top_k"})
+
+#: Defaults of the settings a grid leaves out (``None``: the point function's own default);
+#: ``pimoe_unit`` is :data:`sievesim.policies.DEFAULT_PIMOE_UNIT` (a test checks they agree).
+SETTING_DEFAULTS: dict[str, Any] = {
+    "model": None, "top_k": None, "hardware": "b200", "gpus": 1, "policy": "sieve", "pimoe_unit": "channel",
+    "batch": None, "trace": None, "context_len": None, "context_preset": None, "prefill": None,
+    "steps": 1, "warmup": None, "seed": 0,
+    "microbatches": None, "early_loads": None, "scheduler_latency_us": None, "policy_options": None,
+}
+
+#: Result-row column of each setting whose name does not already say its unit.
+_COLUMN = {"context_len": "context_len_tokens"}
+
+WALL_CLOCK_JSONL = "wall_clock.jsonl"
+MANIFEST = "grid.json"
+_FORMAT = 1
+
+#: Integer settings and their bounds (:data:`sievesim._validate.BOUNDS` kind, lowest value).
+INT_SETTINGS: dict[str, tuple[str, int | None]] = {
+    "top_k": ("experts", None), "gpus": ("gpus", None), "batch": ("batch", None), "context_len": ("context", None),
+    "steps": ("batches", None), "warmup": ("batches", 0), "seed": ("seed", None), "microbatches": ("batch", None)}
+_INT_KEYS = tuple(INT_SETTINGS)
+_STR_KEYS = ("model", "hardware", "policy", "pimoe_unit", "trace", "context_preset", "prefill", "policy_options")
+_BOOL_KEYS = ("early_loads",)
+#: Early-load rules a grid may name besides true (the policy's default rule) and false (off).
+_EARLY_LOAD_RULES = ("cheaper", "paper", "off")
+_FLOAT_KEYS = ("scheduler_latency_us",)
+
+
+# ------------------------------------------------------------------------------------------------
+# grids
+# ------------------------------------------------------------------------------------------------
+def _unknown_key(key: str, field: str, where: str) -> ConfigError:
+    close = difflib.get_close_matches(key, GRID_KEYS + ("grid",), n=1, cutoff=0.5)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return field_error(field, "<unknown key>", f"one of the grid keys{hint}: {', '.join(GRID_KEYS)}",
+                       source=where)  # type: ignore[return-value]
+
+
+def _value_problem(key: str, v: Any) -> str | None:
+    """What a grid value of ``key`` should have been, or None when it fits."""
+    if v is None:
+        return None
+    if key in _INT_KEYS:
+        kind, lo = INT_SETTINGS[key]
+        b = BOUNDS[kind]
+        lo = b.lo if lo is None else lo
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= b.hi:
+            return f"an integer from {lo} to {b.hi} ({b.why})"
+    if key in _STR_KEYS and not isinstance(v, str):
+        return "a string"
+    if key in _BOOL_KEYS and not isinstance(v, bool) and v not in _EARLY_LOAD_RULES:
+        return "true, false or one of " + ", ".join(_EARLY_LOAD_RULES)
+    if key in _FLOAT_KEYS and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1e6):
+        return "a number of microseconds in [0, 1e6)"
+    if key == "prefill" and not isinstance(v, str):
+        return "a string P:L (P prefill requests of L prompt tokens)"
+    return None
+
+
+def _normalise(axes: Mapping[str, Any], problems: Problems, where: str, label: str = "") -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for key, value in axes.items():
+        field = f"{label}{key}"
+        with problems.check():
+            if key not in GRID_KEYS:
+                raise _unknown_key(key, field, where)
+            values = list(value) if isinstance(value, (list, tuple)) else [value]
+            if not values:
+                raise field_error(field, value, "at least one value", source=where)
+            if len(values) > MAX_LIST:   # the same cap as a comma-separated list on the command line
+                raise field_error(field, f"<{len(values)} values>", f"at most {MAX_LIST} values (each one "
+                                  "multiplies the points of the grid)", source=where)
+            out[key] = values
+        for v in out.get(key, []):
+            expected = _value_problem(key, v)
+            if expected is not None:
+                with problems.check():
+                    raise field_error(field, v, expected, source=where)
+    return out
+
+
+def normalise_axes(axes: Mapping[str, Any], where: str = "grid") -> dict[str, list[Any]]:
+    """``axes`` with every key checked (an unknown key names the closest valid one) and every
+    value turned into a list; every problem in one error."""
+    problems = Problems(where)
+    out = _normalise(axes, problems, where)
+    problems.raise_if_any()
+    return out
+
+
+def load_grid_file(path: str | os.PathLike[str]) -> list[dict[str, list[Any]]]:
+    """The products of a TOML grid file.
+
+    Top-level keys (from :data:`GRID_KEYS`, a value or a list of values each) apply to every
+    product; each ``[[grid]]`` table adds one product with its own keys on top of them (for
+    example one table per (model, GPU count) pair). Without ``[[grid]]`` tables the top-level keys
+    form one product. Every problem of the file is reported in one error.
+    """
+    from ._inputs import read_toml
+
+    data = read_toml(path)
+    where = str(path)
+    tables = data.pop("grid", None)
+    problems = Problems(where)
+    base = _normalise(data, problems, where)
+    if isinstance(tables, dict):
+        tables = [tables]
+    if tables is not None and (not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables)):
+        with problems.check():
+            raise field_error("grid", type(tables).__name__, "[[grid]] tables", source=where)
+        tables = []
+    products = [{**base, **_normalise(t, problems, where, f"[[grid]] #{i + 1} ")} for i, t in enumerate(tables or [])]
+    problems.raise_if_any()
+    return products or [base]
+
+
+def expand_grid(products: Iterable[Mapping[str, Sequence[Any]]]) -> list[dict[str, Any]]:
+    """Every point of the products, in order (the last key of :data:`GRID_KEYS` varies fastest),
+    without repeats. ``pimoe_unit`` is ``None`` unless the policy is PIMoE, so that a sweep over
+    units runs the other policies once."""
+    from ._validate import type_error
+
+    if isinstance(products, (str, bytes, Mapping)) or not isinstance(products, Iterable):
+        raise type_error("products", products, "a list of mappings {setting: value or list of values} "
+                                               "(wrap one mapping in a list)")
+    products = list(products)
+    for i, axes in enumerate(products):
+        if not isinstance(axes, Mapping):
+            raise type_error(f"products[{i}]", axes, "a mapping {setting: value or list of values}")
+    normalised = []
+    for axes in products:
+        axes = normalise_axes(axes)
+        for key in ("model", "batch"):
+            if key not in axes:
+                raise field_error(key, None, "at least one value (--" + key + " or the grid file)")
+        normalised.append(axes)
+    count_points(normalised)       # counted before anything is expanded
+    points: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for axes in normalised:
+        lists = [axes.get(k, [SETTING_DEFAULTS[k]]) for k in GRID_KEYS]
+        for combo in itertools.product(*lists):
+            settings = dict(zip(GRID_KEYS, combo))
+            if str(settings["policy"]).lower() != "pimoe":
+                settings["pimoe_unit"] = None
+            pid = point_id(settings)
+            if pid not in seen:
+                seen.add(pid)
+                points.append(settings)
+    return points
+
+
+#: Most points one grid may have (each is one point-function call).
+MAX_GRID_POINTS = 1 << 16
+
+
+def count_points(products: Sequence[Mapping[str, Sequence[Any]]]) -> int:
+    """The points the products would expand to (before repeats are removed), refused above
+    :data:`MAX_GRID_POINTS` before anything is expanded."""
+    total = 0
+    for axes in products:
+        n = 1
+        for key in GRID_KEYS:
+            n *= max(1, len(axes.get(key, ())))
+        total += n
+    if total > MAX_GRID_POINTS:
+        sizes = " + ".join(" x ".join(str(len(v)) for v in axes.values() if len(v) > 1) or "1" for axes in products)
+        raise field_error("grid points", total, f"at most {MAX_GRID_POINTS:,} points ({sizes} values per "
+                          "setting); split the sweep or list fewer values")
+    return total
+
+
+def _identity(settings: Mapping[str, Any], inputs: Mapping[str, str] | None = None) -> dict[str, Any]:
+    out = {k: settings.get(k) for k in GRID_KEYS if k not in _LATER_KEYS or settings.get(k) is not None}
+    if inputs:
+        out["inputs"] = dict(sorted(inputs.items()))
+    return out
+
+
+def point_id(settings: Mapping[str, Any], inputs: Mapping[str, str] | None = None) -> str:
+    """A short stable id of a point: a hash of its settings and of the content digests of its
+    input files (``inputs``, from :func:`sievesim.provenance.point_inputs`; none when every input
+    is a preset), so that an edited model, hardware or trace file makes its points new."""
+    text = json.dumps(_identity(settings, inputs), sort_keys=True)
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
+def check_points(points: Sequence[Mapping[str, Any]], *, point: str = "step", workers: int = 1) -> None:
+    """Check every point's settings before anything runs (names exist, numbers in range), and the
+    estimated time of the whole sweep (``point``: ``"step"`` or ``"estimate"``, run on ``workers``
+    processes) against the work limit (``--max-work``).
+
+    Raises :class:`~sievesim.errors.SievesimError` naming the setting, the value and what was
+    expected (an unknown model names the closest presets)."""
+    from ._validate import check_work
+    from .system.step import step_work_s
+
+    work = 0.0
+    from .hardware import get_hardware
+    from .models import get_model
+    from .policies import PIMoE, policy_class
+    from .system import GPU_ONLY
+    from .workload.lengths import get_length_preset
+
+    models = functools.lru_cache(maxsize=None)(get_model)
+    hardware = functools.lru_cache(maxsize=None)(get_hardware)
+    for p in points:
+        model = models(p["model"])
+        if p.get("top_k") is not None:
+            model = model.with_top_k(p["top_k"])
+        hardware(p["hardware"])
+        policy_cls = policy_class("noexp" if str(p["policy"]).lower() == GPU_ONLY else p["policy"], also=(GPU_ONLY,))
+        if p.get("pimoe_unit") is not None:
+            try:
+                PIMoE(unit=p["pimoe_unit"])
+            except ConfigError:
+                raise field_error("pimoe_unit", p["pimoe_unit"], "one of pseudo_channel, channel, stack, "
+                                  "or a group BASE*S such as channel*4") from None
+        gpus = p["gpus"]
+        if gpus < 1 or model.num_experts % gpus:
+            raise field_error("gpus", gpus, f"a positive divisor of {model.name}'s {model.num_experts} experts")
+        if p["batch"] < 1:
+            raise field_error("batch", p["batch"], "an integer >= 1 (requests)")
+        if p["steps"] < 1:
+            raise field_error("steps", p["steps"], "an integer >= 1")
+        if p.get("warmup") is not None and p["warmup"] < 0:
+            raise field_error("warmup", p["warmup"], "an integer >= 0 (steps)")
+        if p.get("context_len") is not None and p["context_len"] < 0:
+            raise field_error("context_len", p["context_len"], "a non-negative number of tokens")
+        if p.get("context_preset") is not None:
+            get_length_preset(p["context_preset"])
+        if p.get("context_len") is not None and p.get("context_preset") is not None:
+            raise field_error("context_preset", p["context_preset"], "not both context_len and context_preset")
+        if p.get("prefill") is not None:
+            from .system import parse_prefill
+            parse_prefill(p["prefill"])
+        if p.get("microbatches") is not None and p["microbatches"] not in (1, 2):
+            raise field_error("microbatches", p["microbatches"], "1 or 2")
+        if p.get("policy_options") is not None:   # checked against the point's policy's options table
+            from .policies.options import check_policy_options
+            from .system import parse_policy_options
+            try:
+                check_policy_options(policy_cls, parse_policy_options(p["policy_options"]),
+                                     prefix=f"policy_options (policy {p['policy']}) ", cli=True)
+            except ConfigError as exc:
+                raise ConfigError(f"{exc} (a grid crosses every policy with every policy_options value: give "
+                                  "a policy its options in its own [[grid]] table of a grid file)") from None
+        trace = p.get("trace")
+        if trace is not None and not trace.startswith("synthetic:") and not os.path.exists(trace):
+            raise ConfigError(f"file not found: {trace} (trace: expected a routing file (.npz, SGLang dump) "
+                              "or synthetic:MODEL)")
+        steps = p["steps"] + (2 if p.get("warmup") is None else p["warmup"])
+        if point == "step":
+            prefill = 0
+            if p.get("prefill") is not None:
+                from .system import parse_prefill
+                n, length = parse_prefill(p["prefill"])
+                prefill = n * length
+            work += step_work_s(model, gpus, p["batch"] + prefill, steps)
+        else:      # one layer's decision per step: about 1 ms
+            work += 1e-3 * p["steps"]
+    check_work(work / max(1, workers), f"the sweep ({len(points)} points on {max(1, workers)} worker(s))",
+               "grid points", len(points))
