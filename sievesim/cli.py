@@ -26,6 +26,7 @@ _COMMAND_MODULES = [
     "policy",
     "trace_stats",
     "run",
+    "serve",
     "sweep",
     "reproduce",
 ]
