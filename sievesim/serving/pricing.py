@@ -205,6 +205,8 @@ class IterationPricer:
         self._attn: dict[tuple[str, int, int], float] = {}
         kinds = [k for k in m.layer_attention if k != "linear"]
         self._att_layers = {k: kinds.count(k) for k in dict.fromkeys(kinds)}
+        self._pf_layers = [(m.layer_attention.index(k), m.layer_attention.count(k))
+                           for k in dict.fromkeys(m.layer_attention)]
         self.lookups = 0          # memo_s calls
         self.corner_hits = 0      # grid points found priced (8 per lookup at most)
         self.corner_misses = 0    # grid points priced now
@@ -321,11 +323,37 @@ class IterationPricer:
         self.memo[key] = t
         return t
 
-    def memo_s(self, dec_ctx: np.ndarray, dec_gpu: np.ndarray, pf_len: np.ndarray, pf_gpu: np.ndarray) -> float:
-        """The memoised step time of this batch (arguments as for :meth:`exact_s`, without offsets):
-        multilinear between grid points in decode requests, their mean context, prefill tokens and
-        the share of the prefill tokens on the busiest GPU (from 1/G, even, to 1), plus
-        :meth:`attention_correction_s` for the spread of the contexts."""
+    def prefill_correction_s(self, pf_len: np.ndarray, pf_off: np.ndarray, pf_gpu: np.ndarray) -> float:
+        """What chunk offsets add to fresh prompts of the chunks' lengths [s]: a chunk from position
+        ``off`` attends to ``off`` earlier tokens too. Per GPU, the roofline of the prefill attention
+        of every layer at the chunks' equivalent lengths (as :meth:`exact_s` prices them) minus at
+        their lengths; the largest over the GPUs (prefill attention runs on the GPU, on the critical
+        path of its layer)."""
+        late = pf_off > 0
+        if not late.any():
+            return 0.0
+        from ..system import gpu_ops
+
+        m, hw = self.sim.model, self.sim.hw
+        ln, off, gp = pf_len[late], pf_off[late], pf_gpu[late]
+        att = ln * off + ln * (ln + 1) / 2.0
+        eq = np.maximum(ln, np.rint((np.sqrt(8.0 * att + 1.0) - 1.0) / 2.0).astype(np.int64))
+        best = 0.0
+        for g in np.unique(gp).tolist():
+            sel = gp == g
+            extra = 0.0
+            for layer, count in self._pf_layers:
+                extra += count * (gpu_ops.roofline_s(gpu_ops.prefill_attention(m, layer, eq[sel]), hw)
+                                  - gpu_ops.roofline_s(gpu_ops.prefill_attention(m, layer, ln[sel]), hw))
+            best = max(best, extra)
+        return best
+
+    def memo_s(self, dec_ctx: np.ndarray, dec_gpu: np.ndarray, pf_len: np.ndarray, pf_off: np.ndarray,
+               pf_gpu: np.ndarray) -> float:
+        """The memoised step time of this batch (arguments as for :meth:`exact_s`): multilinear between
+        grid points in decode requests, their mean context, prefill tokens and the share of the
+        prefill tokens on the busiest GPU (from 1/G, even, to 1), plus :meth:`attention_correction_s`
+        for the spread of the contexts and :meth:`prefill_correction_s` for chunk offsets."""
         batch, tp = int(dec_ctx.size), int(pf_len.sum())
         if batch == 0 and tp == 0:
             return 0.0
@@ -347,7 +375,7 @@ class IterationPricer:
                         w = wi * wj * wk * wff
                         if w > 0.0:
                             total += w * self.point_s(i, j, k, f)
-        return total + self.attention_correction_s(dec_ctx, dec_gpu)
+        return total + self.attention_correction_s(dec_ctx, dec_gpu) + self.prefill_correction_s(pf_len, pf_off, pf_gpu)
 
     def stats(self) -> dict[str, Any]:
         """Memo use: lookups, grid points priced, hits among the corners looked up, exact steps."""

@@ -98,6 +98,11 @@ def run_schedule(arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray, cf
     held = np.zeros(n, dtype=np.int64)
     log = ScheduleLog(np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan), gen,
                       np.zeros(n, dtype=np.int64))
+    for r in range(n):
+        if blocks_for(int(P[r] + O[r])) > blocks_per_gpu:
+            from ..errors import field_error
+            raise field_error(f"request {r} prompt + output tokens", int(P[r] + O[r]),
+                              f"a request whose KV cache fits one GPU's {blocks_per_gpu} blocks")
     free = [int(blocks_per_gpu)] * gpus
     waiting: deque[int] = deque()
     running: list[int] = []
@@ -164,6 +169,8 @@ def run_schedule(arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray, cf
                 sched.append((r, n_tok))
                 budget -= n_tok
         if not sched:
+            if not preempted:   # cannot happen: a request alone fits a GPU (checked above)
+                raise RuntimeError("serving loop: nothing to schedule and nothing preempted")
             continue
         ids = np.fromiter((r for r, _ in sched), dtype=np.int64, count=len(sched))
         ntok = np.fromiter((k for _, k in sched), dtype=np.int64, count=len(sched))

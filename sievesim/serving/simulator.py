@@ -217,7 +217,7 @@ class ServingSimulator:
         t0 = time.perf_counter()
         p = self.pricer
         before = p.stats()
-        price = p.exact_s if self.exact else (lambda dc, dg, pl, po, pg: p.memo_s(dc, dg, pl, pg))
+        price = p.exact_s if self.exact else p.memo_s
         log = run_schedule(q.arrival_s, q.prompt_tokens, q.output_tokens, self.cfg, gpus=self.gpus,
                            blocks_per_gpu=self.kv.blocks_per_gpu, blocks_for=self.blocks_for, price=price,
                            exact=None if self.exact else p.exact_s, samples=0 if self.exact else self.error_samples)
