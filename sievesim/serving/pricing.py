@@ -54,22 +54,20 @@ def batch_grid(gpus: int, max_batch: int) -> list[int]:
 
 
 def context_grid(max_context: int) -> list[int]:
-    """Mean decode contexts priced by the memo [tokens]: 16, then 2^(k/2) apart up to ``max_context``."""
+    """Mean decode contexts priced by the memo [tokens]: 16, 32, 64, ... up to the first at or above
+    ``max_context`` (attention is nearly linear in the context between them)."""
     out = [16]
-    k = 9
     while out[-1] < max_context:
-        out.append(int(round(2 ** (k / 2))))
-        k += 1
+        out.append(out[-1] * 2)
     return out
 
 
 def prefill_grid(max_tokens: int) -> list[int]:
-    """Prefill tokens per iteration priced by the memo: 0, 16, then 2^(k/2) apart up to ``max_tokens``."""
+    """Prefill tokens per iteration priced by the memo: 0, 16, 32, 64, ... up to the first at or
+    above ``max_tokens``."""
     out = [0, 16]
-    k = 9
     while out[-1] < max_tokens:
-        out.append(int(round(2 ** (k / 2))))
-        k += 1
+        out.append(out[-1] * 2)
     return out
 
 
