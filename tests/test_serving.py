@@ -217,3 +217,25 @@ def test_littles_law_and_memo_error_on_the_simulated_system():
     d = s.run(poisson_requests(4.0, 1500, seed=2), 4.0).to_dict()
     assert abs(d["littles_law_ratio"] - 1.0) < 0.05
     assert d["pricing"]["error_vs_exact"]["mean_abs_rel"] < 0.02
+
+
+@pytest.mark.parametrize("cv", [0.5, 1.0, 3.0])
+def test_arrivals_have_the_rate_and_the_cv(cv):
+    q = poisson_requests(5.0, 20000, seed=1, cv=cv, prompt_tokens=10, output_tokens=2, lengths=None)
+    gaps = np.diff(np.concatenate([[0.0], q.arrival_s]))
+    assert gaps.mean() == pytest.approx(0.2, rel=0.05)
+    assert gaps.std() / gaps.mean() == pytest.approx(cv, rel=0.08)
+
+
+def test_a_trace_served_through_the_cli(tmp_path, capsys):
+    f = tmp_path / "t.jsonl"
+    f.write_text("".join(f'{{"arrival_ms": {250 * i}, "prompt_tokens": {20 + i}, "output_tokens": 4}}\n'
+                         for i in range(8)))
+    rows = tmp_path / "r.csv"
+    assert main(["serve", "--model", MODEL, "--trace", str(f), "--max-batch", "16", "--token-budget", "256",
+                 "--max-model-len", "4096", "--json", "--requests-csv", str(rows)]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["finished_requests"] == 8 and d["output_tokens"] == 32
+    assert d["rate"] == pytest.approx(7 / 1.75)
+    lines = rows.read_text().splitlines()
+    assert len(lines) == 9 and lines[0].startswith("request,arrival_s,prompt_tokens")
