@@ -233,7 +233,9 @@ def test_a_trace_served_through_the_cli(tmp_path, capsys):
                          for i in range(8)))
     rows = tmp_path / "r.csv"
     assert main(["serve", "--model", MODEL, "--trace", str(f), "--max-batch", "16", "--token-budget", "256",
-                 "--max-model-len", "4096", "--json", "--requests-csv", str(rows)]) == 0
+                 "--max-model-len", "4096", "--json", "--requests-csv", str(rows),
+                 "--plot", str(tmp_path / "b.png")]) == 0
+    assert (tmp_path / "b.png").read_bytes()[:4] == b"\x89PNG"
     d = json.loads(capsys.readouterr().out)
     assert d["finished_requests"] == 8 and d["output_tokens"] == 32
     assert d["rate"] == pytest.approx(7 / 1.75)

@@ -66,6 +66,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--requests-csv", default=None, metavar="FILE", help="write one row per request (one policy)")
     p.add_argument("--timeline-csv", default=None, metavar="FILE",
                    help="write one row per iteration: batch, prefill, queue, KV use (one policy)")
+    p.add_argument("--plot", default=None, metavar="FILE",
+                   help="PNG: decode batch and KV use over time, one line per policy")
     p.add_argument("--json", action="store_true", help="JSON: one object (one policy) or a list")
     p.set_defaults(func=_serve)
 
@@ -134,11 +136,41 @@ def _serve(args: argparse.Namespace) -> int:
     if args.timeline_csv:
         from ..serving.metrics import write_csv
         write_csv(args.timeline_csv, results[0].iteration_rows())
+    if args.plot:
+        if bracket:
+            raise field_error("--plot", args.plot, "a run at one rate or of a trace (not --max-rate)")
+        _plot(results, args.plot)
     if args.json:
         print(json.dumps(records[0] if len(records) == 1 else records))
         return 0
     _print(records, bool(bracket))
     return 0
+
+
+def _plot(results: list[Any], path: str) -> None:
+    """Decode requests per iteration and KV blocks in use (share of the fullest GPU's) over time."""
+    import pathlib
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..reproduce.plotting import save
+
+    fig, (ax_b, ax_k) = plt.subplots(2, 1, figsize=(7, 5), sharex=True)
+    for res in results:
+        lg, name = res.log, res.settings["policy"]
+        ax_b.plot(lg.it_start, lg.it_decode, lw=0.8, label=name)
+        ax_k.plot(lg.it_start, [k / res.kv["blocks_per_gpu"] for k in lg.it_kv_blocks], lw=0.8, label=name)
+    ax_b.set_ylabel("decode requests")
+    ax_k.set_ylabel("KV blocks used (share)")
+    ax_k.set_xlabel("time [s]")
+    ax_b.legend()
+    ax_b.set_title(f"{results[0].settings['model']}: {results[0].settings['workload']}")
+    try:
+        save(fig, pathlib.Path(path))
+    except OSError as exc:
+        raise field_error("--plot", path, f"a writable file ({exc.strerror})") from None
 
 
 def _bracket(text: str) -> tuple[float, float]:
