@@ -1,12 +1,12 @@
 """Goodput vs rate per policy, and the largest rate meeting the SLOs, on the paper's three models.
 
 For each model (its paper GPU count, B200) and policy (NoExp, AllExp, PIMoE per stack, Sieve), serves
-``--requests`` requests (hh-rlhf lengths, Poisson, one seed) at each rate of the model's list, then
+``--requests`` requests, at least ``rate x --window`` (hh-rlhf lengths, Poisson, one seed) at each rate of the model's list, then
 bisects between the highest rate that met the SLOs and the lowest that did not (``--steps`` halvings).
 SLOs: TTFT <= 2 s and TPOT <= 50 ms, met by 90 % of the requests (``sievesim serve`` defaults).
 Prints Markdown tables (docs/serving.md) and, with ``--json FILE``, every run's record:
 
-    python benchmarks/serving_goodput.py [--models qwen3-30b-a3b] [--requests 1000] [--steps 3]
+    python benchmarks/serving_goodput.py [--models qwen3-30b-a3b] [--requests 1000] [--window 30] [--steps 2]
     python benchmarks/serving_goodput.py --from-json a.json b.json --plot goodput.png   # tables again
 
 The same numbers, one at a time: ``sievesim serve --model M --gpus G --policy P --rate R --requests N``
@@ -20,14 +20,16 @@ import math
 import time
 
 from sievesim.serving import ServingSimulator, max_rate_under_slos, poisson_requests
+from sievesim.serving.simulator import requests_for
 
-MODELS = {"qwen3-30b-a3b": (1, (25, 50, 75, 100, 150, 200)),
-          "gpt-oss-120b": (4, (100, 200, 300, 400, 500, 600)),
-          "qwen3.5-397b-a17b": (8, (40, 80, 120, 160, 200, 240))}
+MODELS = {"qwen3-30b-a3b": (1, (10, 25, 50, 100, 150, 200)),
+          "gpt-oss-120b": (4, (25, 50, 100, 200, 400, 600)),
+          "qwen3.5-397b-a17b": (8, (20, 40, 80, 120, 160, 240))}
 POLICIES = ("noexp", "allexp", "pimoe", "sieve")
 
 
-def run(models: list[str], policies: list[str], requests: int, steps: int, seed: int) -> list[dict]:
+def run(models: list[str], policies: list[str], requests: int, steps: int, seed: int,
+        window: float | None) -> list[dict]:
     """Every run's record (``sievesim serve --json`` without ``kv_capacity``) and, per model and
     policy, a record of the bisection (``max_rate``: the bracket, or why there is none)."""
     records = []
@@ -38,8 +40,10 @@ def run(models: list[str], policies: list[str], requests: int, steps: int, seed:
             sim = ServingSimulator(model, gpus=gpus, policy=policy, seed=seed)
             met, failed = None, None
             for rate in rates:
-                d = sim.run(poisson_requests(float(rate), requests, seed=seed), float(rate)).to_dict()
+                n = requests_for(float(rate), requests, window)
+                d = sim.run(poisson_requests(float(rate), n, seed=seed), float(rate)).to_dict()
                 d.pop("kv_capacity")
+                d["arrival_window_s"] = window
                 records.append(d)
                 if d["meets_slos"]:
                     met = rate
@@ -51,7 +55,7 @@ def run(models: list[str], policies: list[str], requests: int, steps: int, seed:
                 best = f">= {met}" if failed is None else f"{met} (not monotone: {failed} failed)"
             else:
                 found = max_rate_under_slos(sim, requests=requests, lo=float(met), hi=float(failed), steps=steps,
-                                            seed=seed)
+                                            seed=seed, arrival_window_s=window)
                 lo, hi = found["bracket"]
                 best = f"{lo:.1f} .. {hi:.1f}"
             records.append({"model": model, "policy": policy, "max_rate": best})
@@ -78,7 +82,8 @@ def render(records: list[dict]) -> str:
             continue
         policies = list(dict.fromkeys(r["policy"] for r in runs))
         r0 = runs[0]
-        out.append(f"{model} on {gpus} x B200, {r0['requests']} requests ({r0['workload']}, seed {r0['seed']}): "
+        out.append(f"{model} on {gpus} x B200, at least {r0['requests']} requests and "
+                   f"{r0.get('arrival_window_s')} s of arrivals (hh-rlhf, Poisson, seed {r0['seed']}): "
                    "goodput [requests/s] (SLO attainment, TPOT p90 [ms], TTFT p90 [s])\n")
         out.append("| rate [req/s] | " + " | ".join(policies) + " |")
         out.append("|---:|" + "---|" * len(policies))
@@ -122,8 +127,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--requests", type=int, default=1000)
-    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--window", type=float, default=30.0,
+                    help="serve at least rate x WINDOW requests (s; default 30): an overload shows only when it lasts")
     ap.add_argument("--json", default=None, help="write every record here")
     ap.add_argument("--from-json", default=None, nargs="+", help="render tables (and --plot) from saved records")
     ap.add_argument("--plot", default=None, help="goodput vs rate per policy (PNG)")
@@ -131,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_json:
         records = [r for f in args.from_json for r in json.load(open(f, encoding="utf-8"))]
     else:
-        records = run(args.models.split(","), args.policies.split(","), args.requests, args.steps, args.seed)
+        records = run(args.models.split(","), args.policies.split(","), args.requests, args.steps, args.seed,
+                      args.window)
     print(render(records))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:

@@ -241,3 +241,24 @@ def test_a_trace_served_through_the_cli(tmp_path, capsys):
     assert d["rate"] == pytest.approx(7 / 1.75)
     lines = rows.read_text().splitlines()
     assert len(lines) == 9 and lines[0].startswith("request,arrival_s,prompt_tokens")
+
+
+def test_max_rate_bisection_brackets_the_slo_boundary(sim):
+    from sievesim.serving import max_rate_under_slos
+
+    slo_sim = ServingSimulator(MODEL, gpus=1, policy="sieve", scheduler=SchedulerConfig(max_batch=8, token_budget=128),
+                               slo=SloTargets(ttft_s=0.05, tpot_s=0.05), max_model_len=4096, error_samples=0)
+    found = max_rate_under_slos(slo_sim, requests=60, lo=1.0, hi=5000.0, steps=4, prompt_tokens=32, output_tokens=8,
+                                lengths=None)
+    lo, hi = found["bracket"]
+    assert found["max_rate"] == lo and 1.0 <= lo < hi <= 5000.0
+    by_rate = {t["rate"]: t for t in found["tried"]}
+    assert by_rate[lo]["meets_slos"] and not by_rate[hi]["meets_slos"]
+    assert len(found["tried"]) == 2 + 4
+
+
+def test_arrival_window_sets_the_number_of_requests(capsys):
+    assert main(["serve", "--model", MODEL, "--rate", "10", "--arrival-window", "2", "--requests", "5",
+                 "--prompt-tokens", "16", "--output-tokens", "4", "--max-batch", "16", "--token-budget", "256",
+                 "--max-model-len", "4096", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["requests"] == 20

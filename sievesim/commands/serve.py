@@ -29,6 +29,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--rate", type=_SECONDS, default=None, metavar="R", help="arrivals per second")
     p.add_argument("--requests", type=int_arg("requests"), default=None, metavar="N",
                    help="requests (default 100; with --trace: its first N rows)")
+    p.add_argument("--arrival-window", type=_SECONDS, default=None, metavar="S",
+                   help="serve at least rate x S requests (with --rate or --max-rate): an overload shows only "
+                        "when it lasts")
     p.add_argument("--trace", default=None, metavar="FILE",
                    help="request trace, CSV or JSON lines: arrival time, prompt tokens, output tokens "
                         "(column names in docs/serving.md)")
@@ -82,7 +85,7 @@ def _seconds(name: str, value: float | None, *, allow_none: bool = True) -> None
 def _serve(args: argparse.Namespace) -> int:
     from ..serving.metrics import SloTargets
     from ..serving.scheduler import SchedulerConfig
-    from ..serving.simulator import ServingSimulator, make_requests, max_rate_under_slos
+    from ..serving.simulator import ServingSimulator, make_requests, max_rate_under_slos, requests_for
 
     names = _policies(args.policy)
     if (args.requests_csv or args.timeline_csv) and len(names) != 1:
@@ -105,8 +108,15 @@ def _serve(args: argparse.Namespace) -> int:
     options = _policy_options(args.policy_option)
     fixed = (args.prompt_tokens, args.output_tokens)
     lengths = None if None not in fixed else args.lengths
+    if args.arrival_window is not None:
+        _seconds("--arrival-window", args.arrival_window)
+        if args.trace:
+            raise field_error("--arrival-window", args.arrival_window, "no window with --trace")
     if bracket is None:
-        q, rate = make_requests(rate=args.rate, requests=args.requests, trace=args.trace, cv=args.cv,
+        n = args.requests
+        if args.arrival_window is not None:
+            n = requests_for(args.rate, args.requests or 1, args.arrival_window)
+        q, rate = make_requests(rate=args.rate, requests=n, trace=args.trace, cv=args.cv,
                                 lengths=lengths, prompt_tokens=args.prompt_tokens,
                                 output_tokens=args.output_tokens, seed=args.seed)
     records: list[dict[str, Any]] = []
@@ -123,7 +133,8 @@ def _serve(args: argparse.Namespace) -> int:
         if bracket:
             found = max_rate_under_slos(sim, requests=args.requests or 100, lo=bracket[0], hi=bracket[1],
                                         steps=args.bisect_steps, seed=args.seed, cv=args.cv, lengths=lengths,
-                                        prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens)
+                                        prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
+                                        arrival_window_s=args.arrival_window)
             records.append({"model": sim.model.name, "gpus": sim.gpus, "hardware": sim.hw.name, "policy": name,
                             "slo": sim.slo.as_dict(), "requests": args.requests or 100, "seed": args.seed, **found})
             continue

@@ -24,7 +24,8 @@ from .pricing import IterationPricer, MemoError
 from .scheduler import SchedulerConfig, ScheduleLog, run_schedule
 from .workload import Requests, poisson_requests, read_trace
 
-__all__ = ["ServingSimulator", "ServingResult", "simulate_serving", "max_rate_under_slos", "DEFAULT_MAX_MODEL_LEN"]
+__all__ = ["ServingSimulator", "ServingResult", "simulate_serving", "max_rate_under_slos", "requests_for",
+           "DEFAULT_MAX_MODEL_LEN"]
 
 #: Longest request (prompt + output tokens) accepted by default; the model files carry no context
 #: limit, so this is vLLM's ``--max-model-len``, an option.
@@ -267,15 +268,25 @@ def simulate_serving(model: Any, hardware: Any = "b200", *, gpus: int = 1, polic
     return sim.run(q, r)
 
 
+def requests_for(rate: float, requests: int, arrival_window_s: float | None) -> int:
+    """Requests served at ``rate``: ``requests``, or at least ``rate x arrival_window_s`` (so that an
+    overload lasts long enough to show in the queue)."""
+    if arrival_window_s is None:
+        return int(requests)
+    _positive("arrival_window_s", arrival_window_s)
+    return max(int(requests), int(math.ceil(rate * arrival_window_s)))
+
+
 def max_rate_under_slos(sim: ServingSimulator, *, requests: int, lo: float, hi: float, steps: int = 7,
                         seed: int = 0, cv: float = 1.0, lengths: str | None = "hh-rlhf",
-                        prompt_tokens: int | None = None, output_tokens: int | None = None
-                        ) -> dict[str, Any]:
+                        prompt_tokens: int | None = None, output_tokens: int | None = None,
+                        arrival_window_s: float | None = None) -> dict[str, Any]:
     """The largest rate (requests/s) at which ``sim`` meets its SLOs (``slo.attainment`` of the
     requests meet every target), by bisection between ``lo`` and ``hi`` in ``steps`` halvings, each
-    rate served with ``requests`` requests of one seed. Assumes attainment falls with the rate.
-    Returns the bracket (``max_rate`` = the highest rate seen to meet them, ``None`` when ``lo``
-    does not) and every rate tried with its attainment and goodput."""
+    rate served with ``requests`` requests of one seed (at least ``rate x arrival_window_s`` when
+    given: a short run hides an overload, whose queue grows with its length). Assumes attainment
+    falls with the rate. Returns the bracket (``max_rate`` = the highest rate seen to meet them,
+    ``None`` when ``lo`` does not) and every rate tried with its attainment and goodput."""
     _positive("lo", lo, what="a positive rate (requests/s)")
     _positive("hi", hi, what="a positive rate (requests/s)")
     if hi <= lo:
@@ -284,10 +295,10 @@ def max_rate_under_slos(sim: ServingSimulator, *, requests: int, lo: float, hi: 
     tried: list[dict[str, Any]] = []
 
     def meets(rate: float) -> bool:
-        q = poisson_requests(rate, requests, seed=seed, cv=cv, lengths=lengths, prompt_tokens=prompt_tokens,
-                             output_tokens=output_tokens)
+        q = poisson_requests(rate, requests_for(rate, requests, arrival_window_s), seed=seed, cv=cv,
+                             lengths=lengths, prompt_tokens=prompt_tokens, output_tokens=output_tokens)
         d = sim.run(q, rate).to_dict()
-        tried.append({"rate": rate, "slo_attainment": d["slo_attainment"], "meets_slos": d["meets_slos"],
+        tried.append({"rate": rate, "requests": len(q), "slo_attainment": d["slo_attainment"], "meets_slos": d["meets_slos"],
                       "goodput_requests_per_s": d["goodput_requests_per_s"],
                       "ttft_p90_s": d["ttft_s"]["p90"], "tpot_p90_s": d["tpot_s"]["p90"]})
         return bool(d["meets_slos"])
