@@ -94,6 +94,17 @@ def render(records: list[dict]) -> str:
                 cells.append("" if d is None else f"{d['goodput_requests_per_s']:.1f} ({d['slo_attainment']:.0%}, "
                              f"{d['tpot_s']['p90'] * 1e3:.1f}, {d['ttft_s']['p90']:.2f})")
             out.append(f"| {rate} | " + " | ".join(cells) + " |")
+        out.append("\nmemo against exact steps, per rate (mean |memo - exact| / exact over its sampled iterations; "
+                   "largest single error):\n")
+        out.append("| rate [req/s] | " + " | ".join(policies) + " |")
+        out.append("|---:|" + "---|" * len(policies))
+        for rate in rates:
+            cells = []
+            for p in policies:
+                d = next((r for r in runs if r["policy"] == p and r["rate"] == rate), None)
+                e = None if d is None else d["pricing"]["error_vs_exact"]
+                cells.append("" if e is None else f"{100 * e['mean_abs_rel']:.2f} % ({100 * e['max_abs_rel']:.1f} %)")
+            out.append(f"| {rate} | " + " | ".join(cells) + " |")
         best = [r for r in records if r.get("model") == model and "max_rate" in r]
         out.append("\nmax rate meeting the SLOs [req/s]: " + "; ".join(f"{r['policy']} {_best(r['max_rate'])}" for r in best)
                    + "\n")

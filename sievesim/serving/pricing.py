@@ -63,12 +63,13 @@ def context_grid(max_context: int) -> list[int]:
 
 
 def prefill_grid(max_tokens: int) -> list[int]:
-    """Prefill tokens per iteration priced by the memo: 0, 16, 32, 64, ... up to the first at or
-    above ``max_tokens``."""
-    out = [0, 16]
+    """Prefill tokens per iteration priced by the memo: 0, 8, 16, 24, 32, 48, 64, 80, 96, 128, 160,
+    192, 256 (a step's time is concave in few tokens, as experts are activated one by one), then
+    doubling up to the first at or above ``max_tokens``."""
+    out = [0, 8, 16, 24, 32, 48, 64, 80, 96, 128, 160, 192, 256]
     while out[-1] < max_tokens:
         out.append(out[-1] * 2)
-    return out
+    return [t for t in out if t < max_tokens] + [next(t for t in out if t >= max_tokens)]
 
 
 def _bracket(grid: Sequence[int], x: float) -> tuple[int, int, float]:
@@ -359,7 +360,11 @@ class IterationPricer:
         G = self.gpus
         bi = _bracket(self.b_grid, batch)
         ci = _bracket(self.c_grid, float(dec_ctx.mean())) if batch else (0, 0, 0.0)
-        ti = _bracket(self.t_grid, tp)
+        if batch:
+            ti = _bracket(self.t_grid, tp)
+        else:       # prefill alone: no interpolation towards the empty iteration
+            lo, hi, w = _bracket(self.t_grid[1:], tp)
+            ti = (lo + 1, hi + 1, w)
         if G > 1 and tp:
             share = np.bincount(pf_gpu, weights=pf_len, minlength=G).max() / tp
             wf = (share - 1.0 / G) / (1.0 - 1.0 / G)

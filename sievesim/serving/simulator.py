@@ -93,7 +93,7 @@ class ServingResult:
             "goodput_requests_per_s": float(self.met.sum() / dur) if dur > 0 else 0.0,
             "slo_attainment": float(self.met.sum() / arrived) if arrived else math.nan,
             "meets_slos": bool(arrived and self.met.sum() >= self.slo.attainment * arrived),
-            "littles_law_ratio": littles_law_ratio(q.arrival_s[:arrived], lg.finish_s[:arrived], dur, self.rate,
+            "littles_law_ratio": littles_law_ratio(q.arrival_s[:arrived], lg.finish_s[:arrived], dur,
                                                    lg.it_start, lg.it_time, in_system),
             "preemptions": int(lg.preemptions.sum()),
             "duration_s": dur, "iterations": len(lg.it_time),
