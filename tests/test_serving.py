@@ -262,3 +262,13 @@ def test_arrival_window_sets_the_number_of_requests(capsys):
                  "--prompt-tokens", "16", "--output-tokens", "4", "--max-batch", "16", "--token-budget", "256",
                  "--max-model-len", "4096", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["requests"] == 20
+
+
+def test_a_chunk_is_priced_as_the_prompt_covering_its_positions():
+    from sievesim.serving.pricing import equivalent_prompt
+
+    length, offset = np.array([100, 100, 7, 1]), np.array([0, 1000, 0, 4095])
+    eq = equivalent_prompt(length, offset)
+    assert eq[0] == 100 and eq[2] == 7                                # a fresh prompt is itself
+    covered = length * offset + length * (length + 1) // 2
+    assert np.all(np.abs(eq * (eq + 1) // 2 - covered) <= eq)         # the same positions, to one row

@@ -38,7 +38,7 @@ import numpy as np
 from ..errors import field_error
 from ..system.step import StepSimulator
 
-__all__ = ["IterationPricer", "MemoError", "batch_grid", "context_grid", "prefill_grid"]
+__all__ = ["IterationPricer", "MemoError", "batch_grid", "context_grid", "prefill_grid", "equivalent_prompt"]
 
 
 def batch_grid(gpus: int, max_batch: int) -> list[int]:
@@ -84,6 +84,15 @@ def _bracket(grid: Sequence[int], x: float) -> tuple[int, int, float]:
     return j - 1, j, (x - lo) / (hi - lo)
 
 
+def equivalent_prompt(length: np.ndarray, offset: np.ndarray) -> np.ndarray:
+    """The prompt length [tokens] whose causal attention covers as many (query, key) positions as a
+    chunk of ``length`` tokens from position ``offset`` (positions offset+1 .. offset+length), so
+    that the step, which prices a prompt by that sum, prices the chunk; at least ``length``.
+    Sliding-window layers cap the sum at the window in the step, which this leaves approximate."""
+    att = length * offset + length * (length + 1) / 2.0
+    return np.maximum(length, np.rint((np.sqrt(8.0 * att + 1.0) - 1.0) / 2.0).astype(np.int64))
+
+
 class _IterationStep(StepSimulator):
     """A :class:`StepSimulator` whose batch is set per call: decode requests with their own contexts
     and GPUs, prefill chunks with their own offsets and GPUs (see :meth:`IterationPricer.exact_s`)."""
@@ -118,10 +127,7 @@ class _IterationStep(StepSimulator):
         pf_len, pf_off, pf_gpu = self._pf
         rows = b.mb_rows[0]
         lens_g = [self.context[self._dec_owner == g] for g in range(G)]
-        # causal attention of a chunk from ``off``: positions off+1 .. off+len; as a fresh prompt of the
-        # length whose positions sum to the same (the step prices a prompt by that sum)
-        att = pf_len * pf_off + pf_len * (pf_len + 1) / 2.0
-        eq = np.maximum(pf_len, np.rint((np.sqrt(8.0 * att + 1.0) - 1.0) / 2.0).astype(np.int64))
+        eq = equivalent_prompt(pf_len, pf_off)
         pf_g = [[int(x) for x in eq[pf_gpu == g]] for g in range(G)]
         tokens_g = [int(lens_g[g].size) + int(pf_len[pf_gpu == g].sum()) for g in range(G)]
         for layer in range(m.num_layers):
@@ -335,8 +341,7 @@ class IterationPricer:
 
         m, hw = self.sim.model, self.sim.hw
         ln, off, gp = pf_len[late], pf_off[late], pf_gpu[late]
-        att = ln * off + ln * (ln + 1) / 2.0
-        eq = np.maximum(ln, np.rint((np.sqrt(8.0 * att + 1.0) - 1.0) / 2.0).astype(np.int64))
+        eq = equivalent_prompt(ln, off)
         best = 0.0
         for g in np.unique(gp).tolist():
             sel = gp == g
