@@ -111,6 +111,10 @@ def _routing_npz() -> dict:
             "phase": np.ones(16, dtype=np.int8), "meta": {"num_experts": 8, "top_k": 2, "num_moe_layers": 3}}
 
 
+def _request_trace() -> list:
+    return ["arrival_s,prompt_tokens,output_tokens"] + [f"{0.25 * i},{8 + i},2" for i in range(4)]
+
+
 def _loadstore() -> list:
     return [f"{'ST' if i % 3 == 0 else 'LD'} 0x{i * 64:x}" for i in range(24)]
 
@@ -167,6 +171,7 @@ FORMATS: dict[str, Format] = {
     "routing_npz": Format(_routing_npz, _npz_bytes, ".npz", text=False),
     "loadstore_trace": Format(_loadstore, _lines_bytes, ".trace"),
     "readwrite_trace": Format(_readwrite, _lines_bytes, ".trace"),
+    "request_trace": Format(_request_trace, _lines_bytes, ".csv"),
 }
 
 # ------------------------------------------------------------------------------------------
@@ -178,6 +183,9 @@ class Command:
     argv: tuple[str, ...]      # "{file}" where the malformed file goes
     format: str
 
+
+#: Serving options that keep a case to a few steps (a batch of 2, no memo error samples).
+_SERVE_SMALL = ("--max-batch", "2", "--token-budget", "32", "--max-model-len", "64", "--error-samples", "0", "--json")
 
 COMMANDS: dict[str, Command] = {
     "dram run --config (toml)": Command(("dram", "run", "synthetic:stream:20", "--config", "{file}"), "dram_toml"),
@@ -212,10 +220,13 @@ COMMANDS: dict[str, Command] = {
     "sweep --hardware": Command(("sweep", "--model", "mixtral-8x7b", "--hardware", "{file}", "--batch", "2",
                                  "--policy", "allexp", "--warmup", "0", "--context-len", "16", "--jobs", "1",
                                  "--quiet", "--force", "--out", "{outdir}"), "hardware_toml"),
+    "serve --trace": Command(("serve", "--model", "qwen3-30b-a3b", "--trace", "{file}") + _SERVE_SMALL, "request_trace"),
     "reproduce --trace": Command(("reproduce", "fig5", "--quick", "--trace", "{file}", "--out", "{outdir}"),
                                  "routing_npz"),
 }
 
+#: The smallest serving setup: short requests, a tiny batch, no memo error samples (each case a few steps).
+_SERVE = ("serve", "--model", "qwen3-30b-a3b", "--requests", "2", "--prompt-tokens", "8", "--output-tokens", "2")
 #: (argv with "{v}" for the fuzzed value): numeric and list options typed on the command line.
 VALUE_OPTIONS: tuple[tuple[str, ...], ...] = (
     ("pim", "gemv", "--d-in", "{v}", "--d-out", "64"),
@@ -249,6 +260,11 @@ VALUE_OPTIONS: tuple[tuple[str, ...], ...] = (
      "--batch", "{v}"),
     ("sweep", "--model", "qwen3-30b-a3b", "--point", "estimate", "--jobs", "1", "--quiet", "--out", "{out}",
      "--batch", "4", "--top-k", "{v}"),
+    _SERVE + ("--rate", "{v}") + _SERVE_SMALL,
+    _SERVE + ("--rate", "5", "--cv", "{v}") + _SERVE_SMALL,
+    _SERVE + ("--rate", "5", "--horizon", "{v}") + _SERVE_SMALL,
+    _SERVE + ("--rate", "5", "--tpot-slo", "{v}") + _SERVE_SMALL,
+    _SERVE + ("--max-rate", "{v}", "--bisect-steps", "1") + _SERVE_SMALL,
 )
 
 # ------------------------------------------------------------------------------------------

@@ -86,20 +86,21 @@ def _serve(args: argparse.Namespace) -> int:
     from ..serving.metrics import SloTargets
     from ..serving.scheduler import SchedulerConfig
     from ..serving.simulator import ServingSimulator, make_requests, max_rate_under_slos, requests_for
+    from ..serving.workload import MAX_RATE
 
     names = _policies(args.policy)
     if (args.requests_csv or args.timeline_csv) and len(names) != 1:
         raise field_error("--requests-csv", args.requests_csv or args.timeline_csv, "one policy (--policy NAME)")
     for name in ("--ttft-slo", "--tpot-slo", "--e2e-slo", "--horizon"):
         _seconds(name, getattr(args, name[2:].replace("-", "_")))
-    if args.rate is not None and not (math.isfinite(args.rate) and args.rate > 0):
-        raise field_error("--rate", args.rate, "a positive number of requests per second")
+    if args.rate is not None and not (math.isfinite(args.rate) and 0 < args.rate <= MAX_RATE):
+        raise field_error("--rate", args.rate, f"a positive number of requests per second, at most {MAX_RATE:g}")
     if not 0 < args.attainment <= 1:
         raise field_error("--attainment", args.attainment, "a share in (0, 1]")
     if not 0 < args.memory_utilization <= 1:
         raise field_error("--memory-utilization", args.memory_utilization, "a share of the HBM in (0, 1]")
-    if not 0 < args.cv <= 100:
-        raise field_error("--cv", args.cv, "a coefficient of variation in (0, 100] (1 = Poisson)")
+    if not 0.01 <= args.cv <= 100:
+        raise field_error("--cv", args.cv, "a coefficient of variation from 0.01 to 100 (1 = Poisson)")
     bracket = _bracket(args.max_rate) if args.max_rate else None
     if bracket and args.trace:
         raise field_error("--max-rate", args.max_rate, "no --max-rate with --trace (the trace sets the arrivals)")
@@ -185,12 +186,14 @@ def _plot(results: list[Any], path: str) -> None:
 
 
 def _bracket(text: str) -> tuple[float, float]:
+    from .._validate import parse_number
+    from ..serving.workload import MAX_RATE
+
     parts = text.split(":")
-    try:
-        lo, hi = (float(x) for x in parts)
-    except ValueError:
-        raise field_error("--max-rate", text, "LO:HI, two rates in requests/s with 0 < LO < HI") from None
-    if not (math.isfinite(lo) and math.isfinite(hi) and 0 < lo < hi):
+    if len(parts) != 2:
+        raise field_error("--max-rate", text, "LO:HI, two rates in requests/s with 0 < LO < HI")
+    lo, hi = (parse_number("--max-rate", x, lo=0.0, hi=MAX_RATE, what="requests/s") for x in parts)
+    if not 0 < lo < hi:
         raise field_error("--max-rate", text, "LO:HI, two rates in requests/s with 0 < LO < HI")
     return lo, hi
 

@@ -42,6 +42,9 @@ from ..errors import TraceError, field_error
 
 __all__ = ["Requests", "poisson_requests", "read_trace", "ARRIVAL_COLUMNS", "PROMPT_COLUMNS", "OUTPUT_COLUMNS"]
 
+#: The highest arrival rate accepted [requests/s]; far above what one machine serves.
+MAX_RATE = 1e9
+
 #: Accepted column names (normalised) and the factor to seconds.
 ARRIVAL_COLUMNS = {"arrival_s": 1.0, "arrival_time": 1.0, "arrival_time_s": 1.0, "arrived_at": 1.0,
                    "timestamp": 1.0, "arrival_ms": 1e-3, "timestamp_ms": 1e-3}
@@ -93,11 +96,11 @@ def poisson_requests(rate: float, n: int, *, seed: int = 0, cv: float = 1.0, len
     arrives at its first inter-arrival time. Prompt and output lengths from the preset ``lengths``
     unless fixed by ``prompt_tokens`` / ``output_tokens``."""
     if isinstance(rate, bool) or not isinstance(rate, (int, float, np.floating, np.integer)) \
-            or not np.isfinite(rate) or rate <= 0:
-        raise field_error("rate", rate, "a positive number of requests per second")
+            or not np.isfinite(rate) or not 0 < rate <= MAX_RATE:
+        raise field_error("rate", rate, f"a positive number of requests per second, at most {MAX_RATE:g}")
     if isinstance(cv, bool) or not isinstance(cv, (int, float, np.floating, np.integer)) \
-            or not np.isfinite(cv) or not 0 < cv <= 100:
-        raise field_error("cv", cv, "a coefficient of variation in (0, 100] (1 = Poisson)")
+            or not np.isfinite(cv) or not 0.01 <= cv <= 100:
+        raise field_error("cv", cv, "a coefficient of variation from 0.01 to 100 (1 = Poisson)")
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or not 1 <= n <= 10_000_000:
         raise field_error("requests", n, "an integer from 1 to 10000000")
     rng = np.random.default_rng([int(seed), 24])
@@ -182,7 +185,7 @@ def _time(value: Any, path: str, line: int, col: str, factor: float) -> float:
 def read_trace(path: str) -> Requests:
     """The requests of a trace file (see the module docstring for the formats and column names)."""
     path = str(path)
-    rows, jsonl = _rows(read_text(path, "request trace"), path)
+    rows, jsonl = _rows(read_text(path, "request trace").lstrip("\ufeff"), path)
     if not rows:
         raise TraceError(f"{path}: no requests; expected one request per row")
     keys = list(rows[0][1])
