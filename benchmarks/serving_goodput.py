@@ -73,6 +73,15 @@ def _best(value) -> str:
     return str(value)
 
 
+def _table(rates, policies: list[str], runs: list[dict], cell) -> list[str]:
+    """Markdown rows: one per rate, one column per policy, ``cell(record)`` in each."""
+    rows = ["| rate [req/s] | " + " | ".join(policies) + " |", "|---:|" + "---|" * len(policies)]
+    for rate in rates:
+        found = [next((r for r in runs if r["policy"] == p and r["rate"] == rate), None) for p in policies]
+        rows.append(f"| {rate} | " + " | ".join("" if d is None else cell(d) for d in found) + " |")
+    return rows
+
+
 def render(records: list[dict]) -> str:
     """Markdown tables: per model, goodput (attainment, TPOT p90, TTFT p90) per rate and policy."""
     out = []
@@ -85,26 +94,12 @@ def render(records: list[dict]) -> str:
         out.append(f"{model} on {gpus} x B200, at least {r0['requests']} requests and "
                    f"{r0.get('arrival_window_s')} s of arrivals (hh-rlhf, Poisson, seed {r0['seed']}): "
                    "goodput [requests/s] (SLO attainment, TPOT p90 [ms], TTFT p90 [s])\n")
-        out.append("| rate [req/s] | " + " | ".join(policies) + " |")
-        out.append("|---:|" + "---|" * len(policies))
-        for rate in rates:
-            cells = []
-            for p in policies:
-                d = next((r for r in runs if r["policy"] == p and r["rate"] == rate), None)
-                cells.append("" if d is None else f"{d['goodput_requests_per_s']:.1f} ({d['slo_attainment']:.0%}, "
-                             f"{d['tpot_s']['p90'] * 1e3:.1f}, {d['ttft_s']['p90']:.2f})")
-            out.append(f"| {rate} | " + " | ".join(cells) + " |")
+        out += _table(rates, policies, runs, lambda d: f"{d['goodput_requests_per_s']:.1f} ({d['slo_attainment']:.0%}, "
+                      f"{d['tpot_s']['p90'] * 1e3:.1f}, {d['ttft_s']['p90']:.2f})")
         out.append("\nmemo against exact steps, per rate (mean |memo - exact| / exact over its sampled iterations; "
                    "largest single error):\n")
-        out.append("| rate [req/s] | " + " | ".join(policies) + " |")
-        out.append("|---:|" + "---|" * len(policies))
-        for rate in rates:
-            cells = []
-            for p in policies:
-                d = next((r for r in runs if r["policy"] == p and r["rate"] == rate), None)
-                e = None if d is None else d["pricing"]["error_vs_exact"]
-                cells.append("" if e is None else f"{100 * e['mean_abs_rel']:.2f} % ({100 * e['max_abs_rel']:.1f} %)")
-            out.append(f"| {rate} | " + " | ".join(cells) + " |")
+        out += _table(rates, policies, runs, lambda d: f"{100 * d['pricing']['error_vs_exact']['mean_abs_rel']:.2f} % "
+                      f"({100 * d['pricing']['error_vs_exact']['max_abs_rel']:.1f} %)")
         best = [r for r in records if r.get("model") == model and "max_rate" in r]
         out.append("\nmax rate meeting the SLOs [req/s]: " + "; ".join(f"{r['policy']} {_best(r['max_rate'])}" for r in best)
                    + "\n")
