@@ -11,7 +11,8 @@ __version__ = "0.1.0"
 from ._validate import memory_limit
 from .errors import ConfigError, SievesimError, TraceError
 
-__all__ = ["__version__", "SievesimError", "ConfigError", "TraceError", "memory_limit", "simulate_step"]
+__all__ = ["__version__", "SievesimError", "ConfigError", "TraceError", "memory_limit", "simulate_step",
+           "simulate_serving"]
 
 
 def __getattr__(name: str):
@@ -19,4 +20,7 @@ def __getattr__(name: str):
     if name == "simulate_step":
         from .system import simulate_step
         return simulate_step
+    if name == "simulate_serving":
+        from .serving import simulate_serving
+        return simulate_serving
     raise AttributeError(f"module 'sievesim' has no attribute {name!r}")

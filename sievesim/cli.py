@@ -27,6 +27,7 @@ _COMMAND_MODULES = [
     "policy",
     "trace_stats",
     "run",
+    "serve",
     "sweep",
     "reproduce",
     "plot",

@@ -117,6 +117,8 @@ def _results_jsonl() -> list:
     return [{"point_id": f"p{i}", "model": "m", "policy": p, "pimoe_unit": None, "batch": b, "step_time_s": t,
              "interactivity_tokens_per_s_per_user": 1 / t, "throughput_tokens_per_s_per_gpu": b / t}
             for i, (p, b, t) in enumerate((("sieve", 1, 1e-3), ("sieve", 4, 2e-3), ("noexp", 1, 3e-3)))]
+def _request_trace() -> list:
+    return ["arrival_s,prompt_tokens,output_tokens"] + [f"{0.25 * i},{8 + i},2" for i in range(4)]
 
 
 def _loadstore() -> list:
@@ -181,6 +183,7 @@ FORMATS: dict[str, Format] = {
     "loadstore_trace": Format(_loadstore, _lines_bytes, ".trace"),
     "readwrite_trace": Format(_readwrite, _lines_bytes, ".trace"),
     "results_jsonl": Format(_results_jsonl, _jsonl_bytes, ".jsonl"),
+    "request_trace": Format(_request_trace, _lines_bytes, ".csv"),
 }
 
 # ------------------------------------------------------------------------------------------
@@ -192,6 +195,9 @@ class Command:
     argv: tuple[str, ...]      # "{file}" where the malformed file goes
     format: str
 
+
+#: Serving options that keep a case to a few steps (a batch of 2, no memo error samples).
+_SERVE_SMALL = ("--max-batch", "2", "--token-budget", "32", "--max-model-len", "64", "--error-samples", "0", "--json")
 
 COMMANDS: dict[str, Command] = {
     "dram run --config (toml)": Command(("dram", "run", "synthetic:stream:20", "--config", "{file}"), "dram_toml"),
@@ -229,10 +235,13 @@ COMMANDS: dict[str, Command] = {
     "plot": Command(("plot", "{file}", "--out", "{outdir}.png"), "results_jsonl"),
     "plot --x --y": Command(("plot", "{file}", "--x", "batch", "--y", "step_time_s", "--logy", "--out", "{outdir}.svg"),
                             "results_jsonl"),
+    "serve --trace": Command(("serve", "--model", "qwen3-30b-a3b", "--trace", "{file}") + _SERVE_SMALL, "request_trace"),
     "reproduce --trace": Command(("reproduce", "fig5", "--quick", "--trace", "{file}", "--out", "{outdir}"),
                                  "routing_npz"),
 }
 
+#: The smallest serving setup: short requests, a tiny batch, no memo error samples (each case a few steps).
+_SERVE = ("serve", "--model", "qwen3-30b-a3b", "--requests", "2", "--prompt-tokens", "8", "--output-tokens", "2")
 #: (argv with "{v}" for the fuzzed value): numeric and list options typed on the command line.
 VALUE_OPTIONS: tuple[tuple[str, ...], ...] = (
     ("pim", "gemv", "--d-in", "{v}", "--d-out", "64"),
@@ -275,6 +284,11 @@ VALUE_OPTIONS: tuple[tuple[str, ...], ...] = (
      "--policy-option", "candidates={v}"),
     ("sweep", "--model", "qwen3-30b-a3b", "--point", "estimate", "--jobs", "1", "--quiet", "--out", "{out}",
      "--force", "--batch", "4", "--policy-options", "rel_tol={v}"),
+    _SERVE + ("--rate", "{v}") + _SERVE_SMALL,
+    _SERVE + ("--rate", "5", "--cv", "{v}") + _SERVE_SMALL,
+    _SERVE + ("--rate", "5", "--horizon", "{v}") + _SERVE_SMALL,
+    _SERVE + ("--rate", "5", "--tpot-slo", "{v}") + _SERVE_SMALL,
+    _SERVE + ("--max-rate", "{v}", "--bisect-steps", "1") + _SERVE_SMALL,
 )
 
 # ------------------------------------------------------------------------------------------

@@ -1,0 +1,225 @@
+"""``sievesim serve``: requests arriving at a rate (or from a trace) served with continuous batching."""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from typing import Any
+
+from .._validate import int_arg, number_arg
+from ..errors import field_error
+from .run import _options_for, _policies, _policy_options
+
+_SECONDS = number_arg(lo=-1e12, hi=1e12, what="seconds")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "serve", help="requests arriving at a rate or from a trace, served with continuous batching: TTFT, "
+                      "TPOT, goodput under SLOs",
+        description="Serve a workload on G GPUs with HBM-PIM: requests arrive (Poisson, gamma-bursty or a trace "
+                    "file), are batched continuously (chunked prefill beside decode under a token budget, KV "
+                    "blocks from the HBM left after the weights, preemption by recompute) and every iteration "
+                    "takes the executed step time of its batch (memoised; its error against exact steps is "
+                    "reported). See docs/serving.md.")
+    p.add_argument("--model", required=True, help="preset name, .toml or Hugging Face config.json")
+    p.add_argument("--hardware", default="b200", help="preset name or .toml (default: b200)")
+    p.add_argument("--gpus", type=int_arg("gpus"), default=1, help="GPUs G (default 1)")
+    p.add_argument("--policy", default="sieve", help="policy name or comma-separated names (default sieve)")
+    p.add_argument("--rate", type=_SECONDS, default=None, metavar="R", help="arrivals per second")
+    p.add_argument("--requests", type=int_arg("requests"), default=None, metavar="N",
+                   help="requests (default 100; with --trace: its first N rows)")
+    p.add_argument("--arrival-window", type=_SECONDS, default=None, metavar="S",
+                   help="serve at least rate x S requests (with --rate or --max-rate): an overload shows only "
+                        "when it lasts")
+    p.add_argument("--trace", default=None, metavar="FILE",
+                   help="request trace, CSV or JSON lines: arrival time, prompt tokens, output tokens "
+                        "(column names in docs/serving.md)")
+    p.add_argument("--cv", type=_SECONDS, default=1.0,
+                   help="coefficient of variation of the inter-arrival times (gamma; default 1 = Poisson)")
+    p.add_argument("--lengths", default="hh-rlhf", help="length preset: hh-rlhf (default), math-500")
+    p.add_argument("--prompt-tokens", type=int_arg("context", lo=1), default=None, help="fixed prompt length")
+    p.add_argument("--output-tokens", type=int_arg("context", lo=1), default=None, help="fixed output length")
+    p.add_argument("--seed", type=int_arg("seed"), default=0, help="seed of arrivals, lengths, routing (default 0)")
+    p.add_argument("--max-batch", type=int_arg("batch"), default=256, help="running requests at most (default 256)")
+    p.add_argument("--token-budget", type=int_arg("context", lo=1), default=2048,
+                   help="tokens per iteration, decode + prefill chunks (default 2048)")
+    p.add_argument("--horizon", type=_SECONDS, default=None, metavar="S",
+                   help="stop at S simulated seconds (default: when every request has finished)")
+    p.add_argument("--ttft-slo", type=_SECONDS, default=2.0, metavar="S", help="TTFT target (default 2 s)")
+    p.add_argument("--tpot-slo", type=_SECONDS, default=0.05, metavar="S", help="TPOT target (default 0.05 s)")
+    p.add_argument("--e2e-slo", type=_SECONDS, default=None, metavar="S", help="end-to-end target (default none)")
+    p.add_argument("--attainment", type=_SECONDS, default=0.9,
+                   help="share of requests that must meet every target (default 0.9)")
+    p.add_argument("--block-size", type=int_arg("context", lo=1), default=16, help="tokens per KV block (16)")
+    p.add_argument("--memory-utilization", type=_SECONDS, default=0.9,
+                   help="share of the HBM the server may use (default 0.9)")
+    p.add_argument("--max-model-len", type=int_arg("context", lo=2), default=32768,
+                   help="longest request, prompt + output tokens (default 32768)")
+    p.add_argument("--exact", action="store_true", help="price every iteration by its exact step (slow)")
+    p.add_argument("--error-samples", type=int_arg("context"), default=20,
+                   help="iterations priced exactly to measure the memo (default 20)")
+    p.add_argument("--max-rate", default=None, metavar="LO:HI",
+                   help="instead of one rate: the largest rate in [LO, HI] meeting the SLOs, by bisection")
+    p.add_argument("--bisect-steps", type=int_arg("batches"), default=7, help="bisection steps (default 7)")
+    p.add_argument("--top-k", type=int_arg("experts"), default=None, help="routed experts per token")
+    p.add_argument("--pimoe-unit", default=None, help="PIMoE placement unit: pseudo_channel, channel, stack")
+    p.add_argument("--policy-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="constructor argument of the policies that take it; repeatable")
+    p.add_argument("--requests-csv", default=None, metavar="FILE", help="write one row per request (one policy)")
+    p.add_argument("--timeline-csv", default=None, metavar="FILE",
+                   help="write one row per iteration: batch, prefill, queue, KV use (one policy)")
+    p.add_argument("--plot", default=None, metavar="FILE",
+                   help="PNG: decode batch and KV use over time, one line per policy")
+    p.add_argument("--json", action="store_true", help="JSON: one object (one policy) or a list")
+    p.set_defaults(func=_serve)
+
+
+def _seconds(name: str, value: float | None, *, allow_none: bool = True) -> None:
+    if value is None and allow_none:
+        return
+    if value is None or not math.isfinite(value) or value <= 0:
+        raise field_error(name, value, "a positive number of seconds")
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from ..serving.metrics import SloTargets
+    from ..serving.scheduler import SchedulerConfig
+    from ..serving.simulator import ServingSimulator, make_requests, max_rate_under_slos, requests_for
+    from ..serving.workload import MAX_RATE
+
+    names = _policies(args.policy)
+    if (args.requests_csv or args.timeline_csv) and len(names) != 1:
+        raise field_error("--requests-csv", args.requests_csv or args.timeline_csv, "one policy (--policy NAME)")
+    for name in ("--ttft-slo", "--tpot-slo", "--e2e-slo", "--horizon"):
+        _seconds(name, getattr(args, name[2:].replace("-", "_")))
+    if args.rate is not None and not (math.isfinite(args.rate) and 0 < args.rate <= MAX_RATE):
+        raise field_error("--rate", args.rate, f"a positive number of requests per second, at most {MAX_RATE:g}")
+    if not 0 < args.attainment <= 1:
+        raise field_error("--attainment", args.attainment, "a share in (0, 1]")
+    if not 0 < args.memory_utilization <= 1:
+        raise field_error("--memory-utilization", args.memory_utilization, "a share of the HBM in (0, 1]")
+    if not 0.01 <= args.cv <= 100:
+        raise field_error("--cv", args.cv, "a coefficient of variation from 0.01 to 100 (1 = Poisson)")
+    bracket = _bracket(args.max_rate) if args.max_rate else None
+    if bracket and args.trace:
+        raise field_error("--max-rate", args.max_rate, "no --max-rate with --trace (the trace sets the arrivals)")
+    if bracket is None and args.rate is None and args.trace is None:
+        raise field_error("--rate", None, "a rate (requests/s), --trace FILE or --max-rate LO:HI")
+    options = _policy_options(args.policy_option)
+    fixed = (args.prompt_tokens, args.output_tokens)
+    lengths = None if None not in fixed else args.lengths
+    if args.arrival_window is not None:
+        _seconds("--arrival-window", args.arrival_window)
+        if args.trace:
+            raise field_error("--arrival-window", args.arrival_window, "no window with --trace")
+    if bracket is None:
+        n = args.requests
+        if args.arrival_window is not None:
+            n = requests_for(args.rate, args.requests or 1, args.arrival_window)
+        q, rate = make_requests(rate=args.rate, requests=n, trace=args.trace, cv=args.cv,
+                                lengths=lengths, prompt_tokens=args.prompt_tokens,
+                                output_tokens=args.output_tokens, seed=args.seed)
+    records: list[dict[str, Any]] = []
+    results = []
+    for name in names:
+        sim = ServingSimulator(
+            args.model, args.hardware, gpus=args.gpus, policy=name,
+            scheduler=SchedulerConfig(args.max_batch, args.token_budget, args.horizon),
+            slo=SloTargets(args.ttft_slo, args.tpot_slo, args.e2e_slo, args.attainment),
+            block_size=args.block_size, memory_utilization=args.memory_utilization,
+            max_model_len=args.max_model_len, exact=args.exact, error_samples=args.error_samples, seed=args.seed,
+            top_k=args.top_k, pimoe_unit=args.pimoe_unit if name == "pimoe" else None,
+            policy_options=_options_for(name, options))
+        if bracket:
+            found = max_rate_under_slos(sim, requests=args.requests or 100, lo=bracket[0], hi=bracket[1],
+                                        steps=args.bisect_steps, seed=args.seed, cv=args.cv, lengths=lengths,
+                                        prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
+                                        arrival_window_s=args.arrival_window)
+            records.append({"model": sim.model.name, "gpus": sim.gpus, "hardware": sim.hw.name, "policy": name,
+                            "slo": sim.slo.as_dict(), "requests": args.requests or 100, "seed": args.seed, **found})
+            continue
+        res = sim.run(q, rate)
+        results.append(res)
+        records.append(res.to_dict())
+    if args.requests_csv:
+        from ..serving.metrics import write_csv
+        write_csv(args.requests_csv, results[0].request_rows())
+    if args.timeline_csv:
+        from ..serving.metrics import write_csv
+        write_csv(args.timeline_csv, results[0].iteration_rows())
+    if args.plot:
+        if bracket:
+            raise field_error("--plot", args.plot, "a run at one rate or of a trace (not --max-rate)")
+        _plot(results, args.plot)
+    if args.json:
+        print(json.dumps(records[0] if len(records) == 1 else records))
+        return 0
+    _print(records, bool(bracket))
+    return 0
+
+
+def _plot(results: list[Any], path: str) -> None:
+    """Decode requests per iteration and KV blocks in use (share of the fullest GPU's) over time."""
+    import pathlib
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..reproduce.plotting import save
+
+    fig, (ax_b, ax_k) = plt.subplots(2, 1, figsize=(7, 5), sharex=True)
+    for res in results:
+        lg, name = res.log, res.settings["policy"]
+        ax_b.plot(lg.it_start, lg.it_decode, lw=0.8, label=name)
+        ax_k.plot(lg.it_start, [k / res.kv["blocks_per_gpu"] for k in lg.it_kv_blocks], lw=0.8, label=name)
+    ax_b.set_ylabel("decode requests")
+    ax_k.set_ylabel("KV blocks used (share)")
+    ax_k.set_xlabel("time [s]")
+    ax_b.legend()
+    ax_b.set_title(f"{results[0].settings['model']}: {results[0].settings['workload']}")
+    try:
+        save(fig, pathlib.Path(path))
+    except OSError as exc:
+        raise field_error("--plot", path, f"a writable file ({exc.strerror})") from None
+
+
+def _bracket(text: str) -> tuple[float, float]:
+    from .._validate import parse_number
+    from ..serving.workload import MAX_RATE
+
+    parts = text.split(":")
+    if len(parts) != 2:
+        raise field_error("--max-rate", text, "LO:HI, two rates in requests/s with 0 < LO < HI")
+    lo, hi = (parse_number("--max-rate", x, lo=0.0, hi=MAX_RATE, what="requests/s") for x in parts)
+    if not 0 < lo < hi:
+        raise field_error("--max-rate", text, "LO:HI, two rates in requests/s with 0 < LO < HI")
+    return lo, hi
+
+
+def _print(records: list[dict[str, Any]], bisect: bool) -> None:
+    r0 = records[0]
+    slo = r0["slo"]
+    print(f"{r0['model']} on {r0['gpus']} x {r0['hardware']}; SLOs: TTFT <= {slo['ttft_s']} s, TPOT <= "
+          f"{slo['tpot_s']} s, e2e <= {slo['e2e_s']} s, met by {slo['attainment']:.0%} of the requests")
+    if bisect:
+        for r in records:
+            found = "none in the bracket" if r["max_rate"] is None else f"{r['max_rate']:.4g} requests/s"
+            print(f"{r['policy']:8s} max rate meeting the SLOs: {found} (bracket {r['bracket'][0]:.4g} .. "
+                  f"{r['bracket'][1]:.4g}; {len(r['tried'])} rates tried, {r['requests']} requests each)")
+        return
+    print(f"workload: {r0['workload']}, {r0['requests']} requests, seed {r0['seed']}; max batch {r0['max_batch']}, "
+          f"token budget {r0['token_budget']}; KV {r0['kv_capacity']['blocks_per_gpu']} blocks of "
+          f"{r0['block_size']} tokens per GPU")
+    head = (f"{'policy':8s} {'done':>6s} {'TTFT p50/p99 ms':>17s} {'TPOT p50/p99 ms':>17s} {'e2e p50/p99 s':>15s} "
+            f"{'tok/s':>9s} {'goodput/s':>9s} {'attain':>6s} {'batch':>6s} {'preempt':>7s} {'Little':>6s} "
+            f"{'memo err':>8s}")
+    print(head)
+    for r in records:
+        e = r["pricing"]["error_vs_exact"]
+        print(f"{r['policy']:8s} {r['finished_requests']:6d} {r['ttft_s']['p50'] * 1e3:8.2f}/{r['ttft_s']['p99'] * 1e3:8.2f}"
+              f" {r['tpot_s']['p50'] * 1e3:8.3f}/{r['tpot_s']['p99'] * 1e3:8.3f} {r['e2e_s']['p50']:7.2f}/"
+              f"{r['e2e_s']['p99']:7.2f} {r['throughput_tokens_per_s']:9.1f} {r['goodput_requests_per_s']:9.3f} "
+              f"{r['slo_attainment']:6.1%} {r['batch']['mean']:6.1f} {r['preemptions']:7d} "
+              f"{r['littles_law_ratio']:6.3f} {e['mean_abs_rel']:8.2%}")

@@ -1,0 +1,100 @@
+"""Latency and throughput of a served workload: TTFT, TPOT, end-to-end, goodput, Little's law.
+
+Per request: TTFT = first output token - arrival; TPOT = (finish - first token) / (output - 1)
+(requests of one output token have no TPOT and meet any TPOT target); end-to-end = finish - arrival;
+queueing = first admission - arrival. Aggregates over the finished requests: mean, p50, p90, p99
+(linear interpolation between order statistics). Times in seconds.
+"""
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["SloTargets", "summary", "per_request_rows", "littles_law_ratio", "write_csv"]
+
+
+@dataclass(frozen=True)
+class SloTargets:
+    """Service-level objectives [s] (``None``: no target) and the share of requests that must meet
+    all of them for a rate to count as meeting the SLOs (DistServe's SLO attainment)."""
+
+    ttft_s: float | None = 2.0
+    tpot_s: float | None = 0.05
+    e2e_s: float | None = None
+    attainment: float = 0.9
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ttft_s": self.ttft_s, "tpot_s": self.tpot_s, "e2e_s": self.e2e_s, "attainment": self.attainment}
+
+
+def summary(x: np.ndarray) -> dict[str, float]:
+    """mean, p50, p90, p99 of ``x`` (NaN for no values)."""
+    x = np.asarray(x, dtype=float)
+    x = x[~np.isnan(x)]
+    if not x.size:
+        return {"mean": math.nan, "p50": math.nan, "p90": math.nan, "p99": math.nan}
+    p50, p90, p99 = np.percentile(x, [50, 90, 99])
+    return {"mean": float(x.mean()), "p50": float(p50), "p90": float(p90), "p99": float(p99)}
+
+
+def request_latencies(arrival: np.ndarray, output: np.ndarray, first: np.ndarray, finish: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """TTFT, TPOT and end-to-end latency of every request (NaN where not reached)."""
+    ttft = first - arrival
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(output > 1, (finish - first) / np.maximum(output - 1, 1), np.nan)
+    return ttft, tpot, finish - arrival
+
+
+def meets_slos(slo: SloTargets, ttft: np.ndarray, tpot: np.ndarray, e2e: np.ndarray) -> np.ndarray:
+    """Finished requests that meet every target (bool per request)."""
+    ok = ~np.isnan(e2e)
+    for target, x, nan_ok in ((slo.ttft_s, ttft, False), (slo.tpot_s, tpot, True), (slo.e2e_s, e2e, False)):
+        if target is not None:
+            ok &= (x <= target) | (nan_ok & np.isnan(x))
+    return ok
+
+
+def littles_law_ratio(arrival: np.ndarray, finish: np.ndarray, end_s: float,
+                      it_start: list[float], it_time: list[float], in_system: np.ndarray) -> float:
+    """(mean requests in the system) / (arrival rate x mean time in the system) over the arrival
+    window ``[0, last arrival]``. The mean in the system is the time average of the scheduler's own
+    count (waiting + running at each iteration's start, 0 while idle); the time in the system is
+    finish - arrival (the end of the run for unfinished requests) of the requests that arrived in
+    the window; the arrival rate is theirs (arrivals / window), not the workload's nominal rate, so
+    that the ratio checks the simulator's bookkeeping rather than the sampling noise of arrivals.
+    Near 1 once the window is long against the time in the system."""
+    window = float(arrival[-1]) if arrival.size else 0.0
+    if window <= 0 or not it_start:
+        return math.nan
+    s = np.asarray(it_start)
+    e = np.minimum(s + np.asarray(it_time), window)
+    overlap = np.clip(e - s, 0.0, None)
+    mean_n = float((overlap * in_system).sum() / window)
+    w = np.where(np.isnan(finish), end_s, finish) - arrival
+    return mean_n / (arrival.size / window * float(w.mean()))
+
+
+def per_request_rows(arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray, scheduled: np.ndarray,
+                     first: np.ndarray, finish: np.ndarray, preemptions: np.ndarray,
+                     met: np.ndarray) -> list[dict[str, Any]]:
+    """One row per request (for ``--requests-csv``)."""
+    ttft, tpot, e2e = request_latencies(arrival, output, first, finish)
+    return [{"request": i, "arrival_s": float(arrival[i]), "prompt_tokens": int(prompt[i]),
+             "output_tokens": int(output[i]), "queue_s": float(scheduled[i] - arrival[i]), "ttft_s": float(ttft[i]),
+             "tpot_s": float(tpot[i]), "e2e_s": float(e2e[i]), "preemptions": int(preemptions[i]),
+             "meets_slos": bool(met[i])} for i in range(arrival.size)]
+
+
+def write_csv(path: str, rows: list[dict[str, Any]]) -> None:
+    """Rows as CSV with a header (nothing but the header when there are no rows)."""
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        if not rows:
+            return
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)

@@ -1,0 +1,393 @@
+"""The time of one serving iteration, from the executed system step.
+
+An iteration of the serving loop is one step of the model over a set of requests: decode requests
+(one token each, at their own context lengths, on their own GPU) and prefill chunks (``length``
+prompt tokens from ``offset``, on their request's GPU). :class:`IterationPricer` prices it with
+:class:`~sievesim.system.step.StepSimulator`: the Figure-8 graph of that batch, built and executed,
+PIM nodes on the cycle-accurate engine.
+
+Two ways, both through the step:
+
+* **exact** (:meth:`IterationPricer.exact_s`): the step of the iteration's actual batch (per-GPU
+  decode requests and their contexts, prefill chunks and their GPUs). Every iteration has new
+  contexts, so every exact step simulates new attention programs.
+* **memo** (:meth:`IterationPricer.memo_s`, the default): the step time as a function of three
+  numbers, decode requests ``B``, their mean context ``c`` and the prefill tokens ``T``,
+  interpolated (trilinearly) between grid points (1..G-1 requests priced as G); each grid point
+  is priced once, by the step of
+  ``B`` requests spread evenly over the G GPUs (B is a multiple of G on the grid), every one at
+  context ``c``, and ``T`` prefill tokens split evenly over the GPUs as fresh prompts. What the memo
+  leaves out (uneven GPUs, the spread of contexts, chunk offsets, routing draws) is measured by
+  pricing a sample of iterations exactly (:class:`MemoError`).
+
+The pricer is a pure function of the batch: routing is drawn from the model's synthetic routing
+with a generator seeded by the seed and the batch, and the policy's cost table is frozen after a
+warm-up (a few steps at representative batches, the paper's warm-up), so a batch costs the same
+whenever it is priced. Times are in seconds.
+"""
+from __future__ import annotations
+
+import bisect
+import math
+import zlib
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import field_error
+from ..system.step import StepSimulator
+
+__all__ = ["IterationPricer", "MemoError", "batch_grid", "context_grid", "prefill_grid", "equivalent_prompt"]
+
+
+def batch_grid(gpus: int, max_batch: int) -> list[int]:
+    """Decode batch sizes priced by the memo: 0, 1 .. G-1 (one request on each of the first GPUs), then
+    multiples of G: G x 1..8, then about 19 % apart (G x round(8 x 2^(k/4))), up to the first at or
+    above ``max_batch``."""
+    per = list(range(1, 9))
+    k = 1
+    while per[-1] * gpus < max_batch:
+        per.append(max(per[-1] + 1, round(8 * 2 ** (k / 4))))
+        k += 1
+    return [0] + list(range(1, gpus)) + [p * gpus for p in per]
+
+
+def context_grid(max_context: int) -> list[int]:
+    """Mean decode contexts priced by the memo [tokens]: 16, 32, 64, ... up to the first at or above
+    ``max_context`` (attention is nearly linear in the context between them)."""
+    out = [16]
+    while out[-1] < max_context:
+        out.append(out[-1] * 2)
+    return out
+
+
+def prefill_grid(max_tokens: int) -> list[int]:
+    """Prefill tokens per iteration priced by the memo: 0, 8, 16, 24, 32, 48, 64, 80, 96, 128, 160,
+    192, 256 (a step's time is concave in few tokens, as experts are activated one by one), then
+    doubling up to the first at or above ``max_tokens``."""
+    out = [0, 8, 16, 24, 32, 48, 64, 80, 96, 128, 160, 192, 256]
+    while out[-1] < max_tokens:
+        out.append(out[-1] * 2)
+    return [t for t in out if t < max_tokens] + [next(t for t in out if t >= max_tokens)]
+
+
+def _bracket(grid: Sequence[int], x: float) -> tuple[int, int, float]:
+    """Indices of the grid points around ``x`` and the weight of the upper one (x beyond the ends:
+    the end point, weight 0; the grids are built to cover every value an iteration can take)."""
+    j = bisect.bisect_left(grid, x)
+    if j <= 0:
+        return 0, 0, 0.0
+    if j >= len(grid):
+        return len(grid) - 1, len(grid) - 1, 0.0
+    lo, hi = grid[j - 1], grid[j]
+    return j - 1, j, (x - lo) / (hi - lo)
+
+
+def equivalent_prompt(length: np.ndarray, offset: np.ndarray) -> np.ndarray:
+    """The prompt length [tokens] whose causal attention covers as many (query, key) positions as a
+    chunk of ``length`` tokens from position ``offset`` (positions offset+1 .. offset+length), so
+    that the step, which prices a prompt by that sum, prices the chunk; at least ``length``.
+    Sliding-window layers cap the sum at the window in the step, which this leaves approximate."""
+    att = length * offset + length * (length + 1) / 2.0
+    return np.maximum(length, np.rint((np.sqrt(8.0 * att + 1.0) - 1.0) / 2.0).astype(np.int64))
+
+
+class _IterationStep(StepSimulator):
+    """A :class:`StepSimulator` whose batch is set per call: decode requests with their own contexts
+    and GPUs, prefill chunks with their own offsets and GPUs (see :meth:`IterationPricer.exact_s`)."""
+
+    frozen = False
+
+    def set_batch(self, dec_ctx: np.ndarray, dec_gpu: np.ndarray, pf_len: np.ndarray, pf_off: np.ndarray,
+                  pf_gpu: np.ndarray, rng: np.random.Generator) -> None:
+        order = np.argsort(dec_gpu, kind="stable")
+        self.batch = int(dec_ctx.size)
+        self.context = np.asarray(dec_ctx, dtype=np.int64)[order]
+        self._dec_owner = np.asarray(dec_gpu, dtype=np.int64)[order]
+        self._pf = (np.asarray(pf_len, dtype=np.int64), np.asarray(pf_off, dtype=np.int64),
+                    np.asarray(pf_gpu, dtype=np.int64))
+        self.prefill_requests = int(pf_len.size)
+        self._rng = rng
+        self._step_index = 0
+
+    def _step_tokens(self):  # type: ignore[override]
+        from ..workload.routing import counts_from_ids
+
+        pf_len, _, pf_gpu = self._pf
+        owner = np.concatenate([self._dec_owner, np.repeat(pf_gpu, pf_len)])
+        ids = self.source.sample_tokens(self._rng, int(owner.size))
+        counts = counts_from_ids(ids, self.model.num_experts)
+        return ids, counts, owner, [np.arange(owner.size)]
+
+    def _layer_batches(self, b):  # type: ignore[override]
+        from ..system import figure8 as f8
+
+        m, G = self.model, self.gpus
+        pf_len, pf_off, pf_gpu = self._pf
+        rows = b.mb_rows[0]
+        lens_g = [self.context[self._dec_owner == g] for g in range(G)]
+        eq = equivalent_prompt(pf_len, pf_off)
+        pf_g = [[int(x) for x in eq[pf_gpu == g]] for g in range(G)]
+        tokens_g = [int(lens_g[g].size) + int(pf_len[pf_gpu == g].sum()) for g in range(G)]
+        for layer in range(m.num_layers):
+            kind, is_moe = m.layer_attention[layer], m.layer_mlp[layer] == "moe"
+            yield f8.LayerBatch(layer, kind, is_moe, 0, rows, b.owner[rows], tokens_g, lens_g, pf_g)
+
+    def _learn(self, b) -> None:  # type: ignore[override]
+        if not self.frozen:
+            super()._learn(b)
+
+
+@dataclass(frozen=True)
+class MemoError:
+    """The memo against the exact step on a sample of iterations.
+
+    Attributes:
+        samples: iterations priced both ways.
+        mean_abs_rel: mean of |memo - exact| / exact.
+        max_abs_rel: the largest |memo - exact| / exact.
+        mean_rel: mean of (memo - exact) / exact (the bias).
+        total_rel: (sum of memo - sum of exact) / sum of exact over the sample.
+    """
+
+    samples: int
+    mean_abs_rel: float
+    max_abs_rel: float
+    mean_rel: float
+    total_rel: float
+
+    @classmethod
+    def from_pairs(cls, memo: Sequence[float], exact: Sequence[float]) -> "MemoError":
+        if not len(exact):
+            return cls(0, 0.0, 0.0, 0.0, 0.0)
+        m, e = np.asarray(memo, dtype=float), np.asarray(exact, dtype=float)
+        rel = (m - e) / e
+        return cls(int(e.size), float(np.abs(rel).mean()), float(np.abs(rel).max()), float(rel.mean()),
+                   float((m.sum() - e.sum()) / e.sum()))
+
+    def as_dict(self) -> dict[str, float]:
+        return {"samples": self.samples, "mean_abs_rel": self.mean_abs_rel, "max_abs_rel": self.max_abs_rel,
+                "mean_rel": self.mean_rel, "total_rel": self.total_rel}
+
+
+class IterationPricer:
+    """Iteration times [s] of ``model`` on ``gpus`` GPUs of ``hardware`` under ``policy``.
+
+    Parameters
+    ----------
+    model, hardware, gpus, policy:
+        As for :class:`~sievesim.system.step.StepSimulator` (already resolved specs or names).
+    max_batch:
+        The largest decode batch an iteration can hold (the grid covers it).
+    max_prefill_tokens:
+        The largest prefill tokens of one iteration (the scheduler's token budget).
+    max_context:
+        The longest context a request can reach [tokens] (the grid covers it).
+    seed:
+        Seeds the routing draws (with the batch, see the module docstring).
+    step_options:
+        Further keyword arguments of ``StepSimulator`` (``pimoe_unit``, ``early_loads``,
+        ``contention``, ``policy_options``, ``scheduler_latency_s``, ``top_k``, ``trace``).
+    """
+
+    def __init__(self, model: Any, hardware: Any, *, gpus: int, policy: str, max_batch: int,
+                 max_prefill_tokens: int, max_context: int, seed: int = 0, **step_options: Any) -> None:
+        self.sim = _IterationStep(model, hardware, gpus=gpus, policy=policy, batch=gpus, seed=seed,
+                                  context_len=1, **step_options)
+        if not hasattr(self.sim.source, "sample_tokens"):
+            raise field_error("routing", self.sim.routing, "synthetic routing (the default or synthetic:PRESET): "
+                                                           "serving draws the routing of every iteration's batch")
+        self.gpus, self.seed = int(gpus), int(seed)
+        self.b_grid = batch_grid(self.gpus, max_batch)
+        self.c_grid = context_grid(max_context)
+        self.t_grid = prefill_grid(max_prefill_tokens)
+        self.memo: dict[tuple[int, int, int, int], float] = {}
+        att = next((k for k in self.sim.model.layer_attention if k != "linear"), None)
+        m = self.sim.model
+        self._heads = 1 if att == "mla" else int(m.num_kv_heads)
+        self._pcs = int(self.sim.org.count("pseudo_channel"))
+        self._attn: dict[tuple[str, int, int], float] = {}
+        kinds = [k for k in m.layer_attention if k != "linear"]
+        self._att_layers = {k: kinds.count(k) for k in dict.fromkeys(kinds)}
+        self._pf_layers = [(m.layer_attention.index(k), m.layer_attention.count(k))
+                           for k in dict.fromkeys(m.layer_attention)]
+        self.lookups = 0          # memo_s calls
+        self.corner_hits = 0      # grid points found priced (8 per lookup at most)
+        self.corner_misses = 0    # grid points priced now
+        self.exact_steps = 0
+        self._warm_up(max_batch, max_prefill_tokens)
+
+    def _warm_up(self, max_batch: int, max_prefill_tokens: int) -> None:
+        """The paper's warm-up: steps at a few representative batches while the cost table learns
+        (decode batches of G, about an eighth of ``max_batch`` and ``max_batch``, at a 512-token
+        context, with a prefill chunk beside the middle one); then the table is frozen."""
+        G = self.gpus
+        sizes = sorted({G, max(G, (max_batch // 8) // G * G), max(G, max_batch // G * G)})
+        for i, b in enumerate(sizes):
+            pf = min(max_prefill_tokens, 256) if i == 1 else 0
+            for _ in range(2):
+                self._price(np.full(b, 512), np.arange(b) % G, np.array([pf] if pf else [], dtype=np.int64),
+                            np.zeros(1 if pf else 0, dtype=np.int64), np.zeros(1 if pf else 0, dtype=np.int64),
+                            ("warmup", b, pf))
+        self.sim.frozen = True
+
+    def _price(self, dec_ctx: np.ndarray, dec_gpu: np.ndarray, pf_len: np.ndarray, pf_off: np.ndarray,
+               pf_gpu: np.ndarray, key: tuple) -> float:
+        h = zlib.crc32(repr(key).encode())
+        self.sim.set_batch(dec_ctx, dec_gpu, pf_len, pf_off, pf_gpu, np.random.default_rng([self.seed, 24, h]))
+        return float(self.sim.run_step(grow_contexts=False)["step_time_s"])
+
+    # ------------------------------------------------------------------ exact
+    def exact_s(self, dec_ctx: np.ndarray, dec_gpu: np.ndarray, pf_len: np.ndarray, pf_off: np.ndarray,
+                pf_gpu: np.ndarray) -> float:
+        """The step of exactly this batch: decode requests at contexts ``dec_ctx`` [tokens] on GPUs
+        ``dec_gpu``; prefill chunks of ``pf_len`` tokens from position ``pf_off`` on GPUs ``pf_gpu``."""
+        self.exact_steps += 1
+        order = np.lexsort((dec_ctx, dec_gpu))
+        key = ("exact", tuple(dec_gpu[order].tolist()), tuple(dec_ctx[order].tolist()), tuple(pf_len.tolist()),
+               tuple(pf_off.tolist()), tuple(pf_gpu.tolist()))
+        return self._price(dec_ctx, dec_gpu, pf_len, pf_off, pf_gpu, key)
+
+    # ------------------------------------------------------------------ memo
+    def effective_context(self, dec_ctx: np.ndarray, dec_gpu: np.ndarray) -> float:
+        """The context [tokens] at which an even batch of the same size loads the busiest PIM
+        pseudo-channel as this batch does. Attention on PIM is split into units (a request and a KV
+        head), placed longest first on the P pseudo-channels of the request's GPU, each unit over
+        ``P // units`` of them when there are fewer units than channels; the layer lasts as long as
+        the busiest channel. Its load is about ``max(longest / s, sum x H / P)`` (``s = max(1, P //
+        units)``, H KV heads): for an even batch ``c x max(1 / s, n x H / P)``."""
+        if not dec_ctx.size:
+            return float(self.c_grid[0])
+        G, P, H = self.gpus, self._pcs, self._heads
+        n = np.bincount(dec_gpu, minlength=G)
+        total = np.bincount(dec_gpu, weights=dec_ctx, minlength=G)
+        longest = np.zeros(G)
+        np.maximum.at(longest, dec_gpu, dec_ctx)
+        s = np.maximum(1, P // np.maximum(1, n * H))
+        load = np.maximum(longest / s, total * H / P).max()
+        u = self._busiest(dec_ctx.size) * H
+        per = 1.0 / (P // u) if u <= P else float(-(-u // P))
+        return float(load / per)
+
+    def _busiest(self, batch: int) -> int:
+        """Decode requests on the busiest GPU of an even batch."""
+        return -(-batch // self.gpus)
+
+    def _attention_s(self, kind: str, n: int, c: float) -> float:
+        """Engine time [s] of ``n`` requests at context ``c`` on one GPU, linear between context grid
+        points (each priced once)."""
+        lo, hi, w = _bracket(self.c_grid, c)
+        out = 0.0
+        for j, wj in ((lo, 1.0 - w), (hi, w)):
+            if wj > 0.0:
+                key = (kind, n, j)
+                t = self._attn.get(key)
+                if t is None:
+                    t = self._attn[key] = self.sim.engine_times.attention_s(kind, np.full(n, self.c_grid[j]))
+                out += wj * t
+        return out
+
+    def attention_correction_s(self, dec_ctx: np.ndarray, dec_gpu: np.ndarray) -> float:
+        """What the spread of contexts adds to an even batch at the mean context [s]: per layer of
+        each context-dependent attention kind, the engine's attention at :meth:`effective_context`
+        minus at the mean context, for the busiest GPU's requests (attention on PIM is on the
+        critical path of its layer, docs/system.md)."""
+        if not dec_ctx.size or self.sim.gpu_only or not self._att_layers:
+            return 0.0
+        n = self._busiest(dec_ctx.size)
+        c_eff, c_mean = self.effective_context(dec_ctx, dec_gpu), float(dec_ctx.mean())
+        return sum(layers * (self._attention_s(kind, n, c_eff) - self._attention_s(kind, n, c_mean))
+                   for kind, layers in self._att_layers.items())
+
+    def point_s(self, i: int, j: int, k: int, f: int) -> float:
+        """The step at grid point (batch index i, context index j, prefill index k, prefill spread f:
+        0 even over the GPUs, 1 all on the first GPU), priced once."""
+        key = (i, j, k, f)
+        t = self.memo.get(key)
+        if t is not None:
+            self.corner_hits += 1
+            return t
+        self.corner_misses += 1
+        G = self.gpus
+        b, c, tp = self.b_grid[i], self.c_grid[j], self.t_grid[k]
+        if b == 0 and tp == 0:     # an empty iteration never runs; the corner only anchors interpolation
+            t = 0.0
+        else:
+            if tp == 0:
+                pf_len = np.zeros(0, dtype=np.int64)
+            elif f or G == 1:
+                pf_len = np.array([tp], dtype=np.int64)
+            else:
+                pf_len = np.full(G, tp // G, dtype=np.int64)
+                pf_len[:tp % G] += 1
+                pf_len = pf_len[pf_len > 0]
+            t = self._price(np.full(b, c, dtype=np.int64), np.arange(b) % G, pf_len,
+                            np.zeros(pf_len.size, dtype=np.int64), np.arange(pf_len.size, dtype=np.int64) % G,
+                            ("memo", b, c, tp, f))
+        self.memo[key] = t
+        return t
+
+    def prefill_correction_s(self, pf_len: np.ndarray, pf_off: np.ndarray, pf_gpu: np.ndarray) -> float:
+        """What chunk offsets add to fresh prompts of the chunks' lengths [s]: a chunk from position
+        ``off`` attends to ``off`` earlier tokens too. Per GPU, the roofline of the prefill attention
+        of every layer at the chunks' equivalent lengths (as :meth:`exact_s` prices them) minus at
+        their lengths; the largest over the GPUs (prefill attention runs on the GPU, on the critical
+        path of its layer)."""
+        late = pf_off > 0
+        if not late.any():
+            return 0.0
+        from ..system import gpu_ops
+
+        m, hw = self.sim.model, self.sim.hw
+        ln, off, gp = pf_len[late], pf_off[late], pf_gpu[late]
+        eq = equivalent_prompt(ln, off)
+        best = 0.0
+        for g in np.unique(gp).tolist():
+            sel = gp == g
+            extra = 0.0
+            for layer, count in self._pf_layers:
+                extra += count * (gpu_ops.roofline_s(gpu_ops.prefill_attention(m, layer, eq[sel]), hw)
+                                  - gpu_ops.roofline_s(gpu_ops.prefill_attention(m, layer, ln[sel]), hw))
+            best = max(best, extra)
+        return best
+
+    def memo_s(self, dec_ctx: np.ndarray, dec_gpu: np.ndarray, pf_len: np.ndarray, pf_off: np.ndarray,
+               pf_gpu: np.ndarray) -> float:
+        """The memoised step time of this batch (arguments as for :meth:`exact_s`): multilinear between
+        grid points in decode requests, their mean context, prefill tokens and the share of the
+        prefill tokens on the busiest GPU (from 1/G, even, to 1), plus :meth:`attention_correction_s`
+        for the spread of the contexts and :meth:`prefill_correction_s` for chunk offsets."""
+        batch, tp = int(dec_ctx.size), int(pf_len.sum())
+        if batch == 0 and tp == 0:
+            return 0.0
+        self.lookups += 1
+        G = self.gpus
+        bi = _bracket(self.b_grid, batch)
+        ci = _bracket(self.c_grid, float(dec_ctx.mean())) if batch else (0, 0, 0.0)
+        if batch:
+            ti = _bracket(self.t_grid, tp)
+        else:       # prefill alone: no interpolation towards the empty iteration
+            lo, hi, w = _bracket(self.t_grid[1:], tp)
+            ti = (lo + 1, hi + 1, w)
+        if G > 1 and tp:
+            share = np.bincount(pf_gpu, weights=pf_len, minlength=G).max() / tp
+            wf = (share - 1.0 / G) / (1.0 - 1.0 / G)
+        else:
+            wf = 0.0
+        total = 0.0
+        for i, wi in ((bi[0], 1.0 - bi[2]), (bi[1], bi[2])):
+            for j, wj in ((ci[0], 1.0 - ci[2]), (ci[1], ci[2])):
+                for k, wk in ((ti[0], 1.0 - ti[2]), (ti[1], ti[2])):
+                    for f, wff in ((0, 1.0 - wf), (1, wf)):
+                        w = wi * wj * wk * wff
+                        if w > 0.0:
+                            total += w * self.point_s(i, j, k, f)
+        return total + self.attention_correction_s(dec_ctx, dec_gpu) + self.prefill_correction_s(pf_len, pf_off, pf_gpu)
+
+    def stats(self) -> dict[str, Any]:
+        """Memo use: lookups, grid points priced, hits among the corners looked up, exact steps."""
+        corners = self.corner_hits + self.corner_misses
+        return {"lookups": self.lookups, "grid_points_priced": self.corner_misses,
+                "corner_hit_rate": (self.corner_hits / corners) if corners else math.nan,
+                "exact_steps": self.exact_steps}

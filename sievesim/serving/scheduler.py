@@ -1,0 +1,205 @@
+"""Continuous batching with chunked prefill, KV blocks and preemption by recompute.
+
+The loop (:func:`run_schedule`) follows vLLM's scheduler (v1, chunked prefill on): every request
+has ``tokens = prompt + generated`` and ``computed`` tokens in the KV cache; an iteration computes
+up to ``tokens - computed`` tokens of each scheduled request within a token budget, and a request
+whose computed tokens reach its tokens emits one output token at the end of the iteration. So a
+decode request takes one token per iteration, and a prompt is computed in chunks beside them.
+
+Per iteration, at time t:
+
+1. requests that have arrived by t join the waiting queue (first come, first served);
+2. the running requests, oldest first, get their tokens (decode: 1; an unfinished prompt: the rest
+   of it, up to the budget left). A request that needs a KV block its GPU does not have preempts
+   the newest running request on that GPU (recompute: its blocks are freed and it goes back to the
+   front of the queue; it keeps its output so far and computes prompt + output again); when the
+   newest is itself, it is preempted;
+3. if nothing was preempted, waiting requests are admitted in order while the budget lasts, the
+   running set is below ``max_batch`` and the GPU with the most free blocks (data-parallel
+   attention: a request's KV and attention live on one GPU) has the blocks for its first chunk;
+4. the iteration takes the step time of its batch (:class:`~sievesim.serving.pricing.IterationPricer`);
+   tokens are emitted at its end, and a request that has all its output leaves and frees its blocks.
+
+Times are in seconds, lengths in tokens.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+__all__ = ["SchedulerConfig", "ScheduleLog", "run_schedule"]
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """The scheduler's limits.
+
+    Attributes:
+        max_batch: running requests at most (vLLM ``max_num_seqs``; default 256).
+        token_budget: tokens per iteration at most, decode and prefill together (vLLM
+            ``max_num_batched_tokens``; default 2048).
+        horizon_s: stop at this simulated time; requests not finished by then are reported
+            unfinished, requests arriving later are not counted (``None``: run until every request
+            has finished).
+    """
+
+    max_batch: int = 256
+    token_budget: int = 2048
+    horizon_s: float | None = None
+
+
+@dataclass
+class ScheduleLog:
+    """What the loop did: per request and per iteration.
+
+    Per request (arrays indexed by request id): ``first_token_s``, ``finish_s`` (NaN if not
+    reached), ``scheduled_s`` (first admission), ``generated`` tokens, ``preemptions``.
+    Per iteration (lists): start time, duration, decode requests, prefill tokens, requests
+    waiting and running at the start, KV blocks in use on the fullest GPU, the memo's and the
+    exact time of sampled iterations.
+    """
+
+    first_token_s: np.ndarray
+    finish_s: np.ndarray
+    scheduled_s: np.ndarray
+    generated: np.ndarray
+    preemptions: np.ndarray
+    end_s: float = 0.0
+    it_start: list[float] = field(default_factory=list)
+    it_time: list[float] = field(default_factory=list)
+    it_decode: list[int] = field(default_factory=list)
+    it_prefill: list[int] = field(default_factory=list)
+    it_waiting: list[int] = field(default_factory=list)
+    it_running: list[int] = field(default_factory=list)
+    it_kv_blocks: list[int] = field(default_factory=list)
+    sample_memo: list[float] = field(default_factory=list)
+    sample_exact: list[float] = field(default_factory=list)
+
+
+def run_schedule(arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray, cfg: SchedulerConfig, *,
+                 gpus: int, blocks_per_gpu: int, blocks_for: Callable[[int], int], price: Callable[..., float],
+                 exact: Callable[..., float] | None = None, samples: int = 0) -> ScheduleLog:
+    """Run the loop over the requests (see the module docstring).
+
+    ``price(dec_ctx, dec_gpu, pf_len, pf_off, pf_gpu)`` gives an iteration's time [s]; ``exact``
+    (same arguments), when given, prices ``samples`` iterations again to measure ``price`` against
+    it: the first to start after each of ``samples`` times spread evenly over the arrivals
+    (``(k + 1/2) x last arrival / samples``). ``blocks_for(L)``: KV blocks of L tokens.
+    """
+    n = int(arrival.size)
+    P = prompt.astype(np.int64)
+    O = output.astype(np.int64)
+    gen = np.zeros(n, dtype=np.int64)
+    comp = np.zeros(n, dtype=np.int64)
+    gpu = np.full(n, -1, dtype=np.int64)
+    held = np.zeros(n, dtype=np.int64)
+    log = ScheduleLog(np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan), gen,
+                      np.zeros(n, dtype=np.int64))
+    for r in range(n):
+        if blocks_for(int(P[r] + O[r])) > blocks_per_gpu:
+            from ..errors import field_error
+            raise field_error(f"request {r} prompt + output tokens", int(P[r] + O[r]),
+                              f"a request whose KV cache fits one GPU's {blocks_per_gpu} blocks")
+    free = [int(blocks_per_gpu)] * gpus
+    waiting: deque[int] = deque()
+    running: list[int] = []
+    horizon = np.inf if cfg.horizon_s is None else float(cfg.horizon_s)
+    t, nxt = 0.0, 0
+    marks = list(((np.arange(samples) + 0.5) * float(arrival[-1]) / samples)[::-1]) if samples and n else []
+
+    def preempt(v: int) -> None:
+        free[gpu[v]] += int(held[v])
+        held[v] = 0
+        comp[v] = 0
+        running.remove(v)
+        waiting.appendleft(v)
+        log.preemptions[v] += 1
+
+    while True:
+        while nxt < n and arrival[nxt] <= t:
+            waiting.append(nxt)
+            nxt += 1
+        if not running and not waiting:
+            if nxt >= n or arrival[nxt] >= horizon:
+                break
+            t = float(arrival[nxt])
+            continue
+        if t >= horizon:
+            break
+        budget = cfg.token_budget
+        sched: list[tuple[int, int]] = []
+        preempted = False
+        i = 0
+        while i < len(running) and budget > 0:
+            r = running[i]
+            n_tok = min(int(P[r] + gen[r] - comp[r]), budget)
+            g = int(gpu[r])
+            want = blocks_for(int(comp[r]) + n_tok) - int(held[r])
+            while want > free[g]:
+                victim = next(v for v in reversed(running) if gpu[v] == g)
+                preempt(victim)
+                preempted = True
+                if victim == r:
+                    break
+            if r not in running[i:i + 1]:
+                continue
+            free[g] -= want
+            held[r] += want
+            sched.append((r, n_tok))
+            budget -= n_tok
+            i += 1
+        if not preempted:
+            while waiting and budget > 0 and len(running) < cfg.max_batch:
+                r = waiting[0]
+                n_tok = min(int(P[r] + gen[r]), budget)
+                g = int(np.argmax(free))
+                want = blocks_for(n_tok)
+                if want > free[g]:
+                    break
+                waiting.popleft()
+                running.append(r)
+                gpu[r] = g
+                free[g] -= want
+                held[r] = want
+                if np.isnan(log.scheduled_s[r]):
+                    log.scheduled_s[r] = t
+                sched.append((r, n_tok))
+                budget -= n_tok
+        if not sched:
+            if not preempted:   # cannot happen: a request alone fits a GPU (checked above)
+                raise RuntimeError("serving loop: nothing to schedule and nothing preempted")
+            continue
+        ids = np.fromiter((r for r, _ in sched), dtype=np.int64, count=len(sched))
+        ntok = np.fromiter((k for _, k in sched), dtype=np.int64, count=len(sched))
+        dec = (ntok == 1) & (comp[ids] + 1 == P[ids] + gen[ids]) & (gen[ids] > 0)
+        dec_ids, pf_ids = ids[dec], ids[~dec]
+        args = (comp[dec_ids] + 1, gpu[dec_ids], ntok[~dec], comp[pf_ids], gpu[pf_ids])
+        dt = price(*args)
+        if exact is not None and marks and t >= marks[-1]:
+            while marks and t >= marks[-1]:
+                marks.pop()
+            log.sample_memo.append(dt)
+            log.sample_exact.append(exact(*args))
+        log.it_start.append(t)
+        log.it_time.append(dt)
+        log.it_decode.append(int(dec_ids.size))
+        log.it_prefill.append(int(ntok[~dec].sum()))
+        log.it_waiting.append(len(waiting))
+        log.it_running.append(len(running))
+        log.it_kv_blocks.append(int(blocks_per_gpu - min(free)))
+        t += dt
+        comp[ids] += ntok
+        for r in ids[comp[ids] == P[ids] + gen[ids]].tolist():
+            gen[r] += 1
+            if np.isnan(log.first_token_s[r]):
+                log.first_token_s[r] = t
+            if gen[r] >= O[r]:
+                log.finish_s[r] = t
+                free[gpu[r]] += int(held[r])
+                held[r] = 0
+                running.remove(r)
+    log.end_s = t
+    return log

@@ -1,0 +1,317 @@
+"""Serving a workload on the simulated system: :class:`ServingSimulator`, :func:`simulate_serving` and
+the largest rate that meets the SLOs (:func:`max_rate_under_slos`).
+
+One :class:`ServingSimulator` holds the model on its G GPUs under one policy, its KV capacity and
+its :class:`~sievesim.serving.pricing.IterationPricer` (whose memo is kept between workloads, so a
+sweep over rates prices each batch shape once). :meth:`ServingSimulator.run` serves a
+:class:`~sievesim.serving.workload.Requests` with the loop of :mod:`sievesim.serving.scheduler`
+and returns a :class:`ServingResult`. Times are in seconds.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .. import __version__
+from ..errors import field_error
+from .kv import BlockCounter, kv_capacity
+from .metrics import SloTargets, littles_law_ratio, meets_slos, per_request_rows, request_latencies, summary
+from .pricing import IterationPricer, MemoError
+from .scheduler import SchedulerConfig, ScheduleLog, run_schedule
+from .workload import Requests, poisson_requests, read_trace
+
+__all__ = ["ServingSimulator", "ServingResult", "simulate_serving", "max_rate_under_slos", "requests_for",
+           "DEFAULT_MAX_MODEL_LEN"]
+
+#: Longest request (prompt + output tokens) accepted by default; the model files carry no context
+#: limit, so this is vLLM's ``--max-model-len``, an option.
+DEFAULT_MAX_MODEL_LEN = 32768
+
+
+def _positive(name: str, value: Any, *, allow_none: bool = False, what: str = "a positive number of seconds") -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(value) or value <= 0:
+        raise field_error(name, value, what + (" or none" if allow_none else ""))
+
+
+def _int(name: str, value: Any, lo: int, hi: int, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not lo <= value <= hi:
+        raise field_error(name, value, f"an integer from {lo} to {hi} ({what})")
+    return int(value)
+
+
+@dataclass
+class ServingResult:
+    """A served workload: the settings, per-request latencies, aggregates and the iteration log.
+    :meth:`to_dict` is what ``sievesim serve --json`` prints."""
+
+    settings: dict[str, Any]
+    requests: Requests
+    log: ScheduleLog
+    slo: SloTargets
+    rate: float
+    kv: dict[str, float]
+    memo: dict[str, Any]
+    wall_s: float
+    met: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        q, lg = self.requests, self.log
+        self.ttft, self.tpot, self.e2e = request_latencies(q.arrival_s, q.output_tokens, lg.first_token_s, lg.finish_s)
+        self.met = meets_slos(self.slo, self.ttft, self.tpot, self.e2e)
+
+    def to_dict(self) -> dict[str, Any]:
+        q, lg = self.requests, self.log
+        horizon = self.settings.get("horizon_s")
+        arrived = int(np.count_nonzero(q.arrival_s < horizon)) if horizon else len(q)
+        finished = int(np.count_nonzero(~np.isnan(lg.finish_s)))
+        dur = lg.end_s
+        decode = np.asarray(lg.it_decode)
+        running = np.asarray(lg.it_running) + 0
+        in_system = np.asarray(lg.it_waiting) + running
+        kv = np.asarray(lg.it_kv_blocks) / self.kv["blocks_per_gpu"]
+        weights = np.asarray(lg.it_time)
+        tw = weights.sum() or 1.0
+
+        def tw_stats(x: np.ndarray) -> dict[str, float]:
+            return {"mean": float((x * weights).sum() / tw) if x.size else 0.0, "max": float(x.max(initial=0))}
+
+        out = dict(self.settings)
+        out.update({
+            "arrived_requests": arrived, "finished_requests": finished, "unfinished_requests": arrived - finished,
+            "ttft_s": summary(self.ttft[~np.isnan(lg.finish_s)]), "tpot_s": summary(self.tpot[~np.isnan(lg.finish_s)]),
+            "e2e_s": summary(self.e2e), "queue_s": summary((lg.scheduled_s - q.arrival_s)[~np.isnan(lg.finish_s)]),
+            "output_tokens": int(lg.generated.sum()),
+            "throughput_tokens_per_s": float(lg.generated.sum() / dur) if dur > 0 else 0.0,
+            "throughput_requests_per_s": finished / dur if dur > 0 else 0.0,
+            "goodput_requests_per_s": float(self.met.sum() / dur) if dur > 0 else 0.0,
+            "slo_attainment": float(self.met.sum() / arrived) if arrived else math.nan,
+            "meets_slos": bool(arrived and self.met.sum() >= self.slo.attainment * arrived),
+            "littles_law_ratio": littles_law_ratio(q.arrival_s[:arrived], lg.finish_s[:arrived], dur,
+                                                   lg.it_start, lg.it_time, in_system),
+            "preemptions": int(lg.preemptions.sum()),
+            "duration_s": dur, "iterations": len(lg.it_time),
+            "batch": tw_stats(decode), "running": tw_stats(running), "kv_use": tw_stats(kv),
+            "kv_capacity": dict(self.kv), "pricing": dict(self.memo), "wall_s": self.wall_s,
+        })
+        return out
+
+    def request_rows(self) -> list[dict[str, Any]]:
+        """One row per request (``--requests-csv``)."""
+        q, lg = self.requests, self.log
+        return per_request_rows(q.arrival_s, q.prompt_tokens, q.output_tokens, lg.scheduled_s, lg.first_token_s,
+                                lg.finish_s, lg.preemptions, self.met)
+
+    def iteration_rows(self) -> list[dict[str, Any]]:
+        """One row per iteration (``--timeline-csv``): start, duration, batch, prefill, queue, KV."""
+        lg = self.log
+        return [{"start_s": s, "time_s": d, "decode_requests": b, "prefill_tokens": p, "waiting": w,
+                 "running": r, "kv_blocks_used": k}
+                for s, d, b, p, w, r, k in zip(lg.it_start, lg.it_time, lg.it_decode, lg.it_prefill, lg.it_waiting,
+                                               lg.it_running, lg.it_kv_blocks)]
+
+
+class ServingSimulator:
+    """``model`` served on ``gpus`` GPUs of ``hardware`` under ``policy``.
+
+    Parameters
+    ----------
+    scheduler:
+        :class:`~sievesim.serving.scheduler.SchedulerConfig` (max batch, token budget, horizon).
+    slo:
+        :class:`~sievesim.serving.metrics.SloTargets` (TTFT <= 2 s, TPOT <= 50 ms by default).
+    block_size, memory_utilization:
+        KV blocks (:mod:`sievesim.serving.kv`): tokens per block (16) and the share of HBM the
+        server may use (0.9).
+    max_model_len:
+        The longest request accepted (prompt + output tokens).
+    exact:
+        Price every iteration by the step of its exact batch instead of the memo.
+    error_samples:
+        Iterations (every 25th) priced both ways to measure the memo (0: none; ignored with ``exact``).
+    seed:
+        Seeds the routing draws of the priced steps.
+    step_options:
+        Further arguments of :class:`~sievesim.system.step.StepSimulator` (``pimoe_unit``,
+        ``early_loads``, ``contention``, ``policy_options``, ``scheduler_latency_s``, ``top_k``).
+    """
+
+    def __init__(self, model: Any, hardware: Any = "b200", *, gpus: int = 1, policy: str = "sieve",
+                 scheduler: SchedulerConfig | None = None, slo: SloTargets | None = None, block_size: int = 16,
+                 memory_utilization: float = 0.9, max_model_len: int = DEFAULT_MAX_MODEL_LEN, exact: bool = False,
+                 error_samples: int = 20, seed: int = 0, **step_options: Any) -> None:
+        from ..hardware import get_hardware
+        from ..models import get_model
+
+        self.model = get_model(model) if isinstance(model, str) or hasattr(model, "__fspath__") else model
+        if step_options.get("top_k") is not None:
+            self.model = self.model.with_top_k(int(step_options.pop("top_k")))
+        step_options.pop("top_k", None)
+        self.hw = get_hardware(hardware) if isinstance(hardware, str) or hasattr(hardware, "__fspath__") else hardware
+        self.cfg = scheduler or SchedulerConfig()
+        self.slo = slo or SloTargets()
+        self._check(block_size, memory_utilization, max_model_len, error_samples)
+        self.gpus, self.policy, self.seed, self.exact = int(gpus), str(policy), int(seed), bool(exact)
+        self.block_size, self.memory_utilization = int(block_size), float(memory_utilization)
+        self.max_model_len, self.error_samples = int(max_model_len), int(error_samples)
+        self.step_options = step_options
+        self.kv = kv_capacity(self.model, self.hw, self.gpus, max_batch=self.cfg.max_batch,
+                              token_budget=self.cfg.token_budget, block_size=self.block_size,
+                              memory_utilization=self.memory_utilization)
+        self.blocks_for = BlockCounter(self.model, self.kv)
+        self.pricer = IterationPricer(self.model, self.hw, gpus=self.gpus, policy=self.policy,
+                                      max_batch=self.cfg.max_batch, max_prefill_tokens=self.cfg.token_budget,
+                                      max_context=self.max_model_len, seed=self.seed, **step_options)
+
+    def _check(self, block_size: int, memory_utilization: float, max_model_len: int, error_samples: int) -> None:
+        c, s = self.cfg, self.slo
+        _int("max_batch", c.max_batch, 1, 1 << 14, "running requests")
+        _int("token_budget", c.token_budget, 1, 1 << 20, "tokens per iteration")
+        _positive("horizon_s", c.horizon_s, allow_none=True)
+        for name in ("ttft_s", "tpot_s", "e2e_s"):
+            _positive(f"slo {name}", getattr(s, name), allow_none=True)
+        if isinstance(s.attainment, bool) or not isinstance(s.attainment, (int, float)) or not 0 < s.attainment <= 1:
+            raise field_error("slo attainment", s.attainment, "a share in (0, 1]")
+        _int("block_size", block_size, 1, 4096, "tokens per KV block")
+        _positive("memory_utilization", memory_utilization, what="a share of the HBM in (0, 1]")
+        if memory_utilization > 1:
+            raise field_error("memory_utilization", memory_utilization, "a share of the HBM in (0, 1]")
+        _int("max_model_len", max_model_len, 2, 1 << 24, "tokens of prompt + output")
+        _int("error_samples", error_samples, 0, 100_000, "iterations priced exactly to measure the memo")
+
+    def check_requests(self, q: Requests) -> None:
+        """Refuse a request longer than ``max_model_len`` or than one GPU's KV capacity."""
+        total = q.prompt_tokens + q.output_tokens
+        i = int(np.argmax(total))
+        if total[i] > self.max_model_len:
+            bad = int(np.flatnonzero(total > self.max_model_len)[0])
+            raise field_error(f"request {bad} (row {bad + 1}) prompt + output tokens", int(total[bad]),
+                              f"at most max_model_len = {self.max_model_len} (--max-model-len)")
+        need = self.blocks_for(int(total[i]))
+        if need > self.kv.blocks_per_gpu:
+            raise field_error(f"request {i} (row {i + 1}) prompt + output tokens", int(total[i]),
+                              f"a request whose KV cache fits one GPU: it needs {need} blocks of {self.block_size} "
+                              f"tokens, a GPU holds {self.kv.blocks_per_gpu}")
+
+    def settings(self, q: Requests, rate: float) -> dict[str, Any]:
+        c = self.cfg
+        return {"model": self.model.name, "top_k": self.model.top_k, "hardware": self.hw.name, "gpus": self.gpus,
+                "policy": self.pricer.sim.policy_name, "workload": q.description, "rate": rate, "requests": len(q),
+                "seed": self.seed, "max_batch": c.max_batch, "token_budget": c.token_budget,
+                "horizon_s": c.horizon_s, "block_size": self.block_size,
+                "memory_utilization": self.memory_utilization, "max_model_len": self.max_model_len,
+                "slo": self.slo.as_dict(), "iteration_pricing": "exact" if self.exact else "memo",
+                "sievesim_version": __version__}
+
+    def run(self, q: Requests, rate: float | None = None) -> ServingResult:
+        """Serve ``q``; ``rate`` (requests/s) is the workload's, for Little's law (default: the
+        observed rate, requests / last arrival)."""
+        self.check_requests(q)
+        if rate is None:
+            rate = (len(q) - 1) / float(q.arrival_s[-1]) if len(q) > 1 and q.arrival_s[-1] > 0 else math.nan
+        t0 = time.perf_counter()
+        p = self.pricer
+        before = p.stats()
+        price = p.exact_s if self.exact else p.memo_s
+        log = run_schedule(q.arrival_s, q.prompt_tokens, q.output_tokens, self.cfg, gpus=self.gpus,
+                           blocks_per_gpu=self.kv.blocks_per_gpu, blocks_for=self.blocks_for, price=price,
+                           exact=None if self.exact else p.exact_s, samples=0 if self.exact else self.error_samples)
+        after = p.stats()
+        memo = {"mode": "exact" if self.exact else "memo",
+                "steps_priced": after["grid_points_priced"] - before["grid_points_priced"]
+                + after["exact_steps"] - before["exact_steps"],
+                "lookups": after["lookups"] - before["lookups"],
+                "grid_points_total": after["grid_points_priced"], "corner_hit_rate": after["corner_hit_rate"],
+                "error_vs_exact": MemoError.from_pairs(log.sample_memo, log.sample_exact).as_dict()}
+        return ServingResult(self.settings(q, float(rate)), q, log, self.slo, float(rate), self.kv.as_dict(), memo,
+                             time.perf_counter() - t0)
+
+
+def make_requests(*, rate: float | None = None, requests: int | None = None, trace: str | None = None,
+                  cv: float = 1.0, lengths: str | None = "hh-rlhf", prompt_tokens: int | None = None,
+                  output_tokens: int | None = None, seed: int = 0) -> tuple[Requests, float | None]:
+    """The workload of :func:`simulate_serving` and its rate (None for a trace: the observed rate)."""
+    if trace is not None:
+        if rate is not None:
+            raise field_error("rate", rate, "no rate with a request trace (the trace sets the arrivals)")
+        q = read_trace(trace)
+        if requests is not None:
+            q = q.head(_int("requests", requests, 1, 10_000_000, "requests"))
+        return q, None
+    if rate is None:
+        raise field_error("rate", rate, "a positive number of requests per second (or a request trace)")
+    return poisson_requests(rate, 100 if requests is None else requests, seed=seed, cv=cv, lengths=lengths,
+                            prompt_tokens=prompt_tokens, output_tokens=output_tokens), float(rate)
+
+
+def simulate_serving(model: Any, hardware: Any = "b200", *, gpus: int = 1, policy: str = "sieve",
+                     rate: float | None = None, requests: int | None = None, trace: str | None = None,
+                     cv: float = 1.0, lengths: str | None = "hh-rlhf", prompt_tokens: int | None = None,
+                     output_tokens: int | None = None, seed: int = 0, max_batch: int = 256,
+                     token_budget: int = 2048, horizon_s: float | None = None, ttft_slo_s: float | None = 2.0,
+                     tpot_slo_s: float | None = 0.05, e2e_slo_s: float | None = None, attainment: float = 0.9,
+                     **options: Any) -> ServingResult:
+    """Serve ``requests`` requests arriving at ``rate`` per second (Poisson, or gamma with ``cv``),
+    or the requests of a ``trace`` file, on ``model`` on ``gpus`` GPUs under ``policy``; ``options``
+    go to :class:`ServingSimulator` (``exact``, ``block_size``, ``memory_utilization``, ...)."""
+    q, r = make_requests(rate=rate, requests=requests, trace=trace, cv=cv, lengths=lengths,
+                         prompt_tokens=prompt_tokens, output_tokens=output_tokens, seed=seed)
+    sim = ServingSimulator(model, hardware, gpus=gpus, policy=policy,
+                           scheduler=SchedulerConfig(max_batch, token_budget, horizon_s),
+                           slo=SloTargets(ttft_slo_s, tpot_slo_s, e2e_slo_s, attainment), seed=seed, **options)
+    return sim.run(q, r)
+
+
+def requests_for(rate: float, requests: int, arrival_window_s: float | None) -> int:
+    """Requests served at ``rate``: ``requests``, or at least ``rate x arrival_window_s`` (so that an
+    overload lasts long enough to show in the queue)."""
+    if arrival_window_s is None:
+        return int(requests)
+    _positive("arrival_window_s", arrival_window_s)
+    return max(int(requests), int(math.ceil(rate * arrival_window_s)))
+
+
+def max_rate_under_slos(sim: ServingSimulator, *, requests: int, lo: float, hi: float, steps: int = 7,
+                        seed: int = 0, cv: float = 1.0, lengths: str | None = "hh-rlhf",
+                        prompt_tokens: int | None = None, output_tokens: int | None = None,
+                        arrival_window_s: float | None = None) -> dict[str, Any]:
+    """The largest rate (requests/s) at which ``sim`` meets its SLOs (``slo.attainment`` of the
+    requests meet every target), by bisection between ``lo`` and ``hi`` in ``steps`` halvings, each
+    rate served with ``requests`` requests of one seed (at least ``rate x arrival_window_s`` when
+    given: a short run hides an overload, whose queue grows with its length). Assumes attainment
+    falls with the rate. Returns the bracket (``max_rate`` = the highest rate seen to meet them,
+    ``None`` when ``lo`` does not) and every rate tried with its attainment and goodput."""
+    _positive("lo", lo, what="a positive rate (requests/s)")
+    _positive("hi", hi, what="a positive rate (requests/s)")
+    if hi <= lo:
+        raise field_error("hi", hi, f"a rate above lo = {lo}")
+    _int("steps", steps, 1, 40, "bisection steps")
+    tried: list[dict[str, Any]] = []
+
+    def meets(rate: float) -> bool:
+        q = poisson_requests(rate, requests_for(rate, requests, arrival_window_s), seed=seed, cv=cv,
+                             lengths=lengths, prompt_tokens=prompt_tokens, output_tokens=output_tokens)
+        d = sim.run(q, rate).to_dict()
+        tried.append({"rate": rate, "requests": len(q), "slo_attainment": d["slo_attainment"], "meets_slos": d["meets_slos"],
+                      "goodput_requests_per_s": d["goodput_requests_per_s"],
+                      "ttft_p90_s": d["ttft_s"]["p90"], "tpot_p90_s": d["tpot_s"]["p90"]})
+        return bool(d["meets_slos"])
+
+    if not meets(lo):
+        return {"max_rate": None, "bracket": [0.0, lo], "tried": tried}
+    if meets(hi):
+        return {"max_rate": hi, "bracket": [hi, math.inf], "tried": tried}
+    a, b = lo, hi
+    for _ in range(steps):
+        mid = 0.5 * (a + b)
+        if meets(mid):
+            a = mid
+        else:
+            b = mid
+    return {"max_rate": a, "bracket": [a, b], "tried": tried}
