@@ -8,7 +8,7 @@ from typing import Any
 
 from .._validate import int_arg, number_arg
 from ..errors import field_error
-from .run import _options_for, _policies, _policy_options
+from .run import _policies, _policy_options, options_for_policies
 
 _SECONDS = number_arg(lo=-1e12, hi=1e12, what="seconds")
 
@@ -120,6 +120,7 @@ def _serve(args: argparse.Namespace) -> int:
         q, rate = make_requests(rate=args.rate, requests=n, trace=args.trace, cv=args.cv,
                                 lengths=lengths, prompt_tokens=args.prompt_tokens,
                                 output_tokens=args.output_tokens, seed=args.seed)
+    per_policy = options_for_policies(names, options)
     records: list[dict[str, Any]] = []
     results = []
     for name in names:
@@ -130,7 +131,7 @@ def _serve(args: argparse.Namespace) -> int:
             block_size=args.block_size, memory_utilization=args.memory_utilization,
             max_model_len=args.max_model_len, exact=args.exact, error_samples=args.error_samples, seed=args.seed,
             top_k=args.top_k, pimoe_unit=args.pimoe_unit if name == "pimoe" else None,
-            policy_options=_options_for(name, options))
+            policy_options=per_policy[name])
         if bracket:
             found = max_rate_under_slos(sim, requests=args.requests or 100, lo=bracket[0], hi=bracket[1],
                                         steps=args.bisect_steps, seed=args.seed, cv=args.cv, lengths=lengths,
