@@ -37,7 +37,7 @@ _COMMAND_MODULES = [
 # (tests/test_cli.py checks this table against what the modules register).
 _COMMAND_OF = {"dram": "dram", "pim": "pim", "models": "models", "model": "models", "hardware": "hardware",
                "policy": "policy", "trace-stats": "trace_stats", "run": "run", "sweep": "sweep",
-               "reproduce": "reproduce", "plot": "plot"}
+               "reproduce": "reproduce", "plot": "plot", "serve": "serve"}
 
 
 class _Parser(argparse.ArgumentParser):
