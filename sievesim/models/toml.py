@@ -161,10 +161,3 @@ def save_model_toml(spec: ModelSpec, path: str | os.PathLike[str]) -> None:
     from .._outputs import write_output
 
     write_output(path, text, "model TOML")
-
-
-# ====================================================================== presets
-def list_models() -> list[str]:
-    """Names of the preset models (``sievesim/data/models/*.toml``), sorted."""
-    return sorted(p.stem for p in _PRESET_DIR.glob("*.toml"))
-
