@@ -15,13 +15,14 @@ path (O'Connor et al., "Fine-Grained DRAM", MICRO 2017, as tabulated in the AttA
   of its row buffer into its PU (cell segment only; a bank-group PU adds the column path) and
   does ``macs_per_command`` MACs per PU at ``mac_pj``; ``GWRITE`` and ``RDRES`` move one burst
   between the GPU and the pseudo-channel's global buffer (interposer, TSV, global I/O, buffer);
-* background: ``precharge_standby_mw`` per pseudo-channel over the run, plus the difference to
-  ``active_standby_mw`` while a pseudo-channel has a row open. The engine reports no residency
-  per bank state, so the active time is approximated as ``nRC`` cycles per activation (the
-  shortest time a row stays open and closes again), capped at the run's length per
-  pseudo-channel: a lower bound for the open-row policy (rows may stay open longer), exact in
-  the limit of closed-row traffic. The two standby powers differ by 15 %, so the bound moves
-  the background by at most 15 %.
+* background (DRAMPower's split by bank state): ``active_standby_mw`` per pseudo-channel while it
+  has a row open or is refreshing (tRFC after each REFab), ``precharge_standby_mw`` for the rest
+  of the run. The engine counts this residency on each ACT/PRE/PREA/REFab (and ACTAB/PREAB) that
+  changes a pseudo-channel's state (``DRAMResult.residency``); it models no power-down or
+  self-refresh, so no lower-power state is charged. A result without residency (made outside
+  :func:`sievesim.dram.engine.simulate`) falls back to ``nRC`` cycles per activation (the
+  shortest time a row stays open and closes again), capped at the run per pseudo-channel: no
+  bound either way (rows may stay open longer; activations of different banks overlap).
 
 Energies are picojoules (pJ) per command, pJ per bit, milliwatts per pseudo-channel; results
 are joules. Every value's source is in :data:`ENERGY_SOURCES` and docs/energy.md.
@@ -262,14 +263,24 @@ def dram_counts(result: Any) -> tuple[dict[str, int], str]:
 
 def dram_energy(result: Any, config: Any) -> dict[str, Any]:
     """Energy of one ``dram run`` (a DRAMResult on ``config``): ``energy_j`` [J], its breakdown,
-    ``average_power_w`` [W] over the run, and ``energy_counts`` (how the commands were counted)."""
+    ``average_power_w`` [W] over the run, ``energy_counts`` (how the commands were counted) and
+    ``energy_background`` (``"residency"``: the engine's active/precharge standby cycles;
+    ``"nRC per ACT"``: the lower bound for a result without them)."""
     counts, how = dram_counts(result)
     e = command_energies(config)
     time_s = result.time_ns * 1e-9
-    active_s = counts.get("ACT", 0) * int(config.timings["nRC"]) * config.tck_ns * 1e-9
-    out = _power(energy_of_counts(counts, e, time_s=time_s, controllers=config.num_controllers, active_s=active_s),
-                 time_s)
+    res = getattr(result, "residency", None)
+    if res is not None:
+        units = int(res["units"])
+        active_s = res["active_standby_cycles"] * config.tck_ns * 1e-9
+        background = "residency"
+    else:
+        units = config.num_controllers
+        active_s = counts.get("ACT", 0) * int(config.timings["nRC"]) * config.tck_ns * 1e-9
+        background = "nRC per ACT"
+    out = _power(energy_of_counts(counts, e, time_s=time_s, controllers=units, active_s=active_s), time_s)
     out["energy_counts"] = how
+    out["energy_background"] = background
     return out
 
 
