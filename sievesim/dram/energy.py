@@ -84,10 +84,11 @@ _UPPER = {"pj_per_bit": 1e3, "mac_pj": 1e4, "buffer_pj_per_byte": 1e3, "_mw": 1e
 # per multiply-accumulate: energy = FLOPs / 2 x alu).
 _HBM_PATH = dict(act_pj_per_bit=0.11, cell_pj_per_bit=0.44, column_pj_per_bit=1.01, global_io_pj_per_bit=1.23,
                  tsv_pj_per_bit=0.5, interposer_pj_per_bit=0.3, mac_pj=0.32, buffer_pj_per_byte=0.0034)
-# Background: DRAMPower's HBM2 memspec (tests/tests_drampower/resources/hbm2.json): IDD2N 33 mA at
-# VDD 1.2 V = 39.6 mW (precharge standby); HBM3's 1.1 V core (JESD238) gives 36.3 mW. Active
-# standby: the IDD3N / IDD2N ratio of DRAMPower's Micron DDR4-2400 memspec (44.0 / 38.25 = 1.15),
-# since the HBM2 fixture's own IDD3N (20 mA, below IDD2N) is not physical.
+# Background: DRAMPower's HBM2 memspec (tests/tests_drampower/resources/hbm2.json on its unreleased
+# branch feat/hbm, d07e9b9): IDD2N 33 mA at VDD 1.2 V = 39.6 mW (precharge standby); HBM3's 1.1 V
+# core (JESD238) gives 36.3 mW. Active standby: the IDD3N / IDD2N ratio of DRAMPower's Micron
+# DDR4-2400 memspec (44.0 / 38.25 = 1.15), since the HBM2 fixture's own IDD3N (350 mA, above its
+# IDD0 and IDD4R) is not physical.
 _STANDBY_HBM3 = dict(precharge_standby_mw=36.3, active_standby_mw=round(36.3 * 44.0 / 38.25, 2))
 _STANDBY_HBM2 = dict(precharge_standby_mw=39.6, active_standby_mw=round(39.6 * 44.0 / 38.25, 2))
 
@@ -109,7 +110,7 @@ ENERGY_SOURCES: dict[str, str] = {
     "interposer_pj_per_bit": "O'Connor et al., MICRO 2017 (silicon-interposer I/O 0.3 pJ/b), via AttAcc",
     "mac_pj": "AttAcc src/config.py ALU 0.32 pJ per multiply-accumulate (energy = FLOPs / 2 x alu)",
     "buffer_pj_per_byte": "AttAcc src/config.py PIM SRAM 0.0034 pJ/byte",
-    "precharge_standby_mw": "derived: DRAMPower HBM2 memspec IDD2N 33 mA x VDD (1.2 V HBM2, 1.1 V HBM3)",
+    "precharge_standby_mw": "derived: DRAMPower HBM2 memspec (branch feat/hbm) IDD2N 33 mA x VDD (1.2 V HBM2, 1.1 V HBM3)",
     "active_standby_mw": "derived: precharge standby x IDD3N/IDD2N of DRAMPower's Micron DDR4-2400 memspec (1.15)",
 }
 
