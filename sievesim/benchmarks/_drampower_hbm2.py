@@ -13,8 +13,12 @@ command log gives, following ``HBM2Core.cpp``'s rules:
   active interval closes when its last bank does;
 * RD/WR count ``reads``/``writes`` (RDA/WRA would close the bank after tRAS/tRTP; the engine's
   standards here issue none);
-* REFab: every bank of the pseudo-channel active for tRFC and ``refAllBank`` + 1 (as DRAMPower's
-  DDR4/LPDDR standards do; the branch's HBM2 code marks this a TODO);
+* REFab: every bank of the pseudo-channel active for tRFC and ``refAllBank`` + 1 at the command,
+  as the released standards do (v6.2.0 ``standards/ddr4/DDR4Core.cpp``, ``handleRefAll``, lines
+  103-119). The branch's HBM2 code differs, by what look like defects of unfinished work: its
+  ``handleRefreshOnBank`` leaves the bank precharged, so the implicit PRE at the refresh's end
+  returns at once (no ``refAllBank`` count, an active interval never closed), and
+  ``MemSpecHBM2.cpp`` never reads ``idd5B`` (``iXX5X`` stays 0);
 * at the end, what is still open is closed at the run's last cycle.
 
 Energies (per pseudo-channel of B banks; times in seconds, currents in amperes)::

@@ -115,23 +115,26 @@ def attacc_rows(seqlens: tuple[int, ...] = (512, 2048)) -> list[str]:
     return rows
 
 
+#: The tables, in print order: header cells and the function that makes the rows.
+TABLES = (
+    (("workload", "commands only (pJ/bit)", "with refresh and background (pJ/bit)", "published (pJ/bit)",
+      "ours / published"), read_rows),
+    (("workload", "ACTAB + MACAB commands (pJ per useful MAC)", "whole job (pJ per useful MAC)",
+      "published (pJ/MAC)", "ours / published"), mac_rows),
+    (("trace, component", "ours (uJ)", "DRAMPower formulas, matched IDDs (uJ)", "matched / ours - 1",
+      "DRAMPower formulas, HBM2 fixture (uJ)", "fixture / ours"), drampower_rows),
+    (("heads, component", "AttAcc (pJ per useful MAC)", "sievesim (pJ per useful MAC)", "sievesim / AttAcc"),
+     attacc_rows),
+)
+
+
 def main(argv: list[str] | None = None) -> int:
     argparse.ArgumentParser(prog="python -m sievesim.benchmarks energy-validation",
                             description=__doc__.splitlines()[0]).parse_args(argv)
-    print("| workload | commands only (pJ/bit) | with refresh and background (pJ/bit) | published (pJ/bit) | ours / published |")
-    print("|---|---|---|---|---|")
-    print("\n".join(read_rows()))
-    print()
-    print("| workload | ACTAB + MACAB commands (pJ per useful MAC) | whole job (pJ per useful MAC) | published (pJ/MAC) | ours / published |")
-    print("|---|---|---|---|---|")
-    print("\n".join(mac_rows()))
-    print()
-    print("| trace, component | ours (uJ) | DRAMPower formulas, matched IDDs (uJ) | matched / ours - 1 | "
-          "DRAMPower formulas, HBM2 fixture (uJ) | fixture / ours |")
-    print("|---|---|---|---|---|---|")
-    print("\n".join(drampower_rows()))
-    print()
-    print("| heads, component | AttAcc (pJ per useful MAC) | sievesim (pJ per useful MAC) | sievesim / AttAcc |")
-    print("|---|---|---|---|")
-    print("\n".join(attacc_rows()))
+    for i, (header, rows) in enumerate(TABLES):
+        if i:
+            print()
+        print("| " + " | ".join(header) + " |")
+        print("|" + "---|" * len(header))
+        print("\n".join(rows()))
     return 0
