@@ -168,7 +168,7 @@ cdef inline void bank_range(Engine self, int32_t* av, int level, int64_t* lo, in
     hi[0] = (idx + 1) * span
 
 
-cdef inline void res_open(Engine self, int64_t b, int64_t clk) noexcept nogil:
+cdef inline void res_buffer_opens(Engine self, int64_t b, int64_t clk) noexcept nogil:
     """Residency: a row buffer of bank ``b``'s unit opens at ``clk`` (the unit is active from
     its first open buffer on)."""
     cdef int64_t u = b // self.res_bpu
@@ -177,7 +177,7 @@ cdef inline void res_open(Engine self, int64_t b, int64_t clk) noexcept nogil:
     self.res_open[u] += 1
 
 
-cdef inline void res_close(Engine self, int64_t b, int64_t clk) noexcept nogil:
+cdef inline void res_buffer_closes(Engine self, int64_t b, int64_t clk) noexcept nogil:
     """Residency: a row buffer of bank ``b``'s unit closes at ``clk``; the last one closes the
     unit's active interval (``clk`` - its start cycles)."""
     cdef int64_t u = b // self.res_bpu
@@ -194,20 +194,20 @@ cdef inline void update_states(Engine self, int cmd, int32_t* av, int64_t bank, 
     if act == A_OPEN:
         b = bank if bank >= 0 else bank_of(self, av)
         if self.open_row[b] < 0:
-            res_open(self, b, clk)
+            res_buffer_opens(self, b, clk)
         self.open_row[b] = av[self.row_lv]
         self.bank_epoch[b] += 1
     elif act == A_CLOSE:
         b = bank if bank >= 0 else bank_of(self, av)
         if self.open_row[b] >= 0:
-            res_close(self, b, clk)
+            res_buffer_closes(self, b, clk)
         self.open_row[b] = -1
         self.bank_epoch[b] += 1
     elif act == A_CLOSE_ALL:
         bank_range(self, av, self.cmd_scope[cmd], &lo, &hi)
         for b in range(lo, hi):
             if self.open_row[b] >= 0:
-                res_close(self, b, clk)
+                res_buffer_closes(self, b, clk)
             self.open_row[b] = -1
             self.bank_epoch[b] += 1
     elif act == A_PIM_OPEN or act == A_PIM_CLOSE:
@@ -219,9 +219,9 @@ cdef inline void update_states(Engine self, int cmd, int32_t* av, int64_t bank, 
             b = lo
             while b < hi:
                 if act == A_PIM_OPEN:
-                    res_open(self, b, clk)
+                    res_buffer_opens(self, b, clk)
                 else:
-                    res_close(self, b, clk)
+                    res_buffer_closes(self, b, clk)
                 b += self.res_bpu
         self.pim_row[node] = av[self.row_lv] if act == A_PIM_OPEN else -1
         for b in range(lo, hi):
