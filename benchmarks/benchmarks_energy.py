@@ -1,8 +1,10 @@
 """What counting energy costs (docs/energy.md, "Overhead").
 
-The engine counts nothing new: energy is priced afterwards from the counts it already reports
-(``sievesim.dram.energy``), so the engine's own time cannot change. These benchmarks measure the
-whole call with and without pricing::
+The engine's only energy work is the bank-state residency count, updated on the commands that
+open or close a pseudo-channel's rows (always on; its cost is below the noise of
+``benchmarks_engine.py``'s throughput, docs/energy.md "Overhead"); energy is priced afterwards
+from the counts it reports (``sievesim.dram.energy``). These benchmarks measure the whole call
+with and without pricing::
 
     python benchmarks/run.py energy track_
 """

@@ -175,6 +175,16 @@ cdef class Engine:
     cdef int8_t* log_cmd
     # ---- counters
     cdef int64_t n_commands, n_refresh, clk_end, last_issue
+    # ---- bank-state residency (energy's background power; counted on state changes, not per
+    # cycle): per unit (a node of the residency level: the pseudo-channel where the standard has
+    # one, else the controller), how many row buffers are open, since when some are, the cycles
+    # closed intervals with some open lasted; refresh: cycles of tRFC begun, end of the last
+    cdef int64_t res_bpu, res_units, res_ref_busy
+    cdef int32_t* res_open
+    cdef int64_t* res_since
+    cdef int64_t* res_cycles
+    cdef int64_t* res_ref_cycles
+    cdef int64_t* res_ref_end
     cdef int error_code
     cdef bint skip_idle
     # ---- a run of some controllers only (see sievesim._core.parallel): requests to the others

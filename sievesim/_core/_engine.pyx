@@ -187,6 +187,18 @@ cdef class Engine:
         a = arr(np.full(self.n_banks, -1, dtype=np.int32), np.int32); self.open_row = <int32_t*> a.data
         a = arr(np.zeros(self.n_banks, dtype=np.int64), np.int64); self.col_access = <int64_t*> a.data
         a = arr(np.full(self.n_nodes, -1, dtype=np.int32), np.int32); self.pim_row = <int32_t*> a.data
+        # residency units: nodes of spec["residency_level"] (default: the controller level)
+        res_level = int(spec.get("residency_level", self.ctrl_level))
+        if not 0 <= res_level < self.n_lv:
+            raise ValueError(f"residency_level: {res_level}, expected 0..{self.n_lv - 1}")
+        self.res_bpu = int(span[res_level, self.n_lv - 1])
+        self.res_units = self.n_banks // self.res_bpu
+        self.res_ref_busy = max(0, int(spec.get("refresh_busy_cycles", 0)))
+        a = arr(np.zeros(self.res_units, dtype=np.int32), np.int32); self.res_open = <int32_t*> a.data
+        a = arr(np.zeros(self.res_units, dtype=np.int64), np.int64); self.res_since = <int64_t*> a.data
+        a = arr(np.zeros(self.res_units, dtype=np.int64), np.int64); self.res_cycles = <int64_t*> a.data
+        a = arr(np.zeros(self.res_units, dtype=np.int64), np.int64); self.res_ref_cycles = <int64_t*> a.data
+        a = arr(np.full(self.res_units, -1, dtype=np.int64), np.int64); self.res_ref_end = <int64_t*> a.data
         n_ctrl = int(np.prod(counts[:self.ctrl_level + 1]))
         self.n_ctrl = n_ctrl
         self.stride = max(self.qcap[BUF_READ], self.qcap[BUF_WRITE], self.qcap[BUF_ACTIVE], self.qcap[BUF_PRIO])
@@ -557,6 +569,20 @@ cdef class Engine:
             contended=self.error_code == 9,
             idle=bool(idle(self)),
         )
+        out.update(self.residency())
         if self.log_on:
             out.update(log_arrays(self))
         return out
+
+    def residency(self):
+        """Bank-state residency so far, per unit (node of the residency level), int64 arrays:
+        ``res_open_cycles`` (cycles of closed intervals with a row buffer open), ``res_open_since``
+        (start of the interval still open, -1 none), ``res_ref_cycles`` (tRFC cycles of the
+        refreshes issued), ``res_ref_end`` (end of the last one, -1 none). Active standby time up
+        to cycle T: open cycles + (T - since where open) + refresh cycles - (end - T where end > T)."""
+        n = self.res_units
+        since = np.asarray(<int64_t[:n]> self.res_since).copy()
+        since[np.asarray(<int32_t[:n]> self.res_open) == 0] = -1
+        return dict(res_open_cycles=np.asarray(<int64_t[:n]> self.res_cycles).copy(), res_open_since=since,
+                    res_ref_cycles=np.asarray(<int64_t[:n]> self.res_ref_cycles).copy(),
+                    res_ref_end=np.asarray(<int64_t[:n]> self.res_ref_end).copy())

@@ -168,29 +168,73 @@ cdef inline void bank_range(Engine self, int32_t* av, int level, int64_t* lo, in
     hi[0] = (idx + 1) * span
 
 
-cdef inline void update_states(Engine self, int cmd, int32_t* av, int64_t bank) noexcept nogil:
-    """Bank states after ``cmd`` to ``av``; ``bank``: its bank index when known (-1: derive it)."""
+cdef inline void res_buffer_opens(Engine self, int64_t b, int64_t clk) noexcept nogil:
+    """Residency: a row buffer of bank ``b``'s unit opens at ``clk`` (the unit is active from
+    its first open buffer on)."""
+    cdef int64_t u = b // self.res_bpu
+    if self.res_open[u] == 0:
+        self.res_since[u] = clk
+    self.res_open[u] += 1
+
+
+cdef inline void res_buffer_closes(Engine self, int64_t b, int64_t clk) noexcept nogil:
+    """Residency: a row buffer of bank ``b``'s unit closes at ``clk``; the last one closes the
+    unit's active interval (``clk`` - its start cycles)."""
+    cdef int64_t u = b // self.res_bpu
+    self.res_open[u] -= 1
+    if self.res_open[u] == 0:
+        self.res_cycles[u] += clk - self.res_since[u]
+
+
+cdef inline void update_states(Engine self, int cmd, int32_t* av, int64_t bank, int64_t clk) noexcept nogil:
+    """Bank states after ``cmd`` to ``av`` at ``clk``; ``bank``: its bank index when known (-1:
+    derive it). Residency counters follow each change of a row buffer between closed and open."""
     cdef int act = self.cmd_action[cmd]
-    cdef int64_t lo, hi, b
+    cdef int64_t lo, hi, b, node
     if act == A_OPEN:
         b = bank if bank >= 0 else bank_of(self, av)
+        if self.open_row[b] < 0:
+            res_buffer_opens(self, b, clk)
         self.open_row[b] = av[self.row_lv]
         self.bank_epoch[b] += 1
     elif act == A_CLOSE:
         b = bank if bank >= 0 else bank_of(self, av)
+        if self.open_row[b] >= 0:
+            res_buffer_closes(self, b, clk)
         self.open_row[b] = -1
         self.bank_epoch[b] += 1
     elif act == A_CLOSE_ALL:
         bank_range(self, av, self.cmd_scope[cmd], &lo, &hi)
         for b in range(lo, hi):
+            if self.open_row[b] >= 0:
+                res_buffer_closes(self, b, clk)
             self.open_row[b] = -1
             self.bank_epoch[b] += 1
     elif act == A_PIM_OPEN or act == A_PIM_CLOSE:
-        self.pim_row[node_at(self, av, self.cmd_scope[cmd])] = av[self.row_lv] if act == A_PIM_OPEN else -1
+        node = node_at(self, av, self.cmd_scope[cmd])
         # a shared row buffer makes every bank's prerequisite depend on the PIM row
         bank_range(self, av, self.cmd_scope[cmd], &lo, &hi)
+        # residency: the PIM row is one more open buffer in each unit below its node
+        if (self.pim_row[node] < 0) != (act == A_PIM_CLOSE):
+            b = lo
+            while b < hi:
+                if act == A_PIM_OPEN:
+                    res_buffer_opens(self, b, clk)
+                else:
+                    res_buffer_closes(self, b, clk)
+                b += self.res_bpu
+        self.pim_row[node] = av[self.row_lv] if act == A_PIM_OPEN else -1
         for b in range(lo, hi):
             self.bank_epoch[b] += 1
+    elif cmd == self.cmd_ref and self.res_ref_busy > 0:
+        # refresh: every bank of the units below its node busy for tRFC (DRAMPower counts
+        # them active); the rows are closed (its prerequisite), so this adds no overlap
+        bank_range(self, av, self.cmd_scope[cmd], &lo, &hi)
+        b = lo
+        while b < hi:
+            self.res_ref_cycles[b // self.res_bpu] += self.res_ref_busy
+            self.res_ref_end[b // self.res_bpu] = clk + self.res_ref_busy
+            b += self.res_bpu
 
 
 cdef inline int64_t node_at(Engine self, int32_t* av, int level) noexcept nogil:
@@ -250,7 +294,7 @@ cdef void issue(Engine self, int cmd, int32_t* av, int64_t clk, int32_t r) noexc
         update_timing_req(self, cmd, r, clk)
     else:
         update_timing(self, cmd, av, clk)
-    update_states(self, cmd, av, self.sl[r].bank if r >= 0 else -1)
+    update_states(self, cmd, av, self.sl[r].bank if r >= 0 else -1, clk)
     self.n_commands += 1
     self.last_issue = clk
     if self.log_on:

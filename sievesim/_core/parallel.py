@@ -160,6 +160,11 @@ def _merge(spec: dict[str, Any], raws: list[dict], log_commands: bool) -> dict[s
     out["n_commands"] = sum(r["n_commands"] for r in raws)
     out["n_refresh"] = sum(r["n_refresh"] for r in raws)
     out["idle"] = all(r["idle"] for r in raws)
+    # residency per unit: each run counts only its own controllers' (zeros and -1 elsewhere)
+    for key in ("res_open_cycles", "res_ref_cycles"):
+        out[key] = np.sum([r[key] for r in raws], axis=0)
+    for key in ("res_open_since", "res_ref_end"):
+        out[key] = np.max([r[key] for r in raws], axis=0)
     if log_commands:
         clk = np.concatenate([r["log_clk"] for r in raws])
         addr = np.concatenate([r["log_addr"] for r in raws])

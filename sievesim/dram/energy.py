@@ -15,13 +15,14 @@ path (O'Connor et al., "Fine-Grained DRAM", MICRO 2017, as tabulated in the AttA
   of its row buffer into its PU (cell segment only; a bank-group PU adds the column path) and
   does ``macs_per_command`` MACs per PU at ``mac_pj``; ``GWRITE`` and ``RDRES`` move one burst
   between the GPU and the pseudo-channel's global buffer (interposer, TSV, global I/O, buffer);
-* background: ``precharge_standby_mw`` per pseudo-channel over the run, plus the difference to
-  ``active_standby_mw`` while a pseudo-channel has a row open. The engine reports no residency
-  per bank state, so the active time is approximated as ``nRC`` cycles per activation (the
-  shortest time a row stays open and closes again), capped at the run's length per
-  pseudo-channel: a lower bound for the open-row policy (rows may stay open longer), exact in
-  the limit of closed-row traffic. The two standby powers differ by 15 %, so the bound moves
-  the background by at most 15 %.
+* background (DRAMPower's split by bank state): ``active_standby_mw`` per pseudo-channel while it
+  has a row open or is refreshing (tRFC after each REFab), ``precharge_standby_mw`` for the rest
+  of the run. The engine counts this residency on each ACT/PRE/PREA/REFab (and ACTAB/PREAB) that
+  changes a pseudo-channel's state (``DRAMResult.residency``); it models no power-down or
+  self-refresh, so no lower-power state is charged. A result without residency (made outside
+  :func:`sievesim.dram.engine.simulate`) falls back to ``nRC`` cycles per activation (the
+  shortest time a row stays open and closes again), capped at the run per pseudo-channel: no
+  bound either way (rows may stay open longer; activations of different banks overlap).
 
 Energies are picojoules (pJ) per command, pJ per bit, milliwatts per pseudo-channel; results
 are joules. Every value's source is in :data:`ENERGY_SOURCES` and docs/energy.md.
@@ -83,10 +84,11 @@ _UPPER = {"pj_per_bit": 1e3, "mac_pj": 1e4, "buffer_pj_per_byte": 1e3, "_mw": 1e
 # per multiply-accumulate: energy = FLOPs / 2 x alu).
 _HBM_PATH = dict(act_pj_per_bit=0.11, cell_pj_per_bit=0.44, column_pj_per_bit=1.01, global_io_pj_per_bit=1.23,
                  tsv_pj_per_bit=0.5, interposer_pj_per_bit=0.3, mac_pj=0.32, buffer_pj_per_byte=0.0034)
-# Background: DRAMPower's HBM2 memspec (tests/tests_drampower/resources/hbm2.json): IDD2N 33 mA at
-# VDD 1.2 V = 39.6 mW (precharge standby); HBM3's 1.1 V core (JESD238) gives 36.3 mW. Active
-# standby: the IDD3N / IDD2N ratio of DRAMPower's Micron DDR4-2400 memspec (44.0 / 38.25 = 1.15),
-# since the HBM2 fixture's own IDD3N (20 mA, below IDD2N) is not physical.
+# Background: DRAMPower's HBM2 memspec (tests/tests_drampower/resources/hbm2.json on its unreleased
+# branch feat/hbm, d07e9b9): IDD2N 33 mA at VDD 1.2 V = 39.6 mW (precharge standby); HBM3's 1.1 V
+# core (JESD238) gives 36.3 mW. Active standby: the IDD3N / IDD2N ratio of DRAMPower's Micron
+# DDR4-2400 memspec (44.0 / 38.25 = 1.15), since the HBM2 fixture's own IDD3N (350 mA, above its
+# IDD0 and IDD4R) is not physical.
 _STANDBY_HBM3 = dict(precharge_standby_mw=36.3, active_standby_mw=round(36.3 * 44.0 / 38.25, 2))
 _STANDBY_HBM2 = dict(precharge_standby_mw=39.6, active_standby_mw=round(39.6 * 44.0 / 38.25, 2))
 
@@ -108,7 +110,7 @@ ENERGY_SOURCES: dict[str, str] = {
     "interposer_pj_per_bit": "O'Connor et al., MICRO 2017 (silicon-interposer I/O 0.3 pJ/b), via AttAcc",
     "mac_pj": "AttAcc src/config.py ALU 0.32 pJ per multiply-accumulate (energy = FLOPs / 2 x alu)",
     "buffer_pj_per_byte": "AttAcc src/config.py PIM SRAM 0.0034 pJ/byte",
-    "precharge_standby_mw": "derived: DRAMPower HBM2 memspec IDD2N 33 mA x VDD (1.2 V HBM2, 1.1 V HBM3)",
+    "precharge_standby_mw": "derived: DRAMPower HBM2 memspec (branch feat/hbm) IDD2N 33 mA x VDD (1.2 V HBM2, 1.1 V HBM3)",
     "active_standby_mw": "derived: precharge standby x IDD3N/IDD2N of DRAMPower's Micron DDR4-2400 memspec (1.15)",
 }
 
@@ -262,14 +264,24 @@ def dram_counts(result: Any) -> tuple[dict[str, int], str]:
 
 def dram_energy(result: Any, config: Any) -> dict[str, Any]:
     """Energy of one ``dram run`` (a DRAMResult on ``config``): ``energy_j`` [J], its breakdown,
-    ``average_power_w`` [W] over the run, and ``energy_counts`` (how the commands were counted)."""
+    ``average_power_w`` [W] over the run, ``energy_counts`` (how the commands were counted) and
+    ``energy_background`` (``"residency"``: the engine's active/precharge standby cycles;
+    ``"nRC per ACT"``: the lower bound for a result without them)."""
     counts, how = dram_counts(result)
     e = command_energies(config)
     time_s = result.time_ns * 1e-9
-    active_s = counts.get("ACT", 0) * int(config.timings["nRC"]) * config.tck_ns * 1e-9
-    out = _power(energy_of_counts(counts, e, time_s=time_s, controllers=config.num_controllers, active_s=active_s),
-                 time_s)
+    res = getattr(result, "residency", None)
+    if res is not None:
+        units = int(res["units"])
+        active_s = res["active_standby_cycles"] * config.tck_ns * 1e-9
+        background = "residency"
+    else:
+        units = config.num_controllers
+        active_s = counts.get("ACT", 0) * int(config.timings["nRC"]) * config.tck_ns * 1e-9
+        background = "nRC per ACT"
+    out = _power(energy_of_counts(counts, e, time_s=time_s, controllers=units, active_s=active_s), time_s)
     out["energy_counts"] = how
+    out["energy_background"] = background
     return out
 
 

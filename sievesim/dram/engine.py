@@ -14,7 +14,7 @@ from .spec import DRAMConfig, check_engine_memory
 from .mapping import map_addresses
 from .traces import RequestTrace
 
-__all__ = ["DRAMResult", "simulate", "simulate_stream", "write_command_log", "LOG_COLUMNS"]
+__all__ = ["DRAMResult", "simulate", "simulate_stream", "write_command_log", "residency_of", "LOG_COLUMNS"]
 
 # below this, starting threads costs about what they save (docs/dram.md, "Threads")
 AUTO_THREADS_MIN_REQUESTS = 50_000
@@ -49,6 +49,7 @@ class DRAMResult:
     threads_note: str = ""         # why fewer threads ran than were asked for ("" when none)
     wrapped_requests: int = 0      # requests whose address was at or beyond the capacity (address_overflow="wrap")
     command_counts: dict[str, int] | None = None  # a CommandCounter plugin's counts, by command name
+    residency: dict[str, Any] | None = None  # bank-state residency (see residency_of)
 
     def to_dict(self) -> dict[str, Any]:
         """Scalars (what ``--json`` prints), plus ``command_counts`` when a CommandCounter asked for them."""
@@ -60,7 +61,31 @@ class DRAMResult:
             out["threads_note"] = self.threads_note
         if self.command_counts is not None:
             out["command_counts"] = dict(self.command_counts)
+        if self.residency is None:
+            out.pop("residency")
         return out
+
+
+def residency_of(raw: dict[str, Any], cycles: int, config: DRAMConfig) -> dict[str, Any]:
+    """Bank-state residency of a run that ended at ``cycles``, summed over its units (the
+    pseudo-channels, or the controllers of a standard without them): ``row_open_cycles`` (cycles
+    a unit had at least one row buffer open: a bank row or a PIM row), ``refresh_cycles`` (cycles
+    a unit was refreshing: tRFC per REFab, cut at the end), ``active_standby_cycles`` (their sum,
+    at most ``cycles`` per unit: DRAMPower's active time), ``precharge_standby_cycles`` (the rest
+    of ``units`` x ``cycles``). The engine models no power-down or self-refresh: none is counted."""
+    t = int(cycles)
+    since = np.asarray(raw["res_open_since"], dtype=np.int64)
+    open_c = np.asarray(raw["res_open_cycles"], dtype=np.int64) + np.where(since >= 0, np.maximum(0, t - since), 0)
+    end = np.asarray(raw["res_ref_end"], dtype=np.int64)
+    ref_c = np.asarray(raw["res_ref_cycles"], dtype=np.int64) - np.where(end > t, end - t, 0)
+    active = np.minimum(open_c + ref_c, t)
+    units = len(since)
+    levels = config.standard.levels
+    unit = levels[max(levels.index(config.standard.controller_level),
+                      levels.index("pseudochannel") if "pseudochannel" in levels else -1)]
+    return {"unit": unit, "units": units, "cycles": t,
+            "row_open_cycles": int(open_c.sum()), "refresh_cycles": int(ref_c.sum()),
+            "active_standby_cycles": int(active.sum()), "precharge_standby_cycles": int(units * t - active.sum())}
 
 
 def _to_vectors(config: DRAMConfig, trace: RequestTrace,
@@ -202,6 +227,7 @@ def simulate(config: DRAMConfig, trace: RequestTrace, *, log_commands: bool = Fa
         threads=raw["threads"],
         threads_note=note,
         wrapped_requests=wrapped,
+        residency=residency_of(raw, int(cycles), config),
     )
     if plugins:
         _run_plugins(result, config, plugins)
@@ -286,6 +312,7 @@ def simulate_stream(config: DRAMConfig, pieces: Iterable[RequestTrace], *, skip_
         end=config.end,
         threads=1,
         wrapped_requests=wrapped,
+        residency=residency_of(raw, int(cycles), config),
     )
 
 

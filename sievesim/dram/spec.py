@@ -361,6 +361,11 @@ class DRAMConfig:
             hist_window=hist_window,
             simple_rows=simple, window_rows=windowed, sibling_rows=sibling,
             ctrl_level=lidx[std.controller_level],
+            # bank-state residency (energy's background): per pseudo-channel where the standard
+            # has one (HBM's unit of standby power), else per controller; a refresh keeps its
+            # banks busy nRFC cycles
+            residency_level=max(lidx[std.controller_level], lidx.get("pseudochannel", -1)),
+            refresh_busy_cycles=max(0, int(self.timings.get("nRFC", 0))) if refresh_on else 0,
             read_latency=eval_latency(std.read_latency, self.timings),
             write_latency=eval_latency(std.write_latency, self.timings),
             refresh_interval=int(self.timings["nREFI"]) if refresh_on else 0,
