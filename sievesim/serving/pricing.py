@@ -11,14 +11,17 @@ Two ways, both through the step:
 * **exact** (:meth:`IterationPricer.exact_s`): the step of the iteration's actual batch (per-GPU
   decode requests and their contexts, prefill chunks and their GPUs). Every iteration has new
   contexts, so every exact step simulates new attention programs.
-* **memo** (:meth:`IterationPricer.memo_s`, the default): the step time as a function of three
-  numbers, decode requests ``B``, their mean context ``c`` and the prefill tokens ``T``,
-  interpolated (trilinearly) between grid points (1..G-1 requests priced as G); each grid point
-  is priced once, by the step of
-  ``B`` requests spread evenly over the G GPUs (B is a multiple of G on the grid), every one at
-  context ``c``, and ``T`` prefill tokens split evenly over the GPUs as fresh prompts. What the memo
-  leaves out (uneven GPUs, the spread of contexts, chunk offsets, routing draws) is measured by
-  pricing a sample of iterations exactly (:class:`MemoError`).
+* **memo** (:meth:`IterationPricer.memo_s`, the default): the step time as a function of decode
+  requests ``B``, their context ``c`` (the busiest GPU's context tokens per request of an even
+  batch: the mean on one GPU), the prefill tokens ``T`` and their share on the busiest GPU,
+  interpolated multilinearly between grid points (1..G-1 requests priced as G); each grid point
+  is priced once, by the step of ``B`` requests spread evenly over the G GPUs (B is a multiple of
+  G on the grid), every one at context ``c``, and ``T`` prefill tokens as fresh prompts. Two
+  corrections add what the grid leaves out: the spread of the contexts and the windows of
+  sliding layers (:meth:`IterationPricer.attention_correction_s`, the engine's attention), and
+  chunk offsets (:meth:`IterationPricer.prefill_correction_s`). What is still left out (routing
+  draws, uneven GPUs beyond the busiest one) is measured by pricing a sample of iterations
+  exactly (:class:`MemoError`).
 
 The pricer is a pure function of the batch: routing is drawn from the model's synthetic routing
 with a generator seeded by the seed and the batch, and the policy's cost table is frozen after a
@@ -38,7 +41,8 @@ import numpy as np
 from ..errors import field_error
 from ..system.step import StepSimulator
 
-__all__ = ["IterationPricer", "MemoError", "batch_grid", "context_grid", "prefill_grid", "equivalent_prompt"]
+__all__ = ["IterationPricer", "MemoError", "batch_grid", "context_grid", "prefill_grid", "equivalent_prompt",
+           "spread_contexts", "CV_GRID"]
 
 
 def batch_grid(gpus: int, max_batch: int) -> list[int]:
@@ -70,6 +74,23 @@ def prefill_grid(max_tokens: int) -> list[int]:
     while out[-1] < max_tokens:
         out.append(out[-1] * 2)
     return [t for t in out if t < max_tokens] + [next(t for t in out if t >= max_tokens)]
+
+
+#: Spreads of decode contexts priced by the attention correction (coefficient of variation).
+CV_GRID = (0.0, 0.25, 0.5, 1.0, 2.0)
+
+
+def spread_contexts(n: int, mean: float, cv: float) -> np.ndarray:
+    """``n`` context lengths [tokens, >= 1] with mean about ``mean`` and coefficient of variation
+    about ``cv``: the quantiles (i + 1/2) / n of a gamma distribution of that mean and CV (CV 0: all
+    at the mean). A fixed shape, so that a spread is priced once."""
+    if cv <= 0.0 or n < 2:
+        return np.full(n, max(1, int(round(mean))), dtype=np.int64)
+    from scipy.stats import gamma
+
+    shape = 1.0 / (cv * cv)
+    q = gamma.ppf((np.arange(n) + 0.5) / n, shape, scale=1.0 / shape)
+    return np.maximum(1, np.rint(q / q.mean() * mean)).astype(np.int64)
 
 
 def _bracket(grid: Sequence[int], x: float) -> tuple[int, int, float]:
@@ -203,10 +224,7 @@ class IterationPricer:
         self.c_grid = context_grid(max_context)
         self.t_grid = prefill_grid(max_prefill_tokens)
         self.memo: dict[tuple[int, int, int, int], float] = {}
-        att = next((k for k in self.sim.model.layer_attention if k != "linear"), None)
         m = self.sim.model
-        self._heads = 1 if att == "mla" else int(m.num_kv_heads)
-        self._pcs = int(self.sim.org.count("pseudo_channel"))
         self._attn: dict[tuple[str, int, int], float] = {}
         kinds = [k for k in m.layer_attention if k != "linear"]
         self._att_layers = {k: kinds.count(k) for k in dict.fromkeys(kinds)}
@@ -250,55 +268,80 @@ class IterationPricer:
         return self._price(dec_ctx, dec_gpu, pf_len, pf_off, pf_gpu, key)
 
     # ------------------------------------------------------------------ memo
-    def effective_context(self, dec_ctx: np.ndarray, dec_gpu: np.ndarray) -> float:
-        """The context [tokens] at which an even batch of the same size loads the busiest PIM
-        pseudo-channel as this batch does. Attention on PIM is split into units (a request and a KV
-        head), placed longest first on the P pseudo-channels of the request's GPU, each unit over
-        ``P // units`` of them when there are fewer units than channels; the layer lasts as long as
-        the busiest channel. Its load is about ``max(longest / s, sum x H / P)`` (``s = max(1, P //
-        units)``, H KV heads): for an even batch ``c x max(1 / s, n x H / P)``."""
-        if not dec_ctx.size:
-            return float(self.c_grid[0])
-        G, P, H = self.gpus, self._pcs, self._heads
-        n = np.bincount(dec_gpu, minlength=G)
-        total = np.bincount(dec_gpu, weights=dec_ctx, minlength=G)
-        longest = np.zeros(G)
-        np.maximum.at(longest, dec_gpu, dec_ctx)
-        s = np.maximum(1, P // np.maximum(1, n * H))
-        load = np.maximum(longest / s, total * H / P).max()
-        u = self._busiest(dec_ctx.size) * H
-        per = 1.0 / (P // u) if u <= P else float(-(-u // P))
-        return float(load / per)
+    def read_tokens(self, kind: str, dec_ctx: np.ndarray) -> np.ndarray:
+        """The cache tokens each request's attention reads at a layer of ``kind``: its context, capped
+        at the window of a sliding layer, the current chunk of a chunked one (as the step reads it)."""
+        layer = self.sim.engine_times.engines[kind].attention
+        L = np.asarray(dec_ctx, dtype=np.int64)
+        if layer is None:
+            return L
+        if layer.window:
+            L = np.minimum(L, layer.window)
+        if layer.chunk:
+            L = np.where(L > 0, (L - 1) % layer.chunk + 1, 0)
+        return L
+
+    def _busiest_gpu(self, kind: str, dec_ctx: np.ndarray, dec_gpu: np.ndarray) -> np.ndarray:
+        """The tokens read by each request of the GPU that reads the most at a layer of ``kind``."""
+        read = self.read_tokens(kind, dec_ctx)
+        g = int(np.argmax(np.bincount(dec_gpu, weights=read.astype(float), minlength=self.gpus)))
+        return read[dec_gpu == g]
 
     def _busiest(self, batch: int) -> int:
         """Decode requests on the busiest GPU of an even batch."""
         return -(-batch // self.gpus)
 
-    def _attention_s(self, kind: str, n: int, c: float) -> float:
-        """Engine time [s] of ``n`` requests at context ``c`` on one GPU, linear between context grid
-        points (each priced once)."""
-        lo, hi, w = _bracket(self.c_grid, c)
+    def _attention_s(self, kind: str, n: int, c: float, cv: float = 0.0) -> float:
+        """Engine time [s] of ``n`` requests on one GPU at mean context ``c`` whose contexts spread
+        with coefficient of variation ``cv`` (:func:`spread_contexts`), bilinear between grid points
+        of the context and of the spread (each priced once)."""
+        cj = _bracket(self.c_grid, c)
+        vk = _bracket(CV_GRID, cv)
         out = 0.0
-        for j, wj in ((lo, 1.0 - w), (hi, w)):
-            if wj > 0.0:
-                key = (kind, n, j)
-                t = self._attn.get(key)
-                if t is None:
-                    t = self._attn[key] = self.sim.engine_times.attention_s(kind, np.full(n, self.c_grid[j]))
-                out += wj * t
+        for j, wj in ((cj[0], 1.0 - cj[2]), (cj[1], cj[2])):
+            for k, wk in ((vk[0], 1.0 - vk[2]), (vk[1], vk[2])):
+                if wj * wk > 0.0:
+                    key = (kind, n, j, k)
+                    t = self._attn.get(key)
+                    if t is None:
+                        lens = spread_contexts(n, self.c_grid[j], CV_GRID[k])
+                        t = self._attn[key] = self.sim.engine_times.attention_s(kind, lens)
+                    out += wj * wk * t
         return out
 
+    def context_coordinate(self, dec_ctx: np.ndarray, dec_gpu: np.ndarray) -> float:
+        """The memo's context coordinate [tokens]: the context at which every GPU of an even batch of
+        this size holds as many context tokens as the GPU of this batch that holds the most (the mean
+        context on one GPU or when the GPUs hold equal tokens). Attention is data-parallel and a
+        layer waits for its slowest GPU (the dispatch that follows gathers every GPU's tokens)."""
+        if not dec_ctx.size:
+            return float(self.c_grid[0])
+        if self.gpus == 1:
+            return float(dec_ctx.mean())
+        per_gpu = np.bincount(dec_gpu, weights=dec_ctx.astype(float), minlength=self.gpus)
+        return float(per_gpu.max() / self._busiest(dec_ctx.size))
+
     def attention_correction_s(self, dec_ctx: np.ndarray, dec_gpu: np.ndarray) -> float:
-        """What the spread of contexts adds to an even batch at the mean context [s]: per layer of
-        each context-dependent attention kind, the engine's attention at :meth:`effective_context`
-        minus at the mean context, for the busiest GPU's requests (attention on PIM is on the
-        critical path of its layer, docs/system.md)."""
+        """What the memo's even batch at :meth:`context_coordinate` misses of this batch's attention [s].
+
+        The step spreads a GPU's attention over its pseudo-channels by tokens (units of a request and
+        a KV head cut into pieces, ``AttentionLayer(balance="tokens")``), so a layer's time follows
+        the tokens the busiest GPU reads, plus a cost per piece that grows with the spread of its
+        requests' contexts. Per layer of each context-dependent attention kind: the engine's
+        attention of the busiest GPU's request count at the context that reads as many tokens as
+        the GPU of this batch that reads the most (windows and chunks applied per request), with
+        that GPU's spread of contexts, minus the memo's (every request at the coordinate)."""
         if not dec_ctx.size or self.sim.gpu_only or not self._att_layers:
             return 0.0
         n = self._busiest(dec_ctx.size)
-        c_eff, c_mean = self.effective_context(dec_ctx, dec_gpu), float(dec_ctx.mean())
-        return sum(layers * (self._attention_s(kind, n, c_eff) - self._attention_s(kind, n, c_mean))
-                   for kind, layers in self._att_layers.items())
+        c_memo = self.context_coordinate(dec_ctx, dec_gpu)
+        total = 0.0
+        for kind, layers in self._att_layers.items():
+            read = self._busiest_gpu(kind, dec_ctx, dec_gpu)
+            mean = float(read.mean())
+            cv = float(read.std() / mean) if mean > 0 else 0.0
+            total += layers * (self._attention_s(kind, n, float(read.sum()) / n, cv) - self._attention_s(kind, n, c_memo))
+        return total
 
     def point_s(self, i: int, j: int, k: int, f: int) -> float:
         """The step at grid point (batch index i, context index j, prefill index k, prefill spread f:
@@ -355,7 +398,7 @@ class IterationPricer:
     def memo_s(self, dec_ctx: np.ndarray, dec_gpu: np.ndarray, pf_len: np.ndarray, pf_off: np.ndarray,
                pf_gpu: np.ndarray) -> float:
         """The memoised step time of this batch (arguments as for :meth:`exact_s`): multilinear between
-        grid points in decode requests, their mean context, prefill tokens and the share of the
+        grid points in decode requests, their context (:meth:`context_coordinate`), prefill tokens and the share of the
         prefill tokens on the busiest GPU (from 1/G, even, to 1), plus :meth:`attention_correction_s`
         for the spread of the contexts and :meth:`prefill_correction_s` for chunk offsets."""
         batch, tp = int(dec_ctx.size), int(pf_len.sum())
@@ -364,7 +407,7 @@ class IterationPricer:
         self.lookups += 1
         G = self.gpus
         bi = _bracket(self.b_grid, batch)
-        ci = _bracket(self.c_grid, float(dec_ctx.mean())) if batch else (0, 0, 0.0)
+        ci = _bracket(self.c_grid, self.context_coordinate(dec_ctx, dec_gpu)) if batch else (0, 0, 0.0)
         if batch:
             ti = _bracket(self.t_grid, tp)
         else:       # prefill alone: no interpolation towards the empty iteration
