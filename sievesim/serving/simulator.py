@@ -94,13 +94,18 @@ class ServingResult:
             "slo_attainment": float(self.met.sum() / arrived) if arrived else math.nan,
             "meets_slos": bool(arrived and self.met.sum() >= self.slo.attainment * arrived),
             "littles_law_ratio": littles_law_ratio(q.arrival_s[:arrived], lg.finish_s[:arrived], dur,
-                                                   lg.it_start, lg.it_time, in_system),
+                                                   *self._in_system(in_system)),
             "preemptions": int(lg.preemptions.sum()),
             "duration_s": dur, "iterations": len(lg.it_time),
             "batch": tw_stats(decode), "running": tw_stats(running), "kv_use": tw_stats(kv),
             "kv_capacity": dict(self.kv), "pricing": dict(self.memo), "wall_s": self.wall_s,
         })
         return out
+
+    def _in_system(self, in_system: np.ndarray) -> tuple[list[float], list[float], np.ndarray]:
+        """(start [s], duration [s], requests in the system) of the segments Little's law averages
+        over: the iterations, each with waiting + running at its start."""
+        return self.log.it_start, self.log.it_time, in_system
 
     def request_rows(self) -> list[dict[str, Any]]:
         """One row per request (``--requests-csv``)."""
@@ -137,6 +142,10 @@ class ServingSimulator:
         Iterations (every 25th) priced both ways to measure the memo (0: none; ignored with ``exact``).
     seed:
         Seeds the routing draws of the priced steps.
+    prefill_gpus:
+        ``None`` (default): prefill colocated with decode on all ``gpus`` GPUs (chunked prefill).
+        An integer Gp from 1 to ``gpus - 1``: disaggregated prefill, Gp GPUs prefill and the other
+        ``gpus - Gp`` decode, the KV cache moved over the interconnect (:mod:`sievesim.serving.disagg`).
     step_options:
         Further arguments of :class:`~sievesim.system.step.StepSimulator` (``pimoe_unit``,
         ``early_loads``, ``contention``, ``policy_options``, ``scheduler_latency_s``, ``top_k``).
@@ -145,7 +154,8 @@ class ServingSimulator:
     def __init__(self, model: Any, hardware: Any = "b200", *, gpus: int = 1, policy: str = "sieve",
                  scheduler: SchedulerConfig | None = None, slo: SloTargets | None = None, block_size: int = 16,
                  memory_utilization: float = 0.9, max_model_len: int = DEFAULT_MAX_MODEL_LEN, exact: bool = False,
-                 error_samples: int = 20, seed: int = 0, **step_options: Any) -> None:
+                 error_samples: int = 20, seed: int = 0, prefill_gpus: int | None = None,
+                 **step_options: Any) -> None:
         from ..hardware import get_hardware
         from ..models import get_model
 
@@ -161,6 +171,16 @@ class ServingSimulator:
         self.block_size, self.memory_utilization = int(block_size), float(memory_utilization)
         self.max_model_len, self.error_samples = int(max_model_len), int(error_samples)
         self.step_options = step_options
+        self.pools: tuple[Any, Any] | None = None
+        if prefill_gpus is not None:
+            from .disagg import build_pools, pool_sizes
+            gp, gd = pool_sizes(self.gpus, prefill_gpus)
+            self.pools = build_pools(self.model, self.hw, prefill_gpus=gp, decode_gpus=gd, policy=self.policy,
+                                     cfg=self.cfg, block_size=self.block_size,
+                                     memory_utilization=self.memory_utilization, max_model_len=self.max_model_len,
+                                     seed=self.seed, **step_options)
+            self.kv, self.blocks_for, self.pricer = self.pools[1].kv, self.pools[1].blocks_for, self.pools[1].pricer
+            return
         self.kv = kv_capacity(self.model, self.hw, self.gpus, max_batch=self.cfg.max_batch,
                               token_budget=self.cfg.token_budget, block_size=self.block_size,
                               memory_utilization=self.memory_utilization)
@@ -193,21 +213,31 @@ class ServingSimulator:
             bad = int(np.flatnonzero(total > self.max_model_len)[0])
             raise field_error(f"request {bad} (row {bad + 1}) prompt + output tokens", int(total[bad]),
                               f"at most max_model_len = {self.max_model_len} (--max-model-len)")
-        need = self.blocks_for(int(total[i]))
-        if need > self.kv.blocks_per_gpu:
-            raise field_error(f"request {i} (row {i + 1}) prompt + output tokens", int(total[i]),
-                              f"a request whose KV cache fits one GPU: it needs {need} blocks of {self.block_size} "
-                              f"tokens, a GPU holds {self.kv.blocks_per_gpu}")
+        for where, kv, blocks_for in ([("", self.kv, self.blocks_for)] if self.pools is None else
+                                      [(f" of the {p.name} pool", p.kv, p.blocks_for) for p in self.pools]):
+            need = blocks_for(int(total[i]))
+            if need > kv.blocks_per_gpu:
+                raise field_error(f"request {i} (row {i + 1}) prompt + output tokens", int(total[i]),
+                                  f"a request whose KV cache fits one GPU{where}: it needs {need} blocks of "
+                                  f"{self.block_size} tokens, a GPU holds {kv.blocks_per_gpu}")
 
     def settings(self, q: Requests, rate: float) -> dict[str, Any]:
         c = self.cfg
-        return {"model": self.model.name, "top_k": self.model.top_k, "hardware": self.hw.name, "gpus": self.gpus,
-                "policy": self.pricer.sim.policy_name, "workload": q.description, "rate": rate, "requests": len(q),
-                "seed": self.seed, "max_batch": c.max_batch, "token_budget": c.token_budget,
-                "horizon_s": c.horizon_s, "block_size": self.block_size,
-                "memory_utilization": self.memory_utilization, "max_model_len": self.max_model_len,
-                "slo": self.slo.as_dict(), "iteration_pricing": "exact" if self.exact else "memo",
-                "sievesim_version": __version__}
+        out: dict[str, Any] = {
+            "model": self.model.name, "top_k": self.model.top_k, "hardware": self.hw.name, "gpus": self.gpus,
+            "policy": self.pricer.sim.policy_name, "workload": q.description, "rate": rate, "requests": len(q),
+            "seed": self.seed, "max_batch": c.max_batch, "token_budget": c.token_budget,
+            "horizon_s": c.horizon_s, "block_size": self.block_size,
+            "memory_utilization": self.memory_utilization, "max_model_len": self.max_model_len,
+            "slo": self.slo.as_dict(), "iteration_pricing": "exact" if self.exact else "memo",
+            "sievesim_version": __version__}
+        if self.pools is not None:
+            link = self.hw.interconnect
+            out.update({"mode": "disaggregated", "prefill_gpus": self.pools[0].gpus, "decode_gpus": self.pools[1].gpus,
+                        "kv_link": {"bandwidth_bytes_per_s": link.bandwidth_bytes_per_s_per_direction,
+                                    "latency_s": link.latency_s, "contention": "one transfer at a time per "
+                                    "sending and per receiving GPU"}})
+        return out
 
     def run(self, q: Requests, rate: float | None = None) -> ServingResult:
         """Serve ``q``; ``rate`` (requests/s) is the workload's, for Little's law (default: the
@@ -215,6 +245,9 @@ class ServingSimulator:
         self.check_requests(q)
         if rate is None:
             rate = (len(q) - 1) / float(q.arrival_s[-1]) if len(q) > 1 and q.arrival_s[-1] > 0 else math.nan
+        if self.pools is not None:
+            from .disagg_result import serve_disaggregated
+            return serve_disaggregated(self, q, float(rate))
         t0 = time.perf_counter()
         p = self.pricer
         before = p.stats()
