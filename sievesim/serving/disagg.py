@@ -57,8 +57,8 @@ def pool_sizes(gpus: int, prefill_gpus: Any) -> tuple[int, int]:
     """(prefill GPUs, decode GPUs) of ``gpus`` GPUs with ``prefill_gpus`` of them prefilling; each
     pool needs at least one GPU."""
     if gpus < 2:
-        raise field_error("gpus", gpus, "at least 2 GPUs with prefill_gpus (--prefill-gpus): one prefill, one "
-                                        "decode")
+        raise field_error("gpus (--gpus)", gpus, "at least 2 GPUs with prefill_gpus (--prefill-gpus): one prefill, "
+                                                  "one decode")
     if isinstance(prefill_gpus, bool) or not isinstance(prefill_gpus, (int, np.integer)) \
             or not 1 <= prefill_gpus <= gpus - 1:
         raise field_error("prefill_gpus (--prefill-gpus)", prefill_gpus,
@@ -91,15 +91,17 @@ def build_pools(model: Any, hw: Any, *, prefill_gpus: int, decode_gpus: int, pol
     """The prefill pool (its iterations hold up to ``cfg.token_budget`` prompt tokens) and the decode
     pool (up to ``cfg.max_batch`` decode requests), each with the model's weights checked against
     its GPUs' HBM."""
-    pools = []
-    for name, g, batch, budget in (("prefill", prefill_gpus, 1, cfg.token_budget),
-                                   ("decode", decode_gpus, cfg.max_batch, 0)):
+    sizes = (("prefill", prefill_gpus, 1, cfg.token_budget), ("decode", decode_gpus, cfg.max_batch, 0))
+    kvs = []
+    for name, g, batch, budget in sizes:         # both capacities before any pricer's warm-up
         try:
-            kv = kv_capacity(model, hw, g, max_batch=batch, token_budget=budget, block_size=block_size,
-                             memory_utilization=memory_utilization)
+            kvs.append(kv_capacity(model, hw, g, max_batch=batch, token_budget=budget, block_size=block_size,
+                                   memory_utilization=memory_utilization))
         except ConfigError as exc:
             flag = "--prefill-gpus" if name == "prefill" else "--gpus minus --prefill-gpus"
             raise ConfigError(f"{name} pool ({flag} = {g}): {exc}") from None
+    pools = []
+    for (name, g, batch, budget), kv in zip(sizes, kvs):
         pricer = IterationPricer(model, hw, gpus=g, policy=policy, max_batch=max(batch, g),
                                  max_prefill_tokens=max(budget, 1), max_context=max_model_len, seed=seed,
                                  warmup=name, **step_options)
