@@ -1,7 +1,7 @@
 """The result of a disaggregated run (:mod:`sievesim.serving.disagg`): the colocated path's metrics
 and JSON, plus the pools, the KV transfers and each pool's busy share.
 
-:class:`DisaggResult` is a :class:`~sievesim.serving.simulator.ServingResult` whose iteration log
+:class:`DisaggResult` is a :class:`~sievesim.serving.result.ServingResult` whose iteration log
 is the decode pool's (so ``batch``, ``running`` and ``kv_use`` are the decode batch, its running
 requests and its KV use, as in the colocated JSON), whose Little's law averages the scheduler's
 count of requests in the system over the segments between the decisions of either pool, and whose
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .disagg import DisaggLog, memo_record, run_disaggregated
-from .simulator import ServingResult, ServingSimulator
+from .result import ServingResult
 from .workload import Requests
 
 __all__ = ["DisaggResult", "serve_disaggregated"]
@@ -70,9 +70,10 @@ class DisaggResult(ServingResult):
         return rows
 
 
-def serve_disaggregated(sim: ServingSimulator, q: Requests, rate: float) -> DisaggResult:
-    """Serve ``q`` on ``sim``'s prefill and decode pools (``sim.pools``); ``rate`` [requests/s] as
-    for :meth:`ServingSimulator.run`."""
+def serve_disaggregated(sim: Any, q: Requests, rate: float) -> DisaggResult:
+    """Serve ``q`` on the prefill and decode pools of ``sim`` (a
+    :class:`~sievesim.serving.simulator.ServingSimulator` with ``prefill_gpus``); ``rate``
+    [requests/s] as for its ``run``."""
     assert sim.pools is not None
     t0 = time.perf_counter()
     pools = sim.pools
