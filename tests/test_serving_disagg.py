@@ -29,7 +29,8 @@ def _pool(name, gpus, blocks, step_s=0.01, per_token_s=1e-5, block_size=16):
     def price(dec_ctx, dec_gpu, pf_len, pf_off, pf_gpu):
         return step_s + per_token_s * (dec_ctx.size + int(pf_len.sum()))
     return SimpleNamespace(name=name, gpus=gpus, kv=SimpleNamespace(blocks_per_gpu=blocks),
-                           blocks_for=lambda n: -(-n // block_size), pricer=SimpleNamespace(memo_s=price, exact_s=price))
+                           blocks_for=lambda n: -(-n // block_size),
+                           pricer=SimpleNamespace(memo_s=price, exact_s=price))
 
 
 def _kv_bytes(tokens):
@@ -265,7 +266,8 @@ def test_timeline_csv_has_a_pool_column(tmp_path, capsys):
     assert starts == sorted(starts)
     assert sum(int(r["prefill_tokens"]) for r in rows) == 8 * 32
     assert sum(int(r["decode_requests"]) for r in rows) == 8 * 3       # tokens after the first
-    assert len(list(csv.DictReader(rq.open()))) == 8
+    reqs = list(csv.DictReader(rq.open()))
+    assert len(reqs) == 8 and all(float(r["kv_transfer_s"]) > 0 for r in reqs)
 
 
 def test_the_api_takes_prefill_gpus():

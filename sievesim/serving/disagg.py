@@ -135,8 +135,8 @@ class DisaggLog:
         """KV transfers: count, bytes (total and mean), time on the link and wait for it [s]."""
         b = np.asarray(self.transfer_bytes, dtype=float)
         return {"transfers": int(b.size), "bytes_total": float(b.sum()),
-                "bytes_mean": float(b.mean()) if b.size else 0.0,
-                "time_s": summary(np.asarray(self.transfer_time_s)), "wait_s": summary(np.asarray(self.transfer_wait_s))}
+                "bytes_mean": float(b.mean()) if b.size else 0.0, "time_s": summary(np.asarray(self.transfer_time_s)),
+                "wait_s": summary(np.asarray(self.transfer_wait_s))}
 
 
 class _Sampler:

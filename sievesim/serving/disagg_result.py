@@ -55,6 +55,14 @@ class DisaggResult(ServingResult):
         out["wall_s"] = out.pop("wall_s")
         return out
 
+    def request_rows(self) -> list[dict[str, Any]]:
+        """One row per request (``--requests-csv``), with the time its last KV transfer took on the
+        link (``kv_transfer_s``; NaN for a request that never left the prefill pool)."""
+        rows = super().request_rows()
+        for row, x in zip(rows, self.pools_log.kv_transfer_s.tolist()):
+            row["kv_transfer_s"] = x
+        return rows
+
     def iteration_rows(self) -> list[dict[str, Any]]:
         """One row per iteration of either pool, in start order (``--timeline-csv``): the pool, start,
         duration, decode requests, prefill tokens, waiting, running, KV blocks used on its fullest
