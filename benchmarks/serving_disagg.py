@@ -63,14 +63,18 @@ def render(records: list[dict]) -> str:
         lines.append(f"| {rate:g} | " + " | ".join(row) + " |")
     dis = [d for d in records if "prefill_gpus" in d]
     if dis:
-        lines += ["", "disaggregated: KV transfer mean / p99 [ms], mean KV bytes [MiB], busy share prefill / decode "
-                      "pool, memo error (mean |memo - exact| / exact)", "",
-                  "| rate [req/s] | split | transfer mean / p99 [ms] | KV [MiB] | busy prefill / decode | memo err |",
-                  "|---:|---|---|---:|---|---:|"]
+        lines += ["", "disaggregated: KV transfer time on the link (mean / p99), mean KV bytes, wait from the end of "
+                      "prefill to the transfer's start (mean / p90: room in the decode batch), mean decode batch, busy "
+                      "share of the prefill / decode pool, memo error (mean |memo - exact| / exact)", "",
+                  "| rate [req/s] | split | transfer mean / p99 [ms] | KV [MiB] | wait mean / p90 [ms] | decode batch "
+                  "| busy prefill / decode | memo err |",
+                  "|---:|---|---|---:|---|---:|---|---:|"]
         for d in sorted(dis, key=lambda d: (d["rate"], d["prefill_gpus"])):
             x, p = d["kv_transfer"], d["pools"]
             lines.append(f"| {d['rate']:g} | {_config(d)} | {x['time_s']['mean'] * 1e3:.3f} / "
                          f"{x['time_s']['p99'] * 1e3:.3f} | {x['bytes_mean'] / 2**20:.1f} | "
+                         f"{x['wait_s']['mean'] * 1e3:.1f} / {x['wait_s']['p90'] * 1e3:.1f} | "
+                         f"{d['batch']['mean']:.1f} | "
                          f"{p['prefill']['busy_share']:.0%} / {p['decode']['busy_share']:.0%} | "
                          f"{d['pricing']['error_vs_exact']['mean_abs_rel']:.2%} |")
     return "\n".join(lines)

@@ -23,7 +23,10 @@ Two ways, both through the step:
 The pricer is a pure function of the batch: routing is drawn from the model's synthetic routing
 with a generator seeded by the seed and the batch, and the policy's cost table is frozen after a
 warm-up (a few steps at representative batches, the paper's warm-up), so a batch costs the same
-whenever it is priced. Times are in seconds.
+whenever it is priced. A disaggregated server (:mod:`sievesim.serving.disagg`) has one pricer per
+pool, on the pool's GPU count: prefill-only batches (no decode requests) on the prefill pool,
+decode-only batches (no prefill tokens) on the decode pool, each warmed up on batches of its own
+kind (``warmup``). Times are in seconds.
 """
 from __future__ import annotations
 

@@ -5,7 +5,9 @@ One :class:`ServingSimulator` holds the model on its G GPUs under one policy, it
 its :class:`~sievesim.serving.pricing.IterationPricer` (whose memo is kept between workloads, so a
 sweep over rates prices each batch shape once). :meth:`ServingSimulator.run` serves a
 :class:`~sievesim.serving.workload.Requests` with the loop of :mod:`sievesim.serving.scheduler`
-and returns a :class:`ServingResult`. Times are in seconds.
+and returns a :class:`ServingResult` (:mod:`sievesim.serving.result`). With ``prefill_gpus`` it
+holds a prefill pool and a decode pool instead (:mod:`sievesim.serving.disagg`), and ``run``
+returns a :class:`~sievesim.serving.disagg_result.DisaggResult`. Times are in seconds.
 """
 from __future__ import annotations
 
