@@ -65,9 +65,10 @@ def render(records: list[dict]) -> str:
     if dis:
         lines += ["", "disaggregated: KV transfer time on the link (mean / p99), mean KV bytes, wait from the end of "
                       "prefill to the transfer's start (mean / p90: room in the decode batch), mean decode batch, busy "
-                      "share of the prefill / decode pool, memo error (mean |memo - exact| / exact)", "",
+                      "share of the prefill / decode pool, memo error of each pool (mean |memo - exact| / exact; the decode "
+                      "pool's bias, mean (memo - exact) / exact)", "",
                   "| rate [req/s] | split | transfer mean / p99 [ms] | KV [MiB] | wait mean / p90 [ms] | decode batch "
-                  "| busy prefill / decode | memo err |",
+                  "| busy prefill / decode | memo err prefill / decode (bias) |",
                   "|---:|---|---|---:|---|---:|---|---:|"]
         for d in sorted(dis, key=lambda d: (d["rate"], d["prefill_gpus"])):
             x, p = d["kv_transfer"], d["pools"]
@@ -76,7 +77,9 @@ def render(records: list[dict]) -> str:
                          f"{x['wait_s']['mean'] * 1e3:.1f} / {x['wait_s']['p90'] * 1e3:.1f} | "
                          f"{d['batch']['mean']:.1f} | "
                          f"{p['prefill']['busy_share']:.0%} / {p['decode']['busy_share']:.0%} | "
-                         f"{d['pricing']['error_vs_exact']['mean_abs_rel']:.2%} |")
+                         f"{p['prefill']['pricing']['error_vs_exact']['mean_abs_rel']:.1%} / "
+                         f"{p['decode']['pricing']['error_vs_exact']['mean_abs_rel']:.1%} "
+                         f"({p['decode']['pricing']['error_vs_exact']['mean_rel']:+.1%}) |")
     return "\n".join(lines)
 
 
