@@ -259,7 +259,7 @@ def test_timeline_csv_has_a_pool_column(tmp_path, capsys):
                  "--max-model-len", "256", "--error-samples", "0", "--timeline-csv", str(tl),
                  "--requests-csv", str(rq)]) == 0
     out = capsys.readouterr().out
-    assert "1 prefill + 1 decode, disaggregated" in out
+    assert "1 prefill + 1 decode, disaggregated" in out and "KV transfers 8," in out
     rows = list(csv.DictReader(tl.open()))
     assert {r["pool"] for r in rows} == {"prefill", "decode"}
     starts = [float(r["start_s"]) for r in rows]

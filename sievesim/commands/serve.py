@@ -231,3 +231,10 @@ def _print(records: list[dict[str, Any]], bisect: bool) -> None:
               f"{r['e2e_s']['p99']:7.2f} {r['throughput_tokens_per_s']:9.1f} {r['goodput_requests_per_s']:9.3f} "
               f"{r['slo_attainment']:6.1%} {r['batch']['mean']:6.1f} {r['preemptions']:7d} "
               f"{r['littles_law_ratio']:6.3f} {e['mean_abs_rel']:8.2%}")
+    for r in records:
+        if "kv_transfer" in r:
+            x, p = r["kv_transfer"], r["pools"]
+            print(f"{r['policy']:8s} KV transfers {x['transfers']}, {x['bytes_mean'] / 2**20:.1f} MiB each on average, "
+                  f"{x['time_s']['mean'] * 1e6:.1f} us mean / {x['time_s']['p99'] * 1e6:.1f} us p99 on the link after "
+                  f"{x['wait_s']['mean'] * 1e3:.2f} ms mean from the end of prefill; busy prefill "
+                  f"{p['prefill']['busy_share']:.0%}, decode {p['decode']['busy_share']:.0%}")
