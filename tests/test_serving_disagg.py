@@ -309,3 +309,14 @@ def test_run_disaggregated_is_the_loop():
                           kv_bytes=_kv_bytes, exact=False, samples=0)
     b = _serve(q, SchedulerConfig(), checked=False)
     assert np.array_equal(a.prefill.finish_s, b.prefill.finish_s) and a.event_t == b.event_t
+
+
+def test_max_rate_bisection_names_the_pools(capsys):
+    argv = ["serve", "--model", MODEL, "--gpus", "2", "--prefill-gpus", "1", "--max-rate", "1:4", "--bisect-steps", "1",
+            "--requests", "4", "--prompt-tokens", "16", "--output-tokens", "3", "--max-batch", "4", "--token-budget",
+            "32", "--max-model-len", "64", "--error-samples", "0"]
+    assert main(argv + ["--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert (d["prefill_gpus"], d["decode_gpus"]) == (1, 1) and d["tried"] and d["max_rate"] is not None
+    assert main(argv) == 0
+    assert "(1 prefill + 1 decode, disaggregated)" in capsys.readouterr().out
