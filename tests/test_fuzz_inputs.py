@@ -289,6 +289,7 @@ VALUE_OPTIONS: tuple[tuple[str, ...], ...] = (
     _SERVE + ("--rate", "5", "--horizon", "{v}") + _SERVE_SMALL,
     _SERVE + ("--rate", "5", "--tpot-slo", "{v}") + _SERVE_SMALL,
     _SERVE + ("--max-rate", "{v}", "--bisect-steps", "1") + _SERVE_SMALL,
+    _SERVE + ("--rate", "5", "--gpus", "2", "--prefill-gpus", "{v}") + _SERVE_SMALL,
 )
 
 # ------------------------------------------------------------------------------------------

@@ -287,6 +287,10 @@ def test_hardware_numeric_edge_cases(tmp_path):
      ["--scheduler-latency-us = 'nan'"]),
     (["sweep", "--model", "qwen3-30b-a3b", "--batch", "1", "--jobs", "\u0662"], ["--jobs = '\u0662'"]),
     (["sweep", "--model", "qwen3-30b-a3b", "--batch", "\u0663"], ["--batch = '\u0663'"]),
+    (["serve", "--model", "qwen3-30b-a3b", "--gpus", "2", "--rate", "1", "--prefill-gpus", "\u0661"],
+     ["--prefill-gpus = '\u0661'"]),
+    (["serve", "--model", "qwen3-30b-a3b", "--gpus", "2", "--rate", "1", "--prefill-gpus", "2"],
+     ["prefill_gpus (--prefill-gpus) = 2", "from 1 to 1"]),
 ])
 def test_cli_values(argv, needles):
     assert_refused(run_cli(argv), *needles)

@@ -26,6 +26,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--hardware", default="b200", help="preset name or .toml (default: b200)")
     p.add_argument("--gpus", type=int_arg("gpus"), default=1, help="GPUs G (default 1)")
     p.add_argument("--policy", default="sieve", help="policy name or comma-separated names (default sieve)")
+    p.add_argument("--prefill-gpus", type=int_arg("gpus"), default=None, metavar="P",
+                   help="disaggregated prefill: P of the --gpus GPUs prefill, the rest decode, the KV cache moved "
+                        "over the interconnect (default: prefill colocated with decode on all GPUs)")
     p.add_argument("--rate", type=_SECONDS, default=None, metavar="R", help="arrivals per second")
     p.add_argument("--requests", type=int_arg("requests"), default=None, metavar="N",
                    help="requests (default 100; with --trace: its first N rows)")
@@ -131,14 +134,16 @@ def _serve(args: argparse.Namespace) -> int:
             block_size=args.block_size, memory_utilization=args.memory_utilization,
             max_model_len=args.max_model_len, exact=args.exact, error_samples=args.error_samples, seed=args.seed,
             top_k=args.top_k, pimoe_unit=args.pimoe_unit if name == "pimoe" else None,
-            policy_options=per_policy[name])
+            policy_options=per_policy[name], prefill_gpus=args.prefill_gpus)
         if bracket:
             found = max_rate_under_slos(sim, requests=args.requests or 100, lo=bracket[0], hi=bracket[1],
                                         steps=args.bisect_steps, seed=args.seed, cv=args.cv, lengths=lengths,
                                         prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
                                         arrival_window_s=args.arrival_window)
             records.append({"model": sim.model.name, "gpus": sim.gpus, "hardware": sim.hw.name, "policy": name,
-                            "slo": sim.slo.as_dict(), "requests": args.requests or 100, "seed": args.seed, **found})
+                            "slo": sim.slo.as_dict(), "requests": args.requests or 100, "seed": args.seed,
+                            **({} if sim.pools is None else {"prefill_gpus": sim.pools[0].gpus,
+                                                             "decode_gpus": sim.pools[1].gpus}), **found})
             continue
         res = sim.run(q, rate)
         results.append(res)
@@ -202,7 +207,9 @@ def _bracket(text: str) -> tuple[float, float]:
 def _print(records: list[dict[str, Any]], bisect: bool) -> None:
     r0 = records[0]
     slo = r0["slo"]
-    print(f"{r0['model']} on {r0['gpus']} x {r0['hardware']}; SLOs: TTFT <= {slo['ttft_s']} s, TPOT <= "
+    pools = (f" ({r0['prefill_gpus']} prefill + {r0['decode_gpus']} decode, disaggregated)"
+             if "prefill_gpus" in r0 else "")
+    print(f"{r0['model']} on {r0['gpus']} x {r0['hardware']}{pools}; SLOs: TTFT <= {slo['ttft_s']} s, TPOT <= "
           f"{slo['tpot_s']} s, e2e <= {slo['e2e_s']} s, met by {slo['attainment']:.0%} of the requests")
     if bisect:
         for r in records:
@@ -224,3 +231,10 @@ def _print(records: list[dict[str, Any]], bisect: bool) -> None:
               f"{r['e2e_s']['p99']:7.2f} {r['throughput_tokens_per_s']:9.1f} {r['goodput_requests_per_s']:9.3f} "
               f"{r['slo_attainment']:6.1%} {r['batch']['mean']:6.1f} {r['preemptions']:7d} "
               f"{r['littles_law_ratio']:6.3f} {e['mean_abs_rel']:8.2%}")
+    for r in records:
+        if "kv_transfer" in r:
+            x, p = r["kv_transfer"], r["pools"]
+            print(f"{r['policy']:8s} KV transfers {x['transfers']}, {x['bytes_mean'] / 2**20:.1f} MiB each on average, "
+                  f"{x['time_s']['mean'] * 1e6:.1f} us mean / {x['time_s']['p99'] * 1e6:.1f} us p99 on the link after "
+                  f"{x['wait_s']['mean'] * 1e3:.2f} ms mean from the end of prefill; busy prefill "
+                  f"{p['prefill']['busy_share']:.0%}, decode {p['decode']['busy_share']:.0%}")

@@ -4,7 +4,10 @@ A layer above the system step (docs/serving.md): :mod:`~sievesim.serving.workloa
 the requests, :mod:`~sievesim.serving.scheduler` batches them continuously (chunked prefill beside
 decode, KV blocks, preemption by recompute), :mod:`~sievesim.serving.pricing` prices every
 iteration by the executed step (memoised, its error measured), :mod:`~sievesim.serving.metrics`
-aggregates latencies, and :mod:`~sievesim.serving.simulator` ties them together.
+aggregates latencies, and :mod:`~sievesim.serving.simulator` ties them together
+(:mod:`~sievesim.serving.result` is what it returns). With ``prefill_gpus``,
+:mod:`~sievesim.serving.disagg` serves on a prefill pool and a decode pool instead, the KV cache
+moved over the interconnect (:mod:`~sievesim.serving.disagg_result`: its result).
 """
 from __future__ import annotations
 

@@ -26,7 +26,10 @@ Two ways, both through the step:
 The pricer is a pure function of the batch: routing is drawn from the model's synthetic routing
 with a generator seeded by the seed and the batch, and the policy's cost table is frozen after a
 warm-up (a few steps at representative batches, the paper's warm-up), so a batch costs the same
-whenever it is priced. Times are in seconds.
+whenever it is priced. A disaggregated server (:mod:`sievesim.serving.disagg`) has one pricer per
+pool, on the pool's GPU count: prefill-only batches (no decode requests) on the prefill pool,
+decode-only batches (no prefill tokens) on the decode pool, each warmed up on batches of its own
+kind (``warmup``). Times are in seconds.
 """
 from __future__ import annotations
 
@@ -42,7 +45,10 @@ from ..errors import field_error
 from ..system.step import StepSimulator
 
 __all__ = ["IterationPricer", "MemoError", "batch_grid", "context_grid", "prefill_grid", "equivalent_prompt",
-           "spread_contexts", "CV_GRID"]
+           "spread_contexts", "CV_GRID", "WARMUPS"]
+
+#: What the cost table may learn from before it is frozen (:meth:`IterationPricer._warm_up`).
+WARMUPS = ("mixed", "prefill", "decode")
 
 
 def batch_grid(gpus: int, max_batch: int) -> list[int]:
@@ -207,13 +213,21 @@ class IterationPricer:
         The longest context a request can reach [tokens] (the grid covers it).
     seed:
         Seeds the routing draws (with the batch, see the module docstring).
+    warmup:
+        The batches the policy's cost table learns from before it is frozen: ``"mixed"`` (decode
+        batches with a prefill chunk beside one of them: a colocated server), ``"prefill"``
+        (prefill-only batches: the prefill pool of a disaggregated server) or ``"decode"``
+        (decode-only batches: its decode pool). See :meth:`_warm_up`.
     step_options:
         Further keyword arguments of ``StepSimulator`` (``pimoe_unit``, ``early_loads``,
         ``contention``, ``policy_options``, ``scheduler_latency_s``, ``top_k``, ``trace``).
     """
 
     def __init__(self, model: Any, hardware: Any, *, gpus: int, policy: str, max_batch: int,
-                 max_prefill_tokens: int, max_context: int, seed: int = 0, **step_options: Any) -> None:
+                 max_prefill_tokens: int, max_context: int, seed: int = 0, warmup: str = "mixed",
+                 **step_options: Any) -> None:
+        if warmup not in WARMUPS:
+            raise field_error("warmup", warmup, "one of " + ", ".join(WARMUPS))
         self.sim = _IterationStep(model, hardware, gpus=gpus, policy=policy, batch=gpus, seed=seed,
                                   context_len=1, **step_options)
         if not hasattr(self.sim.source, "sample_tokens"):
@@ -234,16 +248,30 @@ class IterationPricer:
         self.corner_hits = 0      # grid points found priced (8 per lookup at most)
         self.corner_misses = 0    # grid points priced now
         self.exact_steps = 0
+        self.warmup = warmup
         self._warm_up(max_batch, max_prefill_tokens)
 
     def _warm_up(self, max_batch: int, max_prefill_tokens: int) -> None:
-        """The paper's warm-up: steps at a few representative batches while the cost table learns
-        (decode batches of G, about an eighth of ``max_batch`` and ``max_batch``, at a 512-token
-        context, with a prefill chunk beside the middle one); then the table is frozen."""
+        """The paper's warm-up: steps at a few representative batches while the cost table learns,
+        then the table is frozen. ``"mixed"`` and ``"decode"``: two steps each at decode batches of
+        G, about an eighth of ``max_batch`` and ``max_batch``, at a 512-token context (``"mixed"``:
+        with a prefill chunk of ``min(max_prefill_tokens, 256)`` tokens beside the middle one).
+        ``"prefill"``: two steps each at prefill-only batches of ``min(max_prefill_tokens, 256)``
+        and ``max_prefill_tokens`` tokens, split evenly over the GPUs as fresh prompts."""
         G = self.gpus
+        if self.warmup == "prefill":
+            for tp in sorted({min(max_prefill_tokens, 256), max_prefill_tokens}):
+                pf_len = np.full(min(G, tp), tp // min(G, tp), dtype=np.int64)
+                pf_len[:tp % pf_len.size] += 1
+                none = np.zeros(0, dtype=np.int64)
+                for _ in range(2):
+                    self._price(none, none, pf_len, np.zeros(pf_len.size, dtype=np.int64),
+                                np.arange(pf_len.size, dtype=np.int64), ("warmup-prefill", tp))
+            self.sim.frozen = True
+            return
         sizes = sorted({G, max(G, (max_batch // 8) // G * G), max(G, max_batch // G * G)})
         for i, b in enumerate(sizes):
-            pf = min(max_prefill_tokens, 256) if i == 1 else 0
+            pf = min(max_prefill_tokens, 256) if i == 1 and self.warmup == "mixed" else 0
             for _ in range(2):
                 self._price(np.full(b, 512), np.arange(b) % G, np.array([pf] if pf else [], dtype=np.int64),
                             np.zeros(1 if pf else 0, dtype=np.int64), np.zeros(1 if pf else 0, dtype=np.int64),

@@ -5,13 +5,14 @@ One :class:`ServingSimulator` holds the model on its G GPUs under one policy, it
 its :class:`~sievesim.serving.pricing.IterationPricer` (whose memo is kept between workloads, so a
 sweep over rates prices each batch shape once). :meth:`ServingSimulator.run` serves a
 :class:`~sievesim.serving.workload.Requests` with the loop of :mod:`sievesim.serving.scheduler`
-and returns a :class:`ServingResult`. Times are in seconds.
+and returns a :class:`ServingResult` (:mod:`sievesim.serving.result`). With ``prefill_gpus`` it
+holds a prefill pool and a decode pool instead (:mod:`sievesim.serving.disagg`), and ``run``
+returns a :class:`~sievesim.serving.disagg_result.DisaggResult`. Times are in seconds.
 """
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -19,9 +20,11 @@ import numpy as np
 from .. import __version__
 from ..errors import field_error
 from .kv import BlockCounter, kv_capacity
-from .metrics import SloTargets, littles_law_ratio, meets_slos, per_request_rows, request_latencies, summary
+from .metrics import SloTargets
 from .pricing import IterationPricer, MemoError
-from .scheduler import SchedulerConfig, ScheduleLog, run_schedule
+from .disagg_result import serve_disaggregated
+from .result import ServingResult
+from .scheduler import SchedulerConfig, run_schedule
 from .workload import Requests, poisson_requests, read_trace
 
 __all__ = ["ServingSimulator", "ServingResult", "simulate_serving", "max_rate_under_slos", "requests_for",
@@ -46,77 +49,6 @@ def _int(name: str, value: Any, lo: int, hi: int, what: str) -> int:
     return int(value)
 
 
-@dataclass
-class ServingResult:
-    """A served workload: the settings, per-request latencies, aggregates and the iteration log.
-    :meth:`to_dict` is what ``sievesim serve --json`` prints."""
-
-    settings: dict[str, Any]
-    requests: Requests
-    log: ScheduleLog
-    slo: SloTargets
-    rate: float
-    kv: dict[str, float]
-    memo: dict[str, Any]
-    wall_s: float
-    met: np.ndarray = field(init=False)
-
-    def __post_init__(self) -> None:
-        q, lg = self.requests, self.log
-        self.ttft, self.tpot, self.e2e = request_latencies(q.arrival_s, q.output_tokens, lg.first_token_s, lg.finish_s)
-        self.met = meets_slos(self.slo, self.ttft, self.tpot, self.e2e)
-
-    def to_dict(self) -> dict[str, Any]:
-        q, lg = self.requests, self.log
-        horizon = self.settings.get("horizon_s")
-        arrived = int(np.count_nonzero(q.arrival_s < horizon)) if horizon else len(q)
-        finished = int(np.count_nonzero(~np.isnan(lg.finish_s)))
-        dur = lg.end_s
-        decode = np.asarray(lg.it_decode)
-        running = np.asarray(lg.it_running) + 0
-        in_system = np.asarray(lg.it_waiting) + running
-        kv = np.asarray(lg.it_kv_blocks) / self.kv["blocks_per_gpu"]
-        weights = np.asarray(lg.it_time)
-        tw = weights.sum() or 1.0
-
-        def tw_stats(x: np.ndarray) -> dict[str, float]:
-            return {"mean": float((x * weights).sum() / tw) if x.size else 0.0, "max": float(x.max(initial=0))}
-
-        out = dict(self.settings)
-        out.update({
-            "arrived_requests": arrived, "finished_requests": finished, "unfinished_requests": arrived - finished,
-            "ttft_s": summary(self.ttft[~np.isnan(lg.finish_s)]), "tpot_s": summary(self.tpot[~np.isnan(lg.finish_s)]),
-            "e2e_s": summary(self.e2e), "queue_s": summary((lg.scheduled_s - q.arrival_s)[~np.isnan(lg.finish_s)]),
-            "output_tokens": int(lg.generated.sum()),
-            "throughput_tokens_per_s": float(lg.generated.sum() / dur) if dur > 0 else 0.0,
-            "throughput_requests_per_s": finished / dur if dur > 0 else 0.0,
-            "goodput_requests_per_s": float(self.met.sum() / dur) if dur > 0 else 0.0,
-            "slo_attainment": float(self.met.sum() / arrived) if arrived else math.nan,
-            "meets_slos": bool(arrived and self.met.sum() >= self.slo.attainment * arrived),
-            "littles_law_ratio": littles_law_ratio(q.arrival_s[:arrived], lg.finish_s[:arrived], dur,
-                                                   lg.it_start, lg.it_time, in_system),
-            "preemptions": int(lg.preemptions.sum()),
-            "duration_s": dur, "iterations": len(lg.it_time),
-            "batch": tw_stats(decode), "running": tw_stats(running), "kv_use": tw_stats(kv),
-            "kv_capacity": dict(self.kv), "pricing": dict(self.memo), "wall_s": self.wall_s,
-        })
-        return out
-
-    def request_rows(self) -> list[dict[str, Any]]:
-        """One row per request (``--requests-csv``)."""
-        q, lg = self.requests, self.log
-        return per_request_rows(q.arrival_s, q.prompt_tokens, q.output_tokens, lg.scheduled_s, lg.first_token_s,
-                                lg.finish_s, lg.preemptions, self.met)
-
-    def iteration_rows(self) -> list[dict[str, Any]]:
-        """One row per iteration (``--timeline-csv``): start, duration, batch, prefill, queue, KV."""
-        lg = self.log
-        return [{"start_s": s, "time_s": d, "decode_requests": b, "prefill_tokens": p, "waiting": w,
-                 "running": r, "kv_blocks_used": k}
-                for s, d, b, p, w, r, k in zip(lg.it_start, lg.it_time, lg.it_decode, lg.it_prefill, lg.it_waiting,
-                                               lg.it_running, lg.it_kv_blocks)]
-
-
 class ServingSimulator:
     """``model`` served on ``gpus`` GPUs of ``hardware`` under ``policy``.
 
@@ -137,6 +69,10 @@ class ServingSimulator:
         Iterations (every 25th) priced both ways to measure the memo (0: none; ignored with ``exact``).
     seed:
         Seeds the routing draws of the priced steps.
+    prefill_gpus:
+        ``None`` (default): prefill colocated with decode on all ``gpus`` GPUs (chunked prefill).
+        An integer Gp from 1 to ``gpus - 1``: disaggregated prefill, Gp GPUs prefill and the other
+        ``gpus - Gp`` decode, the KV cache moved over the interconnect (:mod:`sievesim.serving.disagg`).
     step_options:
         Further arguments of :class:`~sievesim.system.step.StepSimulator` (``pimoe_unit``,
         ``early_loads``, ``contention``, ``policy_options``, ``scheduler_latency_s``, ``top_k``).
@@ -145,7 +81,8 @@ class ServingSimulator:
     def __init__(self, model: Any, hardware: Any = "b200", *, gpus: int = 1, policy: str = "sieve",
                  scheduler: SchedulerConfig | None = None, slo: SloTargets | None = None, block_size: int = 16,
                  memory_utilization: float = 0.9, max_model_len: int = DEFAULT_MAX_MODEL_LEN, exact: bool = False,
-                 error_samples: int = 20, seed: int = 0, **step_options: Any) -> None:
+                 error_samples: int = 20, seed: int = 0, prefill_gpus: int | None = None,
+                 **step_options: Any) -> None:
         from ..hardware import get_hardware
         from ..models import get_model
 
@@ -161,6 +98,16 @@ class ServingSimulator:
         self.block_size, self.memory_utilization = int(block_size), float(memory_utilization)
         self.max_model_len, self.error_samples = int(max_model_len), int(error_samples)
         self.step_options = step_options
+        self.pools: tuple[Any, Any] | None = None
+        if prefill_gpus is not None:
+            from .disagg import build_pools, pool_sizes
+            gp, gd = pool_sizes(self.gpus, prefill_gpus)
+            self.pools = build_pools(self.model, self.hw, prefill_gpus=gp, decode_gpus=gd, policy=self.policy,
+                                     cfg=self.cfg, block_size=self.block_size,
+                                     memory_utilization=self.memory_utilization, max_model_len=self.max_model_len,
+                                     seed=self.seed, **step_options)
+            self.kv, self.blocks_for, self.pricer = self.pools[1].kv, self.pools[1].blocks_for, self.pools[1].pricer
+            return
         self.kv = kv_capacity(self.model, self.hw, self.gpus, max_batch=self.cfg.max_batch,
                               token_budget=self.cfg.token_budget, block_size=self.block_size,
                               memory_utilization=self.memory_utilization)
@@ -193,21 +140,31 @@ class ServingSimulator:
             bad = int(np.flatnonzero(total > self.max_model_len)[0])
             raise field_error(f"request {bad} (row {bad + 1}) prompt + output tokens", int(total[bad]),
                               f"at most max_model_len = {self.max_model_len} (--max-model-len)")
-        need = self.blocks_for(int(total[i]))
-        if need > self.kv.blocks_per_gpu:
-            raise field_error(f"request {i} (row {i + 1}) prompt + output tokens", int(total[i]),
-                              f"a request whose KV cache fits one GPU: it needs {need} blocks of {self.block_size} "
-                              f"tokens, a GPU holds {self.kv.blocks_per_gpu}")
+        for where, kv, blocks_for in ([("", self.kv, self.blocks_for)] if self.pools is None else
+                                      [(f" of the {p.name} pool", p.kv, p.blocks_for) for p in self.pools]):
+            need = blocks_for(int(total[i]))
+            if need > kv.blocks_per_gpu:
+                raise field_error(f"request {i} (row {i + 1}) prompt + output tokens", int(total[i]),
+                                  f"a request whose KV cache fits one GPU{where}: it needs {need} blocks of "
+                                  f"{self.block_size} tokens, a GPU holds {kv.blocks_per_gpu}")
 
     def settings(self, q: Requests, rate: float) -> dict[str, Any]:
         c = self.cfg
-        return {"model": self.model.name, "top_k": self.model.top_k, "hardware": self.hw.name, "gpus": self.gpus,
-                "policy": self.pricer.sim.policy_name, "workload": q.description, "rate": rate, "requests": len(q),
-                "seed": self.seed, "max_batch": c.max_batch, "token_budget": c.token_budget,
-                "horizon_s": c.horizon_s, "block_size": self.block_size,
-                "memory_utilization": self.memory_utilization, "max_model_len": self.max_model_len,
-                "slo": self.slo.as_dict(), "iteration_pricing": "exact" if self.exact else "memo",
-                "sievesim_version": __version__}
+        out: dict[str, Any] = {
+            "model": self.model.name, "top_k": self.model.top_k, "hardware": self.hw.name, "gpus": self.gpus,
+            "policy": self.pricer.sim.policy_name, "workload": q.description, "rate": rate, "requests": len(q),
+            "seed": self.seed, "max_batch": c.max_batch, "token_budget": c.token_budget,
+            "horizon_s": c.horizon_s, "block_size": self.block_size,
+            "memory_utilization": self.memory_utilization, "max_model_len": self.max_model_len,
+            "slo": self.slo.as_dict(), "iteration_pricing": "exact" if self.exact else "memo",
+            "sievesim_version": __version__}
+        if self.pools is not None:
+            link = self.hw.interconnect
+            out.update({"mode": "disaggregated", "prefill_gpus": self.pools[0].gpus, "decode_gpus": self.pools[1].gpus,
+                        "kv_link": {"bandwidth_bytes_per_s": link.bandwidth_bytes_per_s_per_direction,
+                                    "latency_s": link.latency_s, "contention": "one transfer at a time per "
+                                    "sending and per receiving GPU"}})
+        return out
 
     def run(self, q: Requests, rate: float | None = None) -> ServingResult:
         """Serve ``q``; ``rate`` (requests/s) is the workload's, for Little's law (default: the
@@ -215,6 +172,8 @@ class ServingSimulator:
         self.check_requests(q)
         if rate is None:
             rate = (len(q) - 1) / float(q.arrival_s[-1]) if len(q) > 1 and q.arrival_s[-1] > 0 else math.nan
+        if self.pools is not None:
+            return serve_disaggregated(self, q, float(rate))
         t0 = time.perf_counter()
         p = self.pricer
         before = p.stats()

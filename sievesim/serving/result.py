@@ -1,0 +1,94 @@
+"""The result of a served workload: :class:`ServingResult` (what ``sievesim serve --json`` prints).
+
+Per-request latencies (TTFT, TPOT, end-to-end), their aggregates, goodput under the SLOs, Little's
+law and the iteration log of :mod:`sievesim.serving.scheduler`. Times are in seconds.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .metrics import SloTargets, littles_law_ratio, meets_slos, per_request_rows, request_latencies, summary
+from .scheduler import ScheduleLog
+from .workload import Requests
+
+__all__ = ["ServingResult"]
+
+
+@dataclass
+class ServingResult:
+    """A served workload: the settings, per-request latencies, aggregates and the iteration log.
+    :meth:`to_dict` is what ``sievesim serve --json`` prints."""
+
+    settings: dict[str, Any]
+    requests: Requests
+    log: ScheduleLog
+    slo: SloTargets
+    rate: float
+    kv: dict[str, float]
+    memo: dict[str, Any]
+    wall_s: float
+    met: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        q, lg = self.requests, self.log
+        self.ttft, self.tpot, self.e2e = request_latencies(q.arrival_s, q.output_tokens, lg.first_token_s, lg.finish_s)
+        self.met = meets_slos(self.slo, self.ttft, self.tpot, self.e2e)
+
+    def to_dict(self) -> dict[str, Any]:
+        q, lg = self.requests, self.log
+        horizon = self.settings.get("horizon_s")
+        arrived = int(np.count_nonzero(q.arrival_s < horizon)) if horizon else len(q)
+        finished = int(np.count_nonzero(~np.isnan(lg.finish_s)))
+        dur = lg.end_s
+        decode = np.asarray(lg.it_decode)
+        running = np.asarray(lg.it_running) + 0
+        in_system = np.asarray(lg.it_waiting) + running
+        kv = np.asarray(lg.it_kv_blocks) / self.kv["blocks_per_gpu"]
+        weights = np.asarray(lg.it_time)
+        tw = weights.sum() or 1.0
+
+        def tw_stats(x: np.ndarray) -> dict[str, float]:
+            return {"mean": float((x * weights).sum() / tw) if x.size else 0.0, "max": float(x.max(initial=0))}
+
+        out = dict(self.settings)
+        out.update({
+            "arrived_requests": arrived, "finished_requests": finished, "unfinished_requests": arrived - finished,
+            "ttft_s": summary(self.ttft[~np.isnan(lg.finish_s)]), "tpot_s": summary(self.tpot[~np.isnan(lg.finish_s)]),
+            "e2e_s": summary(self.e2e), "queue_s": summary((lg.scheduled_s - q.arrival_s)[~np.isnan(lg.finish_s)]),
+            "output_tokens": int(lg.generated.sum()),
+            "throughput_tokens_per_s": float(lg.generated.sum() / dur) if dur > 0 else 0.0,
+            "throughput_requests_per_s": finished / dur if dur > 0 else 0.0,
+            "goodput_requests_per_s": float(self.met.sum() / dur) if dur > 0 else 0.0,
+            "slo_attainment": float(self.met.sum() / arrived) if arrived else math.nan,
+            "meets_slos": bool(arrived and self.met.sum() >= self.slo.attainment * arrived),
+            "littles_law_ratio": littles_law_ratio(q.arrival_s[:arrived], lg.finish_s[:arrived], dur,
+                                                   *self._in_system(in_system)),
+            "preemptions": int(lg.preemptions.sum()),
+            "duration_s": dur, "iterations": len(lg.it_time),
+            "batch": tw_stats(decode), "running": tw_stats(running), "kv_use": tw_stats(kv),
+            "kv_capacity": dict(self.kv), "pricing": dict(self.memo), "wall_s": self.wall_s,
+        })
+        return out
+
+    def _in_system(self, in_system: np.ndarray) -> tuple[list[float], list[float], np.ndarray]:
+        """(start [s], duration [s], requests in the system) of the segments Little's law averages
+        over: the iterations, each with waiting + running at its start."""
+        return self.log.it_start, self.log.it_time, in_system
+
+    def request_rows(self) -> list[dict[str, Any]]:
+        """One row per request (``--requests-csv``)."""
+        q, lg = self.requests, self.log
+        return per_request_rows(q.arrival_s, q.prompt_tokens, q.output_tokens, lg.scheduled_s, lg.first_token_s,
+                                lg.finish_s, lg.preemptions, self.met)
+
+    def iteration_rows(self) -> list[dict[str, Any]]:
+        """One row per iteration (``--timeline-csv``): start, duration, batch, prefill, queue, KV."""
+        lg = self.log
+        return [{"start_s": s, "time_s": d, "decode_requests": b, "prefill_tokens": p, "waiting": w,
+                 "running": r, "kv_blocks_used": k}
+                for s, d, b, p, w, r, k in zip(lg.it_start, lg.it_time, lg.it_decode, lg.it_prefill, lg.it_waiting,
+                                               lg.it_running, lg.it_kv_blocks)]
