@@ -62,6 +62,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-rate", default=None, metavar="LO:HI",
                    help="instead of one rate: the largest rate in [LO, HI] meeting the SLOs, by bisection")
     p.add_argument("--bisect-steps", type=int_arg("batches"), default=7, help="bisection steps (default 7)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="with --max-rate: record every probe in DIR as a sweep point (results.jsonl, max_rate.json); "
+                        "rerunning the command resumes the search from the probes recorded")
     p.add_argument("--top-k", type=int_arg("experts"), default=None, help="routed experts per token")
     p.add_argument("--pimoe-unit", default=None, help="PIMoE placement unit: pseudo_channel, channel, stack")
     p.add_argument("--policy-option", action="append", default=[], metavar="KEY=VALUE",
@@ -121,6 +124,11 @@ def _serve(args: argparse.Namespace) -> int:
                                 lengths=lengths, prompt_tokens=args.prompt_tokens,
                                 output_tokens=args.output_tokens, seed=args.seed)
     per_policy = options_for_policies(names, options)
+    if args.out is not None and not bracket:
+        raise field_error("--out", args.out, "only with --max-rate LO:HI (serving points at given rates: "
+                          "sievesim sweep --kind serve)")
+    if bracket and args.out is not None:
+        return _resumable_search(args, names, per_policy, bracket)
     records: list[dict[str, Any]] = []
     results = []
     for name in names:
@@ -157,6 +165,38 @@ def _serve(args: argparse.Namespace) -> int:
         print(json.dumps(records[0] if len(records) == 1 else records))
         return 0
     _print(records, bool(bracket))
+    return 0
+
+
+def _resumable_search(args: argparse.Namespace, names: list[str], per_policy: dict[str, dict[str, Any]],
+                      bracket: tuple[float, float]) -> int:
+    """``--max-rate --out DIR``: the bisection of every policy with each probe a sweep point in DIR."""
+    import sys
+
+    from ..serve_sweep import check_serve_points, max_rate_search
+
+    if args.plot or args.requests_csv or args.timeline_csv:
+        raise field_error("--out", args.out, "no --plot, --requests-csv or --timeline-csv with --max-rate")
+    same = {"model": args.model, "top_k": args.top_k, "hardware": args.hardware, "gpus": args.gpus,
+            "requests": args.requests, "arrival_window_s": args.arrival_window, "cv": args.cv, "lengths": args.lengths,
+            "prompt_tokens": args.prompt_tokens, "output_tokens": args.output_tokens, "seed": args.seed,
+            "max_batch": args.max_batch, "token_budget": args.token_budget, "horizon_s": args.horizon,
+            "ttft_slo_s": args.ttft_slo, "tpot_slo_s": args.tpot_slo, "e2e_slo_s": args.e2e_slo,
+            "attainment": args.attainment, "block_size": args.block_size,
+            "memory_utilization": args.memory_utilization, "max_model_len": args.max_model_len,
+            "exact": args.exact, "error_samples": args.error_samples}
+    groups = []
+    for name in names:
+        opts = ",".join(f"{k}={json.dumps(v)}" for k, v in per_policy[name].items()) or None
+        unit = (args.pimoe_unit or "channel") if name == "pimoe" else None
+        groups.append({**same, "policy": name, "pimoe_unit": unit, "policy_options": opts})
+    check_serve_points(groups, search=True)
+    records = max_rate_search(groups, args.out, lo=bracket[0], hi=bracket[1], steps=args.bisect_steps,
+                              progress=None if args.json else sys.stderr)
+    if args.json:
+        print(json.dumps(records[0] if len(records) == 1 else records))
+        return 0
+    _print(records, True)
     return 0
 
 
