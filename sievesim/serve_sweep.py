@@ -36,6 +36,8 @@ MAX_RATE_JSON = "max_rate.json"
 
 #: ``serve --json`` fields left out of a row: the settings' columns already hold them.
 _DROPPED = ("slo", "model", "hardware")
+#: ``serve --json`` fields whose names are settings of a point: the row names them apart.
+_RENAMED = {"requests": "requests_served", "output_tokens": "generated_tokens"}
 #: Row names of the nested ``serve --json`` objects' prefixes (``pricing`` is the memo).
 _PREFIX = {"pricing": "memo", "error_vs_exact": "error"}
 
@@ -43,7 +45,8 @@ _PREFIX = {"pricing": "memo", "error_vs_exact": "error"}
 def flatten_result(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     """``serve --json``'s object as flat columns: ``{"ttft_s": {"p50": x}}`` -> ``ttft_p50_s``
     (the unit stays last), ``{"batch": {"mean": x}}`` -> ``batch_mean``, ``pricing`` ->
-    ``memo_...``; ``requests`` (those served) -> ``requests_served``."""
+    ``memo_...``; ``requests`` (those served) -> ``requests_served``, ``output_tokens`` (those
+    generated) -> ``generated_tokens``."""
     out: dict[str, Any] = {}
     for key, value in d.items():
         if not prefix and key in _DROPPED:
@@ -53,8 +56,8 @@ def flatten_result(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
             base, unit = (name[:-2], "_s") if name.endswith("_s") else (name, "")
             for sub, v in flatten_result(value, f"{prefix}{base}_").items():
                 out[sub + unit] = v
-        elif not prefix and key == "requests":
-            out["requests_served"] = value
+        elif not prefix and key in _RENAMED:
+            out[_RENAMED[key]] = value
         else:
             out[prefix + key] = value
     return out

@@ -286,7 +286,10 @@ def run_grid(points: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str
         _write_atomic(man_path, (json.dumps(manifest, indent=1) + "\n").encode())
 
     order = {pid: i for i, pid in enumerate(ids)}
-    rows = {r["point_id"]: r for r in _read_jsonl(jsonl, repair=True) if r.get("point_id") in order}
+    recorded = _read_jsonl(jsonl, repair=True)
+    rows = {r["point_id"]: r for r in recorded if r.get("point_id") in order}
+    # a search's later probes are not among this run's points yet: their rows stay in the files
+    kept = [r for r in recorded if r.get("point_id") not in order] if search is not None else []
     _read_jsonl(wall_path, repair=True)
     digest_of = dict(zip(ids, digest_cols))
     todo = [(pid, p) for pid, p in zip(ids, points) if pid not in rows]
@@ -295,6 +298,9 @@ def run_grid(points: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str
 
     def sorted_rows() -> list[dict[str, Any]]:
         return sorted(rows.values(), key=lambda r: order[r["point_id"]])
+
+    def file_rows() -> list[dict[str, Any]]:
+        return sorted_rows() + kept
 
     last_csv = 0.0
 
@@ -307,7 +313,7 @@ def run_grid(points: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str
         rows[pid] = row
         now = time.monotonic()
         if now - last_csv >= csv_interval_s:
-            _write_atomic(csv_path, csv_bytes(sorted_rows()))
+            _write_atomic(csv_path, csv_bytes(file_rows()))
             last_csv = now
         if bar_out is not None:
             bar_out.update(settings, seconds)
@@ -346,10 +352,10 @@ def run_grid(points: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str
         if bar_out is not None:
             bar_out.close()
         if rows:
-            _write_atomic(csv_path, csv_bytes(sorted_rows()))
+            _write_atomic(csv_path, csv_bytes(file_rows()))
     if len(rows) == len(points):
         # grid order, so that the file does not depend on the order the executor finished in
-        _write_atomic(jsonl, b"".join(_json_line(r) for r in sorted_rows()))
+        _write_atomic(jsonl, b"".join(_json_line(r) for r in file_rows()))
     return SweepSummary(out, len(points), skipped, ran, tuple(sorted_rows()))
 
 
