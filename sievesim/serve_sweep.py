@@ -160,7 +160,7 @@ def check_serve_points(points: Sequence[Mapping[str, Any]], *, search: bool = Fa
         if p["trace"] is not None:
             if p["arrival_window_s"] is not None:
                 raise field_error("arrival_window_s", p["arrival_window_s"], "none with a request trace")
-            if not os.path.isfile(p["trace"]):
+            if not os.path.exists(p["trace"]):     # what is there (a FIFO, a directory) its reader refuses
                 raise ConfigError(f"file not found: {p['trace']} (trace: expected a request trace, CSV or JSON lines)")
 
 
@@ -245,11 +245,12 @@ def max_rate_search(groups: Sequence[Mapping[str, Any]], out_dir: str | os.PathL
 
 def max_rate_lines(records: Sequence[Mapping[str, Any]]) -> list[str]:
     """One line per group of a search: what differs between the groups, the rate found, the bracket."""
-    varying = [k for k in SERVE_KEYS if k not in ("rate", "trace") and len({repr(r.get(k)) for r in records}) > 1]
+    shown = ("model", "policy", "pimoe_unit", "rate", "trace")
+    varying = [k for k in SERVE_KEYS if k not in shown and len({repr(r.get(k)) for r in records}) > 1]
     lines = []
     for r in records:
-        what = " ".join(f"{k}={r[k]}" for k in ("model", "policy", *[k for k in varying
-                                                                      if k not in ("model", "policy")]))
+        policy = f"{r['policy']}({r['pimoe_unit']})" if r.get("pimoe_unit") else r["policy"]
+        what = " ".join([f"model={r['model']}", f"policy={policy}", *(f"{k}={r[k]}" for k in varying)])
         found = "none in the bracket" if r["max_rate"] is None else f"{r['max_rate']:.4g} requests/s"
         lines.append(f"{what}: max rate meeting the SLOs {found} (bracket {r['bracket'][0]:.4g} .. "
                      f"{r['bracket'][1]:.4g}; {len(r['tried'])} rates tried)")
