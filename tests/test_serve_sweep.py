@@ -64,20 +64,36 @@ def test_a_serve_point_is_serve_json_flattened_and_pool_gives_the_serial_bytes(t
     assert [r["meets_slos"] for r in rows[:2]] == [True, False]
     assert "wall_s" not in row and len((a / WALL_CLOCK_JSONL).read_text().splitlines()) == 4
     assert row["model_digest"] and row["hardware_digest"] and row["sievesim_version"]
-    # a rerun skips every point
+    # a rerun skips every point; a line cut short by a kill is dropped and its point served again
     assert run_grid(points, a, point_fn=serve_point, kind=SERVE, progress=None).ran == 0
+    lines = (a / RESULTS_JSONL).read_bytes().splitlines(keepends=True)
+    (a / RESULTS_JSONL).write_bytes(b"".join(lines[:3]) + lines[3][:40])
+    again = run_grid(points, a, point_fn=serve_point, kind=SERVE, progress=None)
+    assert (again.skipped, again.ran) == (3, 1)
+    assert _files(a) == _files(b)
 
 
-def test_serve_sweep_on_a_dask_cluster_gives_the_serial_bytes(tmp_path, capsys):
+def test_serve_sweep_and_search_on_a_dask_cluster_give_the_serial_bytes(tmp_path, capsys):
     distributed = pytest.importorskip("distributed")
     args = ["sweep", "--kind", "serve", *SMALL_FLAGS, "--rate", "20,200", "--quiet"]
+    search = ["sweep", "--kind", "serve", *SMALL_FLAGS, "--policy", "sieve,noexp", "--max-rate", "20:200",
+              "--bisect-steps", "1", "--quiet"]
     assert main([*args, "--jobs", "1", "--out", str(tmp_path / "serial")]) == 0
+    assert main([*search, "--jobs", "1", "--out", str(tmp_path / "serial-search")]) == 0
+    serial_out = capsys.readouterr().out
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
                                   dashboard_address=None, protocol="tcp://", host="127.0.0.1") as cluster:
         rc = main([*args, "--dask", cluster.scheduler_address, "--out", str(tmp_path / "dask")])
-    assert rc == 0
-    assert "2/2 points" in capsys.readouterr().out
+        rc_search = main([*search, "--dask", cluster.scheduler_address, "--out", str(tmp_path / "dask-search")])
+    assert (rc, rc_search) == (0, 0)
+    out = capsys.readouterr().out
+    assert "2/2 points" in out
     assert _files(tmp_path / "dask") == _files(tmp_path / "serial")
+    assert _files(tmp_path / "dask-search") == _files(tmp_path / "serial-search")
+    assert (tmp_path / "dask-search" / MAX_RATE_JSON).read_bytes() == \
+        (tmp_path / "serial-search" / MAX_RATE_JSON).read_bytes()
+    assert "policy=sieve: max rate meeting the SLOs" in out and out.count("max rate") == 2
+    assert out.replace("dask-search", "serial-search").splitlines()[1:] == serial_out.splitlines()[1:]
 
 
 def test_ids_follow_the_content_of_the_trace_and_hardware_files(tmp_path, capsys):
