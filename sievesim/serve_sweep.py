@@ -68,7 +68,7 @@ def _full(settings: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=16)
-def _policy_kwargs(policy: str, text: str | None) -> tuple[tuple[str, Any], ...]:
+def _policy_kwargs(text: str | None) -> tuple[tuple[str, Any], ...]:
     from .system import parse_policy_options
 
     return tuple(parse_policy_options(text).items()) if text else ()
@@ -89,7 +89,7 @@ def simulator_for(settings: Mapping[str, Any]) -> Any:
         block_size=int(s["block_size"]), memory_utilization=float(s["memory_utilization"]),
         max_model_len=int(s["max_model_len"]), exact=bool(s["exact"]), error_samples=int(s["error_samples"]),
         seed=int(s["seed"]), top_k=s["top_k"], pimoe_unit=s["pimoe_unit"] if policy == "pimoe" else None,
-        policy_options=dict(_policy_kwargs(policy, s["policy_options"])))
+        policy_options=dict(_policy_kwargs(s["policy_options"])))
 
 
 def _lengths(s: Mapping[str, Any]) -> str | None:
@@ -145,7 +145,7 @@ def check_serve_points(points: Sequence[Mapping[str, Any]], *, search: bool = Fa
             raise field_error("gpus", p["gpus"], f"a positive divisor of {model.name}'s {model.num_experts} experts")
         if p["policy_options"] is not None:
             from .policies.options import check_policy_options
-            check_policy_options(cls, dict(_policy_kwargs(name, p["policy_options"])),
+            check_policy_options(cls, dict(_policy_kwargs(p["policy_options"])),
                                  prefix=f"policy_options (policy {p['policy']}) ", cli=True)
         if _lengths(p) is not None:
             get_length_preset(_lengths(p))
@@ -203,8 +203,8 @@ def max_rate_search(groups: Sequence[Mapping[str, Any]], out_dir: str | os.PathL
     from .serving.search import next_probe
     from .sweep import run_grid
 
-    if not (isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and math.isfinite(lo)
-            and math.isfinite(hi) and 0 < lo < hi):
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in (lo, hi)) \
+            or not 0 < lo < hi:
         raise field_error("--max-rate", f"{lo}:{hi}", "LO:HI, two rates in requests/s with 0 < LO < HI")
     check_int("--bisect-steps", steps, "batches")
     if steps > 40:
@@ -216,7 +216,7 @@ def max_rate_search(groups: Sequence[Mapping[str, Any]], out_dir: str | os.PathL
     outcomes: list[dict[float, bool]] = [{} for _ in groups]
     tried: list[list[dict[str, Any]]] = [[] for _ in groups]
     answers: list[dict[str, Any] | None] = [None] * len(groups)
-    first = True
+    first, summary = True, None
     while True:
         new = []
         for i, g in enumerate(groups):
@@ -238,9 +238,21 @@ def max_rate_search(groups: Sequence[Mapping[str, Any]], out_dir: str | os.PathL
         for (i, p), row in zip(new, rows):
             outcomes[i][p["rate"]] = bool(row["meets_slos"])
             tried[i].append(_tried(row))
+    if summary is not None:
+        _drop_stale(pathlib.Path(out_dir), summary.rows)
     records = [_record(g, a or {}, t) for g, a, t in zip(groups, answers, tried)]
     write_output(pathlib.Path(out_dir) / MAX_RATE_JSON, json.dumps(records, indent=1) + "\n")
     return records
+
+
+def _drop_stale(out: pathlib.Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Keep only the search's probes in its result files: a probe served before an input file was
+    edited is no probe of the search any more (its id changed with the file)."""
+    from .results import RESULTS_CSV, RESULTS_JSONL, csv_bytes, json_line, read_jsonl, write_atomic
+
+    if len(read_jsonl(out / RESULTS_JSONL)) != len(rows):
+        write_atomic(out / RESULTS_JSONL, b"".join(json_line(r) for r in rows))
+        write_atomic(out / RESULTS_CSV, csv_bytes(rows))
 
 
 def max_rate_lines(records: Sequence[Mapping[str, Any]]) -> list[str]:

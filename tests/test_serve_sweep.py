@@ -175,6 +175,24 @@ def test_max_rate_search_resumes_after_ctrl_c_without_serving_a_recorded_probe_a
         max_rate_search(groups, out, lo=20, hi=300, steps=2, point_fn=idle)
 
 
+def test_an_edited_hardware_file_starts_the_search_over_and_drops_its_old_probes(tmp_path):
+    hw = tmp_path / "hw.toml"
+    hw.write_text('base = "b200"\n[gpu]\nmemory_efficiency = 0.9\n')
+    groups = _points(hardware=[str(hw)])
+    out = tmp_path / "out"
+    first = max_rate_search(groups, out, lo=20, hi=200, steps=1)
+    hw.write_text('base = "b200"\n[gpu]\nmemory_efficiency = 0.3\n')        # the edit
+    fn = _Counted()
+    second = max_rate_search(groups, out, lo=20, hi=200, steps=1, point_fn=fn)
+    ids = [t["point_id"] for t in second[0]["tried"]]
+    assert len(fn.calls) == len(ids) >= 1                  # every probe served again
+    assert len(first[0]["tried"]) == 3                     # the old probes, now left out of the files
+    assert not set(ids) & {t["point_id"] for t in first[0]["tried"]}
+    assert [r["point_id"] for r in read_results(out)] == ids
+    assert [r["point_id"] for r in read_results(out / RESULTS_CSV)] == ids
+    assert second[0]["tried"][0]["goodput_requests_per_s"] != first[0]["tried"][0]["goodput_requests_per_s"]
+
+
 def _search_cmd(out: pathlib.Path) -> list[str]:
     return [sys.executable, "-m", "sievesim", "serve", *SMALL_FLAGS, "--policy", "sieve,pimoe", "--max-rate",
             "20:200", "--bisect-steps", "2", "--out", str(out)]

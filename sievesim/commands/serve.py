@@ -173,6 +173,7 @@ def _resumable_search(args: argparse.Namespace, names: list[str], per_policy: di
     """``--max-rate --out DIR``: the bisection of every policy with each probe a sweep point in DIR."""
     import sys
 
+    from ..grid import SERVE_DEFAULTS
     from ..serve_sweep import check_serve_points, max_rate_search
 
     if args.plot or args.requests_csv or args.timeline_csv:
@@ -188,7 +189,7 @@ def _resumable_search(args: argparse.Namespace, names: list[str], per_policy: di
     groups = []
     for name in names:
         opts = ",".join(f"{k}={json.dumps(v)}" for k, v in per_policy[name].items()) or None
-        unit = (args.pimoe_unit or "channel") if name == "pimoe" else None
+        unit = (args.pimoe_unit or SERVE_DEFAULTS["pimoe_unit"]) if name == "pimoe" else None
         groups.append({**same, "policy": name, "pimoe_unit": unit, "policy_options": opts})
     check_serve_points(groups, search=True)
     records = max_rate_search(groups, args.out, lo=bracket[0], hi=bracket[1], steps=args.bisect_steps,
