@@ -325,3 +325,22 @@ def test_kind_flag_against_the_grid_files_kind(tmp_path, capsys):
     grid.write_text('kind = "serve"\nmodel = "qwen3-30b-a3b"\nrate = 5\n')
     assert main(["sweep", "--grid", str(grid), "--kind", "step", "--out", str(tmp_path / "o")]) == 2
     assert "--kind = 'step': expected the kind of the grid file" in capsys.readouterr().err
+
+
+def test_every_serve_option_is_a_point_setting_or_named_as_none():
+    """A new `serve` option must reach the resumable search (`--max-rate --out`) as a setting of its
+    sweep points, or be named as none: else `serve --max-rate --out` would serve without it."""
+    import argparse
+
+    from sievesim.cli import build_parser
+    from sievesim.commands.serve import NOT_POINT_SETTINGS, POINT_SETTINGS
+    from sievesim.grid import SERVE_KEYS
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001
+    top = {a.dest for a in parser._actions}           # --max-memory, --max-work: every command's  # noqa: SLF001
+    dests = {a.dest for a in sub.choices["serve"]._actions} - top  # noqa: SLF001
+    assert dests - set(POINT_SETTINGS) - set(NOT_POINT_SETTINGS) == set()
+    assert set(POINT_SETTINGS.values()) <= set(SERVE_KEYS)
+    assert set(SERVE_KEYS) - set(POINT_SETTINGS.values()) == {"policy", "pimoe_unit", "policy_options", "trace",
+                                                               "rate"}

@@ -12,6 +12,21 @@ from .run import _policies, _policy_options, options_for_policies
 
 _SECONDS = number_arg(lo=-1e12, hi=1e12, what="seconds")
 
+#: Options that are one setting of every policy's serving point (``--max-rate --out``: a sweep
+#: point, :data:`sievesim.grid.SERVE_KEYS`), by their ``args`` name; a new option of ``serve`` is
+#: either here or in :data:`NOT_POINT_SETTINGS` (a test checks).
+POINT_SETTINGS = {
+    "model": "model", "top_k": "top_k", "hardware": "hardware", "gpus": "gpus", "requests": "requests",
+    "arrival_window": "arrival_window_s", "cv": "cv", "lengths": "lengths", "prompt_tokens": "prompt_tokens",
+    "output_tokens": "output_tokens", "seed": "seed", "max_batch": "max_batch", "token_budget": "token_budget",
+    "horizon": "horizon_s", "ttft_slo": "ttft_slo_s", "tpot_slo": "tpot_slo_s", "e2e_slo": "e2e_slo_s",
+    "attainment": "attainment", "block_size": "block_size", "memory_utilization": "memory_utilization",
+    "max_model_len": "max_model_len", "exact": "exact", "error_samples": "error_samples"}
+#: Options of ``serve`` that are not a setting shared by every policy's point (set per policy, by the
+#: search, or outputs).
+NOT_POINT_SETTINGS = ("policy", "pimoe_unit", "policy_option", "rate", "trace", "max_rate", "bisect_steps", "out",
+                      "requests_csv", "timeline_csv", "plot", "json")
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
@@ -178,14 +193,7 @@ def _resumable_search(args: argparse.Namespace, names: list[str], per_policy: di
 
     if args.plot or args.requests_csv or args.timeline_csv:
         raise field_error("--out", args.out, "no --plot, --requests-csv or --timeline-csv with --max-rate")
-    same = {"model": args.model, "top_k": args.top_k, "hardware": args.hardware, "gpus": args.gpus,
-            "requests": args.requests, "arrival_window_s": args.arrival_window, "cv": args.cv, "lengths": args.lengths,
-            "prompt_tokens": args.prompt_tokens, "output_tokens": args.output_tokens, "seed": args.seed,
-            "max_batch": args.max_batch, "token_budget": args.token_budget, "horizon_s": args.horizon,
-            "ttft_slo_s": args.ttft_slo, "tpot_slo_s": args.tpot_slo, "e2e_slo_s": args.e2e_slo,
-            "attainment": args.attainment, "block_size": args.block_size,
-            "memory_utilization": args.memory_utilization, "max_model_len": args.max_model_len,
-            "exact": args.exact, "error_samples": args.error_samples}
+    same = {key: getattr(args, dest) for dest, key in POINT_SETTINGS.items()}
     groups = []
     for name in names:
         opts = ",".join(f"{k}={json.dumps(v)}" for k, v in per_policy[name].items()) or None
