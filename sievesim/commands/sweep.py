@@ -127,7 +127,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--policy", type=_list(str), help="policies (default sieve; gpu-only = no PIM)")
     p.add_argument("--pimoe-unit", type=_list(str), help="PIMoE placement units (default stack)")
     p.add_argument("--batch", type=_int_list("batch"), help="batch sizes (decode requests)")
-    p.add_argument("--trace", type=_list(str), help="routing: trace files or synthetic:MODEL (default: the model's synthetic routing)")
+    p.add_argument("--trace", type=_list(str), help="routing: trace files or synthetic:MODEL (default: the model's synthetic routing); with "
+                        "--kind serve: request traces (CSV or JSON lines, docs/serving.md)")
     p.add_argument("--context-len", type=_int_list("context_len"), help="context tokens of every decode request")
     p.add_argument("--context-preset", type=_list(str), help="request-length presets (hh-rlhf, math-500)")
     p.add_argument("--prefill", type=_list(str), metavar="P:L,...",
