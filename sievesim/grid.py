@@ -9,7 +9,8 @@ import hashlib
 import itertools
 import json
 import os
-from typing import Any, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ._validate import BOUNDS, MAX_LIST, Problems
 from .errors import ConfigError, field_error
@@ -50,14 +51,57 @@ _BOOL_KEYS = ("early_loads",)
 _EARLY_LOAD_RULES = ("cheaper", "paper", "off")
 _FLOAT_KEYS = ("scheduler_latency_us",)
 
+#: Settings of one serving point (``sievesim serve``'s options; times in seconds, ``rate`` in
+#: requests/s), in the order they appear in result rows.
+SERVE_KEYS: tuple[str, ...] = (
+    "model", "top_k", "hardware", "gpus", "prefill_gpus", "policy", "pimoe_unit", "policy_options", "trace", "rate",
+    "requests",
+    "arrival_window_s", "cv", "lengths", "prompt_tokens", "output_tokens", "seed", "max_batch", "token_budget",
+    "horizon_s", "ttft_slo_s", "tpot_slo_s", "e2e_slo_s", "attainment", "block_size", "memory_utilization",
+    "max_model_len", "exact", "error_samples")
+#: Defaults of the serving settings a grid leaves out: ``sievesim serve``'s (``requests``: 100, or
+#: a trace's every row; ``rate`` or ``trace`` must be given, or ``--max-rate`` searches the rate).
+SERVE_DEFAULTS: dict[str, Any] = {
+    "model": None, "top_k": None, "hardware": "b200", "gpus": 1, "prefill_gpus": None, "policy": "sieve",
+    "pimoe_unit": SETTING_DEFAULTS["pimoe_unit"], "policy_options": None, "trace": None, "rate": None,
+    "requests": None, "arrival_window_s": None, "cv": 1.0, "lengths": "hh-rlhf", "prompt_tokens": None,
+    "output_tokens": None, "seed": 0, "max_batch": 256, "token_budget": 2048, "horizon_s": None,
+    "ttft_slo_s": 2.0, "tpot_slo_s": 0.05, "e2e_slo_s": None, "attainment": 0.9, "block_size": 16,
+    "memory_utilization": 0.9, "max_model_len": 32768, "exact": False, "error_samples": 20}
+#: Integer serving settings: (lowest, highest, what they count).
+_SERVE_INTS: dict[str, tuple[int, int, str]] = {
+    "top_k": (1, 1 << 16, "routed experts per token"), "gpus": (1, 1 << 12, "GPUs in one system"),
+    "prefill_gpus": (1, 1 << 12, "GPUs of the prefill pool (disaggregated prefill; fewer than gpus)"),
+    "requests": (1, 10_000_000, "requests served at the point"),
+    "prompt_tokens": (1, 1 << 24, "tokens"), "output_tokens": (1, 1 << 24, "tokens"),
+    "seed": (0, (1 << 63) - 1, "a random seed"), "max_batch": (1, 1 << 14, "running requests"),
+    "token_budget": (1, 1 << 20, "tokens per iteration"), "block_size": (1, 4096, "tokens per KV block"),
+    "max_model_len": (2, 1 << 24, "tokens of prompt + output"),
+    "error_samples": (0, 100_000, "iterations priced exactly to measure the memo")}
+#: Number serving settings: (lowest, whether the lowest itself is allowed, highest, what they are).
+_SERVE_NUMBERS: dict[str, tuple[float, bool, float, str]] = {
+    "rate": (0.0, False, 1e9, "requests per second"), "arrival_window_s": (0.0, False, 1e12, "seconds"),
+    "cv": (0.01, True, 100.0, "coefficient of variation of the inter-arrival times, 1 = Poisson"),
+    "horizon_s": (0.0, False, 1e12, "seconds"), "ttft_slo_s": (0.0, False, 1e12, "seconds"),
+    "tpot_slo_s": (0.0, False, 1e12, "seconds"), "e2e_slo_s": (0.0, False, 1e12, "seconds"),
+    "attainment": (0.0, False, 1.0, "a share of the requests"),
+    "memory_utilization": (0.0, False, 1.0, "a share of the HBM")}
+_SERVE_STRS = ("model", "hardware", "policy", "pimoe_unit", "policy_options", "trace", "lengths")
+
 
 # ------------------------------------------------------------------------------------------------
 # grids
 # ------------------------------------------------------------------------------------------------
-def _unknown_key(key: str, field: str, where: str) -> ConfigError:
-    close = difflib.get_close_matches(key, GRID_KEYS + ("grid",), n=1, cutoff=0.5)
+def _unknown_key(key: str, field: str, where: str, kind: "PointKind | None" = None) -> ConfigError:
+    keys = GRID_KEYS if kind is None else kind.keys
+    other = [k for k in KINDS.values() if k is not kind and key in k.keys]
+    if other:      # a setting of the other kind of point: say which
+        return field_error(field, "<unknown key>", f"one of the {kind.name if kind else 'step'} grid keys: {key} is "
+                           f"a setting of {other[0].name} points (kind = \"{other[0].name}\")",
+                           source=where)  # type: ignore[return-value]
+    close = difflib.get_close_matches(key, keys + ("grid", "kind"), n=1, cutoff=0.5)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return field_error(field, "<unknown key>", f"one of the grid keys{hint}: {', '.join(GRID_KEYS)}",
+    return field_error(field, "<unknown key>", f"one of the grid keys{hint}: {', '.join(keys)}",
                        source=where)  # type: ignore[return-value]
 
 
@@ -82,13 +126,69 @@ def _value_problem(key: str, v: Any) -> str | None:
     return None
 
 
-def _normalise(axes: Mapping[str, Any], problems: Problems, where: str, label: str = "") -> dict[str, list[Any]]:
+def _serve_value_problem(key: str, v: Any) -> str | None:
+    """What a serving grid value of ``key`` should have been, or None when it fits."""
+    import math
+
+    if v is None:
+        return None
+    if key in _SERVE_INTS:
+        lo, hi, why = _SERVE_INTS[key]
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+            return f"an integer from {lo} to {hi} ({why})"
+    if key in _SERVE_NUMBERS:
+        lo, closed, hi, why = _SERVE_NUMBERS[key]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+                or not (lo <= v if closed else lo < v) or v > hi:
+            return f"a number in {'[' if closed else '('}{lo:g}, {hi:g}] ({why})"
+    if key in _SERVE_STRS and not isinstance(v, str):
+        return "a string"
+    if key == "exact" and not isinstance(v, bool):
+        return "true or false"
+    return None
+
+
+@dataclass(frozen=True)
+class PointKind:
+    """What one point of a grid is: its settings (``keys``, in row order), their ``defaults``, the
+    check of one value (``problem``: what was expected, or None), the settings every grid must
+    give (``required``), those a progress line always shows (``shown``) and those held as floats
+    (``floats``: ``rate = 20`` and ``--rate 20`` are one point)."""
+
+    name: str
+    keys: tuple[str, ...]
+    defaults: Mapping[str, Any]
+    problem: Callable[[str, Any], "str | None"]
+    required: tuple[str, ...]
+    shown: tuple[str, ...]
+    floats: tuple[str, ...] = ()
+
+
+#: A decode-step point (``sievesim.system.simulate_step``'s settings): the default kind.
+STEP = PointKind("step", GRID_KEYS, SETTING_DEFAULTS, _value_problem, ("model", "batch"), ("model", "policy", "batch"))
+#: A serving point (``sievesim serve``'s settings): ``kind = "serve"`` in a grid file.
+SERVE = PointKind("serve", SERVE_KEYS, SERVE_DEFAULTS, _serve_value_problem, ("model",), ("model", "policy", "rate"),
+                  tuple(_SERVE_NUMBERS))
+#: Point kinds by name.
+KINDS: dict[str, PointKind] = {"step": STEP, "serve": SERVE}
+
+
+def point_kind(name: Any, field: str = "kind", source: str | None = None) -> PointKind:
+    """The :class:`PointKind` called ``name`` (``"step"`` or ``"serve"``)."""
+    if not isinstance(name, str) or name not in KINDS:
+        raise field_error(field, name, "one of " + ", ".join(f'"{k}"' for k in KINDS), source=source)
+    return KINDS[name]
+
+
+def _normalise(axes: Mapping[str, Any], problems: Problems, where: str, label: str = "",
+               kind: "PointKind | None" = None) -> dict[str, list[Any]]:
+    kind = kind or STEP
     out: dict[str, list[Any]] = {}
     for key, value in axes.items():
         field = f"{label}{key}"
         with problems.check():
-            if key not in GRID_KEYS:
-                raise _unknown_key(key, field, where)
+            if key not in kind.keys:
+                raise _unknown_key(key, field, where, kind)
             values = list(value) if isinstance(value, (list, tuple)) else [value]
             if not values:
                 raise field_error(field, value, "at least one value", source=where)
@@ -97,29 +197,39 @@ def _normalise(axes: Mapping[str, Any], problems: Problems, where: str, label: s
                                   "multiplies the points of the grid)", source=where)
             out[key] = values
         for v in out.get(key, []):
-            expected = _value_problem(key, v)
+            expected = kind.problem(key, v)
             if expected is not None:
                 with problems.check():
                     raise field_error(field, v, expected, source=where)
+        if key in kind.floats and key in out:
+            out[key] = [float(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in out[key]]
     return out
 
 
-def normalise_axes(axes: Mapping[str, Any], where: str = "grid") -> dict[str, list[Any]]:
+def normalise_axes(axes: Mapping[str, Any], where: str = "grid", kind: "PointKind | None" = None
+                   ) -> dict[str, list[Any]]:
     """``axes`` with every key checked (an unknown key names the closest valid one) and every
-    value turned into a list; every problem in one error."""
+    value turned into a list; every problem in one error. ``kind``: :data:`STEP` (default) or
+    :data:`SERVE`."""
     problems = Problems(where)
-    out = _normalise(axes, problems, where)
+    out = _normalise(axes, problems, where, kind=kind)
     problems.raise_if_any()
     return out
 
 
 def load_grid_file(path: str | os.PathLike[str]) -> list[dict[str, list[Any]]]:
-    """The products of a TOML grid file.
+    """The products of a TOML grid file (of either kind: :func:`read_grid_file` says which)."""
+    return read_grid_file(path)[1]
 
-    Top-level keys (from :data:`GRID_KEYS`, a value or a list of values each) apply to every
-    product; each ``[[grid]]`` table adds one product with its own keys on top of them (for
-    example one table per (model, GPU count) pair). Without ``[[grid]]`` tables the top-level keys
-    form one product. Every problem of the file is reported in one error.
+
+def read_grid_file(path: str | os.PathLike[str]) -> tuple[PointKind, list[dict[str, list[Any]]]]:
+    """The kind of point and the products of a TOML grid file.
+
+    ``kind = "serve"`` makes every point one serving run (keys :data:`SERVE_KEYS`); without it
+    the points are decode steps (keys :data:`GRID_KEYS`). Top-level keys (a value or a list of
+    values each) apply to every product; each ``[[grid]]`` table adds one product with its own
+    keys on top of them (for example one table per (model, GPU count) pair). Without ``[[grid]]``
+    tables the top-level keys form one product. Every problem of the file is reported in one error.
     """
     from ._inputs import read_toml
 
@@ -127,22 +237,30 @@ def load_grid_file(path: str | os.PathLike[str]) -> list[dict[str, list[Any]]]:
     where = str(path)
     tables = data.pop("grid", None)
     problems = Problems(where)
-    base = _normalise(data, problems, where)
+    kind = STEP
+    if "kind" in data:
+        with problems.check():
+            kind = point_kind(data.pop("kind"), source=where)
+    base = _normalise(data, problems, where, kind=kind)
     if isinstance(tables, dict):
         tables = [tables]
     if tables is not None and (not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables)):
         with problems.check():
             raise field_error("grid", type(tables).__name__, "[[grid]] tables", source=where)
         tables = []
-    products = [{**base, **_normalise(t, problems, where, f"[[grid]] #{i + 1} ")} for i, t in enumerate(tables or [])]
+    products = [{**base, **_normalise(t, problems, where, f"[[grid]] #{i + 1} ", kind)}
+                for i, t in enumerate(tables or [])]
     problems.raise_if_any()
-    return products or [base]
+    return kind, products or [base]
 
 
-def expand_grid(products: Iterable[Mapping[str, Sequence[Any]]]) -> list[dict[str, Any]]:
-    """Every point of the products, in order (the last key of :data:`GRID_KEYS` varies fastest),
-    without repeats. ``pimoe_unit`` is ``None`` unless the policy is PIMoE, so that a sweep over
-    units runs the other policies once."""
+def expand_grid(products: Iterable[Mapping[str, Sequence[Any]]], kind: PointKind | None = None
+                ) -> list[dict[str, Any]]:
+    """Every point of the products, in order (the last key of :data:`GRID_KEYS`, or of
+    :data:`SERVE_KEYS` for ``kind`` :data:`SERVE`, varies fastest), without repeats.
+    ``pimoe_unit`` is ``None`` unless the policy is PIMoE, so that a sweep over units runs the
+    other policies once."""
+    kind = kind or STEP
     from ._validate import type_error
 
     if isinstance(products, (str, bytes, Mapping)) or not isinstance(products, Iterable):
@@ -154,21 +272,21 @@ def expand_grid(products: Iterable[Mapping[str, Sequence[Any]]]) -> list[dict[st
             raise type_error(f"products[{i}]", axes, "a mapping {setting: value or list of values}")
     normalised = []
     for axes in products:
-        axes = normalise_axes(axes)
-        for key in ("model", "batch"):
+        axes = normalise_axes(axes, kind=kind)
+        for key in kind.required:
             if key not in axes:
                 raise field_error(key, None, "at least one value (--" + key + " or the grid file)")
         normalised.append(axes)
-    count_points(normalised)       # counted before anything is expanded
+    count_points(normalised, kind)       # counted before anything is expanded
     points: list[dict[str, Any]] = []
     seen: set[str] = set()
     for axes in normalised:
-        lists = [axes.get(k, [SETTING_DEFAULTS[k]]) for k in GRID_KEYS]
+        lists = [axes.get(k, [kind.defaults[k]]) for k in kind.keys]
         for combo in itertools.product(*lists):
-            settings = dict(zip(GRID_KEYS, combo))
+            settings = dict(zip(kind.keys, combo))
             if str(settings["policy"]).lower() != "pimoe":
                 settings["pimoe_unit"] = None
-            pid = point_id(settings)
+            pid = point_id(settings, kind=kind)
             if pid not in seen:
                 seen.add(pid)
                 points.append(settings)
@@ -179,13 +297,13 @@ def expand_grid(products: Iterable[Mapping[str, Sequence[Any]]]) -> list[dict[st
 MAX_GRID_POINTS = 1 << 16
 
 
-def count_points(products: Sequence[Mapping[str, Sequence[Any]]]) -> int:
+def count_points(products: Sequence[Mapping[str, Sequence[Any]]], kind: PointKind | None = None) -> int:
     """The points the products would expand to (before repeats are removed), refused above
     :data:`MAX_GRID_POINTS` before anything is expanded."""
     total = 0
     for axes in products:
         n = 1
-        for key in GRID_KEYS:
+        for key in (kind or STEP).keys:
             n *= max(1, len(axes.get(key, ())))
         total += n
     if total > MAX_GRID_POINTS:
@@ -195,18 +313,26 @@ def count_points(products: Sequence[Mapping[str, Sequence[Any]]]) -> int:
     return total
 
 
-def _identity(settings: Mapping[str, Any], inputs: Mapping[str, str] | None = None) -> dict[str, Any]:
-    out = {k: settings.get(k) for k in GRID_KEYS if k not in _LATER_KEYS or settings.get(k) is not None}
+def _identity(settings: Mapping[str, Any], inputs: Mapping[str, str] | None = None,
+              kind: PointKind | None = None) -> dict[str, Any]:
+    kind = kind or STEP
+    later = _LATER_KEYS if kind is STEP else frozenset()
+    out: dict[str, Any] = {k: settings.get(k) for k in kind.keys if k not in later or settings.get(k) is not None}
+    if kind is not STEP:
+        out["kind"] = kind.name
     if inputs:
         out["inputs"] = dict(sorted(inputs.items()))
     return out
 
 
-def point_id(settings: Mapping[str, Any], inputs: Mapping[str, str] | None = None) -> str:
-    """A short stable id of a point: a hash of its settings and of the content digests of its
-    input files (``inputs``, from :func:`sievesim.provenance.point_inputs`; none when every input
-    is a preset), so that an edited model, hardware or trace file makes its points new."""
-    text = json.dumps(_identity(settings, inputs), sort_keys=True)
+def point_id(settings: Mapping[str, Any], inputs: Mapping[str, str] | None = None,
+             kind: PointKind | None = None) -> str:
+    """A short stable id of a point: a hash of its settings (those of ``kind``, default
+    :data:`STEP`; a serving point's identity also says ``kind = "serve"``) and of the content
+    digests of its input files (``inputs``, from :func:`sievesim.provenance.point_inputs`; none
+    when every input is a preset), so that an edited model, hardware or trace file makes its
+    points new."""
+    text = json.dumps(_identity(settings, inputs, kind), sort_keys=True)
     return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 

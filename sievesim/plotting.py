@@ -4,7 +4,9 @@
 (points joined in the order of the x column), one panel per value of a facet column. Its default
 is the Sieve paper's Pareto picture (Figure 9): throughput per GPU
 (``throughput_tokens_per_s_per_gpu``) against interactivity (``interactivity_tokens_per_s_per_user``),
-one line per policy (PIMoE with its unit), one panel per model when the sweep has several.
+one line per policy (PIMoE with its unit), one panel per model when the sweep has several; for
+a serving sweep (``sievesim sweep --kind serve``) it is goodput (``goodput_requests_per_s``)
+against the arrival rate (``rate``).
 :func:`save_plot` writes it as PNG, SVG or PDF (by the file's extension). ``sievesim plot`` is the
 same on the command line. Needs matplotlib (``pip install 'sievesim[plot]'``).
 """
@@ -19,11 +21,14 @@ from typing import Any, Iterable, Mapping, Sequence
 from .errors import ConfigError, field_error
 from .results import read_results
 
-__all__ = ["plot_results", "save_plot", "columns_of", "DEFAULT_X", "DEFAULT_Y", "FORMATS"]
+__all__ = ["plot_results", "save_plot", "columns_of", "DEFAULT_X", "DEFAULT_Y", "SERVE_X", "SERVE_Y", "FORMATS"]
 
 #: The paper's Pareto axes: interactivity (x) and throughput per GPU (y).
 DEFAULT_X = "interactivity_tokens_per_s_per_user"
 DEFAULT_Y = "throughput_tokens_per_s_per_gpu"
+#: The axes of a serving sweep's results: arrival rate [requests/s] (x), goodput [requests/s] (y).
+SERVE_X = "rate"
+SERVE_Y = "goodput_requests_per_s"
 #: File formats :func:`save_plot` writes (by extension).
 FORMATS = ("png", "svg", "pdf")
 
@@ -87,7 +92,7 @@ def plot_results(results: str | os.PathLike[str] | Rows, *, x: str | None = None
     """A matplotlib ``Figure`` of ``results`` (a sweep directory, a ``.jsonl``/``.csv`` path, or rows).
 
     ``x``, ``y``: numeric columns (default :data:`DEFAULT_X`, :data:`DEFAULT_Y`, the paper's
-    Pareto axes); ``color``: one line per value of this column (default ``policy`` when present);
+    Pareto axes; for serving results, which have neither, :data:`SERVE_X` and :data:`SERVE_Y`); ``color``: one line per value of this column (default ``policy`` when present);
     ``facet``: one panel per value (default ``model`` when the rows hold several models);
     ``logx``, ``logy``: logarithmic axes; ``where``: keep only rows whose columns equal these
     values. A column that is not in the results raises :class:`~sievesim.errors.ConfigError`
@@ -95,8 +100,9 @@ def plot_results(results: str | os.PathLike[str] | Rows, *, x: str | None = None
     rows = _rows_of(results)
     columns = columns_of(rows)
     rows = _where(rows, where, columns)
-    x = x or DEFAULT_X
-    y = y or DEFAULT_Y
+    serving = DEFAULT_X not in columns and SERVE_X in columns and SERVE_Y in columns
+    x = x or (SERVE_X if serving else DEFAULT_X)
+    y = y or (SERVE_Y if serving else DEFAULT_Y)
     _check_column("--x", x, columns)
     _check_column("--y", y, columns)
     if color is None and "policy" in columns:

@@ -31,14 +31,15 @@ import os
 import pathlib
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from . import __version__
 from .errors import SievesimError, field_error
 from .provenance import file_digest, point_inputs, resolved_digest
-from .grid import (_COLUMN, _FORMAT, GRID_KEYS, INT_SETTINGS, MANIFEST, SETTING_DEFAULTS, WALL_CLOCK_JSONL, _identity,
-                   check_points, count_points, expand_grid, load_grid_file, normalise_axes, point_id)
+from .grid import (_COLUMN, _FORMAT, GRID_KEYS, INT_SETTINGS, MANIFEST, SETTING_DEFAULTS, STEP, WALL_CLOCK_JSONL,
+                   PointKind, _identity, check_points, count_points, expand_grid, load_grid_file, normalise_axes,
+                   point_id)
 from .results import (RESULTS_CSV, RESULTS_JSONL, append_durable as _append, csv_bytes, json_line as _json_line,
                       read_jsonl, read_results, write_atomic as _write_atomic)
 
@@ -50,15 +51,16 @@ __all__ = ["GRID_KEYS", "SETTING_DEFAULTS", "INT_SETTINGS", "load_grid_file", "e
 # result files
 # ------------------------------------------------------------------------------------------------
 def _row(settings: Mapping[str, Any], pid: str, result: Mapping[str, Any],
-         digests: Mapping[str, str | None] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+         digests: Mapping[str, str | None] | None = None, kind: PointKind = STEP
+         ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(result row, wall-clock row) of one finished point; ``digests`` (``model_digest``,
     ``hardware_digest``, ``trace_digest``) go after the point function's results."""
     row: dict[str, Any] = {"point_id": pid}
-    for k in GRID_KEYS:  # a setting left to the point function's default shows the value it used
+    for k in kind.keys:  # a setting left to the point function's default shows the value it used
         value = settings.get(k)
         row[_COLUMN.get(k, k)] = result.get(k) if value is None else value
     context = result.get("context")
-    if row["context_len_tokens"] is None and settings.get("context_preset") is None and isinstance(context, str) \
+    if row.get("context_len_tokens", 0) is None and settings.get("context_preset") is None and isinstance(context, str) \
             and context.isascii() and context.isdigit():
         row["context_len_tokens"] = int(context)      # the step's default context, as a number
     wall: dict[str, Any] = {"point_id": pid}
@@ -84,12 +86,14 @@ def _read_jsonl(path: pathlib.Path, *, repair: bool = False) -> list[dict[str, A
 # ------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class SweepSummary:
-    """What :func:`run_grid` did: points in the grid, skipped (already done) and run now."""
+    """What :func:`run_grid` did: points in the grid, skipped (already done) and run now; ``rows``:
+    the result rows of the grid's finished points, in grid order."""
 
     out_dir: pathlib.Path
     total: int
     skipped: int
     ran: int
+    rows: tuple[dict[str, Any], ...] = field(default=(), repr=False)
 
     @property
     def done(self) -> int:
@@ -102,13 +106,17 @@ def _function_name(fn: Callable[..., Any]) -> str:
 
 def grid_manifest(points: Sequence[Mapping[str, Any]], fn: Callable[..., Any],
                   inputs: Sequence[Mapping[str, str]] | None = None,
-                  files: Mapping[str, str] | None = None) -> dict[str, Any]:
+                  files: Mapping[str, str] | None = None, kind: PointKind = STEP,
+                  search: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What ``grid.json`` records of a sweep: its points (with the content digests of their input
     files, ``inputs``, one mapping per point), the point function's name and, in ``input_files``,
-    the digest of every file the sweep read (the grid file included)."""
+    the digest of every file the sweep read (the grid file included). A search whose points
+    grow as it goes (:mod:`sievesim.serve_sweep`) records what it searches in ``search``."""
     inputs = inputs or [{}] * len(points)
     out: dict[str, Any] = {"format": _FORMAT, "point_function": _function_name(fn),
-                           "points": [_identity(p, i) for p, i in zip(points, inputs)]}
+                           "points": [_identity(p, i, kind) for p, i in zip(points, inputs)]}
+    if search is not None:
+        out["search"] = dict(search)
     if files:
         out["input_files"] = dict(sorted(files.items()))
     return out
@@ -121,6 +129,8 @@ def _same_grid(old: Any, new: Mapping[str, Any]) -> bool:
         return False
 
     def bare(m: Mapping[str, Any]) -> Any:
+        if "search" in old or "search" in new:      # a search: its points so far grow run by run
+            return (m.get("format"), m.get("point_function"), m.get("search"))
         pts = [{k: v for k, v in p.items() if k != "inputs"} if isinstance(p, dict) else p for p in m["points"]]
         return (m.get("format"), m.get("point_function"), pts)
 
@@ -163,8 +173,9 @@ def _digests(points: Sequence[Mapping[str, Any]], grid_file: str | os.PathLike[s
 class _Progress:
     """tqdm bar on a terminal, else one plain line per point on ``stream``."""
 
-    def __init__(self, total: int, initial: int, stream: Any, bar: bool | None, label: str = "sweep") -> None:
-        self.total, self.done, self.stream = total, initial, stream
+    def __init__(self, total: int, initial: int, stream: Any, bar: bool | None, label: str = "sweep",
+                 kind: PointKind = STEP) -> None:
+        self.total, self.done, self.stream, self.kind = total, initial, stream, kind
         self.bar = None
         if bar is None:
             bar = bool(getattr(stream, "isatty", lambda: False)())
@@ -182,8 +193,9 @@ class _Progress:
         if self.bar is not None:
             self.bar.update(1)
             return
-        what = " ".join(f"{k}={settings[k]}" for k in GRID_KEYS if settings.get(k) is not None
-                        and (k in ("model", "policy", "batch") or settings[k] != SETTING_DEFAULTS[k]))
+        kind = self.kind
+        what = " ".join(f"{k}={settings[k]}" for k in kind.keys if settings.get(k) is not None
+                        and (k in kind.shown or settings[k] != kind.defaults[k]))
         print(f"sweep: {self.done}/{self.total} {what} ({seconds:.2f} s)", file=self.stream, flush=True)
 
     def close(self) -> None:
@@ -203,7 +215,8 @@ def run_grid(points: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str
              executor: cf.Executor | None = None, force: bool = False,
              progress: Any = sys.stderr, bar: bool | None = None,
              csv_interval_s: float = 2.0, grid_file: str | os.PathLike[str] | None = None,
-             label: str = "sweep") -> SweepSummary:
+             label: str = "sweep", kind: PointKind = STEP, search: Mapping[str, Any] | None = None
+             ) -> SweepSummary:
     """Run ``point_fn(settings)`` for every point not yet in ``out_dir`` and record the results.
 
     ``point_fn`` takes a settings dict (keys :data:`GRID_KEYS`) and returns a flat dict of
@@ -214,7 +227,11 @@ def run_grid(points: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str
     rewritten after each point, at most once per ``csv_interval_s`` seconds, and at the end.
     ``progress``: stream for the progress bar or lines (``None``: quiet); ``bar``: force the tqdm
     bar on (True) or off (False); default: on when ``progress`` is a terminal. ``grid_file``: the
-    TOML file the points came from (its digest goes into ``grid.json``); ``label``: the bar's name.
+    TOML file the points came from (its digest goes into ``grid.json``); ``label``: the bar's name;
+    ``kind``: the settings of a point (:data:`sievesim.grid.STEP`, the decode step's, or
+    :data:`sievesim.grid.SERVE`, a serving run's). ``search``: what a search whose points grow
+    from run to run searches (a directory is then refused when it holds another search, not when
+    it holds fewer points).
 
     Provenance: a point's id covers the content of its input files (model, hardware with its
     ``base`` and DRAM configuration files, trace), so after an edit those points are new and run
@@ -238,8 +255,8 @@ def run_grid(points: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str
     out.mkdir(parents=True, exist_ok=True)
     points = [dict(p) for p in points]
     inputs, digest_cols, files = _digests(points, grid_file)
-    ids = [point_id(p, i) for p, i in zip(points, inputs)]
-    manifest = grid_manifest(points, point_fn, inputs, files)
+    ids = [point_id(p, i, kind) for p, i in zip(points, inputs)]
+    manifest = grid_manifest(points, point_fn, inputs, files, kind, search)
     jsonl, csv_path, wall_path, man_path = (out / RESULTS_JSONL, out / RESULTS_CSV,
                                             out / WALL_CLOCK_JSONL, out / MANIFEST)
     existing = man_path.exists() or jsonl.exists() or csv_path.exists()
@@ -269,34 +286,40 @@ def run_grid(points: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str
         _write_atomic(man_path, (json.dumps(manifest, indent=1) + "\n").encode())
 
     order = {pid: i for i, pid in enumerate(ids)}
-    rows = {r["point_id"]: r for r in _read_jsonl(jsonl, repair=True) if r.get("point_id") in order}
+    recorded = _read_jsonl(jsonl, repair=True)
+    rows = {r["point_id"]: r for r in recorded if r.get("point_id") in order}
+    # a search's later probes are not among this run's points yet: their rows stay in the files
+    kept = [r for r in recorded if r.get("point_id") not in order] if search is not None else []
     _read_jsonl(wall_path, repair=True)
     digest_of = dict(zip(ids, digest_cols))
     todo = [(pid, p) for pid, p in zip(ids, points) if pid not in rows]
     skipped = len(points) - len(todo)
-    bar_out = _Progress(len(points), skipped, progress, bar, label) if progress is not None else None
+    bar_out = _Progress(len(points), skipped, progress, bar, label, kind) if progress is not None else None
 
     def sorted_rows() -> list[dict[str, Any]]:
         return sorted(rows.values(), key=lambda r: order[r["point_id"]])
+
+    def file_rows() -> list[dict[str, Any]]:
+        return sorted_rows() + kept
 
     last_csv = 0.0
 
     def record(pid: str, settings: dict[str, Any], result: dict[str, Any], seconds: float) -> None:
         nonlocal last_csv
-        row, wall = _row(settings, pid, result, digest_of[pid])
+        row, wall = _row(settings, pid, result, digest_of[pid], kind)
         wall["wall_point_s"] = seconds
         _append(jsonl, _json_line(row))
         _append(wall_path, _json_line(wall))
         rows[pid] = row
         now = time.monotonic()
         if now - last_csv >= csv_interval_s:
-            _write_atomic(csv_path, csv_bytes(sorted_rows()))
+            _write_atomic(csv_path, csv_bytes(file_rows()))
             last_csv = now
         if bar_out is not None:
             bar_out.update(settings, seconds)
 
     def failed(settings: Mapping[str, Any], exc: BaseException) -> SievesimError:
-        what = ", ".join(f"{k}={settings[k]!r}" for k in GRID_KEYS if settings.get(k) is not None)
+        what = ", ".join(f"{k}={settings[k]!r}" for k in kind.keys if settings.get(k) is not None)
         cls = type(exc) if isinstance(exc, SievesimError) else SievesimError
         return cls(f"point {what}: {exc}")
 
@@ -329,11 +352,11 @@ def run_grid(points: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str
         if bar_out is not None:
             bar_out.close()
         if rows:
-            _write_atomic(csv_path, csv_bytes(sorted_rows()))
+            _write_atomic(csv_path, csv_bytes(file_rows()))
     if len(rows) == len(points):
         # grid order, so that the file does not depend on the order the executor finished in
-        _write_atomic(jsonl, b"".join(_json_line(r) for r in sorted_rows()))
-    return SweepSummary(out, len(points), skipped, ran)
+        _write_atomic(jsonl, b"".join(_json_line(r) for r in file_rows()))
+    return SweepSummary(out, len(points), skipped, ran, tuple(sorted_rows()))
 
 
 # ------------------------------------------------------------------------------------------------

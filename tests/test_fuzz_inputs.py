@@ -117,6 +117,13 @@ def _results_jsonl() -> list:
     return [{"point_id": f"p{i}", "model": "m", "policy": p, "pimoe_unit": None, "batch": b, "step_time_s": t,
              "interactivity_tokens_per_s_per_user": 1 / t, "throughput_tokens_per_s_per_gpu": b / t}
             for i, (p, b, t) in enumerate((("sieve", 1, 1e-3), ("sieve", 4, 2e-3), ("noexp", 1, 3e-3)))]
+def _serve_grid_toml() -> dict:
+    """A serving sweep's grid file: two tiny points."""
+    return {"kind": "serve", "model": "qwen3-30b-a3b", "rate": [5.0, 10.0], "requests": 2, "prompt_tokens": 8,
+            "output_tokens": 2, "max_batch": 2, "token_budget": 32, "max_model_len": 64, "error_samples": 0,
+            "grid": [{"policy": "sieve"}]}
+
+
 def _request_trace() -> list:
     return ["arrival_s,prompt_tokens,output_tokens"] + [f"{0.25 * i},{8 + i},2" for i in range(4)]
 
@@ -184,6 +191,7 @@ FORMATS: dict[str, Format] = {
     "readwrite_trace": Format(_readwrite, _lines_bytes, ".trace"),
     "results_jsonl": Format(_results_jsonl, _jsonl_bytes, ".jsonl"),
     "request_trace": Format(_request_trace, _lines_bytes, ".csv"),
+    "serve_grid_toml": Format(_serve_grid_toml, _toml_bytes, ".toml"),
 }
 
 # ------------------------------------------------------------------------------------------
@@ -198,6 +206,9 @@ class Command:
 
 #: Serving options that keep a case to a few steps (a batch of 2, no memo error samples).
 _SERVE_SMALL = ("--max-batch", "2", "--token-budget", "32", "--max-model-len", "64", "--error-samples", "0", "--json")
+#: The smallest serving sweep point (as _SERVE_SMALL) in a directory started over each time.
+_SWEEP_SERVE = ("--max-batch", "2", "--token-budget", "32", "--max-model-len", "64", "--error-samples", "0",
+                "--jobs", "1", "--quiet", "--force", "--out", "{outdir}")
 
 COMMANDS: dict[str, Command] = {
     "dram run --config (toml)": Command(("dram", "run", "synthetic:stream:20", "--config", "{file}"), "dram_toml"),
@@ -236,6 +247,10 @@ COMMANDS: dict[str, Command] = {
     "plot --x --y": Command(("plot", "{file}", "--x", "batch", "--y", "step_time_s", "--logy", "--out", "{outdir}.svg"),
                             "results_jsonl"),
     "serve --trace": Command(("serve", "--model", "qwen3-30b-a3b", "--trace", "{file}") + _SERVE_SMALL, "request_trace"),
+    "sweep --kind serve --trace": Command(("sweep", "--kind", "serve", "--model", "qwen3-30b-a3b", "--trace", "{file}")
+                                          + _SWEEP_SERVE, "request_trace"),
+    "sweep --grid (serve)": Command(("sweep", "--grid", "{file}", "--jobs", "1", "--quiet", "--force", "--out",
+                                     "{outdir}"), "serve_grid_toml"),
     "reproduce --trace": Command(("reproduce", "fig5", "--quick", "--trace", "{file}", "--out", "{outdir}"),
                                  "routing_npz"),
 }
@@ -290,6 +305,13 @@ VALUE_OPTIONS: tuple[tuple[str, ...], ...] = (
     _SERVE + ("--rate", "5", "--tpot-slo", "{v}") + _SERVE_SMALL,
     _SERVE + ("--max-rate", "{v}", "--bisect-steps", "1") + _SERVE_SMALL,
     _SERVE + ("--rate", "5", "--gpus", "2", "--prefill-gpus", "{v}") + _SERVE_SMALL,
+    _SERVE + ("--max-rate", "{v}", "--bisect-steps", "1", "--out", "{outdir}") + _SERVE_SMALL,
+    ("sweep", "--kind", "serve", "--model", "qwen3-30b-a3b", "--requests", "2", "--prompt-tokens", "8",
+     "--output-tokens", "2", "--rate", "{v}") + _SWEEP_SERVE,
+    ("sweep", "--kind", "serve", "--model", "qwen3-30b-a3b", "--requests", "2", "--prompt-tokens", "8",
+     "--output-tokens", "2", "--max-rate", "{v}", "--bisect-steps", "1") + _SWEEP_SERVE,
+    ("sweep", "--kind", "serve", "--model", "qwen3-30b-a3b", "--requests", "{v}", "--prompt-tokens", "8",
+     "--output-tokens", "2", "--rate", "5") + _SWEEP_SERVE,
 )
 
 # ------------------------------------------------------------------------------------------

@@ -14,9 +14,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "the panels.")
     p.add_argument("results", metavar="RESULTS", help="sweep directory, .jsonl or .csv file")
     p.add_argument("--x", default=None, metavar="COLUMN",
-                   help="x axis column (default interactivity_tokens_per_s_per_user)")
+                   help="x axis column (default interactivity_tokens_per_s_per_user; serving sweeps: rate)")
     p.add_argument("--y", default=None, metavar="COLUMN",
-                   help="y axis column (default throughput_tokens_per_s_per_gpu)")
+                   help="y axis column (default throughput_tokens_per_s_per_gpu; serving sweeps: "
+                        "goodput_requests_per_s)")
     p.add_argument("--color", default=None, metavar="COLUMN", help="one line per value (default policy)")
     p.add_argument("--facet", default=None, metavar="COLUMN",
                    help="one panel per value (default model, when there are several)")

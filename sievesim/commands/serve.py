@@ -12,6 +12,22 @@ from .run import _policies, _policy_options, options_for_policies
 
 _SECONDS = number_arg(lo=-1e12, hi=1e12, what="seconds")
 
+#: Options that are one setting of every policy's serving point (``--max-rate --out``: a sweep
+#: point, :data:`sievesim.grid.SERVE_KEYS`), by their ``args`` name; a new option of ``serve`` is
+#: either here or in :data:`NOT_POINT_SETTINGS` (a test checks).
+POINT_SETTINGS = {
+    "model": "model", "top_k": "top_k", "hardware": "hardware", "gpus": "gpus", "prefill_gpus": "prefill_gpus",
+    "requests": "requests",
+    "arrival_window": "arrival_window_s", "cv": "cv", "lengths": "lengths", "prompt_tokens": "prompt_tokens",
+    "output_tokens": "output_tokens", "seed": "seed", "max_batch": "max_batch", "token_budget": "token_budget",
+    "horizon": "horizon_s", "ttft_slo": "ttft_slo_s", "tpot_slo": "tpot_slo_s", "e2e_slo": "e2e_slo_s",
+    "attainment": "attainment", "block_size": "block_size", "memory_utilization": "memory_utilization",
+    "max_model_len": "max_model_len", "exact": "exact", "error_samples": "error_samples"}
+#: Options of ``serve`` that are not a setting shared by every policy's point (set per policy, by the
+#: search, or outputs).
+NOT_POINT_SETTINGS = ("policy", "pimoe_unit", "policy_option", "rate", "trace", "max_rate", "bisect_steps", "out",
+                      "requests_csv", "timeline_csv", "plot", "json")
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
@@ -65,6 +81,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-rate", default=None, metavar="LO:HI",
                    help="instead of one rate: the largest rate in [LO, HI] meeting the SLOs, by bisection")
     p.add_argument("--bisect-steps", type=int_arg("batches"), default=7, help="bisection steps (default 7)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="with --max-rate: record every probe in DIR as a sweep point (results.jsonl, max_rate.json); "
+                        "rerunning the command resumes the search from the probes recorded")
     p.add_argument("--top-k", type=int_arg("experts"), default=None, help="routed experts per token")
     p.add_argument("--pimoe-unit", default=None, help="PIMoE placement unit: pseudo_channel, channel, stack")
     p.add_argument("--policy-option", action="append", default=[], metavar="KEY=VALUE",
@@ -124,6 +143,11 @@ def _serve(args: argparse.Namespace) -> int:
                                 lengths=lengths, prompt_tokens=args.prompt_tokens,
                                 output_tokens=args.output_tokens, seed=args.seed)
     per_policy = options_for_policies(names, options)
+    if args.out is not None and not bracket:
+        raise field_error("--out", args.out, "only with --max-rate LO:HI (serving points at given rates: "
+                          "sievesim sweep --kind serve)")
+    if bracket and args.out is not None:
+        return _resumable_search(args, names, per_policy, bracket)
     records: list[dict[str, Any]] = []
     results = []
     for name in names:
@@ -162,6 +186,32 @@ def _serve(args: argparse.Namespace) -> int:
         print(json.dumps(records[0] if len(records) == 1 else records))
         return 0
     _print(records, bool(bracket))
+    return 0
+
+
+def _resumable_search(args: argparse.Namespace, names: list[str], per_policy: dict[str, dict[str, Any]],
+                      bracket: tuple[float, float]) -> int:
+    """``--max-rate --out DIR``: the bisection of every policy with each probe a sweep point in DIR."""
+    import sys
+
+    from ..grid import SERVE_DEFAULTS
+    from ..serve_sweep import check_serve_points, max_rate_search
+
+    if args.plot or args.requests_csv or args.timeline_csv:
+        raise field_error("--out", args.out, "no --plot, --requests-csv or --timeline-csv with --max-rate")
+    same = {key: getattr(args, dest) for dest, key in POINT_SETTINGS.items()}
+    groups = []
+    for name in names:
+        opts = ",".join(f"{k}={json.dumps(v)}" for k, v in per_policy[name].items()) or None
+        unit = (args.pimoe_unit or SERVE_DEFAULTS["pimoe_unit"]) if name == "pimoe" else None
+        groups.append({**same, "policy": name, "pimoe_unit": unit, "policy_options": opts})
+    check_serve_points(groups, search=True)
+    records = max_rate_search(groups, args.out, lo=bracket[0], hi=bracket[1], steps=args.bisect_steps,
+                              progress=None if args.json else sys.stderr)
+    if args.json:
+        print(json.dumps(records[0] if len(records) == 1 else records))
+        return 0
+    _print(records, True)
     return 0
 
 

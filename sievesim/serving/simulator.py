@@ -25,6 +25,7 @@ from .pricing import IterationPricer, MemoError
 from .disagg_result import serve_disaggregated
 from .result import ServingResult
 from .scheduler import SchedulerConfig, run_schedule
+from .search import next_probe
 from .workload import Requests, poisson_requests, read_trace
 
 __all__ = ["ServingSimulator", "ServingResult", "simulate_serving", "max_rate_under_slos", "requests_for",
@@ -262,15 +263,9 @@ def max_rate_under_slos(sim: ServingSimulator, *, requests: int, lo: float, hi: 
                       "ttft_p90_s": d["ttft_s"]["p90"], "tpot_p90_s": d["tpot_s"]["p90"]})
         return bool(d["meets_slos"])
 
-    if not meets(lo):
-        return {"max_rate": None, "bracket": [0.0, lo], "tried": tried}
-    if meets(hi):
-        return {"max_rate": hi, "bracket": [hi, math.inf], "tried": tried}
-    a, b = lo, hi
-    for _ in range(steps):
-        mid = 0.5 * (a + b)
-        if meets(mid):
-            a = mid
-        else:
-            b = mid
-    return {"max_rate": a, "bracket": [a, b], "tried": tried}
+    outcomes: dict[float, bool] = {}
+    while True:
+        rate, found = next_probe(lo, hi, steps, outcomes)
+        if found is not None:
+            return {**found, "tried": tried}
+        outcomes[rate] = meets(rate)
