@@ -344,3 +344,18 @@ def test_every_serve_option_is_a_point_setting_or_named_as_none():
     assert set(POINT_SETTINGS.values()) <= set(SERVE_KEYS)
     assert set(SERVE_KEYS) - set(POINT_SETTINGS.values()) == {"policy", "pimoe_unit", "policy_options", "trace",
                                                                "rate"}
+
+
+def test_a_disaggregated_search_with_out_prints_what_the_plain_one_prints(tmp_path, capsys):
+    """--prefill-gpus reaches the resumable search as a point setting: the split is served, named and
+    gives the in-memory command's answer."""
+    flags = ["serve", "--model", "qwen3-30b-a3b", "--gpus", "2", "--prefill-gpus", "1", "--requests", "20",
+             "--prompt-tokens", "64", "--output-tokens", "8", "--error-samples", "2", "--max-rate", "5:50",
+             "--bisect-steps", "1", "--tpot-slo", "0.0015"]
+    assert main(flags) == 0
+    plain = capsys.readouterr().out
+    assert main(flags + ["--out", str(tmp_path / "s")]) == 0
+    assert capsys.readouterr().out == plain
+    assert "(1 prefill + 1 decode, disaggregated)" in plain
+    rows = read_results(tmp_path / "s")
+    assert rows and all(r["prefill_gpus"] == 1 and r["mode"] == "disaggregated" for r in rows)

@@ -257,8 +257,9 @@ def _bracket(text: str) -> tuple[float, float]:
 def _print(records: list[dict[str, Any]], bisect: bool) -> None:
     r0 = records[0]
     slo = r0["slo"]
-    pools = (f" ({r0['prefill_gpus']} prefill + {r0['decode_gpus']} decode, disaggregated)"
-             if "prefill_gpus" in r0 else "")
+    split = r0.get("prefill_gpus")          # a resumable search's record carries it as a setting (None: colocated)
+    pools = (f" ({split} prefill + {r0.get('decode_gpus', r0['gpus'] - split)} decode, disaggregated)"
+             if split else "")
     print(f"{r0['model']} on {r0['gpus']} x {r0['hardware']}{pools}; SLOs: TTFT <= {slo['ttft_s']} s, TPOT <= "
           f"{slo['tpot_s']} s, e2e <= {slo['e2e_s']} s, met by {slo['attainment']:.0%} of the requests")
     if bisect:
