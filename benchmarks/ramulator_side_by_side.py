@@ -14,8 +14,10 @@ Nothing of Ramulator is part of sievesim; this script only runs a binary you bui
 ``--whole-process`` measures whole processes only, in one run of this script (issue 22): Ramulator
 2.0 (when ``--ramulator`` names a binary; its columns are ``-`` otherwise), ``sievesim dram run
 TRACE --config YAML --json`` with its default threads and with ``--threads 1``, alternated
-``--repeat`` times, medians of the wall times, peak resident memory of each (``ru_maxrss``), the
-ratios, and whether the cycles agree; ``--busy`` repeats every row with one other busy
+``--repeat`` times, medians of the wall times, peak resident memory of each (the command's own,
+see ``_process.run_measured``), the ratios, and whether the cycles agree (sievesim's modules are
+byte-compiled first, as ``pip install`` does: where PYTHONDONTWRITEBYTECODE is set, a checkout
+would otherwise compile them from source in every process); ``--busy`` repeats every row with one other busy
 single-threaded process on the machine (bounded, killed afterwards); ``--stream`` adds ``sievesim dram
 run --stream`` (the trace read a block at a time: flat memory, one thread)::
 
@@ -90,6 +92,11 @@ def whole_process(args: argparse.Namespace, work: pathlib.Path) -> int:
     import shutil
     import statistics
 
+    import compileall
+
+    import sievesim
+
+    compileall.compile_dir(str(pathlib.Path(sievesim.__file__).parent), quiet=1)
     binary = shutil.which(args.ramulator) or (args.ramulator if pathlib.Path(args.ramulator).is_file() else None)
     print(f"Ramulator 2.0: {binary or 'not given (its columns are -)'}; {available_threads()} cores available, "
           f"load average {os.getloadavg()[0]:.2f} at start; medians of {args.repeat} alternated runs\n")
