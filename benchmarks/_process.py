@@ -15,18 +15,29 @@ BUSY_LOOP = "import time\nend = time.monotonic() + {seconds}\nwhile time.monoton
 class Measured(NamedTuple):
     wall_s: float       # wall-clock seconds, start to exit
     cpu_s: float        # user + system CPU seconds of the process (all its threads)
-    peak_mb: float      # peak resident memory (ru_maxrss), MB
+    peak_mb: float      # peak resident memory of the command itself, MB (see run_measured)
     stdout: str
 
 
+# A child forked from this (large) process starts with its resident set, and Linux keeps that
+# high-water mark across exec: ru_maxrss of a direct child is never below this process's size.
+# GNU time forks the command from its own small process and reports the command's own peak (%M).
+_GNU_TIME = "/usr/bin/time"
+
+
 def run_measured(cmd: list[str], cwd: str | None = None) -> Measured:
-    """Run ``cmd`` to its end and measure it. Wall time, CPU time and peak resident memory are the
-    child's own (``os.wait4``): the whole process, interpreter start-up included.
+    """Run ``cmd`` to its end and measure it. Wall time and CPU time are the child's own
+    (``os.wait4``): the whole process, interpreter start-up included. Peak resident memory: the
+    command's own, through GNU time's ``%M`` where ``/usr/bin/time`` exists (it forks the command
+    from a small process); else ``ru_maxrss``, which is at least this process's size.
     ``cwd``: where it runs (not the repository, so that ``python -m sievesim`` imports the package
     that ``PYTHONPATH`` names)."""
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err, \
+            tempfile.NamedTemporaryFile("w+", suffix=".peak") as peak:
+        gnu_time = os.access(_GNU_TIME, os.X_OK)
+        run = [_GNU_TIME, "-f", "%M", "-o", peak.name, *cmd] if gnu_time else cmd
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=cwd)
+        proc = subprocess.Popen(run, stdout=out, stderr=err, cwd=cwd)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -34,7 +45,8 @@ def run_measured(cmd: list[str], cwd: str | None = None) -> Measured:
         err.seek(0)
         if proc.returncode:
             raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {err.read().strip()[-500:]}")
-        return Measured(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, out.read())
+        peak_kb = int(peak.read().split()[-1]) if gnu_time else usage.ru_maxrss
+        return Measured(wall, usage.ru_utime + usage.ru_stime, peak_kb / 1024, out.read())
 
 
 @contextlib.contextmanager

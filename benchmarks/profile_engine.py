@@ -1,6 +1,6 @@
 """Run the engine once on a synthetic trace, for profilers (callgrind, perf); or time its set-up.
 
-    valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*Engine_run_loop*' \\
+    valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*engine_run_loop*' \\
         python benchmarks/profile_engine.py random 1 200000
 
 counts the instructions of the simulation loop only (trace generation, mapping and set-up are
@@ -13,7 +13,11 @@ engine has offered since the first release, so ``PYTHONPATH=<another build>`` co
 ``--own half`` (or ``none``) runs the engine one thread of a two-way split would run: it simulates
 the even-numbered controllers (or none) and lets the other requests pass.
 Arguments: trace kind (stream, random, hotrow), clock ratio, requests. Configuration:
-``ramulator2-hbm3`` with RoBaRaCoCh, as in ``ramulator_side_by_side.py``.
+``ramulator2-hbm3`` with RoBaRaCoCh, as in ``ramulator_side_by_side.py``; ``--config PATH`` (a
+name, TOML or Ramulator YAML, run at the given clock ratio) and ``--trace FILE`` (a LoadStoreTrace
+file, its first ``requests`` requests; the kind is then ignored) profile the inputs of a
+whole-process run, e.g. those ``ramulator_side_by_side.py --whole-process --workdir DIR`` writes.
+(The pattern names the compiled loop ``__pyx_f_..._engine_run_loop``; valgrind matches case.)
 """
 import sys
 import time
@@ -28,11 +32,20 @@ from sievesim.dram.synthetic import make_trace
 
 def main(argv: list[str]) -> int:
     kind, ratio, n = argv[0], int(argv[1]), int(argv[2])
-    cfg = get_config("ramulator2-hbm3").replace(clock_ratio=ratio)
-    trace = make_trace(kind, n, cfg, seed=1)
+    opts = argv[3:]
+    cfg = get_config(opts[opts.index("--config") + 1] if "--config" in opts else "ramulator2-hbm3")
+    cfg = cfg.replace(clock_ratio=ratio)
+    if "--trace" in opts:
+        from sievesim.dram.traces import RequestTrace, read_loadstore_trace
+
+        whole = read_loadstore_trace(opts[opts.index("--trace") + 1])
+        trace = RequestTrace.from_arrays(whole.arrival[:n], whole.addresses[:n], whole.is_write[:n])
+        del whole
+    else:
+        trace = make_trace(kind, n, cfg, seed=1)
     vecs, keys = _to_vectors(cfg, trace)
     spec = cfg.compile()
-    if "--setup" in argv[3:]:
+    if "--setup" in opts:
         best = float("inf")
         for _ in range(7):
             t0 = time.perf_counter()
@@ -41,7 +54,7 @@ def main(argv: list[str]) -> int:
             del engine
         print(f"Engine set-up, {n} requests: {best * 1e3:.1f} ms (fastest of 7)")
         return 0
-    if "--own" in argv[3:]:
+    if "--own" in opts:
         which = argv[argv.index("--own") + 1]
         n_ctrl = int(np.prod(spec["counts"][: spec["ctrl_level"] + 1]))
         own = {"half": np.arange(n_ctrl) % 2 == 0, "none": np.zeros(n_ctrl, bool)}[which]

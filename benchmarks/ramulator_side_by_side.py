@@ -14,9 +14,13 @@ Nothing of Ramulator is part of sievesim; this script only runs a binary you bui
 ``--whole-process`` measures whole processes only, in one run of this script (issue 22): Ramulator
 2.0 (when ``--ramulator`` names a binary; its columns are ``-`` otherwise), ``sievesim dram run
 TRACE --config YAML --json`` with its default threads and with ``--threads 1``, alternated
-``--repeat`` times, medians of the wall times, peak resident memory of each (``ru_maxrss``), the
-ratios, and whether the cycles agree; ``--busy`` repeats every row with one other busy
-single-threaded process on the machine (bounded, killed afterwards); ``--stream`` adds ``sievesim dram
+``--repeat`` times, medians of the wall times (and of the CPU times of Ramulator and of the
+one-thread run: user + system, the measure to read on a shared machine), peak resident memory of
+each (the command's own, see ``_process.run_measured``), the ratios, and whether the cycles agree
+(sievesim's modules are byte-compiled first, as ``pip install`` does: where
+PYTHONDONTWRITEBYTECODE is set, a checkout would otherwise compile them from source in every
+process); ``--busy`` repeats every row with one other busy single-threaded process on the machine
+(bounded, killed afterwards); ``--stream`` adds ``sievesim dram
 run --stream`` (the trace read a block at a time: flat memory, one thread)::
 
     python benchmarks/ramulator_side_by_side.py --whole-process --ramulator /path/to/ramulator2 \
@@ -90,14 +94,20 @@ def whole_process(args: argparse.Namespace, work: pathlib.Path) -> int:
     import shutil
     import statistics
 
+    import compileall
+
+    import sievesim
+
+    compileall.compile_dir(str(pathlib.Path(sievesim.__file__).parent), quiet=1)
     binary = shutil.which(args.ramulator) or (args.ramulator if pathlib.Path(args.ramulator).is_file() else None)
     print(f"Ramulator 2.0: {binary or 'not given (its columns are -)'}; {available_threads()} cores available, "
           f"load average {os.getloadavg()[0]:.2f} at start; medians of {args.repeat} alternated runs\n")
     print("| device | channels | trace | requests | clock ratio | condition | Ramulator s | Ramulator MB "
           "| sievesim default s (threads) | sievesim default MB | sievesim `--threads 1` s | sievesim 1 thread MB "
           "| Ramulator / sievesim default | Ramulator / sievesim 1 thread | cycles identical |"
-          + (" sievesim `--stream` s | sievesim `--stream` MB | Ramulator / sievesim `--stream` |" if args.stream else ""))
-    print("|---" * (15 + 3 * args.stream) + "|")
+          + (" sievesim `--stream` s | sievesim `--stream` MB | Ramulator / sievesim `--stream` |" if args.stream else "")
+          + " Ramulator CPU s | sievesim 1 thread CPU s | CPU ratio, 1 thread |")
+    print("|---" * (18 + 3 * args.stream) + "|")
     conditions = ["free"] + (["busy"] if args.busy else [])
     for device in args.devices.split(","):
         for kind in args.kinds.split(","):
@@ -138,12 +148,17 @@ def whole_process(args: argparse.Namespace, work: pathlib.Path) -> int:
                     def peak(key: str) -> str:
                         return f"{max(m.peak_mb for m in runs[key]):.1f}" if runs[key] else "-"
 
+                    def cpu(key: str) -> float | None:
+                        return statistics.median(m.cpu_s for m in runs[key]) if runs[key] else None
+
                     r, d, o, st = wall("ram"), wall("def"), wall("one"), wall("stream")
+                    rc, oc = cpu("ram"), cpu("one")
+                    tail_cpu = f" {f'{rc:.2f}' if rc else '-'} | {oc:.2f} | {f'{rc / oc:.1f}x' if rc else '-'} |"
                     tail = (f" {st:.2f} | {peak('stream')} | {f'{r / st:.1f}x' if r else '-'} |" if args.stream else "")
                     print(f"| {device} | {args.channels or '-'} | {kind} | {args.requests} | {cr} | {cond} | "
                           f"{f'{r:.2f}' if r else '-'} | {peak('ram')} | {d:.2f} ({','.join(map(str, sorted(used)))}) | "
                           f"{peak('def')} | {o:.2f} | {peak('one')} | {f'{r / d:.1f}x' if r else '-'} | "
-                          f"{f'{r / o:.1f}x' if r else '-'} | {'yes' if len(cycles) == 1 else 'NO'} |" + tail, flush=True)
+                          f"{f'{r / o:.1f}x' if r else '-'} | {'yes' if len(cycles) == 1 else 'NO'} |" + tail + tail_cpu, flush=True)
     return 0
 
 

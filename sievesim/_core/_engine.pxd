@@ -193,6 +193,7 @@ cdef class Engine:
     cdef int8_t* own              # (n_ctrl,) 1: simulated here
     cdef int32_t* own_list        # the controllers simulated here, in index order
     cdef int n_own
+    cdef unsigned long long own_mask  # bit c: controller c (< 64) simulated here
     cdef int8_t* ghost            # (n_req,) 1: the request goes to a controller not simulated here
     cdef bint partial
     cdef int32_t* abort_flag      # shared between the runs of one split: set by the run that fails

@@ -317,6 +317,10 @@ cdef class Engine:
         a = arr(own_arr, np.int8); self.own = <int8_t*> a.data
         a = arr(np.flatnonzero(own_arr).astype(np.int32), np.int32); self.own_list = <int32_t*> a.data
         self.n_own = int(own_arr.sum())
+        self.own_mask = 0
+        for c in range(min(n_ctrl, 64)):
+            if own_arr[c]:
+                self.own_mask |= (<unsigned long long> 1) << c
         if self.partial and not skip_idle:
             raise ValueError("own needs skip_idle (a partial run skips the other controllers)")
         for c in range(n_ctrl):

@@ -9,6 +9,30 @@ cdef extern from *:
 
 cdef extern from *:
     """
+    #if defined(__SSE2__)
+    #include <emmintrin.h>
+    #endif
+    /* bit c set where wake[c] <= clk, for the n <= 64 controllers: two at a time by the sign of
+       wake - (clk + 1) (no overflow: every wake and clock lies below 2**62) */
+    static inline unsigned long long sievesim_due_mask(const int64_t *wake, int n, int64_t clk) {
+        unsigned long long due = 0;
+        int c = 0;
+    #if defined(__SSE2__)
+        __m128i t = _mm_set1_epi64x(clk + 1);
+        for (; c + 2 <= n; c += 2) {
+            __m128i d = _mm_sub_epi64(_mm_loadu_si128((const __m128i *) (wake + c)), t);
+            due |= (unsigned long long) _mm_movemask_pd(_mm_castsi128_pd(d)) << c;
+        }
+    #endif
+        for (; c < n; c++)
+            due |= (unsigned long long) (wake[c] <= clk) << c;
+        return due;
+    }
+    """
+    unsigned long long sievesim_due_mask(int64_t* wake, int n, int64_t clk) nogil
+
+cdef extern from *:
+    """
     /* the abort flag is written by one thread and polled by others: volatile keeps every poll */
     static inline int32_t sievesim_flag_get(int32_t *p) { return *(volatile int32_t *) p; }
     static inline void sievesim_flag_set(int32_t *p) { *(volatile int32_t *) p = 1; }
@@ -171,19 +195,12 @@ cdef inline int phase_tables(Engine self, bint* front_at, bint* mem_at, int64_t*
 cdef inline void tick_due(Engine self, int64_t clk, unsigned long long done) noexcept nogil:
     """Tick, at ``clk``, every controller simulated here whose wake has come (every one
     without ``skip_idle``), except those in the mask ``done``, in index order."""
-    cdef unsigned long long due = 0
-    cdef int c, k
+    cdef unsigned long long due
+    cdef int c
     if self.n_ctrl <= 64 and self.skip_idle:
-        # which controllers are due, without a hard-to-predict branch per controller
-        # (a tick changes only its own controller's wake)
-        if self.partial:        # only the controllers simulated here
-            for k in range(self.n_own):
-                c = self.own_list[k]
-                due |= (<unsigned long long> (self.wake[c] <= clk)) << c
-        else:
-            for c in range(self.n_ctrl):
-                due |= (<unsigned long long> (self.wake[c] <= clk)) << c
-        due &= ~done
+        # which controllers are due, without a hard-to-predict branch per controller (a tick
+        # changes only its own controller's wake); only those simulated here
+        due = sievesim_due_mask(self.wake, self.n_ctrl, clk) & self.own_mask & ~done
         while due:
             c = __builtin_ctzll(due)
             due &= due - 1
