@@ -1,6 +1,6 @@
 """Goodput vs rate per policy, and the largest rate meeting the SLOs, on the paper's three models.
 
-For each model (its paper GPU count, B200) and policy (NoExp, AllExp, PIMoE per stack, Sieve), serves
+For each model (its paper GPU count, B200) and policy (NoExp, AllExp, PIMoE per channel and per stack, Sieve), serves
 ``--requests`` requests, at least ``rate x --window`` (hh-rlhf lengths, Poisson, one seed) at each rate of the model's list, then
 bisects between the highest rate that met the SLOs and the lowest that did not (``--steps`` halvings).
 SLOs: TTFT <= 2 s and TPOT <= 50 ms, met by 90 % of the requests (``sievesim serve`` defaults).
@@ -25,7 +25,15 @@ from sievesim.serving.simulator import requests_for
 MODELS = {"qwen3-30b-a3b": (1, (10, 25, 50, 100, 150, 200)),
           "gpt-oss-120b": (4, (25, 50, 100, 200, 400, 600)),
           "qwen3.5-397b-a17b": (8, (20, 40, 80, 120, 160, 240))}
-POLICIES = ("noexp", "allexp", "pimoe", "sieve")
+#: Policies served; ``pimoe@stack`` is PIMoE on whole stacks (the strongest unit on the executed step,
+#: docs/system.md) beside ``pimoe`` on channels (the paper's text, the default).
+POLICIES = ("noexp", "allexp", "pimoe", "pimoe@stack", "sieve")
+
+
+def _simulator(model: str, gpus: int, spec: str, seed: int) -> ServingSimulator:
+    """The simulator of a policy spec: a policy name, or ``pimoe@UNIT``."""
+    name, _, unit = spec.partition("@")
+    return ServingSimulator(model, gpus=gpus, policy=name, seed=seed, **({"pimoe_unit": unit} if unit else {}))
 
 
 def run(models: list[str], policies: list[str], requests: int, steps: int, seed: int,
@@ -37,13 +45,14 @@ def run(models: list[str], policies: list[str], requests: int, steps: int, seed:
         gpus, rates = MODELS[model]
         for policy in policies:
             t0 = time.perf_counter()
-            sim = ServingSimulator(model, gpus=gpus, policy=policy, seed=seed)
+            sim = _simulator(model, gpus, policy, seed)
             met, failed = None, None
             for rate in rates:
                 n = requests_for(float(rate), requests, window)
                 d = sim.run(poisson_requests(float(rate), n, seed=seed), float(rate)).to_dict()
                 d.pop("kv_capacity")
                 d["arrival_window_s"] = window
+                d["policy"] = policy
                 records.append(d)
                 if d["meets_slos"]:
                     met = rate

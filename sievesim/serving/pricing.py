@@ -312,7 +312,9 @@ class IterationPricer:
     def _busiest_gpu(self, kind: str, dec_ctx: np.ndarray, dec_gpu: np.ndarray) -> np.ndarray:
         """The tokens read by each request of the GPU that reads the most at a layer of ``kind``."""
         read = self.read_tokens(kind, dec_ctx)
-        g = int(np.argmax(np.bincount(dec_gpu, weights=read.astype(float), minlength=self.gpus)))
+        if self.gpus == 1:
+            return read
+        g = int(np.argmax(np.bincount(dec_gpu, weights=read, minlength=self.gpus)))
         return read[dec_gpu == g]
 
     def _busiest(self, batch: int) -> int:

@@ -1,0 +1,49 @@
+"""docs/serving.md's goodput tables are what `python benchmarks/serving_goodput.py` prints: a row
+recomputed here must match the doc's (a change of the simulator that moves it fails here)."""
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "serving.md"
+
+
+def _goodput_script():
+    spec = importlib.util.spec_from_file_location("serving_goodput", ROOT / "benchmarks" / "serving_goodput.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _doc_tables(model: str) -> list[str]:
+    """The lines of the doc's tables for ``model`` (from its caption to the max-rate line)."""
+    lines = DOC.read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"{model} on "))
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("max rate meeting the SLOs"))
+    return lines[start:end]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["noexp", "sieve"])
+def test_the_first_goodput_row_of_qwen3_30b(policy):
+    """Qwen3-30B-A3B at 10 requests/s (each rate's run stands alone: a batch's price is a function of
+    the batch): its goodput cell and its memo-error cell, as the script renders them."""
+    from sievesim.serving import ServingSimulator, poisson_requests
+    from sievesim.serving.simulator import requests_for
+
+    script = _goodput_script()
+    model, rate = "qwen3-30b-a3b", 10
+    gpus = script.MODELS[model][0]
+    sim = ServingSimulator(model, gpus=gpus, policy=policy, seed=0)
+    d = sim.run(poisson_requests(float(rate), requests_for(float(rate), 1000, 30.0), seed=0), float(rate)).to_dict()
+    d["arrival_window_s"] = 30.0
+    ours = [line for line in script.render([d]).splitlines() if line.startswith(f"| {rate} |")]
+    doc = [line for line in _doc_tables(model) if line.startswith(f"| {rate} |")]
+    assert len(ours) == 2 and len(doc) == 2            # the goodput table's row, then the memo table's
+    header = next(line for line in _doc_tables(model) if line.startswith("| rate"))
+    column = [c.strip() for c in header.strip("|").split("|")].index(policy)
+    for mine, theirs in zip(ours, doc):
+        assert mine.strip("|").split("|")[1].strip() == theirs.strip("|").split("|")[column].strip(), (mine, theirs)
