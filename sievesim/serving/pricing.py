@@ -228,6 +228,7 @@ class IterationPricer:
                  **step_options: Any) -> None:
         if warmup not in WARMUPS:
             raise field_error("warmup", warmup, "one of " + ", ".join(WARMUPS))
+        step_options.setdefault("energy", False)      # an iteration's price is its time; serving reports no energy
         self.sim = _IterationStep(model, hardware, gpus=gpus, policy=policy, batch=gpus, seed=seed,
                                   context_len=1, **step_options)
         if not hasattr(self.sim.source, "sample_tokens"):
