@@ -83,8 +83,8 @@ cdef class Engine:
         (see :func:`run_lockstep`); ``grace_ns``: such a run gives up once it has run this long
         (nanoseconds) and slept waiting for the others a quarter of that time (``None``: never).
         ``stream``: the requests given here are the first window of a trace that :meth:`feed`
-        continues; the engine keeps counters instead of per-request outputs (one engine, no
-        ``own``, no command log)."""
+        continues; the engine keeps counters instead of per-request outputs (no command log, no
+        lockstep; with ``own``, one held run of a split: each run is fed the same windows)."""
         cdef Py_ssize_t slot_i
         cdef int level_i
         keep = []
@@ -234,8 +234,8 @@ cdef class Engine:
             raise ValueError("organisation too large for 32-bit node offsets")
         self.streaming = stream
         self.eof = not stream
-        if stream and (own is not None or log_commands or outputs is not None):
-            raise ValueError("stream: one engine for the whole system, without a command log or outputs")
+        if stream and (exchange is not None or log_commands or outputs is not None):
+            raise ValueError("stream: no lockstep, command log or outputs (the counters are kept instead)")
         self.set_window(addr_vecs, keys, is_write, arrival)
         n = self.n_req
         if stream:
@@ -327,11 +327,7 @@ cdef class Engine:
             if not self.own[c]:
                 self.wake[c] = NEVER
                 self.next_refresh[c] = NEVER
-        a = arr(np.zeros(max(self.n_req, 1) if self.partial else 1, dtype=np.int8), np.int8)
-        self.ghost = <int8_t*> a.data
-        if self.partial:
-            for r in range(self.n_req):
-                self.ghost[r] = not self.own[req_ctrl(self, r)]
+        self.set_ghosts()
         if abort is None:
             abort = np.zeros(1, dtype=np.int32)
         if not (isinstance(abort, np.ndarray) and abort.dtype == np.int32 and abort.size >= 1
@@ -386,6 +382,18 @@ cdef class Engine:
         a = window[3]; self.arrival = <int64_t*> a.data
         self._window = window
         self.n_req = n
+        if self.partial:            # (in __init__, before own is known: set_ghosts is called later)
+            self.set_ghosts()
+
+    def set_ghosts(self):
+        """The window's ghost flags: 1 for a request whose controller another run simulates."""
+        cdef cnp.ndarray a = np.zeros(max(self.n_req, 1), dtype=np.int8)
+        cdef Py_ssize_t r
+        self.ghost = <int8_t*> a.data
+        if self.partial:
+            for r in range(self.n_req):
+                self.ghost[r] = not self.own[req_ctrl(self, r)]
+        self._window.append(a)
 
     def feed(self, addr_vecs, keys, is_write, arrival, bint last):
         """A streaming engine's next window of requests (as for ``__init__``), once :meth:`run`
