@@ -95,8 +95,14 @@ def test_a_full_queue_at_clock_ratio_8_runs_the_lockstep_on_the_whole_trace(monk
     ways = []
     real = parallel.run_requests
     monkeypatch.setattr(parallel, "run_requests", lambda *a, **k: ways.append(k.get("held", True)) or real(*a, **k))
-    _same(config, trace, (1, 50, 2000))
+    whole, _ = _same(config, trace, (1, 50, 2000))
     assert ways == [True, True, False, False, False]     # the streamed split's refusal skips the held run
+    given = simulate_stream(config, lambda: _pieces(trace, 7), threads=2, whole=lambda: trace)
+    assert ways[-1] is False and _without(given.to_dict()) == _without(whole)
+    # lockstep=False (dram run --stream): one streaming engine instead, memory flat
+    flat = simulate_stream(config, lambda: _pieces(trace, 7), threads=2, lockstep=False)
+    assert len(ways) == 6 and flat.threads == 1 and "lockstep needs the whole trace" in flat.threads_note
+    assert _without(flat.to_dict()) == _without(whole)
 
 
 def test_errors_in_a_piece_stop_both_runs():
@@ -127,12 +133,26 @@ def test_a_file_on_two_threads_streams(tmp_path, capsys, monkeypatch, block):
     real = traces.iter_loadstore_chunks
     monkeypatch.setattr(traces, "iter_loadstore_chunks", lambda p, b=block: real(p, b))
     outs = []
-    for extra in (["--threads", "2"], ["--threads", "1"], ["--stream"], []):
+    for extra in (["--threads", "2"], ["--threads", "1"], ["--stream"], [], ["--stream", "--threads", "2"]):
         assert main(["dram", "run", str(path), "--config", "ramulator2-hbm3", "--json", *extra]) == 0
         outs.append(json.loads(capsys.readouterr().out))
-    assert outs[0]["threads"] == 2 and outs[1]["threads"] == 1
+    assert outs[0]["threads"] == 2 and outs[1]["threads"] == 1 and outs[4]["threads"] == 2
     assert all(_without(o) == _without(outs[0]) for o in outs)
     # the whole-array split on the same trace: the same numbers
     want = simulate(config, read_loadstore_trace(path), threads=2).to_dict()
     got = simulate_stream(config, lambda: iter_loadstore_chunks(path, block), threads=2).to_dict()
     assert got | {"wall_s": 0} == want | {"wall_s": 0}
+
+
+def test_cli_stream_at_clock_ratio_8_stays_on_one_streaming_engine_after_a_refusal(tmp_path, capsys):
+    config = get_config("ramulator2-hbm3").replace(clock_ratio=8)
+    addrs = np.arange(3000, dtype=np.int64) * config.capacity_bytes // 3000
+    path = tmp_path / "t.trace"
+    write_loadstore_trace(path, addrs, np.zeros(3000, bool))
+    outs = []
+    argv = ["dram", "run", str(path), "--config", "ramulator2-hbm3", "--clock-ratio", "8", "--json"]
+    for extra in (["--stream", "--threads", "2"], ["--threads", "2"], ["--threads", "1"]):
+        assert main(argv + extra) == 0
+        outs.append(json.loads(capsys.readouterr().out))
+    assert outs[0]["threads"] == 1 and "lockstep needs the whole trace" in outs[0]["threads_note"]
+    assert all(_without(o) == _without(outs[0]) for o in outs)

@@ -253,7 +253,8 @@ class _Windows:
 
 
 def simulate_stream(config: DRAMConfig, pieces: Iterable[RequestTrace] | Callable[[], Iterable[RequestTrace]], *,
-                    skip_idle: bool = True, address_overflow: str = "error", threads: int | None = 1) -> DRAMResult:
+                    skip_idle: bool = True, address_overflow: str = "error", threads: int | None = 1,
+                    lockstep: bool = True, whole: Callable[[], RequestTrace] | None = None) -> DRAMResult:
     """Run a trace given as consecutive pieces (e.g. :func:`sievesim.dram.traces.iter_loadstore_chunks`)
     through ``config`` on engines that take them one at a time, so memory does not grow with the
     trace: each piece is mapped, handed to the engine and dropped once the frontend has offered it.
@@ -266,7 +267,9 @@ def simulate_stream(config: DRAMConfig, pieces: Iterable[RequestTrace] | Callabl
     run of the held split reads its own (``sievesim._core.parallel.run_stream_split``). A trace that
     fills a queue runs again as :func:`simulate` runs it: on one streaming engine where the frontend
     offers at most one request per memory cycle, else in lockstep on the whole trace held as arrays
-    (the lockstep does not stream yet: its memory is the array path's).
+    (the lockstep does not stream yet: its memory is the array path's): ``whole()`` gives that
+    trace (default: the pieces joined). ``lockstep=False``: one streaming engine then too (memory
+    stays flat; ``threads_note`` says why it ran on one thread).
     """
     from .._core._engine import Engine
     from .._core.parallel import available_threads, run_stream_split
@@ -307,20 +310,12 @@ def simulate_stream(config: DRAMConfig, pieces: Iterable[RequestTrace] | Callabl
             w = opened[0]
             return _stream_result(config, raw, raw["cycles"], raw["totals"], w, time.perf_counter() - t0,
                                   _threads_note(config, raw, int(asked), w.n, skip_idle))
-        if spec["clock_ratio"] >= 2 * spec["memory_clock_ratio"]:
-            whole = list(pieces())
-
-            def cat(name: str):
-                parts = [getattr(p, name) for p in whole]
-                return None if parts[0] is None else np.concatenate(parts)
-            trace = RequestTrace(is_write=cat("is_write"), arrival=cat("arrival"), addresses=cat("addresses"),
-                                 addr_vectors=cat("addr_vectors"), source=whole[0].source)
-            del whole
-            result = simulate(config, trace, skip_idle=skip_idle, threads=int(threads),
-                              address_overflow=address_overflow, _held=False)
+        if spec["clock_ratio"] >= 2 * spec["memory_clock_ratio"] and lockstep:
+            result = simulate(config, whole() if whole is not None else _joined(pieces()), skip_idle=skip_idle,
+                              threads=int(threads), address_overflow=address_overflow, _held=False)
             result.request_arrays = None
             return result
-        speculation = "refused"
+        speculation = "refused" if spec["clock_ratio"] < 2 * spec["memory_clock_ratio"] else "streamed"
     windows = _Windows(config, pieces() if callable(pieces) else pieces, address_overflow)
     n_lv = spec["addr_len"]
     empty = (np.zeros((0, n_lv), np.int32), np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, np.int64))
@@ -339,6 +334,17 @@ def simulate_stream(config: DRAMConfig, pieces: Iterable[RequestTrace] | Callabl
     raw = raw | {"threads": 1, "speculation": speculation}
     return _stream_result(config, raw, cycles, engine.stream_totals(cycles), windows, time.perf_counter() - t0,
                           _threads_note(config, raw, int(asked), windows.n, skip_idle))
+
+
+def _joined(pieces: Iterable[RequestTrace]) -> RequestTrace:
+    """The pieces as one trace."""
+    whole = list(pieces)
+
+    def cat(name: str):
+        parts = [getattr(p, name) for p in whole]
+        return None if not parts or parts[0] is None else np.concatenate(parts)
+    return RequestTrace(is_write=cat("is_write"), arrival=cat("arrival"), addresses=cat("addresses"),
+                        addr_vectors=cat("addr_vectors"), source=whole[0].source if whole else "array")
 
 
 def _stream_result(config: DRAMConfig, raw: dict, cycles: int, tot: dict, w: _Windows, wall: float,
@@ -375,6 +381,9 @@ def _threads_note(config: DRAMConfig, raw: dict, threads: int, n: int, skip_idle
     if raw.get("speculation") == "refused":
         why = ("a queue filled up and the frontend offers at most one request per memory cycle, so the "
                "run fell back to one thread (the result is the same)")
+    elif raw.get("speculation") == "streamed":
+        why = ("a queue filled up, and a streamed run then goes on one thread (the lockstep needs the whole "
+               "trace in memory; the result is the same)")
     elif raw.get("speculation") == "contended":
         why = ("the threads waited for each other more than they worked (not every thread had a core: "
                "another process is busy), so the run fell back to one thread (the result is the same)")
