@@ -310,6 +310,7 @@ def simulate_stream(config: DRAMConfig, pieces: Iterable[RequestTrace] | Callabl
             w = opened[0]
             return _stream_result(config, raw, raw["cycles"], raw["totals"], w, time.perf_counter() - t0,
                                   _threads_note(config, raw, int(asked), w.n, skip_idle))
+        opened.clear()      # the refused runs' readers hold a block and a window each
         if spec["clock_ratio"] >= 2 * spec["memory_clock_ratio"] and lockstep:
             result = simulate(config, whole() if whole is not None else _joined(pieces()), skip_idle=skip_idle,
                               threads=int(threads), address_overflow=address_overflow, _held=False)
