@@ -64,13 +64,11 @@ def _split_controllers(spec: dict[str, Any], addr_vecs: np.ndarray, threads: int
 
 def run_requests(spec: dict[str, Any], addr_vecs: np.ndarray, keys: np.ndarray, is_write: np.ndarray,
                  arrival: np.ndarray, *, log_commands: bool = False, skip_idle: bool = True,
-                 threads: int = 1, contention_grace_ns: int | None = CONTENTION_GRACE_NS,
-                 held: bool = True) -> dict[str, Any]:
+                 threads: int = 1, contention_grace_ns: int | None = CONTENTION_GRACE_NS) -> dict[str, Any]:
     """Simulate the requests on ``threads`` threads (at most one per controller); the raw result
     of :meth:`Engine.run`, identical to a one-thread run, plus ``threads`` and ``speculation``.
     ``contention_grace_ns``: a lockstep that has run this long (ns) and slept waiting a quarter of
-    it gives up, and the trace runs on one thread (``None``: never; tests of the lockstep).
-    ``held=False``: skip the held split (a streamed one, :func:`run_stream_split`, was refused)."""
+    it gives up, and the trace runs on one thread (``None``: never; tests of the lockstep)."""
     if threads < 1:
         raise ValueError(f"threads: {threads}, expected an integer >= 1")
     n_ctrl = _n_controllers(spec)
@@ -88,12 +86,10 @@ def run_requests(spec: dict[str, Any], addr_vecs: np.ndarray, keys: np.ndarray, 
                 for k in range(threads)]
 
     speculation = "held"
-    if held:
-        engines = split(None)
-        raws = _run_concurrently(engines)
-    if not held or any(r["refused"] for r in raws):
-        if held:
-            del engines, raws
+    engines = split(None)
+    raws = _run_concurrently(engines)
+    if any(r["refused"] for r in raws):
+        del engines, raws
         if spec["clock_ratio"] < 2 * spec["memory_clock_ratio"]:
             # a queue filled, but the frontend offers at most one request per memory cycle: too
             # little work per cycle to pay for the lockstep's agreement; one thread
@@ -119,20 +115,25 @@ def run_requests(spec: dict[str, Any], addr_vecs: np.ndarray, keys: np.ndarray, 
 
 
 def run_stream_split(spec: dict[str, Any], open_windows: Callable[[int], Iterator[tuple]], owner_vecs: np.ndarray,
-                     threads: int) -> dict[str, Any] | None:
+                     threads: int, lockstep: bool = False,
+                     contention_grace_ns: int | None = CONTENTION_GRACE_NS) -> dict[str, Any]:
     """The held split of a streamed trace: run ``k`` reads the trace through its own iterator
     ``open_windows(k)`` of ``(addr_vecs, keys, is_write, arrival)`` windows, the same windows for
     every run (so every run stops for input at the same frontend tick), into a streaming engine
     that simulates its own controllers (balanced by ``owner_vecs``, e.g. the trace's first
-    requests). Returns the merged raw result with ``cycles`` (the run's last cycle) and
-    ``totals`` (the runs' :meth:`Engine.stream_totals` summed), or None when a queue filled: the
-    caller runs the trace another way (the lockstep does not stream yet)."""
+    requests); ``lockstep``: the runs go in lockstep (each stops at the same step for the next
+    window). Returns the merged raw result with ``cycles`` (the run's last cycle) and ``totals``
+    (the runs' :meth:`Engine.stream_totals` summed); when a held split met a full queue, or a
+    lockstep was contended, only ``speculation``: ``"refused"`` or ``"contended"`` (the caller
+    runs the trace again another way, re-opening it)."""
     threads = min(threads, _n_controllers(spec))
     owns = _split_controllers(spec, owner_vecs, threads)
     abort = np.zeros(1, dtype=np.int32)
     n_lv = spec["addr_len"]
     empty = (np.zeros((0, n_lv), np.int32), np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, np.int64))
-    engines = [Engine(spec, *empty, False, True, own=owns[k], abort=abort, stream=True) for k in range(threads)]
+    xch = np.zeros(16 * threads, dtype=np.int64) if lockstep else None
+    engines = [Engine(spec, *empty, False, True, own=owns[k], abort=abort, exchange=xch, rank=k,
+                      grace_ns=contention_grace_ns, stream=True) for k in range(threads)]
 
     def work(k: int) -> dict:
         try:
@@ -153,7 +154,7 @@ def run_stream_split(spec: dict[str, Any], open_windows: Callable[[int], Iterato
 
     raws = _on_threads(work, threads)
     if any(r["refused"] for r in raws):
-        return None
+        return {"speculation": "contended" if any(r["contended"] for r in raws) else "refused"}
     steps = 0
     if not spec["end_on_accept"]:
         raws, steps = _drain_together(engines, raws)
@@ -164,8 +165,8 @@ def run_stream_split(spec: dict[str, Any], open_windows: Callable[[int], Iterato
     each = [e.stream_totals(cycles) for e in engines]
     totals = {key: sum(t[key] for t in each) for key in each[0]}
     totals["max_depart"] = max(t["max_depart"] for t in each)
-    return out | {"cycles": cycles, "totals": totals, "threads": threads, "speculation": "held",
-                  "drain_steps": steps}
+    return out | {"cycles": cycles, "totals": totals, "threads": threads,
+                  "speculation": "lockstep" if lockstep else "held", "drain_steps": steps}
 
 
 def _on_threads(work: Callable[[int], Any], n: int) -> list:

@@ -36,8 +36,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                           "(default: the cores available, for traces of 50 000 requests or more)")
     run.add_argument("--stream", action="store_true",
                      help="read a LoadStoreTrace file a block at a time: memory stays flat as the trace grows, "
-                          "the same results; a trace that fills a queue then runs on one thread (without "
-                          "--stream such a file streams too, but then runs its lockstep on the whole trace)")
+                          "the same results, on the default threads (such a file streams anyway unless "
+                          "--log-commands or the configuration's plugins need the command log)")
     run.set_defaults(func=_run)
 
     lst = sub.add_parser("configs", help="list built-in memory configurations")
@@ -126,12 +126,8 @@ def _run_stream(args: argparse.Namespace, config):
         first = fh.readline()
     if first.startswith((b"R ", b"W ")):
         raise field_error("--stream", args.trace, "a LoadStoreTrace file (LD/ST lines); this is a ReadWriteTrace")
-    from ..dram.traces import read_loadstore_trace
-
-    # --stream asks for flat memory: no lockstep on the whole trace after a refusal
     return simulate_stream(config, lambda: iter_loadstore_chunks(args.trace), threads=args.threads,
-                           address_overflow=args.address_overflow, lockstep=not args.stream,
-                           whole=lambda: read_loadstore_trace(args.trace))
+                           address_overflow=args.address_overflow)
 
 
 def _configs(args: argparse.Namespace) -> int:

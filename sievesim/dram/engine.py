@@ -140,7 +140,7 @@ def _check_engine_arrays(vecs: np.ndarray, keys: np.ndarray, is_write: np.ndarra
 
 def simulate(config: DRAMConfig, trace: RequestTrace, *, log_commands: bool = False,
              skip_idle: bool = True, threads: int | None = None,
-             address_overflow: str = "error", _held: bool = True) -> DRAMResult:
+             address_overflow: str = "error") -> DRAMResult:
     """Run ``trace`` through the memory system ``config``; optionally keep the command log.
 
     ``threads``: controllers are split between this many threads (default: the cores this
@@ -171,7 +171,7 @@ def simulate(config: DRAMConfig, trace: RequestTrace, *, log_commands: bool = Fa
     _check_engine_arrays(vecs, keys, trace.is_write, trace.arrival, len(config.standard.levels))
     t0 = time.perf_counter()
     raw = run_requests(spec, vecs, keys, trace.is_write, trace.arrival, log_commands=keep_log,
-                       skip_idle=skip_idle, threads=int(threads), held=_held)
+                       skip_idle=skip_idle, threads=int(threads))
     wall = time.perf_counter() - t0
     n = len(trace)
     is_write = np.asarray(trace.is_write, dtype=bool)
@@ -253,8 +253,7 @@ class _Windows:
 
 
 def simulate_stream(config: DRAMConfig, pieces: Iterable[RequestTrace] | Callable[[], Iterable[RequestTrace]], *,
-                    skip_idle: bool = True, address_overflow: str = "error", threads: int | None = 1,
-                    lockstep: bool = True, whole: Callable[[], RequestTrace] | None = None) -> DRAMResult:
+                    skip_idle: bool = True, address_overflow: str = "error", threads: int | None = 1) -> DRAMResult:
     """Run a trace given as consecutive pieces (e.g. :func:`sievesim.dram.traces.iter_loadstore_chunks`)
     through ``config`` on engines that take them one at a time, so memory does not grow with the
     trace: each piece is mapped, handed to the engine and dropped once the frontend has offered it.
@@ -264,12 +263,10 @@ def simulate_stream(config: DRAMConfig, pieces: Iterable[RequestTrace] | Callabl
 
     ``threads`` (None: as :func:`simulate` picks): with more than one, ``pieces`` must be a callable
     that gives the same pieces afresh at each call (``lambda: iter_loadstore_chunks(path)``): each
-    run of the held split reads its own (``sievesim._core.parallel.run_stream_split``). A trace that
-    fills a queue runs again as :func:`simulate` runs it: on one streaming engine where the frontend
-    offers at most one request per memory cycle, else in lockstep on the whole trace held as arrays
-    (the lockstep does not stream yet: its memory is the array path's): ``whole()`` gives that
-    trace (default: the pieces joined). ``lockstep=False``: one streaming engine then too (memory
-    stays flat; ``threads_note`` says why it ran on one thread).
+    run of the split reads its own (``sievesim._core.parallel.run_stream_split``). A trace that
+    fills a queue runs again as :func:`simulate` runs it (in lockstep, streamed too, where the
+    frontend offers two or more requests per memory cycle, else on one streaming engine; a
+    contended lockstep on one streaming engine), re-reading the pieces.
     """
     from .._core._engine import Engine
     from .._core.parallel import available_threads, run_stream_split
@@ -304,19 +301,19 @@ def simulate_stream(config: DRAMConfig, pieces: Iterable[RequestTrace] | Callabl
             opened.append(w)
             return iter(w)
 
-        raw = run_stream_split(spec, open_windows, np.concatenate(head), int(threads))
+        owner = np.concatenate(head)
         del head
-        if raw is not None:
+        raw = run_stream_split(spec, open_windows, owner, int(threads))
+        if raw["speculation"] == "refused" and spec["clock_ratio"] >= 2 * spec["memory_clock_ratio"]:
+            # a queue filled: the split again from the start, in lockstep (each run re-reads the trace)
+            opened.clear()
+            raw = run_stream_split(spec, open_windows, owner, int(threads), lockstep=True)
+        if "totals" in raw:
             w = opened[0]
             return _stream_result(config, raw, raw["cycles"], raw["totals"], w, time.perf_counter() - t0,
                                   _threads_note(config, raw, int(asked), w.n, skip_idle))
-        opened.clear()      # the refused runs' readers hold a block and a window each
-        if spec["clock_ratio"] >= 2 * spec["memory_clock_ratio"] and lockstep:
-            result = simulate(config, whole() if whole is not None else _joined(pieces()), skip_idle=skip_idle,
-                              threads=int(threads), address_overflow=address_overflow, _held=False)
-            result.request_arrays = None
-            return result
-        speculation = "refused" if spec["clock_ratio"] < 2 * spec["memory_clock_ratio"] else "streamed"
+        opened.clear()      # the stopped runs' readers hold a block and a window each
+        speculation = raw["speculation"]
     windows = _Windows(config, pieces() if callable(pieces) else pieces, address_overflow)
     n_lv = spec["addr_len"]
     empty = (np.zeros((0, n_lv), np.int32), np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, np.int64))
@@ -335,17 +332,6 @@ def simulate_stream(config: DRAMConfig, pieces: Iterable[RequestTrace] | Callabl
     raw = raw | {"threads": 1, "speculation": speculation}
     return _stream_result(config, raw, cycles, engine.stream_totals(cycles), windows, time.perf_counter() - t0,
                           _threads_note(config, raw, int(asked), windows.n, skip_idle))
-
-
-def _joined(pieces: Iterable[RequestTrace]) -> RequestTrace:
-    """The pieces as one trace."""
-    whole = list(pieces)
-
-    def cat(name: str):
-        parts = [getattr(p, name) for p in whole]
-        return None if not parts or parts[0] is None else np.concatenate(parts)
-    return RequestTrace(is_write=cat("is_write"), arrival=cat("arrival"), addresses=cat("addresses"),
-                        addr_vectors=cat("addr_vectors"), source=whole[0].source if whole else "array")
 
 
 def _stream_result(config: DRAMConfig, raw: dict, cycles: int, tot: dict, w: _Windows, wall: float,
@@ -382,9 +368,6 @@ def _threads_note(config: DRAMConfig, raw: dict, threads: int, n: int, skip_idle
     if raw.get("speculation") == "refused":
         why = ("a queue filled up and the frontend offers at most one request per memory cycle, so the "
                "run fell back to one thread (the result is the same)")
-    elif raw.get("speculation") == "streamed":
-        why = ("a queue filled up, and a streamed run then goes on one thread (the lockstep needs the whole "
-               "trace in memory; the result is the same)")
     elif raw.get("speculation") == "contended":
         why = ("the threads waited for each other more than they worked (not every thread had a core: "
                "another process is busy), so the run fell back to one thread (the result is the same)")
