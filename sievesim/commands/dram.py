@@ -100,15 +100,17 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _streams_anyway(args: argparse.Namespace, config) -> bool:
-    """A LoadStoreTrace file streams without being asked (one thread or the held split; the
+    """A LoadStoreTrace file streams without being asked (on any number of threads; the
     same results, flat memory) unless the command log or the configuration's plugins need it."""
     if args.log_commands or args.trace.startswith("synthetic:") or tuple(getattr(config, "plugins", ())):
         return False
     try:
         with open(args.trace, "rb") as fh:
-            return not fh.readline().startswith((b"R ", b"W "))
+            head = fh.read(1 << 20)
     except OSError:
         return False                    # the array path names the file and the reason
+    # a first megabyte without a line end is no trace to stream: the array path says why (its size, its line)
+    return head[:2] not in (b"R ", b"W ") and (b"\n" in head or len(head) < 1 << 20)
 
 
 def _run_stream(args: argparse.Namespace, config):
@@ -123,8 +125,8 @@ def _run_stream(args: argparse.Namespace, config):
         if given:
             raise field_error("--stream", args.trace, f"a LoadStoreTrace file without this ({why})")
     with open(args.trace, "rb") as fh:
-        first = fh.readline()
-    if first.startswith((b"R ", b"W ")):
+        first = fh.read(2)
+    if first in (b"R ", b"W "):
         raise field_error("--stream", args.trace, "a LoadStoreTrace file (LD/ST lines); this is a ReadWriteTrace")
     return simulate_stream(config, lambda: iter_loadstore_chunks(args.trace), threads=args.threads,
                            address_overflow=args.address_overflow)
