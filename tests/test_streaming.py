@@ -141,7 +141,7 @@ def test_a_one_thread_cli_run_of_a_file_streams(tmp_path, capsys, monkeypatch):
     write_loadstore_trace(path, t.addresses, t.is_write)
     argv = ["dram", "run", str(path), "--config", "ramulator2-hbm3"]
     assert main(argv + ["--threads", "1"]) == 0 and calls == [1]
-    assert main(argv + ["--threads", "2"]) == 0 and calls == [1]          # a split: arrays
-    assert main(argv + ["--threads", "1", "--log-commands", str(tmp_path / "l.csv")]) == 0 and calls == [1]
-    assert main(["dram", "run", "synthetic:random:500", "--threads", "1"]) == 0 and calls == [1]
+    assert main(argv + ["--threads", "2"]) == 0 and calls == [1, 1]       # the held split streams too
+    assert main(argv + ["--threads", "1", "--log-commands", str(tmp_path / "l.csv")]) == 0 and calls == [1, 1]
+    assert main(["dram", "run", "synthetic:random:500", "--threads", "1"]) == 0 and calls == [1, 1]
     capsys.readouterr()

@@ -205,6 +205,9 @@ cdef class Engine:
     cdef int64_t xstep
     cdef int64_t slept_ns         # time this run slept waiting for the others (ns)
     cdef int64_t grace_ns         # lockstep: give up when contended after this long (ns; -1 never)
+    cdef int64_t lock_ns          # time spent in run_lockstep so far, over all calls (ns)
+    cdef bint in_lockstep         # the lockstep has requests left (a streamed one: more may come)
+    cdef bint lp_wait             # a streamed lockstep stopped at a step whose look-ahead crosses the window
     # ---- main loop state kept between calls of run(until)
     cdef int64_t lp_clk, lp_phase
     cdef int32_t lp_head

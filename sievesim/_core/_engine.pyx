@@ -83,8 +83,8 @@ cdef class Engine:
         (see :func:`run_lockstep`); ``grace_ns``: such a run gives up once it has run this long
         (nanoseconds) and slept waiting for the others a quarter of that time (``None``: never).
         ``stream``: the requests given here are the first window of a trace that :meth:`feed`
-        continues; the engine keeps counters instead of per-request outputs (one engine, no
-        ``own``, no command log)."""
+        continues; the engine keeps counters instead of per-request outputs (no command log, no
+        lockstep; with ``own``, one held run of a split: each run is fed the same windows)."""
         cdef Py_ssize_t slot_i
         cdef int level_i
         keep = []
@@ -234,8 +234,8 @@ cdef class Engine:
             raise ValueError("organisation too large for 32-bit node offsets")
         self.streaming = stream
         self.eof = not stream
-        if stream and (own is not None or log_commands or outputs is not None):
-            raise ValueError("stream: one engine for the whole system, without a command log or outputs")
+        if stream and (log_commands or outputs is not None):
+            raise ValueError("stream: no command log or outputs (the counters are kept instead)")
         self.set_window(addr_vecs, keys, is_write, arrival)
         n = self.n_req
         if stream:
@@ -327,11 +327,7 @@ cdef class Engine:
             if not self.own[c]:
                 self.wake[c] = NEVER
                 self.next_refresh[c] = NEVER
-        a = arr(np.zeros(max(self.n_req, 1) if self.partial else 1, dtype=np.int8), np.int8)
-        self.ghost = <int8_t*> a.data
-        if self.partial:
-            for r in range(self.n_req):
-                self.ghost[r] = not self.own[req_ctrl(self, r)]
+        self.set_ghosts()
         if abort is None:
             abort = np.zeros(1, dtype=np.int32)
         if not (isinstance(abort, np.ndarray) and abort.dtype == np.int32 and abort.size >= 1
@@ -355,6 +351,9 @@ cdef class Engine:
             self.xstep = 0
             self.slept_ns = 0
             self.grace_ns = -1 if grace_ns is None else int(grace_ns)
+            self.lock_ns = 0
+        self.in_lockstep = self.lockstep
+        self.lp_wait = False
         self.lp_clk = 0
         self.lp_phase = -1
         self.lp_head = 0
@@ -386,6 +385,18 @@ cdef class Engine:
         a = window[3]; self.arrival = <int64_t*> a.data
         self._window = window
         self.n_req = n
+        if self.partial:            # (in __init__, before own is known: set_ghosts is called later)
+            self.set_ghosts()
+
+    def set_ghosts(self):
+        """The window's ghost flags: 1 for a request whose controller another run simulates."""
+        cdef cnp.ndarray a = np.zeros(max(self.n_req, 1), dtype=np.int8)
+        cdef Py_ssize_t r
+        self.ghost = <int8_t*> a.data
+        if self.partial:
+            for r in range(self.n_req):
+                self.ghost[r] = not self.own[req_ctrl(self, r)]
+        self._window.append(a)
 
     def feed(self, addr_vecs, keys, is_write, arrival, bint last):
         """A streaming engine's next window of requests (as for ``__init__``), once :meth:`run`
@@ -393,10 +404,19 @@ cdef class Engine:
         result is the one of the whole trace in one engine, bit for bit (tests/test_streaming.py)."""
         if not self.streaming:
             raise RuntimeError("feed: not a streaming engine (Engine(..., stream=True))")
-        if self.eof or self.lp_head < self.n_req:
+        if self.eof or (self.lp_head < self.n_req and not self.lp_wait):
             raise RuntimeError("feed: the window before is not consumed yet, or the last was given")
+        if self.lp_head < self.n_req:
+            # a lockstep stopped short of the window's end (its look-ahead crossed it): the
+            # requests not taken yet (fewer than 64) come first in the next window
+            h, old = self.lp_head, self._window
+            addr_vecs = np.concatenate([old[0][h:], np.asarray(addr_vecs, dtype=np.int32)])
+            keys = np.concatenate([old[1][h:], np.asarray(keys, dtype=np.int64)])
+            is_write = np.concatenate([old[2][h:].view(np.bool_), np.asarray(is_write, dtype=np.bool_)])
+            arrival = np.concatenate([old[3][h:], np.asarray(arrival, dtype=np.int64)])
         self.set_window(addr_vecs, keys, is_write, arrival)
         self.lp_head = 0
+        self.lp_wait = False
         self.eof = last
 
     def stream_totals(self, int64_t cycles):
@@ -536,12 +556,13 @@ cdef class Engine:
         """
         cdef int64_t clk
         cdef bint ended = False
-        if self.lockstep and self.lp_head < self.n_req and until >= 0:
+        if self.in_lockstep and until >= 0:
             raise ValueError("a lockstep run goes to the end of the trace before it can stop at a cycle")
         with nogil:
-            if self.lockstep and self.lp_head < self.n_req:
+            if self.in_lockstep:
                 ended = run_lockstep(self)
-            clk = self.lp_clk if ended or self.error_code else run_loop(self, until)
+            # (a streamed lockstep that waits for input does not go on in run_loop)
+            clk = self.lp_clk if ended or self.error_code or self.in_lockstep else run_loop(self, until)
         if self.error_code == 1:
             raise RuntimeError("request slots exhausted: more requests in flight than the buffers hold")
         if self.error_code == 2:
@@ -559,7 +580,7 @@ cdef class Engine:
             last_issue=int(self.last_issue),
             n_commands=int(self.n_commands),
             n_refresh=int(self.n_refresh),
-            need_input=bool(self.streaming and not self.eof and self.lp_head >= self.n_req),
+            need_input=bool(self.streaming and not self.eof and (self.lp_head >= self.n_req or self.lp_wait)),
             arrive=self._out["arrive"],
             depart=self._out["depart"],
             row_class=self._out["row_class"],

@@ -356,6 +356,14 @@ cdef int dry_run(Engine self, int32_t head, int k_ticks, int64_t clk, unsigned l
 
 
 cdef bint run_lockstep(Engine self) noexcept nogil:
+    """lockstep_steps, its time added up over calls (a streamed lockstep stops for each window)."""
+    cdef int64_t t_start = sievesim_now_ns() - self.lock_ns
+    cdef bint ended = lockstep_steps(self, t_start)
+    self.lock_ns = sievesim_now_ns() - t_start
+    return ended
+
+
+cdef bint lockstep_steps(Engine self, int64_t t_start) noexcept nogil:
     """The frontend-coupled part of a split run (the trace not yet all accepted), exact when
     queues fill: Ramulator's loop, one memory cycle (a step: the frontend ticks up to a memory
     tick, then that tick) at a time. Each run says how many of the step's frontend ticks take a
@@ -367,7 +375,10 @@ cdef bint run_lockstep(Engine self) noexcept nogil:
     run_loop to go on. A run waits for the others by spinning LOCKSTEP_SPINS pauses, then
     sleeping on their slot (futex, woken by the publication), so a thread without a core leaves
     it to others; when sleeping takes more than a quarter of its time (after a grace period), it
-    gives up (error 9) and stops the split: the caller runs the trace on one thread."""
+    gives up (error 9) and stops the split: the caller runs the trace on one thread. Streamed
+    (more windows to come): a step whose look-ahead would cross the window's end is not started
+    (``lp_wait``; every run stops at the same step, they all see the same windows) until
+    Engine.feed puts the requests left in front of the next window."""
     cdef int64_t clk = self.lp_clk, target, my_wake, g_wake, k
     cdef int f = self.clock_ratio, m = self.mem_ratio, c, ph, k_ticks, stop, g_stop, j, peer
     cdef int64_t period = <int64_t> f * m, phase = self.lp_phase
@@ -375,7 +386,8 @@ cdef bint run_lockstep(Engine self) noexcept nogil:
     cdef unsigned long long receiving
     cdef int64_t* slot
     cdef long spins
-    cdef int64_t t_start = sievesim_now_ns(), t_sleep
+    cdef int64_t t_sleep
+    cdef bint more = self.streaming and not self.eof
     cdef int64_t mem_phase[64]
     cdef int n_mem_phase = 0
     cdef bint front_at[64]
@@ -385,7 +397,7 @@ cdef bint run_lockstep(Engine self) noexcept nogil:
         sievesim_flag_set(self.abort_flag)
         return False
     n_mem_phase = phase_tables(self, front_at, mem_at, mem_phase)
-    while head < self.n_req:
+    while head < self.n_req or more:
         # the step: frontend ticks after `phase` up to the next memory tick (phase ph)
         k_ticks = 0
         ph = <int> phase
@@ -397,6 +409,9 @@ cdef bint run_lockstep(Engine self) noexcept nogil:
                 k_ticks += 1
             if mem_at[ph]:
                 break
+        if more and head + k_ticks > self.n_req:
+            self.lp_wait = True     # the dry run would miss requests of the next window
+            break
         receiving = 0
         stop = dry_run(self, head, k_ticks, clk, &receiving)
         my_wake = NEVER
@@ -451,7 +466,8 @@ cdef bint run_lockstep(Engine self) noexcept nogil:
                 self.lp_clk = clk
                 return False
         head += g_stop
-        if head >= self.n_req:
+        if head >= self.n_req and not more:
+            self.in_lockstep = False
             self.lp_head = head
             self.lp_clk = clk
             self.lp_refused = False
@@ -484,6 +500,8 @@ cdef bint run_lockstep(Engine self) noexcept nogil:
         if self.error_code:
             sievesim_flag_set(self.abort_flag)
             break
+    if head >= self.n_req and not more:
+        self.in_lockstep = False    # (a last window with nothing left: run_loop goes on)
     self.lp_clk = clk
     self.lp_phase = phase
     self.lp_head = head

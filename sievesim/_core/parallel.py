@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from ._engine import CONTENTION_GRACE_NS, Engine, new_outputs
 
-__all__ = ["available_threads", "run_requests"]
+__all__ = ["available_threads", "run_requests", "run_stream_split"]
 
 
 def available_threads() -> int:
@@ -114,28 +114,89 @@ def run_requests(spec: dict[str, Any], addr_vecs: np.ndarray, keys: np.ndarray, 
                                                  "drain_steps": steps}
 
 
-def _run_concurrently(engines: list[Engine], until: int = -1) -> list[dict]:
-    """``Engine.run(until)`` of every engine, each on its own thread at the same time (the first
-    on this one; runs in lockstep wait for each other); an exception in any is raised here once
-    all have stopped (a failing run sets the shared abort flag, so the others stop too)."""
-    results: list[Any] = [None] * len(engines)
+def run_stream_split(spec: dict[str, Any], open_windows: Callable[[int], Iterator[tuple]], owner_vecs: np.ndarray,
+                     threads: int, lockstep: bool = False,
+                     contention_grace_ns: int | None = CONTENTION_GRACE_NS) -> dict[str, Any]:
+    """The held split of a streamed trace: run ``k`` reads the trace through its own iterator
+    ``open_windows(k)`` of ``(addr_vecs, keys, is_write, arrival)`` windows, the same windows for
+    every run (so every run stops for input at the same frontend tick), into a streaming engine
+    that simulates its own controllers (balanced by ``owner_vecs``, e.g. the trace's first
+    requests); ``lockstep``: the runs go in lockstep (each stops at the same step for the next
+    window). Returns the merged raw result with ``cycles`` (the run's last cycle) and ``totals``
+    (the runs' :meth:`Engine.stream_totals` summed); when a held split met a full queue, or a
+    lockstep was contended, only ``speculation``: ``"refused"`` or ``"contended"`` (the caller
+    runs the trace again another way, re-opening it)."""
+    threads = min(threads, _n_controllers(spec))
+    owns = _split_controllers(spec, owner_vecs, threads)
+    abort = np.zeros(1, dtype=np.int32)
+    n_lv = spec["addr_len"]
+    empty = (np.zeros((0, n_lv), np.int32), np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, np.int64))
+    xch = np.zeros(16 * threads, dtype=np.int64) if lockstep else None
+    engines = [Engine(spec, *empty, False, True, own=owns[k], abort=abort, exchange=xch, rank=k,
+                      grace_ns=contention_grace_ns, stream=True) for k in range(threads)]
 
-    def work(k: int) -> None:
+    def work(k: int) -> dict:
         try:
-            results[k] = engines[k].run(until)
+            it = open_windows(k)
+            window, raw = next(it, None), None
+            while window is not None or raw is None:
+                following = next(it, None) if window is not None else None
+                engines[k].feed(*(empty if window is None else window), following is None)
+                window = None
+                raw = engines[k].run()
+                if raw["refused"]:
+                    break
+                window = following
+            return raw
+        except BaseException:
+            abort[0] = 1                # the other runs stop too
+            raise
+
+    raws = _on_threads(work, threads)
+    if any(r["refused"] for r in raws):
+        return {"speculation": "contended" if any(r["contended"] for r in raws) else "refused"}
+    steps = 0
+    if not spec["end_on_accept"]:
+        raws, steps = _drain_together(engines, raws)
+    out = _merge(spec, raws, False)
+    cycles = out["clk"]
+    if not spec["end_on_accept"]:
+        cycles = max(cycles, max(e.stream_totals(cycles)["max_depart"] for e in engines))
+    each = [e.stream_totals(cycles) for e in engines]
+    totals = {key: sum(t[key] for t in each) for key in each[0]}
+    totals["max_depart"] = max(t["max_depart"] for t in each)
+    return out | {"cycles": cycles, "totals": totals, "threads": threads,
+                  "speculation": "lockstep" if lockstep else "held", "drain_steps": steps}
+
+
+def _on_threads(work: Callable[[int], Any], n: int) -> list:
+    """``work(k)`` for k < n, each on its own thread at the same time (k = 0 on this one); an
+    exception in any is raised here once all have stopped."""
+    results: list[Any] = [None] * n
+
+    def one(k: int) -> None:
+        try:
+            results[k] = work(k)
         except BaseException as exc:       # re-raised below, in the caller's thread
             results[k] = exc
 
-    workers = [threading.Thread(target=work, args=(k,), daemon=True) for k in range(1, len(engines))]
+    workers = [threading.Thread(target=one, args=(k,), daemon=True) for k in range(1, n)]
     for w in workers:
         w.start()
-    work(0)
+    one(0)
     for w in workers:
         w.join()
     for r in results:
         if isinstance(r, BaseException):
             raise r
     return results
+
+
+def _run_concurrently(engines: list[Engine], until: int = -1) -> list[dict]:
+    """``Engine.run(until)`` of every engine, each on its own thread at the same time (the first
+    on this one; runs in lockstep wait for each other); an exception in any is raised here once
+    all have stopped (a failing run sets the shared abort flag, so the others stop too)."""
+    return _on_threads(lambda k: engines[k].run(until), len(engines))
 
 
 def _drain_together(engines: list[Engine], raws: list[dict]) -> tuple[list[dict], int]:

@@ -35,8 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="split the controllers between N threads; the result is the same "
                           "(default: the cores available, for traces of 50 000 requests or more)")
     run.add_argument("--stream", action="store_true",
-                     help="read a LoadStoreTrace file a block at a time: memory stays flat as the trace grows; "
-                          "one thread, the same results (a one-thread run of such a file streams anyway)")
+                     help="read a LoadStoreTrace file a block at a time: memory stays flat as the trace grows, "
+                          "the same results, on the default threads (such a file streams anyway unless "
+                          "--log-commands or the configuration's plugins need the command log)")
     run.set_defaults(func=_run)
 
     lst = sub.add_parser("configs", help="list built-in memory configurations")
@@ -99,36 +100,36 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _streams_anyway(args: argparse.Namespace, config) -> bool:
-    """A run that is on one thread anyway (``--threads 1``, or one core available) streams a
-    LoadStoreTrace file without being asked: the same results, flat memory, a little less time."""
-    from .._core.parallel import available_threads
-
-    one = args.threads == 1 or (args.threads is None and available_threads() == 1)
-    if not one or args.log_commands or args.trace.startswith("synthetic:") or tuple(getattr(config, "plugins", ())):
+    """A LoadStoreTrace file streams without being asked (on any number of threads; the
+    same results, flat memory) unless the command log or the configuration's plugins need it."""
+    if args.log_commands or args.trace.startswith("synthetic:") or tuple(getattr(config, "plugins", ())):
         return False
     try:
         with open(args.trace, "rb") as fh:
-            return not fh.readline().startswith((b"R ", b"W "))
+            head = fh.read(1 << 20)
     except OSError:
         return False                    # the array path names the file and the reason
+    # a first megabyte without a line end is no trace to stream: the array path says why (its size, its line)
+    return head[:2] not in (b"R ", b"W ") and (b"\n" in head or len(head) < 1 << 20)
 
 
 def _run_stream(args: argparse.Namespace, config):
-    """``dram run --stream``: the trace file a block at a time through one streaming engine."""
+    """``dram run --stream`` (or a LoadStoreTrace file, see _streams_anyway): the trace file a
+    block at a time, through one streaming engine or each run of the held split."""
     from ..dram.engine import simulate_stream
     from ..dram.traces import iter_loadstore_chunks
 
     for given, why in ((args.log_commands, "--log-commands keeps every command"),
-                       (args.threads not in (None, 1), "it runs on one thread"),
                        (args.trace.startswith("synthetic:"), "a synthetic trace is made whole"),
                        (tuple(getattr(config, "plugins", ())), "the configuration's plugins need the command log")):
         if given:
             raise field_error("--stream", args.trace, f"a LoadStoreTrace file without this ({why})")
     with open(args.trace, "rb") as fh:
-        first = fh.readline()
-    if first.startswith((b"R ", b"W ")):
+        first = fh.read(2)
+    if first in (b"R ", b"W "):
         raise field_error("--stream", args.trace, "a LoadStoreTrace file (LD/ST lines); this is a ReadWriteTrace")
-    return simulate_stream(config, iter_loadstore_chunks(args.trace), address_overflow=args.address_overflow)
+    return simulate_stream(config, lambda: iter_loadstore_chunks(args.trace), threads=args.threads,
+                           address_overflow=args.address_overflow)
 
 
 def _configs(args: argparse.Namespace) -> int:

@@ -5,7 +5,7 @@ import json
 import pathlib
 import time
 from dataclasses import dataclass, field, fields
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -189,21 +189,7 @@ def simulate(config: DRAMConfig, trace: RequestTrace, *, log_commands: bool = Fa
     if keep_log:
         log = {"cycle": raw["log_clk"], "addr": raw["log_addr"], "command": raw["log_cmd"],
                "names": spec["command_names"]}
-    note = ""
-    if int(raw["threads"]) < int(threads):
-        if raw.get("speculation") == "refused":
-            why = ("a queue filled up and the frontend offers at most one request per memory cycle, so the "
-                   "run fell back to one thread (the result is the same)")
-        elif raw.get("speculation") == "contended":
-            why = ("the threads waited for each other more than they worked (not every thread had a core: "
-                   "another process is busy), so the run fell back to one thread (the result is the same)")
-        elif n == 0:
-            why = "the trace is empty"
-        elif not skip_idle:
-            why = "skip_idle=False runs on one thread"
-        else:
-            why = f"the configuration has {config.num_controllers} controllers (at most one thread each)"
-        note = f"asked for {int(threads)} threads, ran on {int(raw['threads'])}: {why}"
+    note = _threads_note(config, raw, int(threads), n, skip_idle)
     result = DRAMResult(
         config=config.name,
         requests=n,
@@ -236,70 +222,128 @@ def simulate(config: DRAMConfig, trace: RequestTrace, *, log_commands: bool = Fa
     return result
 
 
-def simulate_stream(config: DRAMConfig, pieces: Iterable[RequestTrace], *, skip_idle: bool = True,
-                    address_overflow: str = "error") -> DRAMResult:
+class _Windows:
+    """The pieces of a streamed trace, mapped and checked as the engine takes them: an iterator of
+    ``(addr_vecs, keys, is_write, arrival)``; counts requests, reads and wrapped addresses."""
+
+    def __init__(self, config: DRAMConfig, pieces: Iterable[RequestTrace], overflow: str) -> None:
+        self.config, self.pieces, self.overflow = config, pieces, overflow
+        self.n = self.reads = self.wrapped = 0
+
+    def __iter__(self):
+        config, last_arrival = self.config, 0
+        for piece in self.pieces:
+            if piece.addr_vectors is None:
+                vecs = map_addresses(config, piece.addresses, source=piece.source, overflow=self.overflow,
+                                     first=self.n)
+                keys = np.asarray(piece.addresses, dtype=np.int64)
+                if len(piece):
+                    self.wrapped += int((keys >= config.capacity_bytes).sum())
+            else:
+                vecs, keys = _to_vectors(config, piece, self.overflow)
+            is_write, arrival = np.asarray(piece.is_write, dtype=bool), np.asarray(piece.arrival, dtype=np.int64)
+            if len(arrival) and arrival[0] < last_arrival:
+                raise TraceError(f"{piece.source}: arrival[{self.n}] = {int(arrival[0])}: expected non-decreasing "
+                                 f"arrival cycles (previous {last_arrival})")
+            if len(arrival):
+                last_arrival = int(arrival[-1])
+            self.n += len(is_write)
+            self.reads += int((~is_write).sum())
+            yield vecs, keys, is_write, arrival
+
+
+def simulate_stream(config: DRAMConfig, pieces: Iterable[RequestTrace] | Callable[[], Iterable[RequestTrace]], *,
+                    skip_idle: bool = True, address_overflow: str = "error", threads: int | None = 1) -> DRAMResult:
     """Run a trace given as consecutive pieces (e.g. :func:`sievesim.dram.traces.iter_loadstore_chunks`)
-    through ``config`` on one engine that takes them one at a time, so memory does not grow with the
+    through ``config`` on engines that take them one at a time, so memory does not grow with the
     trace: each piece is mapped, handed to the engine and dropped once the frontend has offered it.
     The result equals :func:`simulate` on the whole trace, bit for bit, except that it has no
-    per-request arrays (``request_arrays`` is None) and runs on one thread (tests/test_streaming.py;
-    the counters are kept by the engine: ``Engine(stream=True)``). Not for a command log or plugins.
+    per-request arrays (``request_arrays`` is None) (tests/test_streaming.py; the counters are kept
+    by the engine: ``Engine(stream=True)``). Not for a command log or plugins.
+
+    ``threads`` (None: as :func:`simulate` picks): with more than one, ``pieces`` must be a callable
+    that gives the same pieces afresh at each call (``lambda: iter_loadstore_chunks(path)``): each
+    run of the split reads its own (``sievesim._core.parallel.run_stream_split``). A trace that
+    fills a queue runs again as :func:`simulate` runs it (in lockstep, streamed too, where the
+    frontend offers two or more requests per memory cycle, else on one streaming engine; a
+    contended lockstep on one streaming engine), re-reading the pieces.
     """
     from .._core._engine import Engine
+    from .._core.parallel import available_threads, run_stream_split
 
     if tuple(getattr(config, "plugins", ())):
         raise TraceError(f"{config.name}: plugins need the whole command log: expected no plugins when streaming")
     spec = config.compile()
-    n_lv = len(config.standard.levels)
-    engine = Engine(spec, np.zeros((0, n_lv), np.int32), np.zeros(0, np.int64), np.zeros(0, bool),
-                    np.zeros(0, np.int64), False, skip_idle, stream=True)
-    n = reads = wrapped = 0
-    wall = 0.0
-    fed = False
-    last_arrival = 0
-    it = iter(pieces)
-    piece = next(it, None)
-    while piece is not None or not fed:
-        following = next(it, None) if piece is not None else None
-        if piece is None:               # an empty trace
-            vecs, keys, is_write, arrival = (np.zeros((0, n_lv), np.int32), np.zeros(0, np.int64),
-                                             np.zeros(0, bool), np.zeros(0, np.int64))
-        else:
-            if piece.addr_vectors is None:
-                vecs = map_addresses(config, piece.addresses, source=piece.source, overflow=address_overflow,
-                                     first=n)
-                keys = np.asarray(piece.addresses, dtype=np.int64)
-                if len(piece):
-                    wrapped += int((keys >= config.capacity_bytes).sum())
-            else:
-                vecs, keys = _to_vectors(config, piece, address_overflow)
-            is_write, arrival = np.asarray(piece.is_write, dtype=bool), np.asarray(piece.arrival, dtype=np.int64)
-            if len(arrival) and arrival[0] < last_arrival:
-                raise TraceError(f"{piece.source}: arrival[{n}] = {int(arrival[0])}: expected non-decreasing "
-                                 f"arrival cycles (previous {last_arrival})")
-            if len(arrival):
-                last_arrival = int(arrival[-1])
-            n += len(is_write)
-            reads += int((~is_write).sum())
-        engine.feed(vecs, keys, is_write, arrival, following is None)
-        fed = True
-        del vecs, keys, is_write, arrival
-        t0 = time.perf_counter()
+    asked = threads
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1):
+        raise field_error("threads", threads, "an integer >= 1")
+    if not callable(pieces):
+        if threads not in (None, 1):
+            raise TypeError("simulate_stream: threads > 1 need pieces as a callable that gives them afresh")
+        threads, asked = 1, (1 if threads is None else asked)
+    head, got = [], 0
+    if threads != 1:
+        for vecs, *_ in _Windows(config, pieces(), address_overflow):   # the first requests: balance, size
+            head.append(vecs)
+            got += len(vecs)
+            if got >= AUTO_THREADS_MIN_REQUESTS:
+                break
+        if threads is None:
+            threads = available_threads() if got >= AUTO_THREADS_MIN_REQUESTS else 1
+            asked = threads
+    t0 = time.perf_counter()
+    speculation = "none"
+    if threads > 1 and got and skip_idle and config.num_controllers > 1:
+        opened: list[_Windows] = []
+
+        def open_windows(k: int):
+            w = _Windows(config, pieces(), address_overflow)
+            opened.append(w)
+            return iter(w)
+
+        owner = np.concatenate(head)
+        del head
+        raw = run_stream_split(spec, open_windows, owner, int(threads))
+        if raw["speculation"] == "refused" and spec["clock_ratio"] >= 2 * spec["memory_clock_ratio"]:
+            # a queue filled: the split again from the start, in lockstep (each run re-reads the trace)
+            opened.clear()
+            raw = run_stream_split(spec, open_windows, owner, int(threads), lockstep=True)
+        if "totals" in raw:
+            w = opened[0]
+            return _stream_result(config, raw, raw["cycles"], raw["totals"], w, time.perf_counter() - t0,
+                                  _threads_note(config, raw, int(asked), w.n, skip_idle))
+        opened.clear()      # the stopped runs' readers hold a block and a window each
+        speculation = raw["speculation"]
+    windows = _Windows(config, pieces() if callable(pieces) else pieces, address_overflow)
+    n_lv = spec["addr_len"]
+    empty = (np.zeros((0, n_lv), np.int32), np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, np.int64))
+    engine = Engine(spec, *empty, False, skip_idle, stream=True)
+    it = iter(windows)
+    window, raw = next(it, None), None
+    while window is not None or raw is None:
+        following = next(it, None) if window is not None else None
+        engine.feed(*(empty if window is None else window), following is None)
+        window = None
         raw = engine.run()
-        wall += time.perf_counter() - t0
-        piece = following
+        window = following
     cycles = raw["clk"] if config.end == "accepted" else None
     if cycles is None:
         cycles = max(raw["clk"], engine.stream_totals(raw["clk"])["max_depart"])
-    tot = engine.stream_totals(cycles)
+    raw = raw | {"threads": 1, "speculation": speculation}
+    return _stream_result(config, raw, cycles, engine.stream_totals(cycles), windows, time.perf_counter() - t0,
+                          _threads_note(config, raw, int(asked), windows.n, skip_idle))
+
+
+def _stream_result(config: DRAMConfig, raw: dict, cycles: int, tot: dict, w: _Windows, wall: float,
+                   note: str) -> DRAMResult:
     time_ns = cycles * config.tck_ns
     return DRAMResult(
         config=config.name,
-        requests=n,
+        requests=w.n,
         cycles=int(cycles),
         time_ns=float(time_ns),
-        reads=reads,
-        writes=n - reads,
+        reads=w.reads,
+        writes=w.n - w.reads,
         row_hits=tot["row_hits"],
         row_misses=tot["row_misses"],
         row_conflicts=tot["row_conflicts"],
@@ -310,10 +354,30 @@ def simulate_stream(config: DRAMConfig, pieces: Iterable[RequestTrace], *, skip_
         refreshes=raw["n_refresh"],
         wall_s=wall,
         end=config.end,
-        threads=1,
-        wrapped_requests=wrapped,
+        threads=int(raw["threads"]),
+        threads_note=note,
+        wrapped_requests=w.wrapped,
         residency=residency_of(raw, int(cycles), config),
     )
+
+
+def _threads_note(config: DRAMConfig, raw: dict, threads: int, n: int, skip_idle: bool) -> str:
+    """Why a run ran on fewer threads than asked for ("" when it did not)."""
+    if int(raw["threads"]) >= threads:
+        return ""
+    if raw.get("speculation") == "refused":
+        why = ("a queue filled up and the frontend offers at most one request per memory cycle, so the "
+               "run fell back to one thread (the result is the same)")
+    elif raw.get("speculation") == "contended":
+        why = ("the threads waited for each other more than they worked (not every thread had a core: "
+               "another process is busy), so the run fell back to one thread (the result is the same)")
+    elif n == 0:
+        why = "the trace is empty"
+    elif not skip_idle:
+        why = "skip_idle=False runs on one thread"
+    else:
+        why = f"the configuration has {config.num_controllers} controllers (at most one thread each)"
+    return f"asked for {threads} threads, ran on {int(raw['threads'])}: {why}"
 
 
 def _run_plugins(result: DRAMResult, config: DRAMConfig, plugins: tuple) -> None:
