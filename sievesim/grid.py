@@ -80,7 +80,7 @@ _SERVE_INTS: dict[str, tuple[int, int, str]] = {
     "error_samples": (0, 100_000, "iterations priced exactly to measure the memo")}
 #: Number serving settings: (lowest, whether the lowest itself is allowed, highest, what they are).
 _SERVE_NUMBERS: dict[str, tuple[float, bool, float, str]] = {
-    "rate": (0.0, False, 1e9, "requests per second"), "arrival_window_s": (0.0, False, 1e12, "seconds"),
+    "rate": (1e-3, True, 1e9, "requests per second"), "arrival_window_s": (0.0, False, 1e12, "seconds"),
     "cv": (0.01, True, 100.0, "coefficient of variation of the inter-arrival times, 1 = Poisson"),
     "horizon_s": (0.0, False, 1e12, "seconds"), "ttft_slo_s": (0.0, False, 1e12, "seconds"),
     "tpot_slo_s": (0.0, False, 1e12, "seconds"), "e2e_slo_s": (0.0, False, 1e12, "seconds"),

@@ -202,11 +202,13 @@ def max_rate_search(groups: Sequence[Mapping[str, Any]], out_dir: str | os.PathL
     from ._outputs import write_output
     from ._validate import check_int
     from .serving.search import next_probe
+    from .serving.workload import MAX_RATE, MIN_RATE
     from .sweep import run_grid
 
     if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in (lo, hi)) \
-            or not 0 < lo < hi:
-        raise field_error("--max-rate", f"{lo}:{hi}", "LO:HI, two rates in requests/s with 0 < LO < HI")
+            or not MIN_RATE <= lo < hi <= MAX_RATE:
+        raise field_error("--max-rate", f"{lo}:{hi}",
+                          f"LO:HI, two rates in requests/s with {MIN_RATE:g} <= LO < HI <= {MAX_RATE:g}")
     check_int("--bisect-steps", steps, "batches")
     if steps > 40:
         raise field_error("--bisect-steps", steps, "at most 40 bisection steps")

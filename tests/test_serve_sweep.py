@@ -265,13 +265,13 @@ def test_plot_of_a_serve_sweep_defaults_to_goodput_against_rate(tmp_path):
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["sweep", "--kind", "serve", "--model", "qwen3-30b-a3b", "--rate", "0"],
-     "--rate = 0.0: expected a number in (0, 1e+09] (requests per second)"),
-    (["sweep", "--kind", "serve", "--model", "qwen3-30b-a3b", "--rate", "-5"], "--rate = -5.0: expected a number in (0"),
+     "--rate = 0.0: expected a number in [0.001, 1e+09] (requests per second)"),
+    (["sweep", "--kind", "serve", "--model", "qwen3-30b-a3b", "--rate", "-5"], "--rate = -5.0: expected a number in [0.001"),
     (["sweep", "--kind", "serve", "--model", "qwen3-30b-a3b", "--attainment", "1.5"],
      "--attainment = 1.5: expected a number in (0, 1] (a share of the requests)"),
     (["sweep", "--kind", "serve", "--model", "qwen3-30b-a3b", "--max-rate", "50:10"],
-     "--max-rate = '50:10': expected LO:HI, two rates in requests/s with 0 < LO < HI"),
-    (["sweep", "--kind", "serve", "--model", "qwen3-30b-a3b", "--max-rate", "10:10"], "0 < LO < HI"),
+     "--max-rate = '50:10': expected LO:HI, two rates in requests/s with 0.001 <= LO < HI"),
+    (["sweep", "--kind", "serve", "--model", "qwen3-30b-a3b", "--max-rate", "10:10"], "0.001 <= LO < HI"),
     (["sweep", "--kind", "serve", "--model", "qwen3-30b-a3b", "--rate", "5", "--max-rate", "1:9"],
      "rate = 5.0: expected none with --max-rate (the search picks the rates)"),
     (["sweep", "--kind", "serve", "--model", "qwen3-30b-a3b", "--rate", "5", "--bisect-steps", "3"],
@@ -309,7 +309,7 @@ def test_bad_input_exits_2_naming_the_field(tmp_path, capsys, monkeypatch, argv,
      '(kind = "serve")'),
     ('kind = "serving"\nmodel = "qwen3-30b-a3b"\n', "kind = 'serving': expected one of \"step\", \"serve\""),
     ('kind = "serve"\nmodel = "qwen3-30b-a3b"\nrate = [5, -1]\ncv = 0\n',
-     "2 problems: rate = -1: expected a number in (0, 1e+09]"),
+     "2 problems: rate = -1: expected a number in [0.001, 1e+09]"),
 ])
 def test_bad_serve_grid_file_exits_2_naming_the_key(tmp_path, capsys, text, message):
     grid = tmp_path / "g.toml"

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import stat
 import json
 import pathlib
 
@@ -105,6 +107,8 @@ def _streams_anyway(args: argparse.Namespace, config) -> bool:
     if args.log_commands or args.trace.startswith("synthetic:") or tuple(getattr(config, "plugins", ())):
         return False
     try:
+        if not stat.S_ISREG(os.stat(args.trace).st_mode):
+            return False                # a FIFO, device or directory: the array path's opener refuses it
         with open(args.trace, "rb") as fh:
             head = fh.read(1 << 20)
     except OSError:

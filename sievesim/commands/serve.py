@@ -108,15 +108,15 @@ def _serve(args: argparse.Namespace) -> int:
     from ..serving.metrics import SloTargets
     from ..serving.scheduler import SchedulerConfig
     from ..serving.simulator import ServingSimulator, make_requests, max_rate_under_slos, requests_for
-    from ..serving.workload import MAX_RATE
+    from ..serving.workload import MAX_RATE, MIN_RATE
 
     names = _policies(args.policy)
     if (args.requests_csv or args.timeline_csv) and len(names) != 1:
         raise field_error("--requests-csv", args.requests_csv or args.timeline_csv, "one policy (--policy NAME)")
     for name in ("--ttft-slo", "--tpot-slo", "--e2e-slo", "--horizon"):
         _seconds(name, getattr(args, name[2:].replace("-", "_")))
-    if args.rate is not None and not (math.isfinite(args.rate) and 0 < args.rate <= MAX_RATE):
-        raise field_error("--rate", args.rate, f"a positive number of requests per second, at most {MAX_RATE:g}")
+    if args.rate is not None and not (math.isfinite(args.rate) and MIN_RATE <= args.rate <= MAX_RATE):
+        raise field_error("--rate", args.rate, f"requests per second from {MIN_RATE:g} to {MAX_RATE:g}")
     if not 0 < args.attainment <= 1:
         raise field_error("--attainment", args.attainment, "a share in (0, 1]")
     if not 0 < args.memory_utilization <= 1:
@@ -243,14 +243,14 @@ def _plot(results: list[Any], path: str) -> None:
 
 def _bracket(text: str) -> tuple[float, float]:
     from .._validate import parse_number
-    from ..serving.workload import MAX_RATE
+    from ..serving.workload import MAX_RATE, MIN_RATE
 
     parts = text.split(":")
     if len(parts) != 2:
-        raise field_error("--max-rate", text, "LO:HI, two rates in requests/s with 0 < LO < HI")
+        raise field_error("--max-rate", text, f"LO:HI, two rates in requests/s with {MIN_RATE:g} <= LO < HI")
     lo, hi = (parse_number("--max-rate", x, lo=0.0, hi=MAX_RATE, what="requests/s") for x in parts)
-    if not 0 < lo < hi:
-        raise field_error("--max-rate", text, "LO:HI, two rates in requests/s with 0 < LO < HI")
+    if not MIN_RATE <= lo < hi:
+        raise field_error("--max-rate", text, f"LO:HI, two rates in requests/s with {MIN_RATE:g} <= LO < HI")
     return lo, hi
 
 

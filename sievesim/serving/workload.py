@@ -40,10 +40,13 @@ import numpy as np
 from .._inputs import read_text
 from ..errors import TraceError, field_error
 
-__all__ = ["Requests", "poisson_requests", "read_trace", "ARRIVAL_COLUMNS", "PROMPT_COLUMNS", "OUTPUT_COLUMNS"]
+__all__ = ["Requests", "poisson_requests", "MIN_RATE", "MAX_RATE", "read_trace", "ARRIVAL_COLUMNS", "PROMPT_COLUMNS", "OUTPUT_COLUMNS"]
 
 #: The highest arrival rate accepted [requests/s]; far above what one machine serves.
 MAX_RATE = 1e9
+#: The lowest [requests/s] (one request in about 17 minutes): slower arrivals put the clock where a
+#: millisecond iteration no longer moves it in double precision.
+MIN_RATE = 1e-3
 
 #: Accepted column names (normalised) and the factor to seconds.
 ARRIVAL_COLUMNS = {"arrival_s": 1.0, "arrival_time": 1.0, "arrival_time_s": 1.0, "arrived_at": 1.0,
@@ -96,8 +99,8 @@ def poisson_requests(rate: float, n: int, *, seed: int = 0, cv: float = 1.0, len
     arrives at its first inter-arrival time. Prompt and output lengths from the preset ``lengths``
     unless fixed by ``prompt_tokens`` / ``output_tokens``."""
     if isinstance(rate, bool) or not isinstance(rate, (int, float, np.floating, np.integer)) \
-            or not np.isfinite(rate) or not 0 < rate <= MAX_RATE:
-        raise field_error("rate", rate, f"a positive number of requests per second, at most {MAX_RATE:g}")
+            or not np.isfinite(rate) or not MIN_RATE <= rate <= MAX_RATE:
+        raise field_error("rate", rate, f"requests per second from {MIN_RATE:g} to {MAX_RATE:g}")
     if isinstance(cv, bool) or not isinstance(cv, (int, float, np.floating, np.integer)) \
             or not np.isfinite(cv) or not 0.01 <= cv <= 100:
         raise field_error("cv", cv, "a coefficient of variation from 0.01 to 100 (1 = Poisson)")
