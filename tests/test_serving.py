@@ -130,8 +130,9 @@ def test_served_run_reports_the_issue_fields_and_conserves(sim):
     assert d["pricing"]["corner_hit_rate"] > 0.5
 
 
-def test_determinism_same_seed_same_bytes(tmp_path, capsys):
-    argv = ["serve", "--model", MODEL, "--rate", "30", "--requests", "30", "--output-tokens", "12",
+@pytest.mark.parametrize("pools", [[], ["--gpus", "2", "--prefill-gpus", "1"]], ids=["colocated", "disaggregated"])
+def test_determinism_same_seed_same_bytes(tmp_path, capsys, pools):
+    argv = ["serve", "--model", MODEL, *pools, "--rate", "30", "--requests", "30", "--output-tokens", "12",
             "--max-batch", "16", "--token-budget", "256", "--max-model-len", "4096", "--json", "--seed", "4"]
     outs = []
     for _ in range(2):

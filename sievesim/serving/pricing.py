@@ -352,7 +352,7 @@ class IterationPricer:
         per_gpu = np.bincount(dec_gpu, weights=dec_ctx.astype(float), minlength=self.gpus)
         return float(per_gpu.max() / self._busiest(dec_ctx.size))
 
-    def attention_correction_s(self, dec_ctx: np.ndarray, dec_gpu: np.ndarray) -> float:
+    def attention_correction_s(self, dec_ctx: np.ndarray, dec_gpu: np.ndarray, c_memo: float | None = None) -> float:
         """What the memo's even batch at :meth:`context_coordinate` misses of this batch's attention [s].
 
         The step spreads a GPU's attention over its pseudo-channels by tokens (units of a request and
@@ -365,7 +365,8 @@ class IterationPricer:
         if not dec_ctx.size or self.sim.gpu_only or not self._att_layers:
             return 0.0
         n = self._busiest(dec_ctx.size)
-        c_memo = self.context_coordinate(dec_ctx, dec_gpu)
+        if c_memo is None:
+            c_memo = self.context_coordinate(dec_ctx, dec_gpu)
         total = 0.0
         for kind, layers in self._att_layers.items():
             read = self._busiest_gpu(kind, dec_ctx, dec_gpu)
@@ -438,7 +439,8 @@ class IterationPricer:
         self.lookups += 1
         G = self.gpus
         bi = _bracket(self.b_grid, batch)
-        ci = _bracket(self.c_grid, self.context_coordinate(dec_ctx, dec_gpu)) if batch else (0, 0, 0.0)
+        c = self.context_coordinate(dec_ctx, dec_gpu) if batch else None
+        ci = _bracket(self.c_grid, c) if batch else (0, 0, 0.0)
         if batch:
             ti = _bracket(self.t_grid, tp)
         else:       # prefill alone: no interpolation towards the empty iteration
@@ -457,7 +459,8 @@ class IterationPricer:
                         w = wi * wj * wk * wff
                         if w > 0.0:
                             total += w * self.point_s(i, j, k, f)
-        return total + self.attention_correction_s(dec_ctx, dec_gpu) + self.prefill_correction_s(pf_len, pf_off, pf_gpu)
+        return (total + self.attention_correction_s(dec_ctx, dec_gpu, c)
+                + self.prefill_correction_s(pf_len, pf_off, pf_gpu))
 
     def stats(self) -> dict[str, Any]:
         """Memo use: lookups, grid points priced, hits among the corners looked up, exact steps."""
