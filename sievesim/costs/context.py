@@ -90,6 +90,20 @@ class CostContext:
         # off0 + off_e * k for k = 1..num_experts, the same expression the scalar walk evaluates
         self._offbase = self._off0 + self._off_e * np.arange(1, max(self.num_experts, 1) + 1, dtype=np.float64)
 
+    def for_layer(self, t_comm_s: float, moe_layer: int) -> "CostContext":
+        """A copy with another communication time [s] and MoE layer index, everything else (and
+        the constants derived from it) as here: a step prices every layer of a GPU with the same
+        fixed work, attention estimate and rates, so it builds the context once and copies it."""
+        if not (t_comm_s >= 0 and math.isfinite(t_comm_s)):
+            raise field_error("t_comm_s", t_comm_s, "a finite number >= 0")
+        new = object.__new__(CostContext)
+        new.__dict__.update(self.__dict__)
+        new.t_comm_s = t_comm_s
+        new.moe_layer = moe_layer
+        new._tables = {}
+        new._tables_version = getattr(self.pim, "version", None)
+        return new
+
     # -- tables --------------------------------------------------------------------------------
     def pim_times(self, unit: str | None = None) -> np.ndarray:
         """``t(n)`` for ``n = 0..batch`` [s]: tensor-parallel (``unit=None``) or on one unit.

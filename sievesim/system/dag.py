@@ -58,6 +58,7 @@ class Graph:
         self.deps: list[tuple[int, ...]] = []
         self.priority: list[float] = []
         self.meta: list[dict[str, Any]] = []
+        self._resource_tuples: dict[tuple[str, ...], tuple[str, ...]] = {}
 
     def __len__(self) -> int:
         return len(self.names)
@@ -76,9 +77,14 @@ class Graph:
         if dep_ids and (min(dep_ids) < 0 or max(dep_ids) >= nid):
             bad = next(d for d in dep_ids if not 0 <= d < nid)
             raise ConfigError(f"node {name!r} depends on {bad}, which is not a node added before it")
-        res = tuple(resources)
-        if len(set(res)) != len(res):
-            res = tuple(dict.fromkeys(res))
+        # the same few resource tuples come back node after node: check each once
+        res = self._resource_tuples.get(resources) if type(resources) is tuple else None
+        if res is None:
+            res = tuple(resources)
+            if len(set(res)) != len(res):
+                res = tuple(dict.fromkeys(res))
+            if type(resources) is tuple:
+                self._resource_tuples[resources] = res
         self.names.append(name)
         self.durations.append(float(duration))
         self.resources.append(res)

@@ -83,6 +83,13 @@ class StepBuild:
         self.n_gpu_exp = np.zeros(layers)
         self.n_pim_exp = np.zeros(layers)
         self.agg_nodes = [[] for _ in range(layers)]
+        gpus = range(self.sim.gpus)
+        # each GPU's resource tuples, built once (every node names one of them)
+        self.r_gpu_hbm = [self.res(g, "gpu", "hbm") for g in gpus]
+        self.r_gpu = [self.res(g, "gpu") for g in gpus]
+        self.r_hbm = [self.res(g, "hbm") for g in gpus]
+        self.r_pim = [self.res(g, "pim") for g in gpus]
+        self.r_link = [self.res(g, "tx", "rx") for g in gpus]
 
     def res(self, g: int, *kinds: str) -> tuple[str, ...]:
         """Resource names of GPU ``g`` (``g0.gpu``, ``g0.hbm``, ``g0.pim``, ``g0.tx``, ``g0.rx``)."""
@@ -107,6 +114,15 @@ class StepBuild:
         if tck is None:
             tck = self.memo[("tck",)] = self.sim.engine_times.device._base.tck_ns * 1e-9
         return int(round(seconds / tck))
+
+    def cached_work(self, key: tuple, fn: Callable[[], gpu_ops.GpuWork]) -> tuple[float, dict[str, float]]:
+        """GPU work that repeats across the layers of one kind, computed once per step: its
+        roofline time [s] and its node metadata (:meth:`work`)."""
+        value = self.memo.get(key)
+        if value is None:
+            work = fn()
+            value = self.memo[key] = (self.roof(work), self.work(work))
+        return value
 
     def cached(self, key: tuple, fn: Callable[[], float]) -> float:
         """A duration that repeats across the layers of one kind, computed once per step."""
@@ -166,7 +182,7 @@ def add_embedding(b: StepBuild, mb: int) -> None:
     for g in range(sim.gpus):
         tokens = int(np.count_nonzero(b.owner[b.mb_rows[mb]] == g))
         work = gpu_ops.embedding(m, tokens)
-        b.prev[(mb, g)] = b.graph.add(f"embedding g{g} mb{mb}", b.roof(work), b.res(g, "gpu", "hbm"), gpu=g,
+        b.prev[(mb, g)] = b.graph.add(f"embedding g{g} mb{mb}", b.roof(work), b.r_gpu_hbm[g], gpu=g,
                                       layer=-1, kind="embedding", microbatch=mb, tokens=tokens, **b.work(work))
 
 
@@ -178,20 +194,19 @@ def add_attention(b: StepBuild, lb: LayerBatch) -> list[int]:
     post: list[int] = []
     for g in range(sim.gpus):
         lens, pf_lens, tokens = lb.lens_g[g], lb.pf_g[g], lb.tokens_g[g]
-        pre = graph.add(f"L{layer} pre-attention g{g}",
-                        b.cached(("pre", kind, is_moe, tokens), lambda: b.roof(gpu_ops.pre_attention(m, layer, tokens))),
-                        b.res(g, "gpu", "hbm"), [b.prev[(mb, g)]], gpu=g, layer=layer, kind="pre_attention",
-                        microbatch=mb, tokens=tokens, **b.work(gpu_ops.pre_attention(m, layer, tokens)))
+        t_pre, pre_work = b.cached_work(("pre", kind, is_moe, tokens), lambda: gpu_ops.pre_attention(m, layer, tokens))
+        pre = graph.add(f"L{layer} pre-attention g{g}", t_pre, b.r_gpu_hbm[g], [b.prev[(mb, g)]], gpu=g, layer=layer,
+                        kind="pre_attention", microbatch=mb, tokens=tokens, **pre_work)
         deps = [pre]
         if sim.gpu_only:
             t_att = b.cached(("gpu-attn", kind, mb, g), lambda: b.roof(gpu_ops.decode_attention_on_gpu(m, layer, lens)))
-            deps.append(graph.add(f"L{layer} attention g{g}", t_att, b.res(g, "gpu", "hbm"), [pre],
+            deps.append(graph.add(f"L{layer} attention g{g}", t_att, b.r_gpu_hbm[g], [pre],
                                   gpu=g, layer=layer, kind="attention", microbatch=mb, tokens=int(lens.size),
                                   context_tokens=int(lens.sum()),
                                   **b.work(gpu_ops.decode_attention_on_gpu(m, layer, lens))))
         elif lens.size:
             t_att = b.cached(("pim-attn", kind, mb, g), lambda: sim.engine_times.attention_s(kind, lens))
-            node = graph.add(f"L{layer} attention (PIM) g{g}", t_att, b.res(g, "pim"), [pre],
+            node = graph.add(f"L{layer} attention (PIM) g{g}", t_att, b.r_pim[g], [pre],
                              gpu=g, layer=layer, kind="attention", microbatch=mb, tokens=int(lens.size),
                              context_tokens=int(lens.sum()), engine_cycles=b.engine_cycles(t_att),
                              context_lens=lens, attention_kind=kind)
@@ -202,14 +217,13 @@ def add_attention(b: StepBuild, lb: LayerBatch) -> list[int]:
                 b.attn_ratio.setdefault(kind, []).append(t_att / roof_att)
         if pf_lens:
             pf_work = gpu_ops.prefill_attention(m, layer, pf_lens)
-            deps.append(graph.add(f"L{layer} prefill attention g{g}", b.roof(pf_work), b.res(g, "gpu"),
+            deps.append(graph.add(f"L{layer} prefill attention g{g}", b.roof(pf_work), b.r_gpu[g],
                                   [pre], gpu=g, layer=layer, kind="prefill_attention", microbatch=mb,
                                   tokens=int(sum(pf_lens)), **b.work(pf_work)))
-        post.append(graph.add(f"L{layer} o-proj+router g{g}",
-                              b.cached(("post", kind, is_moe, tokens),
-                                       lambda: b.roof(gpu_ops.post_attention(m, layer, tokens))),
-                              b.res(g, "gpu", "hbm"), deps, gpu=g, layer=layer, kind="post_attention", microbatch=mb,
-                              tokens=tokens, **b.work(gpu_ops.post_attention(m, layer, tokens))))
+        t_post, post_work = b.cached_work(("post", kind, is_moe, tokens),
+                                          lambda: gpu_ops.post_attention(m, layer, tokens))
+        post.append(graph.add(f"L{layer} o-proj+router g{g}", t_post, b.r_gpu_hbm[g], deps, gpu=g, layer=layer,
+                              kind="post_attention", microbatch=mb, tokens=tokens, **post_work))
     return post
 
 
@@ -220,7 +234,7 @@ def add_dense_mlp(b: StepBuild, lb: LayerBatch, post: list[int]) -> None:
     for g in range(sim.gpus):
         tokens = lb.tokens_g[g]
         mlp = gpu_ops.dense_mlp(m, tokens)
-        node = b.graph.add(f"L{layer} dense MLP g{g}", b.roof(mlp), b.res(g, "gpu", "hbm"), [post[g]], gpu=g,
+        node = b.graph.add(f"L{layer} dense MLP g{g}", b.roof(mlp), b.r_gpu_hbm[g], [post[g]], gpu=g,
                            layer=layer, kind="dense_mlp", microbatch=mb, tokens=tokens, **b.work(mlp))
         b.prev[(mb, g)] = node
         b.agg_nodes[layer].append(node)
@@ -279,7 +293,7 @@ def add_allgather(b: StepBuild, lb: LayerBatch, post: list[int]) -> list[int]:
     for g in range(sim.gpus):
         local_map = lb.tokens_g[g] * K * 8.0
         nodes.append(b.graph.add(f"L{lb.layer} allgather g{g}", b.link_lat + (sim.gpus - 1) * local_map / b.link_bw,
-                                 b.res(g, "tx", "rx"), post, gpu=g, layer=lb.layer, kind="allgather",
+                                 b.r_link[g], post, gpu=g, layer=lb.layer, kind="allgather",
                                  microbatch=lb.mb, bytes=(sim.gpus - 1) * local_map))
     return nodes
 
@@ -287,9 +301,9 @@ def add_allgather(b: StepBuild, lb: LayerBatch, post: list[int]) -> list[int]:
 def add_metadata(b: StepBuild, lb: LayerBatch, r: LayerRouting, after: list[int]) -> list[int]:
     """Dispatch metadata of every GPU (after its AllGather, or its router on one GPU)."""
     sim, m = b.sim, b.sim.model
-    work = gpu_ops.metadata(m, r.mb_tokens, sim.local_experts)
-    return [b.graph.add(f"L{lb.layer} metadata g{g}", b.roof(work), b.res(g, "gpu"), [after[g]], gpu=g,
-                        layer=lb.layer, kind="metadata", microbatch=lb.mb, tokens=r.mb_tokens, **b.work(work))
+    t_meta, work = b.cached_work(("metadata", r.mb_tokens), lambda: gpu_ops.metadata(m, r.mb_tokens, sim.local_experts))
+    return [b.graph.add(f"L{lb.layer} metadata g{g}", t_meta, b.r_gpu[g], [after[g]], gpu=g,
+                        layer=lb.layer, kind="metadata", microbatch=lb.mb, tokens=r.mb_tokens, **work)
             for g in range(sim.gpus)]
 
 
@@ -299,7 +313,7 @@ def add_dispatch(b: StepBuild, lb: LayerBatch, r: LayerRouting, meta: list[int])
     if G == 1:
         return [None] * G
     vec = b.sim.model.hidden_size * b.sim.model.dtype_bytes
-    return [b.graph.add(f"L{lb.layer} dispatch g{g}", r.t_disp[g], b.res(g, "tx", "rx"), meta, gpu=g,
+    return [b.graph.add(f"L{lb.layer} dispatch g{g}", r.t_disp[g], b.r_link[g], meta, gpu=g,
                         layer=lb.layer, kind="dispatch", microbatch=lb.mb,
                         bytes=float(max(r.send[g], r.recv[g]) * vec)) for g in range(G)]
 
@@ -311,23 +325,21 @@ def decide(b: StepBuild, lb: LayerBatch, r: LayerRouting, g: int) -> GpuPartitio
     El = sim.local_experts
     layer, kind, mb = lb.layer, lb.kind, lb.mb
     c = np.asarray(r.counts[g * El:(g + 1) * El], dtype=np.int64)
-    fixed = b.memo.get(("fixed", kind, mb, g))
-    if fixed is None:
+    base = b.memo.get(("ctx", kind, mb, g))
+    if base is None:    # the same at every layer of this kind but for T_comm and the layer index
         fixed = non_moe_work(m, layer, lb.tokens_g[g])
         if sim.gpu_only:
             fixed = fixed + gpu_ops.decode_attention_on_gpu(m, layer, lb.lens_g[g])
-        b.memo[("fixed", kind, mb, g)] = fixed
-    if sim.gpu_only:
-        t_attn_est, pim_model = 0.0, sim._no_pim
-    else:
-        pim_model = sim._learned[kind]
-        t_attn_est = b.cached(("est-attn", kind, mb, g), lambda: pim_model.attention_time_s(lb.lens_g[g]))
-    ctx = CostContext(t_comm_s=r.comm_ag + 2.0 * r.t_disp[g], t_attention_s=t_attn_est, gpu_fixed=fixed,
-                      gpu_flops_per_s=b.flops_s, gpu_bytes_per_s=b.bytes_s, expert_bytes=float(m.bytes_per_expert),
-                      expert_flops_per_token=2.0 * m.params_per_expert,
-                      expert_io_bytes_per_token=_expert_io_bytes_per_token(m),
-                      pim=pim_model, batch=max(r.mb_tokens, 1), top_k=m.top_k, num_experts=El,
-                      organisation=sim.org, moe_layer=sim._moe_index[layer])
+            t_attn_est, pim_model = 0.0, sim._no_pim
+        else:
+            pim_model = sim._learned[kind]
+            t_attn_est = pim_model.attention_time_s(lb.lens_g[g])
+        base = b.memo[("ctx", kind, mb, g)] = CostContext(
+            t_comm_s=0.0, t_attention_s=t_attn_est, gpu_fixed=fixed, gpu_flops_per_s=b.flops_s,
+            gpu_bytes_per_s=b.bytes_s, expert_bytes=float(m.bytes_per_expert),
+            expert_flops_per_token=2.0 * m.params_per_expert, expert_io_bytes_per_token=_expert_io_bytes_per_token(m),
+            pim=pim_model, batch=max(r.mb_tokens, 1), top_k=m.top_k, num_experts=El, organisation=sim.org)
+    ctx = base.for_layer(r.comm_ag + 2.0 * r.t_disp[g], sim._moe_index[layer])
     t0 = time.perf_counter()
     part = sim.policy.decide(c, ctx, validate=False)
     b.wall_decide += time.perf_counter() - t0
@@ -372,12 +384,12 @@ def add_shared_expert(b: StepBuild, lb: LayerBatch, g: int, post: list[int]) -> 
     if not m.num_shared_experts:
         return None
     load = b.graph.add(f"L{lb.layer} shared-expert weights g{g}", m.shared_expert_bytes / b.bytes_s,
-                       b.res(g, "hbm"), [post[g]], gpu=g, layer=lb.layer, kind="shared_load", microbatch=lb.mb,
+                       b.r_hbm[g], [post[g]], gpu=g, layer=lb.layer, kind="shared_load", microbatch=lb.mb,
                        bytes=float(m.shared_expert_bytes))
-    work = gpu_ops.shared_expert_gemm(m, lb.tokens_g[g])
-    return b.graph.add(f"L{lb.layer} shared-expert GEMM g{g}", b.roof(work), b.res(g, "gpu"),
-                       [load], gpu=g, layer=lb.layer, kind="shared_gemm", microbatch=lb.mb, tokens=lb.tokens_g[g],
-                       **b.work(work))
+    tokens = lb.tokens_g[g]
+    t_gemm, work = b.cached_work(("shared", tokens), lambda: gpu_ops.shared_expert_gemm(m, tokens))
+    return b.graph.add(f"L{lb.layer} shared-expert GEMM g{g}", t_gemm, b.r_gpu[g],
+                       [load], gpu=g, layer=lb.layer, kind="shared_gemm", microbatch=lb.mb, tokens=tokens, **work)
 
 
 def add_early_load(b: StepBuild, lb: LayerBatch, r: LayerRouting, g: int, p: GpuPartition,
@@ -414,7 +426,7 @@ def add_early_load(b: StepBuild, lb: LayerBatch, r: LayerRouting, g: int, p: Gpu
     b.early_load_bytes += nbytes
     b.early_load_wasted_bytes += _count(early & p.on_pim) * float(b.sim.model.bytes_per_expert)
     node = b.graph.add(f"L{lb.layer} early weight load g{g}", nbytes / b.bytes_s,
-                       b.res(g, "hbm"), [post[g]], gpu=g, layer=lb.layer, kind="early_load", experts=early,
+                       b.r_hbm[g], [post[g]], gpu=g, layer=lb.layer, kind="early_load", experts=early,
                        microbatch=lb.mb, bytes=nbytes)
     return early, node
 
@@ -439,9 +451,8 @@ def add_gpu_path(b: StepBuild, lb: LayerBatch, g: int, p: GpuPartition, dec: int
     def compute_s(tokens: float) -> float:
         return max(flops * tokens / b.flops_s, io * tokens / b.bytes_s)
 
-    def gemm_work(mask: np.ndarray) -> dict[str, float]:
-        tokens = float(p.counts[mask].sum())
-        return {"tokens": int(tokens), "flops": flops * tokens, "bytes": io * tokens}
+    def gemm_work(tokens: int) -> dict[str, float]:
+        return {"tokens": tokens, "flops": flops * float(tokens), "bytes": io * float(tokens)}
 
     late = p.on_gpu & ~early
     late_ids = np.flatnonzero(late)
@@ -452,38 +463,39 @@ def add_gpu_path(b: StepBuild, lb: LayerBatch, g: int, p: GpuPartition, dec: int
         deps.append(early_node)
     if not b.sim.pipelined_gemm and n_late:    # the load, then the GEMM (for comparison)
         deps.append(graph.add(f"L{layer} expert weights HBM->GPU g{g}", n_late * float(m.bytes_per_expert) / b.bytes_s,
-                              b.res(g, "hbm"), [dec], gpu=g, layer=layer, kind="weight_load", experts=late,
+                              b.r_hbm[g], [dec], gpu=g, layer=layer, kind="weight_load", experts=late,
                               microbatch=mb))
         n_late = 0
     if not n_late:
-        return graph.add(f"L{layer} grouped GEMM g{g}", total_s, b.res(g, "gpu"), deps, gpu=g, layer=layer,
-                         kind="gemm", experts=p.on_gpu, microbatch=mb, **gemm_work(p.on_gpu))
+        return graph.add(f"L{layer} grouped GEMM g{g}", total_s, b.r_gpu[g], deps, gpu=g, layer=layer,
+                         kind="gemm", experts=p.on_gpu, microbatch=mb, **gemm_work(int(p.gpu_tokens)))
     load_s = float(m.bytes_per_expert) / b.bytes_s
-    first = np.zeros_like(late)
-    first[late_ids[0]] = True
-    first_node = graph.add(f"L{layer} expert weights HBM->GPU (first) g{g}", load_s, b.res(g, "hbm"), [dec],
+    first = _one_hot(late.size, late_ids[0])
+    first_node = graph.add(f"L{layer} expert weights HBM->GPU (first) g{g}", load_s, b.r_hbm[g], [dec],
                            gpu=g, layer=layer, kind="weight_load", experts=first, microbatch=mb,
                            bytes=float(m.bytes_per_expert))
     rest_node = None
     if n_late > 1:
         rest = late.copy()
         rest[late_ids[0]] = False
-        rest_node = graph.add(f"L{layer} expert weights HBM->GPU g{g}", (n_late - 1) * load_s, b.res(g, "hbm"),
+        rest_node = graph.add(f"L{layer} expert weights HBM->GPU g{g}", (n_late - 1) * load_s, b.r_hbm[g],
                               [first_node], gpu=g, layer=layer, kind="weight_load", experts=rest, microbatch=mb,
                               bytes=(n_late - 1) * float(m.bytes_per_expert))
     if n_late == p.n_gpu:    # nothing loaded early: the GEMM waits for its first weights
         deps.append(first_node)
-    tail_s = compute_s(float(p.counts[late_ids[-1]]))
+    tail_tokens = int(p.counts[late_ids[-1]])
+    tail_s = compute_s(float(tail_tokens))
     if p.n_gpu == 1:
-        return graph.add(f"L{layer} grouped GEMM g{g}", total_s, b.res(g, "gpu"), deps, gpu=g, layer=layer,
-                         kind="gemm", experts=p.on_gpu, microbatch=mb, **gemm_work(p.on_gpu))
-    body_mask = p.on_gpu & ~_one_hot(late.size, late_ids[-1])
-    body = graph.add(f"L{layer} grouped GEMM g{g}", max(total_s - tail_s, 0.0), b.res(g, "gpu"), deps, gpu=g,
-                     layer=layer, kind="gemm", experts=body_mask, microbatch=mb, **gemm_work(body_mask))
+        return graph.add(f"L{layer} grouped GEMM g{g}", total_s, b.r_gpu[g], deps, gpu=g, layer=layer,
+                         kind="gemm", experts=p.on_gpu, microbatch=mb, **gemm_work(int(p.gpu_tokens)))
     tail_mask = _one_hot(late.size, late_ids[-1])
-    return graph.add(f"L{layer} grouped GEMM (last expert) g{g}", tail_s, b.res(g, "gpu"),
+    body_mask = p.on_gpu & ~tail_mask
+    body = graph.add(f"L{layer} grouped GEMM g{g}", max(total_s - tail_s, 0.0), b.r_gpu[g], deps, gpu=g,
+                     layer=layer, kind="gemm", experts=body_mask, microbatch=mb,
+                     **gemm_work(int(p.gpu_tokens) - tail_tokens))
+    return graph.add(f"L{layer} grouped GEMM (last expert) g{g}", tail_s, b.r_gpu[g],
                      [body] + ([rest_node] if rest_node is not None else []), gpu=g, layer=layer, kind="gemm",
-                     experts=tail_mask, microbatch=mb, **gemm_work(tail_mask))
+                     experts=tail_mask, microbatch=mb, **gemm_work(tail_tokens))
 
 
 def _one_hot(size: int, index: int) -> np.ndarray:
@@ -512,7 +524,7 @@ def add_pim_path(b: StepBuild, lb: LayerBatch, g: int, p: GpuPartition, after_di
         share = busy / t_pim if t_pim > 0 else busy
         b.observed.setdefault(part.unit, []).append(n_e)
     tokens = int(n_e.sum())
-    node = b.graph.add(f"L{lb.layer} experts on PIM g{g}", t_pim, b.res(g, "pim"), after_dispatch,
+    node = b.graph.add(f"L{lb.layer} experts on PIM g{g}", t_pim, b.r_pim[g], after_dispatch,
                        gpu=g, layer=lb.layer, kind="pim_experts", experts=p.on_pim, microbatch=lb.mb, tokens=tokens,
                        flops=2.0 * sim.model.params_per_expert * tokens,
                        engine_cycles=b.engine_cycles(t_pim - sim._hand_over_s), token_counts=n_e, pim_unit=part.unit)
@@ -528,7 +540,7 @@ def add_combine_aggregate(b: StepBuild, lb: LayerBatch, r: LayerRouting, outs: l
     all_outs = [n for o in outs for n in o]
     for g in range(G):
         if G > 1:
-            comb = b.graph.add(f"L{layer} combine g{g}", r.t_disp[g], b.res(g, "tx", "rx"), all_outs, gpu=g,
+            comb = b.graph.add(f"L{layer} combine g{g}", r.t_disp[g], b.r_link[g], all_outs, gpu=g,
                                layer=layer, kind="combine", microbatch=mb,
                                bytes=float(max(r.send[g], r.recv[g]) * m.hidden_size * m.dtype_bytes))
             deps = [comb]
@@ -536,9 +548,10 @@ def add_combine_aggregate(b: StepBuild, lb: LayerBatch, r: LayerRouting, outs: l
             deps = list(outs[g])
         if shared_out[g] is not None:
             deps.append(shared_out[g])
-        agg = gpu_ops.aggregate(m, lb.tokens_g[g])
-        node = b.graph.add(f"L{layer} aggregate g{g}", b.roof(agg), b.res(g, "gpu"), deps, gpu=g, layer=layer,
-                           kind="aggregate", microbatch=mb, tokens=lb.tokens_g[g], **b.work(agg))
+        tokens = lb.tokens_g[g]
+        t_agg, agg = b.cached_work(("aggregate", tokens), lambda: gpu_ops.aggregate(m, tokens))
+        node = b.graph.add(f"L{layer} aggregate g{g}", t_agg, b.r_gpu[g], deps, gpu=g, layer=layer,
+                           kind="aggregate", microbatch=mb, tokens=tokens, **agg)
         b.prev[(mb, g)] = node
         b.agg_nodes[layer].append(node)
 
@@ -549,6 +562,6 @@ def add_lm_head(b: StepBuild, decode_owner: np.ndarray, pf_owner: np.ndarray) ->
     for g in range(sim.gpus):
         logits = int(np.count_nonzero(decode_owner == g)) + int(np.count_nonzero(pf_owner == g))
         head = gpu_ops.lm_head(m, logits)
-        b.graph.add(f"LM head g{g}", b.roof(head), b.res(g, "gpu", "hbm"),
+        b.graph.add(f"LM head g{g}", b.roof(head), b.r_gpu_hbm[g],
                     [b.prev[(mb, g)] for mb in range(sim.microbatches)], gpu=g, layer=m.num_layers, kind="lm_head",
                     tokens=logits, **b.work(head))

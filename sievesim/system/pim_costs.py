@@ -152,7 +152,7 @@ class EngineTimes:
 
     def attention_s(self, kind: str, lens: np.ndarray) -> float:
         """Engine time [s] of decode attention of one GPU's requests at context lengths ``lens``."""
-        key = (kind, tuple(int(x) for x in lens))
+        key = (kind, tuple(np.asarray(lens, dtype=np.int64).tolist()))
         t = self.attention.get(key)
         if t is None:
             t = self.engines[kind].attention_time_s(list(key[1]))
