@@ -4,17 +4,19 @@ from Cython.Build import cythonize
 from setuptools import Extension, setup
 
 
-def _extension(name: str, *, numpy_api: bool = True) -> Extension:
+def _extension(name: str, *, numpy_api: bool = True, extra_args: tuple[str, ...] = ()) -> Extension:
     """A Cython extension ``name`` built from its ``.pyx`` at -O3 (numpy headers where it cimports numpy)."""
     numpy_args = dict(include_dirs=[numpy.get_include()],
                       define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]) if numpy_api else {}
-    return Extension(name, [name.replace(".", "/") + ".pyx"], extra_compile_args=["-O3"], **numpy_args)
+    return Extension(name, [name.replace(".", "/") + ".pyx"], extra_compile_args=["-O3", *extra_args], **numpy_args)
 
 
 extensions = [
     _extension("sievesim._core._engine"),
     _extension("sievesim._core._traceparse"),
     _extension("sievesim.policies._sieve_kernel", numpy_api=False),
+    # the list scheduler, bit for bit the Python reference's floats: no fused multiply-add
+    _extension("sievesim.system._dag_core", numpy_api=False, extra_args=("-ffp-contract=off",)),
 ]
 
 setup(

@@ -15,6 +15,13 @@ tracks each running node's remaining work, so a node that overlaps a contending 
 its life is slowed for exactly that part. Without contention every node takes its duration.
 
 Everything is deterministic: ties are broken by priority, then by insertion order.
+
+**Two implementations.** :func:`execute_reference` is the scheduler in plain Python: the
+reference. :func:`execute` runs the same algorithm compiled (``sievesim/system/_dag_core.pyx``)
+and returns the same floats bit for bit (same start and end of every node, the same busy dict in
+the same key order); ``tests/test_dag_core.py`` holds the two to that. Where the compiled core
+cannot promise it (inputs that :meth:`Graph.add` would not produce, such as a NaN priority), or
+when the package runs from an unbuilt source tree, :func:`execute` runs the reference.
 """
 from __future__ import annotations
 
@@ -24,7 +31,12 @@ from typing import Any, Iterable, Sequence
 
 from ..errors import ConfigError, field_error
 
-__all__ = ["Graph", "Contention", "Schedule", "execute"]
+try:  # compiled with the package (setup.py); execute_reference below computes the same schedule
+    from ._dag_core import execute_core as _execute_core
+except ImportError:  # pragma: no cover - only when running from an unbuilt source tree
+    _execute_core = None
+
+__all__ = ["Graph", "Contention", "Schedule", "execute", "execute_reference"]
 
 _INF = float("inf")
 
@@ -116,7 +128,20 @@ class Schedule:
 
 
 def execute(graph: Graph, contention: Sequence[Contention] = ()) -> Schedule:
-    """Run the list scheduler over ``graph``; see the module docstring for the rules."""
+    """Run the list scheduler over ``graph``; see the module docstring for the rules. The compiled
+    core: the same schedule as :func:`execute_reference`, bit for bit."""
+    contention = tuple(contention)
+    if _execute_core is not None:
+        out = _execute_core(graph.durations, graph.resources, graph.deps, graph.priority, contention)
+        if out is not None:
+            start, end, busy = out
+            return Schedule(graph, start, end, busy)
+    return execute_reference(graph, contention)
+
+
+def execute_reference(graph: Graph, contention: Sequence[Contention] = ()) -> Schedule:
+    """The list scheduler in plain Python: the reference that :func:`execute`'s compiled core
+    matches bit for bit (see the module docstring)."""
     n = len(graph)
     durations, resources, deps, prio = graph.durations, graph.resources, graph.deps, graph.priority
     children: list[list[int]] = [[] for _ in range(n)]

@@ -1,0 +1,154 @@
+"""The compiled list scheduler (sievesim/system/_dag_core.pyx) against the Python reference: the same
+floats bit for bit (start, end, busy with its key order, makespan) on random graphs with ties and
+contention, and on real decode-step graphs."""
+from __future__ import annotations
+
+import math
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sievesim.errors import ConfigError
+from sievesim.system import dag
+from sievesim.system._dag_core import execute_core  # the compiled module must be built
+from sievesim.system.dag import Contention, Graph, execute, execute_reference
+
+
+def _bits(xs):
+    return [struct.pack("<d", x) for x in xs]
+
+
+def assert_same(graph, contention=()):
+    """``execute`` and ``execute_reference`` agree bit for bit, and the compiled core ran."""
+    assert execute_core(graph.durations, graph.resources, graph.deps, graph.priority, tuple(contention)) is not None
+    a, b = execute(graph, contention), execute_reference(graph, contention)
+    assert _bits(a.start) == _bits(b.start)
+    assert _bits(a.end) == _bits(b.end)
+    assert list(a.busy) == list(b.busy)
+    assert _bits(a.busy.values()) == _bits(b.busy.values())
+    assert struct.pack("<d", a.makespan) == struct.pack("<d", b.makespan)
+    assert a.graph is graph
+    return a
+
+
+_POOL = ["r0", "r1", "r2", "r3", "r4"]
+# few distinct values so that ends, priorities and rates tie often; 0.1 and 0.3 do not add exactly
+_DURATIONS = [0.0, 0.1, 0.3, 0.5, 1.0, 1.0, 2.0, 3.0]
+_SLOWDOWNS = [1.0, 1.25, 1.5, 2.0, 3.0, 7.0 / 3.0]
+
+
+@st.composite
+def cases(draw):
+    n = draw(st.integers(0, 40))
+    g = Graph()
+    for i in range(n):
+        deps = draw(st.lists(st.integers(0, i - 1), max_size=3)) if i else []
+        res = draw(st.lists(st.sampled_from(_POOL), max_size=3, unique=True))
+        dur = draw(st.one_of(st.sampled_from(_DURATIONS), st.floats(0.0, 10.0)))
+        prio = draw(st.one_of(st.none(), st.integers(0, 4), st.sampled_from([0.5, -1.0])))
+        g.add(f"n{i}", dur, res, deps, priority=prio)
+    pairs = draw(st.lists(st.tuples(st.sampled_from(_POOL + ["elsewhere"]), st.sampled_from(_POOL),
+                                    st.sampled_from(_SLOWDOWNS), st.sampled_from(_SLOWDOWNS)), max_size=4))
+    contention = [Contention(a, b, sa, sb) for a, b, sa, sb in pairs if a != b]
+    return g, contention
+
+
+@settings(max_examples=200, deadline=None)
+@given(cases())
+def test_compiled_matches_the_reference_bit_for_bit(case):
+    g, contention = case
+    assert_same(g, contention)
+
+
+def test_contention_reschedules_are_matched():
+    # three overlapping contended nodes whose rates change several times
+    g = Graph()
+    g.add("pim0", 2.0, ["pim"])
+    gate = g.add("gate", 0.3, ["gpu"])
+    g.add("hbm", 1.1, ["hbm"], [gate])
+    g.add("pim1", 0.7, ["pim2"], [gate])
+    g.add("both", 0.2, ["hbm2", "gpu"], [gate])
+    contention = [Contention("pim", "hbm", 2.0, 4.0), Contention("pim2", "hbm", 1.5, 3.0),
+                  Contention("hbm2", "pim", 1.25, 1.1)]
+    s = assert_same(g, contention)
+    assert s.makespan > 2.0
+
+
+def test_empty_graph_and_generator_contention():
+    assert_same(Graph())
+    g = Graph()
+    g.add("a", 1.0, ["x"])
+    g.add("b", 1.0, ["y"])
+    pairs = [Contention("x", "y", 2.0, 2.0)]
+    s = execute(g, (c for c in pairs))           # any iterable, consumed once
+    assert s.end == execute_reference(g, pairs).end == [2.0, 2.0]
+
+
+def test_a_cycle_raises_the_reference_error():
+    g = Graph()
+    g.add("a", 1.0, ["x"])
+    g.add("b", 1.0, ["x"], [0])
+    g.add("c", 1.0, [], [1])
+    g.deps[1] = (0, 2)                           # b <-> c: not something add() lets through
+    with pytest.raises(ConfigError) as ref:
+        execute_reference(g)
+    with pytest.raises(ConfigError) as core:
+        execute(g)
+    assert str(core.value) == str(ref.value) == "graph has a cycle: 2 nodes never became ready"
+
+
+def test_inputs_the_core_cannot_promise_fall_back_to_the_reference():
+    g = Graph()
+    g.add("a", 1.0, ["x"], priority=math.nan)
+    g.add("b", 1.0, ["x"], priority=2.0)
+    assert execute_core(g.durations, g.resources, g.deps, g.priority, ()) is None
+    assert execute(g).start == execute_reference(g).start
+    g = Graph()
+    g.add("a", 1.0, ["x"])
+    g.priority[0] = 2 ** 60 + 1                  # an int that a double cannot hold
+    assert execute_core(g.durations, g.resources, g.deps, g.priority, ()) is None
+    g = Graph()
+    g.add("a", 1.0, ["x"])
+    g.durations[0] = math.inf                    # inf - inf would make a NaN event time
+    g.add("b", 1.0, ["y"])
+    assert execute(g).end == execute_reference(g).end
+    g = Graph()
+    g.add("a", 1.0, ["x"])
+    g.durations[0] = 3                           # an exact int: the core takes it
+    s = assert_same(g)
+    assert s.end == [3.0]
+
+
+def test_without_the_compiled_core_execute_is_the_reference(monkeypatch):
+    g = Graph()
+    g.add("a", 1.0, ["x"])
+    monkeypatch.setattr(dag, "_execute_core", None)
+    assert execute(g).end == [1.0]
+
+
+@pytest.fixture(scope="module")
+def qwen3_step():
+    from sievesim.system.step import StepSimulator
+
+    sim = StepSimulator("qwen3-30b-a3b", gpus=1, batch=16)
+    return sim.run_step()["schedule"].graph, sim.contention
+
+
+def test_a_real_decode_step_graph(qwen3_step):
+    g, contention = qwen3_step
+    assert len(g) > 100
+    assert_same(g, contention)
+    assert_same(g, ())
+
+
+def test_a_multi_gpu_decode_step_graph_with_contention():
+    from sievesim.system.step import StepSimulator
+
+    sim = StepSimulator("gpt-oss-120b", gpus=4, batch=64)          # Sieve, PIM/HBM contention
+    assert sim.contention
+    raw = sim.run_step()
+    g = raw["schedule"].graph
+    s = assert_same(g, sim.contention)
+    assert s.makespan == raw["schedule"].makespan
