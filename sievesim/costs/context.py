@@ -93,15 +93,15 @@ class CostContext:
     def for_layer(self, t_comm_s: float, moe_layer: int) -> "CostContext":
         """A copy with another communication time [s] and MoE layer index, everything else (and
         the constants derived from it) as here: a step prices every layer of a GPU with the same
-        fixed work, attention estimate and rates, so it builds the context once and copies it."""
+        fixed work, attention estimate and rates, so it builds the context once and copies it.
+        The copies share the PIM time tables (:meth:`pim_times`: a function of the cost model's
+        version, the batch and the unit, none of which a copy changes)."""
         if not (t_comm_s >= 0 and math.isfinite(t_comm_s)):
             raise field_error("t_comm_s", t_comm_s, "a finite number >= 0")
         new = object.__new__(CostContext)
         new.__dict__.update(self.__dict__)
         new.t_comm_s = t_comm_s
         new.moe_layer = moe_layer
-        new._tables = {}
-        new._tables_version = getattr(self.pim, "version", None)
         return new
 
     # -- tables --------------------------------------------------------------------------------

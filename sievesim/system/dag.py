@@ -33,8 +33,9 @@ from ..errors import ConfigError, field_error
 
 try:  # compiled with the package (setup.py); execute_reference below computes the same schedule
     from ._dag_core import execute_core as _execute_core
+    from ._dag_core import graph_add as _graph_add
 except ImportError:  # pragma: no cover - only when running from an unbuilt source tree
-    _execute_core = None
+    _execute_core = _graph_add = None
 
 __all__ = ["Graph", "Contention", "Schedule", "execute", "execute_reference"]
 
@@ -75,11 +76,14 @@ class Graph:
     def __len__(self) -> int:
         return len(self.names)
 
-    def add(self, name: str, duration: float, resources: Sequence[str] = (), deps: Iterable[int] = (),
-            *, priority: float | None = None, **meta: Any) -> int:
+    def _add_reference(self, name: str, duration: float, resources: Sequence[str] = (), deps: Iterable[int] = (),
+                       *, priority: float | None = None, **meta: Any) -> int:
         """Add a node; returns its id. ``duration`` in seconds (>= 0); ``deps`` are ids of nodes
         added before; ``priority`` defaults to the insertion order (lower starts first);
-        ``meta`` is kept for reports (e.g. ``layer=3, gpu=0, kind="attention"``)."""
+        ``meta`` is kept for reports (e.g. ``layer=3, gpu=0, kind="attention"``).
+
+        :meth:`add` is this method compiled (``_dag_core.graph_add``: the same checks, errors and
+        stored values), where the package was built."""
         if not (duration >= 0.0 and duration < _INF):
             raise field_error(f"duration of node {name!r}", duration, "a finite time >= 0 [s]")
         nid = len(self.names)
@@ -104,6 +108,9 @@ class Graph:
         self.priority.append(float(nid) if priority is None else float(priority))
         self.meta.append(meta)
         return nid
+
+    #: Add a node (see :meth:`_add_reference`); compiled where the package was built.
+    add = _add_reference if _graph_add is None else _graph_add
 
 
 @dataclass
