@@ -41,6 +41,7 @@ __all__ = ["StepBuild", "LayerBatch", "LayerRouting", "GpuPartition", "add_embed
            "add_lm_head"]
 
 _count = np.count_nonzero
+_sum = np.add.reduce     # ndarray.sum() without its Python wrapper (the same reduction)
 
 
 @dataclass
@@ -252,36 +253,62 @@ def route(b: StepBuild, lb: LayerBatch) -> LayerRouting:
     the AllGather and dispatch times, and each GPU's local routing map (for early loads)."""
     sim, m = b.sim, b.sim.model
     G, El, E, K = sim.gpus, sim.local_experts, m.num_experts, m.top_k
-    rows, own = lb.rows, lb.own
+    rows = lb.rows
     li = sim._moe_index[lb.layer]
     mb_tokens = int(rows.size)
     if b.ids is not None:
-        lid = b.ids[rows, li, :]
+        ids_mb, send_all, recv_all, own_all = _routing_of_microbatch(b, lb)
+        lid = ids_mb[:, li, :]
         if sim.microbatches == 1:
             counts = b.counts_all[li]
         else:
             counts = np.bincount(lid[lid >= 0].ravel(), minlength=E)
-        dest = np.where(lid >= 0, lid // El, -1)
-        hit = np.zeros((rows.size, G), dtype=bool)
-        r_idx = np.repeat(np.arange(rows.size), K)
-        d = dest.ravel()
-        hit[r_idx[d >= 0], d[d >= 0]] = True
-        hit[np.arange(rows.size), own] = False
-        send = np.bincount(own, weights=hit.sum(axis=1), minlength=G)
-        recv = hit.sum(axis=0).astype(np.float64)
+        send, recv = send_all[li], recv_all[li]
+        own_counts = own_all[li] if own_all is not None else None
     else:
         counts = b.counts_all[li]
         lid = None
+        own_counts = None
         pairs = counts.reshape(G, El).sum(axis=1).astype(np.float64)
         send = recv = pairs * (G - 1) / G
     vec_bytes = m.hidden_size * m.dtype_bytes
     comm_ag = b.link_lat + (G - 1) * (mb_tokens / G) * K * 8.0 / b.link_bw if G > 1 else 0.0
     t_disp = [b.link_lat + max(send[g], recv[g]) * vec_bytes / b.link_bw if G > 1 else 0.0 for g in range(G)]
-    own_counts = None
-    if sim.early_loads != "off" and lid is not None:
-        flat = (own[:, None] * E + lid)[lid >= 0]
-        own_counts = np.bincount(flat, minlength=G * E).reshape(G, E)
     return LayerRouting(counts, lid, send, recv, comm_ag, t_disp, own_counts, mb_tokens)
+
+
+def _routing_of_microbatch(b: StepBuild, lb: LayerBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """Every MoE layer of micro-batch ``lb.mb`` at once (computed at its first layer): the rows'
+    routing ids (rows, L_moe, K), the token vectors each GPU sends and receives in the dispatch
+    (L_moe, G) (a token goes once to every other GPU that holds one of its experts), and each GPU's
+    own tokens per expert (L_moe, G, E; None without early loads). Integer counts, so the same
+    values as one layer at a time."""
+    key = ("routing", lb.mb)
+    out = b.memo.get(key)
+    if out is not None:
+        return out
+    sim = b.sim
+    G, El, E = sim.gpus, sim.local_experts, sim.model.num_experts
+    rows, own = lb.rows, lb.own
+    ids = b.ids[rows]                                   # (R, L, K)
+    n_rows, n_layers, _ = ids.shape
+    valid = ids >= 0
+    layer_of = np.broadcast_to(np.arange(n_layers)[None, :, None], ids.shape)[valid]
+    row_of = np.broadcast_to(np.arange(n_rows)[:, None, None], ids.shape)[valid]
+    hit = np.zeros((n_layers, n_rows, G), dtype=bool)
+    hit[layer_of, row_of, ids[valid] // El] = True
+    hit[:, np.arange(n_rows), own] = False
+    per_row = hit.sum(axis=2)                           # (L, R) GPUs each token goes to
+    owner_of = np.zeros((n_rows, G), dtype=np.int64)
+    owner_of[np.arange(n_rows), own] = 1
+    send = (per_row @ owner_of).astype(np.float64)      # (L, G)
+    recv = hit.sum(axis=1).astype(np.float64)           # (L, G)
+    own_counts = None
+    if sim.early_loads != "off":
+        flat = (layer_of * G + own[row_of]) * E + ids[valid]
+        own_counts = np.bincount(flat, minlength=n_layers * G * E).reshape(n_layers, G, E)
+    out = b.memo[key] = (ids, send, recv, own_counts)
+    return out
 
 
 def add_allgather(b: StepBuild, lb: LayerBatch, post: list[int]) -> list[int]:
@@ -346,12 +373,12 @@ def decide(b: StepBuild, lb: LayerBatch, r: LayerRouting, g: int) -> GpuPartitio
     b.decisions += 1
     active = c > 0
     on_pim = part.on_pim & active
-    on_gpu = ~part.on_pim & active
+    on_gpu = active ^ on_pim
     n_gpu, n_pim = _count(on_gpu), _count(on_pim)
-    gpu_tok = float(c[on_gpu].sum()) if n_gpu else 0.0
+    gpu_tok = float(_sum(c[on_gpu])) if n_gpu else 0.0
     if part.unit is None:    # Equation 1 of this partition, as CostContext.evaluate computes it
         est = max(ctx.t_comm_s, ctx.gpu_time_s(n_gpu, gpu_tok)[0],
-                  ctx.t_attention_s + (float(ctx.pim_times()[c[on_pim]].sum()) if n_pim else 0.0))
+                  ctx.t_attention_s + (float(_sum(ctx.pim_times()[c[on_pim]])) if n_pim else 0.0))
     else:
         est = part.evaluate(ctx).t_total_s
     b.layer_est[layer] = max(b.layer_est[layer], est)
@@ -413,12 +440,16 @@ def add_early_load(b: StepBuild, lb: LayerBatch, r: LayerRouting, g: int, p: Gpu
     elif b.sim.early_loads == "paper":
         early = local >= 2
     else:
-        ctx = p.ctx
         unit = getattr(p.part, "unit", None)
-        pim = ctx.pim_times(unit) if unit is not None else ctx.pim_times()
-        n = np.minimum(local, pim.size - 1)
-        gpu_s = np.maximum(ctx._off_e + ctx._off_t * local, ctx._comp_t * local)
-        early = (local > 0) & (gpu_s < pim[n])
+        key = ("early", lb.kind, lb.mb, g, unit)
+        cheaper = b.memo.get(key)
+        if cheaper is None:     # the rule for every count a GPU's own tokens can reach (up to the batch)
+            ctx = p.ctx
+            pim = ctx.pim_times(unit) if unit is not None else ctx.pim_times()
+            n = np.arange(pim.size)
+            gpu_s = np.maximum(ctx._off_e + ctx._off_t * n, ctx._comp_t * n)
+            cheaper = b.memo[key] = (n > 0) & (gpu_s < pim)
+        early = cheaper[local]
     n_early = _count(early)
     if not n_early:
         return early, None
@@ -514,7 +545,7 @@ def add_pim_path(b: StepBuild, lb: LayerBatch, g: int, p: GpuPartition, after_di
     part = p.part
     if part.unit is None:
         times = sim.engine_times.experts_s(n_e, None)
-        t_pim = float(times.sum()) + sim._hand_over_s
+        t_pim = float(_sum(times)) + sim._hand_over_s
         share = None
         b.observed[None].append(n_e)
     else:
@@ -523,7 +554,7 @@ def add_pim_path(b: StepBuild, lb: LayerBatch, g: int, p: GpuPartition, after_di
         t_pim = float(busy.max()) + sim._hand_over_s
         share = busy / t_pim if t_pim > 0 else busy
         b.observed.setdefault(part.unit, []).append(n_e)
-    tokens = int(n_e.sum())
+    tokens = int(_sum(n_e))
     node = b.graph.add(f"L{lb.layer} experts on PIM g{g}", t_pim, b.r_pim[g], after_dispatch,
                        gpu=g, layer=lb.layer, kind="pim_experts", experts=p.on_pim, microbatch=lb.mb, tokens=tokens,
                        flops=2.0 * sim.model.params_per_expert * tokens,

@@ -92,7 +92,7 @@ def per_count(arrays: dict[Any, np.ndarray], key: Any, counts: np.ndarray, fn: A
     """``fn(n)`` for each token count ``n`` of ``counts`` (integers >= 0), from an array per ``key``
     in ``arrays`` indexed by the count; a count seen for the first time is computed once."""
     arr = arrays.get(key)
-    if arr is not None and counts.size and counts.max() < arr.size:
+    if arr is not None and counts.size and np.maximum.reduce(counts) < arr.size:
         out = arr[counts]
         if not np.isnan(np.add.reduce(out)):    # every count seen before (times are finite)
             return out
