@@ -292,12 +292,17 @@ def _routing_of_microbatch(b: StepBuild, lb: LayerBatch) -> tuple[np.ndarray, np
     rows, own = lb.rows, lb.own
     ids = b.ids[rows]                                   # (R, L, K)
     n_rows, n_layers, _ = ids.shape
-    valid = ids >= 0
-    layer_of = np.broadcast_to(np.arange(n_layers)[None, :, None], ids.shape)[valid]
-    row_of = np.broadcast_to(np.arange(n_rows)[:, None, None], ids.shape)[valid]
+    layers = np.arange(n_layers, dtype=np.int64)[None, :, None]
+    row_numbers = np.arange(n_rows, dtype=np.int64)
+    # flat indices into hit (L, R, G) and into own_counts (L, G, E) of every routed slot
+    hit_at = (layers * n_rows + row_numbers[:, None, None]) * G + ids // El
+    own_at = (layers * G + own[:, None, None]) * E + ids
+    if ids.min(initial=0) < 0:      # a recorded trace's empty slots (-1) route nowhere
+        valid = ids >= 0
+        hit_at, own_at = hit_at[valid], own_at[valid]
     hit = np.zeros((n_layers, n_rows, G), dtype=bool)
-    hit[layer_of, row_of, ids[valid] // El] = True
-    hit[:, np.arange(n_rows), own] = False
+    hit.reshape(-1)[hit_at.reshape(-1)] = True
+    hit[:, row_numbers, own] = False
     per_row = hit.sum(axis=2)                           # (L, R) GPUs each token goes to
     owner_of = np.zeros((n_rows, G), dtype=np.int64)
     owner_of[np.arange(n_rows), own] = 1
@@ -305,8 +310,7 @@ def _routing_of_microbatch(b: StepBuild, lb: LayerBatch) -> tuple[np.ndarray, np
     recv = hit.sum(axis=1).astype(np.float64)           # (L, G)
     own_counts = None
     if sim.early_loads != "off":
-        flat = (layer_of * G + own[row_of]) * E + ids[valid]
-        own_counts = np.bincount(flat, minlength=n_layers * G * E).reshape(n_layers, G, E)
+        own_counts = np.bincount(own_at.reshape(-1), minlength=n_layers * G * E).reshape(n_layers, G, E)
     out = b.memo[key] = (ids, send, recv, own_counts)
     return out
 
