@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import re
 import sys
 import warnings
@@ -133,6 +134,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 pass
     if argv is None:
         argv = sys.argv[1:]
+    if _command_in(argv) == "dram":
+        # no DRAM command does linear algebra, but importing numpy starts OpenBLAS's worker
+        # threads, which spin for about 0.1 s of CPU: on a small machine, the time of a core that
+        # the engine's threads need (a setting of the user's own is kept)
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     parser = build_parser(argv)
     try:
         args = parser.parse_args(argv)

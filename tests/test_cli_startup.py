@@ -51,3 +51,21 @@ def test_dram_run_imports_no_other_command():
     assert "sievesim.commands.dram" in loaded
     others = {f"sievesim.commands.{m}" for m in cli._COMMAND_MODULES if m != "dram"}   # noqa: SLF001
     assert not loaded & (others | {"sievesim.costs", "sievesim.policies", "sievesim.system", "sievesim.pim"})
+
+
+@pytest.mark.parametrize("preset, argv, expected", [
+    (None, ["dram", "run", "synthetic:stream:200", "--json"], "1"),     # no spinning OpenBLAS threads
+    ("3", ["dram", "run", "synthetic:stream:200", "--json"], "3"),      # the user's own setting is kept
+    (None, ["models"], None),                                            # other commands leave it alone
+])
+def test_dram_commands_start_no_blas_threads(preset, argv, expected):
+    import os
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if preset is not None:
+        env["OPENBLAS_NUM_THREADS"] = preset
+    code = ("import os, io, contextlib\nfrom sievesim.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    rc = main({argv!r})\n"
+            "print(rc, os.environ.get('OPENBLAS_NUM_THREADS'))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert done.stdout.split() == ["0", str(expected)]
