@@ -185,8 +185,7 @@ def test_a_file_on_two_threads_streams(tmp_path, capsys, monkeypatch, block):
     t = make_trace("random", 60000, config, seed=3, write_fraction=0.3)
     path = tmp_path / "t.trace"
     write_loadstore_trace(path, t.addresses, t.is_write)
-    real = traces.iter_loadstore_chunks
-    monkeypatch.setattr(traces, "iter_loadstore_chunks", lambda p, b=block: real(p, b))
+    monkeypatch.setattr(traces, "STREAM_BLOCK_BYTES", block)
     outs = []
     for extra in (["--threads", "2"], ["--threads", "1"], ["--stream"], [], ["--stream", "--threads", "2"]):
         assert main(["dram", "run", str(path), "--config", "ramulator2-hbm3", "--json", *extra]) == 0

@@ -136,6 +136,7 @@ def run_stream_split(spec: dict[str, Any], open_windows: Callable[[int], Iterato
                       grace_ns=contention_grace_ns, stream=True) for k in range(threads)]
 
     def work(k: int) -> dict:
+        it = None
         try:
             it = open_windows(k)
             window, raw = next(it, None), None
@@ -151,6 +152,10 @@ def run_stream_split(spec: dict[str, Any], open_windows: Callable[[int], Iterato
         except BaseException:
             abort[0] = 1                # the other runs stop too
             raise
+        finally:
+            close = getattr(it, "close", None)
+            if close is not None:
+                close()                 # a reading shared by the runs waits for this one no more
 
     raws = _on_threads(work, threads)
     if any(r["refused"] for r in raws):

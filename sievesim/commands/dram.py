@@ -121,7 +121,7 @@ def _run_stream(args: argparse.Namespace, config):
     """``dram run --stream`` (or a LoadStoreTrace file, see _streams_anyway): the trace file a
     block at a time, through one streaming engine or each run of the held split."""
     from ..dram.engine import simulate_stream
-    from ..dram.traces import iter_loadstore_chunks
+    from ..dram.traces import LoadStoreChunks
 
     for given, why in ((args.log_commands, "--log-commands keeps every command"),
                        (args.trace.startswith("synthetic:"), "a synthetic trace is made whole"),
@@ -132,7 +132,7 @@ def _run_stream(args: argparse.Namespace, config):
         first = fh.read(2)
     if first in (b"R ", b"W "):
         raise field_error("--stream", args.trace, "a LoadStoreTrace file (LD/ST lines); this is a ReadWriteTrace")
-    return simulate_stream(config, lambda: iter_loadstore_chunks(args.trace), threads=args.threads,
+    return simulate_stream(config, LoadStoreChunks(args.trace), threads=args.threads,
                            address_overflow=args.address_overflow)
 
 

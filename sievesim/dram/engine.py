@@ -222,6 +222,21 @@ def simulate(config: DRAMConfig, trace: RequestTrace, *, log_commands: bool = Fa
     return result
 
 
+def _map_piece(config: DRAMConfig, piece: RequestTrace, first: int, overflow: str) -> tuple[tuple, int, int]:
+    """A piece of a streamed trace (its first request is number ``first``) as the engine takes it,
+    ``(addr_vecs, keys, is_write, arrival)``, with its number of reads and of wrapped addresses."""
+    wrapped = 0
+    if piece.addr_vectors is None:
+        vecs = map_addresses(config, piece.addresses, source=piece.source, overflow=overflow, first=first)
+        keys = np.asarray(piece.addresses, dtype=np.int64)
+        if len(piece):
+            wrapped = int((keys >= config.capacity_bytes).sum())
+    else:
+        vecs, keys = _to_vectors(config, piece, overflow)
+    is_write, arrival = np.asarray(piece.is_write, dtype=bool), np.asarray(piece.arrival, dtype=np.int64)
+    return (vecs, keys, is_write, arrival), int((~is_write).sum()), wrapped
+
+
 class _Windows:
     """The pieces of a streamed trace, mapped and checked as the engine takes them: an iterator of
     ``(addr_vecs, keys, is_write, arrival)``; counts requests, reads and wrapped addresses."""
@@ -231,25 +246,137 @@ class _Windows:
         self.n = self.reads = self.wrapped = 0
 
     def __iter__(self):
-        config, last_arrival = self.config, 0
+        last_arrival = 0
         for piece in self.pieces:
-            if piece.addr_vectors is None:
-                vecs = map_addresses(config, piece.addresses, source=piece.source, overflow=self.overflow,
-                                     first=self.n)
-                keys = np.asarray(piece.addresses, dtype=np.int64)
-                if len(piece):
-                    self.wrapped += int((keys >= config.capacity_bytes).sum())
-            else:
-                vecs, keys = _to_vectors(config, piece, self.overflow)
-            is_write, arrival = np.asarray(piece.is_write, dtype=bool), np.asarray(piece.arrival, dtype=np.int64)
+            window, reads, wrapped = _map_piece(self.config, piece, self.n, self.overflow)
+            arrival = window[3]
             if len(arrival) and arrival[0] < last_arrival:
                 raise TraceError(f"{piece.source}: arrival[{self.n}] = {int(arrival[0])}: expected non-decreasing "
                                  f"arrival cycles (previous {last_arrival})")
             if len(arrival):
                 last_arrival = int(arrival[-1])
-            self.n += len(is_write)
-            self.reads += int((~is_write).sum())
-            yield vecs, keys, is_write, arrival
+            self.n += len(arrival)
+            self.reads += reads
+            self.wrapped += wrapped
+            yield window
+
+
+_PENDING = object()
+
+
+class _SharedWindows:
+    """One reading of a LoadStoreTrace file for every run of a split (``runs(k)`` is run k's
+    iterator of windows, the same windows for every run).
+
+    A run that needs a piece nobody has read yet reads it and maps it; one that finds it being
+    mapped by another maps the next unread piece meanwhile instead of waiting, so runs that arrive
+    together (a lockstep) map different pieces at the same time, and a run ahead (a held split)
+    maps what the other then finds ready. A piece is dropped once every run has taken it, and no
+    run gets more than ``MAX_AHEAD`` pieces ahead of the slowest (memory stays flat). Errors
+    (unreadable file, malformed line, address out of range) reach every run that takes the piece.
+    The pieces' arrivals are all 0 (LoadStoreTrace), so there is no order to check across them."""
+
+    MAX_AHEAD = 4
+
+    def __init__(self, config: DRAMConfig, chunks, overflow: str, runs: int) -> None:
+        import threading
+
+        self.config, self.chunks, self.overflow = config, chunks, overflow
+        self.n = self.reads = self.wrapped = 0
+        self._blocks = chunks.blocks()
+        self._cond = threading.Condition()
+        self._read = 0              # pieces read from the file so far
+        self._eof = False
+        self._state: dict[int, Any] = {}     # piece -> _PENDING, its window, or the exception it raised
+        self._left: dict[int, set] = {}      # piece -> the runs that have not taken it
+        self._next: list[int | None] = [0] * runs   # per run: the piece it takes next (None: stopped)
+
+    def runs(self, k: int):
+        try:
+            i = 0
+            while True:
+                window = self._take(k, i)
+                if window is None:
+                    return
+                yield window
+                i += 1
+        finally:
+            with self._cond:
+                self._next[k] = None            # no run waits for this one any more
+                for j in [j for j, left in self._left.items() if k in left]:
+                    self._drop(j, k)
+                self._cond.notify_all()
+
+    def _drop(self, j: int, k: int) -> None:
+        self._left[j].discard(k)
+        if not self._left[j]:
+            del self._left[j], self._state[j]
+
+    def _read_next(self) -> tuple[int, Any]:
+        """Under the lock: read the next piece, ``(index, (bytes, first_line))``; at the end of the
+        file ``(index, None)``; an error reading it is kept as the piece's outcome."""
+        j = self._read
+        try:
+            got = next(self._blocks, None)
+        except Exception as exc:        # noqa: BLE001 - handed to every run that takes this piece
+            self._state[j], self._left[j] = exc, {k for k, p in enumerate(self._next) if p is not None}
+            self._read, self._eof = j + 1, True
+            return j, None
+        if got is None:
+            self._eof = True
+            return j, None
+        self._state[j], self._left[j] = _PENDING, {k for k, p in enumerate(self._next) if p is not None}
+        self._read = j + 1
+        return j, got
+
+    def _map(self, j: int, got: tuple[bytes, int]) -> None:
+        """Map piece ``j`` (the lock released), then publish it."""
+        self._cond.release()
+        try:
+            piece, first_line = got
+            try:
+                outcome = _map_piece(self.config, self.chunks.parse(piece, first_line), first_line, self.overflow)
+            except Exception as exc:    # noqa: BLE001 - handed to every run that takes this piece
+                outcome = exc
+        finally:
+            self._cond.acquire()
+        if isinstance(outcome, Exception):
+            self._state[j] = outcome
+        else:
+            window, reads, wrapped = outcome
+            self._state[j] = window
+            self.n += len(window[3])
+            self.reads += reads
+            self.wrapped += wrapped
+        self._cond.notify_all()
+
+    def _take(self, k: int, i: int):
+        with self._cond:
+            self._next[k] = i
+            while True:
+                slowest = min(p for p in self._next if p is not None)
+                if i < self._read and self._state[i] is not _PENDING:
+                    break
+                if i - slowest >= self.MAX_AHEAD:
+                    self._cond.wait()       # far ahead of the slowest run: let it catch up
+                    continue
+                if not self._eof and self._read - slowest < self.MAX_AHEAD:
+                    # piece i unread (then this reads it) or being mapped by another run (then this
+                    # maps the next one meanwhile)
+                    j, got = self._read_next()
+                    if got is not None:
+                        self._map(j, got)
+                    continue
+                if i >= self._read:
+                    return None             # the end of the file
+                self._cond.wait()           # piece i is being mapped by another run
+            outcome = self._state[i]
+            self._drop(i, k)
+            self._next[k] = i + 1
+            self._cond.notify_all()
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
 
 
 def simulate_stream(config: DRAMConfig, pieces: Iterable[RequestTrace] | Callable[[], Iterable[RequestTrace]], *,
@@ -261,15 +388,18 @@ def simulate_stream(config: DRAMConfig, pieces: Iterable[RequestTrace] | Callabl
     per-request arrays (``request_arrays`` is None) (tests/test_streaming.py; the counters are kept
     by the engine: ``Engine(stream=True)``). Not for a command log or plugins.
 
-    ``threads`` (None: as :func:`simulate` picks): with more than one, ``pieces`` must be a callable
-    that gives the same pieces afresh at each call (``lambda: iter_loadstore_chunks(path)``): each
-    run of the split reads its own (``sievesim._core.parallel.run_stream_split``). A trace that
-    fills a queue runs again as :func:`simulate` runs it (in lockstep, streamed too, where the
-    frontend offers two or more requests per memory cycle, else on one streaming engine; a
-    contended lockstep on one streaming engine), re-reading the pieces.
+    ``threads`` (None: as :func:`simulate` picks): with more than one, ``pieces`` must give the
+    same pieces afresh each time: a callable (``lambda: iter_loadstore_chunks(path)``), each run of
+    the split (``sievesim._core.parallel.run_stream_split``) then reading its own, or a
+    :class:`~sievesim.dram.traces.LoadStoreChunks`, the runs then sharing one reading of the file
+    (each piece parsed and mapped once, by whichever run needs it first). A trace that fills a
+    queue runs again as :func:`simulate` runs it (in lockstep, streamed too, where the frontend
+    offers two or more requests per memory cycle, else on one streaming engine; a contended
+    lockstep on one streaming engine), re-reading the pieces.
     """
     from .._core._engine import Engine
-    from .._core.parallel import available_threads, run_stream_split
+    from .._core.parallel import _n_controllers, available_threads, run_stream_split
+    from .traces import LoadStoreChunks
 
     if tuple(getattr(config, "plugins", ())):
         raise TraceError(f"{config.name}: plugins need the whole command log: expected no plugins when streaming")
@@ -277,13 +407,15 @@ def simulate_stream(config: DRAMConfig, pieces: Iterable[RequestTrace] | Callabl
     asked = threads
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1):
         raise field_error("threads", threads, "an integer >= 1")
-    if not callable(pieces):
+    shared = isinstance(pieces, LoadStoreChunks)
+    afresh = (lambda: iter(pieces)) if shared else pieces
+    if not callable(afresh):
         if threads not in (None, 1):
             raise TypeError("simulate_stream: threads > 1 need pieces as a callable that gives them afresh")
         threads, asked = 1, (1 if threads is None else asked)
     head, got = [], 0
     if threads != 1:
-        for vecs, *_ in _Windows(config, pieces(), address_overflow):   # the first requests: balance, size
+        for vecs, *_ in _Windows(config, afresh(), address_overflow):   # the first requests: balance, size
             head.append(vecs)
             got += len(vecs)
             if got >= AUTO_THREADS_MIN_REQUESTS:
@@ -294,27 +426,35 @@ def simulate_stream(config: DRAMConfig, pieces: Iterable[RequestTrace] | Callabl
     t0 = time.perf_counter()
     speculation = "none"
     if threads > 1 and got and skip_idle and config.num_controllers > 1:
-        opened: list[_Windows] = []
+        opened: list[Any] = []
+        runs = min(int(threads), _n_controllers(spec))
 
-        def open_windows(k: int):
-            w = _Windows(config, pieces(), address_overflow)
-            opened.append(w)
-            return iter(w)
+        def split(lockstep: bool) -> dict:
+            """One attempt of the split, reading the trace from its start."""
+            opened.clear()
+            if shared:
+                reading = _SharedWindows(config, pieces, address_overflow, runs)
+                opened.append(reading)
+                return run_stream_split(spec, reading.runs, owner, int(threads), lockstep=lockstep)
+
+            def open_windows(k: int):
+                w = _Windows(config, afresh(), address_overflow)
+                opened.append(w)
+                return iter(w)
+            return run_stream_split(spec, open_windows, owner, int(threads), lockstep=lockstep)
 
         owner = np.concatenate(head)
         del head
-        raw = run_stream_split(spec, open_windows, owner, int(threads))
+        raw = split(False)
         if raw["speculation"] == "refused" and spec["clock_ratio"] >= 2 * spec["memory_clock_ratio"]:
-            # a queue filled: the split again from the start, in lockstep (each run re-reads the trace)
-            opened.clear()
-            raw = run_stream_split(spec, open_windows, owner, int(threads), lockstep=True)
+            raw = split(True)       # a queue filled: the split again from the start, in lockstep
         if "totals" in raw:
             w = opened[0]
             return _stream_result(config, raw, raw["cycles"], raw["totals"], w, time.perf_counter() - t0,
                                   _threads_note(config, raw, int(asked), w.n, skip_idle))
         opened.clear()      # the stopped runs' readers hold a block and a window each
         speculation = raw["speculation"]
-    windows = _Windows(config, pieces() if callable(pieces) else pieces, address_overflow)
+    windows = _Windows(config, afresh() if callable(afresh) else pieces, address_overflow)
     n_lv = spec["addr_len"]
     empty = (np.zeros((0, n_lv), np.int32), np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, np.int64))
     engine = Engine(spec, *empty, False, skip_idle, stream=True)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import TraceError
 
-__all__ = ["RequestTrace", "iter_loadstore_chunks", "read_loadstore_trace", "read_readwrite_trace", "read_trace",
+__all__ = ["RequestTrace", "LoadStoreChunks", "iter_loadstore_chunks", "read_loadstore_trace", "read_readwrite_trace", "read_trace",
            "write_loadstore_trace", "check_request_trace", "MAX_ARRIVAL_CYCLE"]
 
 #: Latest arrival cycle a request may have: the engine's "never" is 2**62 - 1, and time sums of an
@@ -119,44 +119,75 @@ def _parse_lines(path: pathlib.Path, lines: list[bytes], first_line: int) -> tup
     return is_write, addrs
 
 
+#: Bytes per piece when a LoadStoreTrace file is streamed (whole lines, about this many bytes).
+STREAM_BLOCK_BYTES = 1 << 20
+
+
 def iter_loadstore_chunks(path: str | pathlib.Path, block_bytes: int = 1 << 20) -> Iterator[RequestTrace]:
     """A LoadStoreTrace file as consecutive pieces of whole lines, about ``block_bytes`` bytes each
     (the whole file is never in memory): together, exactly :func:`read_loadstore_trace`'s trace
     (tests/test_streaming.py), with the same errors and line numbers."""
-    from .._core._traceparse import parse_loadstore
+    chunks = LoadStoreChunks(path, block_bytes)
+    for piece, first_line in chunks.blocks():
+        yield chunks.parse(piece, first_line)
 
-    path = pathlib.Path(path)
-    if block_bytes < 1:
-        raise ValueError(f"block_bytes: {block_bytes}, expected >= 1")
-    from .._inputs import open_input
 
-    first_line = 0
-    carry = b""
-    with open_input(path, "DRAM request trace", "trace-stream") as fh:     # a regular file, read in blocks
-        while True:
-            block = fh.read(block_bytes)
-            data = carry + block
-            if block:
-                cut = data.rfind(b"\n")
-                if cut < 0:             # no whole line yet
-                    carry = data
-                    continue
-                piece, carry = data[:cut + 1], data[cut + 1:]
-            elif data:
-                piece, carry = data, b""
-            else:
-                return
-            is_write, addrs, bad = parse_loadstore(piece)
-            if bad >= 0:
-                lines = piece.split(b"\n")
-                if lines[-1] == b"":
-                    lines.pop()
-                is_write, addrs = _parse_lines(path, lines, first_line)
-            yield RequestTrace(is_write=np.asarray(is_write, dtype=bool), arrival=np.zeros(len(addrs), dtype=np.int64),
-                               addresses=addrs, source=str(path))
-            first_line += len(addrs)
-            if not block:
-                return
+class LoadStoreChunks:
+    """A LoadStoreTrace file to stream, in pieces of whole lines of about ``block_bytes`` bytes.
+
+    Iterating gives :func:`iter_loadstore_chunks`'s pieces, afresh each time (the file is opened
+    again). :meth:`blocks` and :meth:`parse` split the two halves of that: reading the file, in
+    order, and parsing a piece, which can happen anywhere (the runs of a split on several threads
+    share one reading and parse different pieces at the same time; the parse lets other threads
+    run)."""
+
+    def __init__(self, path: str | pathlib.Path, block_bytes: int | None = None) -> None:
+        self.path = pathlib.Path(path)
+        self.block_bytes = STREAM_BLOCK_BYTES if block_bytes is None else block_bytes
+        if self.block_bytes < 1:
+            raise ValueError(f"block_bytes: {self.block_bytes}, expected >= 1")
+
+    def __iter__(self) -> Iterator[RequestTrace]:
+        return iter_loadstore_chunks(self.path, self.block_bytes)
+
+    def blocks(self) -> Iterator[tuple[bytes, int]]:
+        """The file's pieces as ``(bytes, first_line)``: whole lines, in order; ``first_line`` is
+        the 0-based number of the piece's first line (the index of its first request)."""
+        from .._inputs import open_input
+
+        first_line = 0
+        carry = b""
+        with open_input(self.path, "DRAM request trace", "trace-stream") as fh:   # a regular file, in blocks
+            while True:
+                block = fh.read(self.block_bytes)
+                data = carry + block
+                if block:
+                    cut = data.rfind(b"\n")
+                    if cut < 0:             # no whole line yet
+                        carry = data
+                        continue
+                    piece, carry = data[:cut + 1], data[cut + 1:]
+                elif data:
+                    piece, carry = data, b""
+                else:
+                    return
+                yield piece, first_line
+                first_line += piece.count(b"\n") + (not piece.endswith(b"\n"))
+                if not block:
+                    return
+
+    def parse(self, piece: bytes, first_line: int) -> RequestTrace:
+        """One piece of :meth:`blocks` as requests; a malformed line is refused, naming its number."""
+        from .._core._traceparse import parse_loadstore
+
+        is_write, addrs, bad = parse_loadstore(piece)
+        if bad >= 0:
+            lines = piece.split(b"\n")
+            if lines[-1] == b"":
+                lines.pop()
+            is_write, addrs = _parse_lines(self.path, lines, first_line)
+        return RequestTrace(is_write=np.asarray(is_write, dtype=bool), arrival=np.zeros(len(addrs), dtype=np.int64),
+                            addresses=addrs, source=str(self.path))
 
 
 def read_readwrite_trace(path: str | pathlib.Path, num_levels: int) -> RequestTrace:
