@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from sievesim._core import Engine
-from sievesim._core._engine import new_outputs
+from sievesim._core._engine import lockstep_exchange, new_outputs
 from sievesim._core.parallel import run_requests
 from sievesim.cli import main
 from sievesim.dram.config import BUILTIN_CONFIGS, get_config
@@ -78,6 +78,21 @@ def test_a_lockstep_without_a_core_per_thread_gives_up_for_one_thread():
     assert held["speculation"] == "lockstep" and held["threads"] == 2
 
 
+@pytest.mark.parametrize("threads", [2, 3])
+def test_lockstep_runs_at_most_a_ring_apart(monkeypatch, threads):
+    """Runs of a lockstep go ahead of each other where promises decide for them, up to their
+    ring of stops: a ring of 64 cycles makes the runs wait for the slowest often, with the same
+    result; 64 or more runs are refused."""
+    from sievesim._core import parallel
+    monkeypatch.setattr(parallel, "LOCKSTEP_RING_CYCLES", 64)
+    config = get_config("hbm2-2000").replace(clock_ratio=8)
+    trace = make_trace("random", 20000, config, seed=5, write_fraction=0.3)
+    many = _run_both(config, trace, threads)
+    assert many["speculation"] == "lockstep" and many["threads"] == threads
+    with pytest.raises(ValueError, match="at most 64"):
+        Engine(*_inputs(config, trace), own=np.arange(16) == 0, exchange=lockstep_exchange(np.arange(16), 65))
+
+
 def test_a_full_queue_runs_the_split_in_lockstep():
     # clock ratio 8, all requests at cycle 0 to one controller: its read queue fills at once
     config = get_config("ramulator2-hbm3").replace(clock_ratio=8)
@@ -125,8 +140,16 @@ def test_lockstep_arguments_are_checked():
         Engine(*args, exchange=np.zeros(32, np.int64))
     with pytest.raises(ValueError, match="exchange"):
         Engine(*args, own=own, exchange=np.zeros(20, np.int64))
+    owners = (~own).astype(int)                  # run 0 the even controllers, run 1 the odd
     with pytest.raises(ValueError, match="rank"):
-        Engine(*args, own=own, exchange=np.zeros(32, np.int64), rank=2)
+        Engine(*args, own=own, exchange=lockstep_exchange(owners), rank=2)
+    with pytest.raises(ValueError, match="own: expected the controllers the exchange gives to rank 1"):
+        Engine(*args, own=own, exchange=lockstep_exchange(owners), rank=1)
+    with pytest.raises(ValueError, match="exchange"):
+        Engine(*args, own=own, exchange=lockstep_exchange(np.zeros(16, int)))       # 16 controllers, not 8
+    with pytest.raises(ValueError, match="ring"):
+        lockstep_exchange(owners, ring=100)
+    Engine(*args, own=own, exchange=lockstep_exchange(owners), rank=0)
 
 
 @pytest.mark.parametrize("name, write_lead, read_before_refresh",

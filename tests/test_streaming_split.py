@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from sievesim._core import Engine
 from sievesim._core import parallel
+from sievesim._core._engine import lockstep_exchange
 from sievesim.cli import main
 from sievesim.dram.config import BUILTIN_CONFIGS, get_config
 from sievesim.dram.engine import _to_vectors, simulate, simulate_stream
@@ -164,10 +165,10 @@ def test_a_streaming_engine_of_a_split_is_checked():
     spec, z = config.compile(), np.zeros((0, len(config.standard.levels)), np.int32)
     args = (spec, z, np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, np.int64))
     Engine(*args, own=np.ones(8, bool), stream=True)
-    Engine(*args, own=np.ones(8, bool), exchange=np.zeros(16, np.int64), stream=True)
+    Engine(*args, own=np.ones(8, bool), exchange=lockstep_exchange(np.zeros(8, int)), stream=True)
     with pytest.raises(ValueError, match="stream"):
         Engine(*args, True, own=np.ones(8, bool), stream=True)        # a command log needs the whole run
-    e = Engine(*args, own=np.ones(8, bool), exchange=np.zeros(16, np.int64), stream=True)
+    e = Engine(*args, own=np.ones(8, bool), exchange=lockstep_exchange(np.zeros(8, int)), stream=True)
     one = (np.zeros((1, z.shape[1]), np.int32), np.zeros(1, np.int64), np.zeros(1, bool), np.zeros(1, np.int64))
     e.feed(*one, False)
     with pytest.raises(RuntimeError, match="not consumed"):

@@ -197,12 +197,21 @@ cdef class Engine:
     cdef int8_t* ghost            # (n_req,) 1: the request goes to a controller not simulated here
     cdef bint partial
     cdef int32_t* abort_flag      # shared between the runs of one split: set by the run that fails
-    # lockstep (see run_lockstep): the runs of a split exchange, each memory cycle, how far the
-    # frontend can go by their own controllers and when these wake next
+    # lockstep (see run_lockstep): the runs of a split share ``xch`` (see lockstep_exchange): per
+    # run, its progress (the last cycle whose step it has decided), a ring of its steps' stops
+    # by cycle, and for its controllers' read and write queues a promise L = accepted so far +
+    # free slots (it only grows): as long as fewer requests than L have been accepted, the queue
+    # takes the next one, so another run can decide it without waiting
     cdef bint lockstep
-    cdef int64_t* xch             # (n_peers, 2 parities, 8): step, stop, wake (one cache line each)
+    cdef int64_t* xch
     cdef int rank, n_peers
-    cdef int64_t xstep
+    cdef int64_t ring_mask        # ring size - 1 (cycles a run may run ahead of the slowest)
+    cdef int64_t runs_off, run_stride, l_off, ring_off   # offsets in xch (int64 words)
+    cdef int64_t* ctrl_rank       # (n_ctrl,) in xch: the run that simulates each controller
+    cdef int64_t* cum             # (n_ctrl, 2): requests accepted so far per read / write queue
+    cdef int64_t* lcache          # (n_ctrl, 2): the others' promises as last read (valid lower bounds)
+    cdef int64_t* lpub            # (n_ctrl, 2): this run's promises as last published
+    cdef int64_t peer_floor       # a cycle every other run's progress has reached (a lower bound)
     cdef int64_t slept_ns         # time this run slept waiting for the others (ns)
     cdef int64_t grace_ns         # lockstep: give up when contended after this long (ns; -1 never)
     cdef int64_t lock_ns          # time spent in run_lockstep so far, over all calls (ns)

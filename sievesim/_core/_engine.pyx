@@ -27,6 +27,44 @@ cdef int64_t NEVER = 0x3FFFFFFFFFFFFFFF
 # up: the split's threads do not all have a core (docs/dram.md, "Threads")
 CONTENTION_GRACE_NS = 20_000_000
 
+# the lockstep's shared array (lockstep_exchange): a header, each controller's run, then per run
+# its progress slot (8), its promises (2 per controller, padded to 8) and its ring of stops
+XCH_MAGIC = 0x5153
+XCH_HEADER = 8
+LOCKSTEP_RING = 4096
+
+
+def _round8(n):
+    return (n + 7) // 8 * 8
+
+
+def _exchange_size(n_ctrl, runs, ring):
+    return XCH_HEADER + _round8(n_ctrl) + runs * (8 + _round8(2 * n_ctrl) + ring)
+
+
+def lockstep_exchange(owners, runs=None, ring=LOCKSTEP_RING):
+    """The array the runs of a lockstep share: ``owners[c]`` is the run (0 .. runs - 1) that
+    simulates controller ``c`` (``runs``: default, the highest such index + 1; a run may have
+    none); ``ring`` (a power of two): how many cycles a run may get ahead of the slowest one."""
+    owners = np.asarray(owners, dtype=np.int64)
+    if owners.ndim != 1 or owners.size == 0 or owners.min() < 0:
+        raise ValueError("owners: expected one run index >= 0 per controller")
+    if ring < 64 or ring & (ring - 1):
+        raise ValueError(f"ring: {ring}, expected a power of two >= 64")
+    n_ctrl = owners.size
+    runs = int(owners.max()) + 1 if runs is None else int(runs)
+    if runs <= owners.max():
+        raise ValueError(f"runs: {runs}, expected more than the highest run index in owners")
+    x = np.full(_exchange_size(n_ctrl, runs, ring), -1, dtype=np.int64)
+    x[:XCH_HEADER] = [XCH_MAGIC, runs, n_ctrl, ring, 0, 0, 0, 0]
+    x[XCH_HEADER:XCH_HEADER + n_ctrl] = owners
+    stride = 8 + _round8(2 * n_ctrl) + ring
+    for r in range(runs):
+        base = XCH_HEADER + _round8(n_ctrl) + r * stride
+        x[base:base + 8] = [-1, 0, 0, -1 & 0xFFFFFFFF, 0, 0, 0, 0]     # progress -1, futex word, no sleepers
+        x[base + 8:base + 8 + 2 * n_ctrl] = 0
+    return x
+
 
 # per-request outputs: cycle accepted (-1 never), cycle served (-1 never), row class of the first
 # command (-1 not yet, 0 hit, 1 miss, 2 conflict), forwarded from a pending write (0 / 1)
@@ -340,15 +378,34 @@ cdef class Engine:
             if not self.partial:
                 raise ValueError("exchange needs own (a lockstep run is one part of a split)")
             if not (isinstance(exchange, np.ndarray) and exchange.dtype == np.int64
-                    and exchange.flags.c_contiguous and exchange.size % 16 == 0 and exchange.size >= 16):
-                raise ValueError("exchange: expected a contiguous int64 array of 16 per run")
-            self.n_peers = exchange.size // 16
+                    and exchange.flags.c_contiguous and exchange.size >= XCH_HEADER
+                    and exchange[0] == XCH_MAGIC and exchange[2] == n_ctrl
+                    and exchange.size == _exchange_size(n_ctrl, int(exchange[1]), int(exchange[3]))):
+                raise ValueError("exchange: expected an array made by lockstep_exchange for this many controllers")
+            self.n_peers = int(exchange[1])
+            if self.n_peers > 64:
+                raise ValueError(f"exchange: {self.n_peers} runs, expected at most 64")
             if not 0 <= rank < self.n_peers:
                 raise ValueError(f"rank: {rank}, expected 0 <= rank < {self.n_peers}")
+            ranks = exchange[XCH_HEADER:XCH_HEADER + n_ctrl]
+            if not np.array_equal(ranks == rank, own_arr.astype(bool)):
+                raise ValueError(f"own: expected the controllers the exchange gives to rank {rank}")
             keep.append(exchange)
             self.xch = <int64_t*> (<cnp.ndarray> exchange).data
             self.rank = rank
-            self.xstep = 0
+            self.ring_mask = exchange[3] - 1
+            self.l_off = 8
+            self.ring_off = 8 + _round8(2 * n_ctrl)
+            self.run_stride = self.ring_off + exchange[3]
+            self.runs_off = XCH_HEADER + _round8(n_ctrl)
+            self.ctrl_rank = self.xch + <int> XCH_HEADER
+            a = arr(np.zeros(2 * n_ctrl, dtype=np.int64), np.int64); self.cum = <int64_t*> a.data
+            promise = np.tile(np.array([self.qcap[BUF_READ], self.qcap[BUF_WRITE]], dtype=np.int64), n_ctrl)
+            a = arr(promise, np.int64); self.lcache = <int64_t*> a.data     # empty queues at cycle 0
+            a = arr(promise, np.int64); self.lpub = <int64_t*> a.data
+            base = self.runs_off + rank * self.run_stride
+            exchange[base + self.l_off:base + self.l_off + 2 * n_ctrl] = promise
+            self.peer_floor = -1
             self.slept_ns = 0
             self.grace_ns = -1 if grace_ns is None else int(grace_ns)
             self.lock_ns = 0

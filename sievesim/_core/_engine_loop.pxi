@@ -50,17 +50,20 @@ cdef extern from *:
     #include <sys/syscall.h>
     #include <unistd.h>
     #endif
-    /* lockstep exchange between the runs of a split. slot[0]: the step, published with release
-       order and read with acquire order, so what was written before the publication is seen after
-       it; the first 32 bits of slot[3]: the step's low half, the word a waiting run sleeps on; of
-       slot[4]: how many runs sleep on it. A publication wakes the sleepers (a system call only when
-       there are any); a sleeper counts itself before it looks at the word, the publisher stores the
-       word before it looks at the count (both sequentially consistent), so no wake-up is lost. */
+    /* lockstep exchange between the runs of a split. slot[0]: a run's progress, published with
+       release order and read with acquire order, so what was written before the publication is
+       seen after it; the first 32 bits of slot[3]: its low half, the word a waiting run sleeps on;
+       of slot[4]: how many runs sleep on it. A publication wakes the sleepers (a system call only when
+       there are any); a sleeper counts itself before it looks at the word. The publisher stores
+       the word and then looks at the count without a fence between (a fence on every step cost
+       more than all the waiting): in a window of nanoseconds both can miss each other, but the
+       kernel compares the word again when the sleeper calls in, and at worst the sleeper wakes
+       at its 1 ms timeout. */
     static inline void sievesim_publish(int64_t *p, int64_t v) {
         int32_t *word = (int32_t *) (p + 3);
         __atomic_store_n(p, v, __ATOMIC_RELEASE);
-        __atomic_store_n(word, (int32_t) v, __ATOMIC_SEQ_CST);
-        if (__atomic_load_n((int32_t *) (p + 4), __ATOMIC_SEQ_CST) > 0) {
+        __atomic_store_n(word, (int32_t) v, __ATOMIC_RELEASE);
+        if (__atomic_load_n((int32_t *) (p + 4), __ATOMIC_RELAXED) > 0) {
     #ifdef __linux__
             syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
     #endif
@@ -77,19 +80,19 @@ cdef extern from *:
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (int64_t) ts.tv_sec * 1000000000LL + ts.tv_nsec;
     }
-    /* give the core up until slot p publishes step v, for at most 1 ms (the caller polls its abort
-       flag between sleeps); elsewhere than Linux, one sched_yield */
-    static inline void sievesim_sleep_until(int64_t *p, int64_t v) {
+    static inline void sievesim_store(int64_t *p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+    /* give the core up while slot p still holds ``old`` (the word: its low half), for at most
+       1 ms (the caller polls its abort flag between sleeps); elsewhere than Linux, one sched_yield */
+    static inline void sievesim_sleep_unchanged(int64_t *p, int64_t old) {
     #ifdef __linux__
-        int32_t *word = (int32_t *) (p + 3), *sleepers = (int32_t *) (p + 4), seen;
+        int32_t *word = (int32_t *) (p + 3), *sleepers = (int32_t *) (p + 4);
         struct timespec ts = {0, 1000000};
         __atomic_add_fetch(sleepers, 1, __ATOMIC_SEQ_CST);
-        seen = __atomic_load_n(word, __ATOMIC_SEQ_CST);
-        if (seen != (int32_t) v)
-            syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
+        if (__atomic_load_n(word, __ATOMIC_SEQ_CST) == (int32_t) old)
+            syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, (int32_t) old, &ts, NULL, 0);
         __atomic_sub_fetch(sleepers, 1, __ATOMIC_SEQ_CST);
     #else
-        (void) p; (void) v;
+        (void) p; (void) old;
         sched_yield();
     #endif
     }
@@ -98,7 +101,8 @@ cdef extern from *:
     int64_t sievesim_read(int64_t* p) nogil
     void sievesim_pause() nogil
     int64_t sievesim_now_ns() nogil
-    void sievesim_sleep_until(int64_t* p, int64_t v) nogil
+    void sievesim_store(int64_t* p, int64_t v) nogil
+    void sievesim_sleep_unchanged(int64_t* p, int64_t old) nogil
 
 cdef enum:
     # lockstep waiting: spin this many pauses (tens of microseconds), then sleep on the slot
@@ -106,6 +110,8 @@ cdef enum:
     # a run gives the lockstep up (error 9) once it has slept more than 1 / LOCKSTEP_SLEEP_SHARE of
     # its time in it, after at least Engine.grace_ns: the runs' threads do not all have a core
     LOCKSTEP_SLEEP_SHARE = 4
+    # a lockstep run publishes its promises every this many steps
+    PROMISE_STEPS = 8
 
 
 cdef bint try_send(Engine self, int32_t r, int64_t clk) noexcept nogil:
@@ -315,23 +321,62 @@ cdef int64_t run_loop(Engine self, int64_t until) noexcept nogil:
     return clk
 
 
-cdef int dry_run(Engine self, int32_t head, int k_ticks, int64_t clk, unsigned long long* receiving) noexcept nogil:
+cdef inline int64_t* run_slot(Engine self, int run) noexcept nogil:
+    """Run ``run``'s part of the lockstep exchange: its progress slot, then promises and ring."""
+    return self.xch + self.runs_off + run * self.run_stride
+
+
+cdef int dry_run(Engine self, int32_t head, int k_ticks, int64_t clk, unsigned long long* receiving,
+                 int* first_unknown, int* known_stop) noexcept nogil:
     """How many of the next ``k_ticks`` frontend ticks (at cycle ``clk``) would each take a
     request, as far as this run's controllers decide: requests are offered in trace order from
     ``head``; another run's request is taken as accepted; the count stops at the first request
     not yet arrived, or the first of this run's requests its controller would refuse. Changes
-    nothing; ``receiving``: a bit per controller (index < 64) that would take one of them."""
-    cdef int j = 0, i, n_acc = 0, c, b, same
+    nothing but the cached promises; ``receiving``: a bit per controller (index < 64) of this run
+    that would take one of them; ``first_unknown[p]``: lowered to the position of run p's first
+    request whose acceptance p's promise does not guarantee (its queue may be full), and
+    ``known_stop[p]`` set to p's stop at this step if p has decided it already."""
+    cdef int j = 0, i, n_acc = 0, n_peer = 0, c, b, same, q, p
     cdef int32_t r
     cdef int acc_q[64]
     cdef int64_t acc_key[64]
+    cdef int peer_q[64]
+    cdef int64_t need, v
+    cdef int64_t* slot
     cdef bint fwd
     while j < k_ticks and head + j < self.n_req:
         r = head + j
         if self.arrival[r] > clk:
             break
-        if not self.ghost[r]:
-            c = req_ctrl(self, r)
+        c = req_ctrl(self, r)
+        if self.ghost[r]:
+            # another run's: accepted for sure while fewer requests than its promise have reached
+            # the queue (accepted before this step, plus those before it in this look-ahead)
+            q = 2 * c + (1 if self.req_write[r] else 0)
+            same = 0
+            for i in range(n_peer):
+                if peer_q[i] == q:
+                    same += 1
+            need = self.cum[q] + same
+            p = <int> self.ctrl_rank[c]
+            if need >= self.lcache[q] and first_unknown[p] > j:
+                slot = run_slot(self, p)
+                v = sievesim_read(slot + self.ring_off + (clk & self.ring_mask))
+                if (v >> 7) == clk:
+                    # the run has decided this step already: its stop, exactly
+                    known_stop[p] = <int> (v & 127)
+                    first_unknown[p] = j
+                else:
+                    # its latest promise, if it has not decided this step yet (a promise read
+                    # before a progress below clk was made at a cycle <= clk, so it holds now)
+                    v = sievesim_read(slot + self.l_off + q)
+                    if sievesim_read(slot) < clk and v > self.lcache[q]:
+                        self.lcache[q] = v
+                    if need >= self.lcache[q]:
+                        first_unknown[p] = j
+            peer_q[n_peer] = q
+            n_peer += 1
+        else:
             if c < 64:
                 receiving[0] |= (<unsigned long long> 1) << c
             fwd = False
@@ -355,6 +400,63 @@ cdef int dry_run(Engine self, int32_t head, int k_ticks, int64_t clk, unsigned l
     return j
 
 
+cdef inline void publish_promises(Engine self) noexcept nogil:
+    """This run's promises, at the start of a step: per read and write queue of its controllers,
+    L = requests accepted so far + free slots. Arrivals leave L as it is, departures and forwarded
+    reads raise it, so the queue takes every request up to L whenever it comes."""
+    cdef int k, c, b
+    cdef int64_t L
+    cdef int64_t* lp = run_slot(self, self.rank) + self.l_off
+    for k in range(self.n_own):
+        c = self.own_list[k]
+        for b in range(2):
+            L = self.cum[2 * c + b] + self.qcap[b] - self.bsize[c * NBUF + b]
+            if L != self.lpub[2 * c + b]:
+                self.lpub[2 * c + b] = L
+                sievesim_store(lp + 2 * c + b, L)
+
+
+cdef inline int peer_stop(Engine self, int run, int64_t cycle) noexcept nogil:
+    """Run ``run``'s stop at ``cycle``, a step it has decided: its record, or -1 for a cycle it
+    skipped (a stop of 0: the frontend was held by a refusal of its own there, or no request
+    had arrived)."""
+    cdef int64_t v = sievesim_read(run_slot(self, run) + self.ring_off + (cycle & self.ring_mask))
+    if (v >> 7) == cycle:
+        return <int> (v & 127)
+    return -1
+
+
+cdef bint wait_for(Engine self, int run, int64_t cycle, int64_t t_start) noexcept nogil:
+    """Wait until run ``run`` has decided its step at ``cycle``: spin LOCKSTEP_SPINS pauses, then
+    sleep on its progress (futex, woken by its next publication), so a thread without a core
+    leaves it to others. False when the split stops: another run failed (error 7), or this one
+    slept more than a quarter of its time, after a grace period (error 9: the runs' threads do
+    not all have a core; the caller runs the trace on one thread)."""
+    cdef int64_t* slot = run_slot(self, run)
+    cdef int64_t seen, t_sleep
+    cdef long spins = 0
+    while True:
+        seen = sievesim_read(slot)
+        if seen >= cycle:
+            return True
+        if sievesim_flag_get(self.abort_flag):
+            self.error_code = 7
+            return False
+        spins += 1
+        if spins <= LOCKSTEP_SPINS:
+            sievesim_pause()
+            continue
+        # the run is late by far more than a step's work: it has no core now
+        t_sleep = sievesim_now_ns()
+        sievesim_sleep_unchanged(slot, seen)
+        self.slept_ns += sievesim_now_ns() - t_sleep
+        if self.grace_ns >= 0 and t_sleep - t_start >= self.grace_ns \
+                and self.slept_ns * LOCKSTEP_SLEEP_SHARE > t_sleep - t_start:
+            self.error_code = 9
+            sievesim_flag_set(self.abort_flag)
+            return False
+
+
 cdef bint run_lockstep(Engine self) noexcept nogil:
     """lockstep_steps, its time added up over calls (a streamed lockstep stops for each window)."""
     cdef int64_t t_start = sievesim_now_ns() - self.lock_ns
@@ -366,28 +468,33 @@ cdef bint run_lockstep(Engine self) noexcept nogil:
 cdef bint lockstep_steps(Engine self, int64_t t_start) noexcept nogil:
     """The frontend-coupled part of a split run (the trace not yet all accepted), exact when
     queues fill: Ramulator's loop, one memory cycle (a step: the frontend ticks up to a memory
-    tick, then that tick) at a time. Each run says how many of the step's frontend ticks take a
-    request as far as its own controllers decide (``dry_run``) and when they wake next; all
-    read all, take the minimum (the first refusal holds the frontend back for everyone), accept
-    their own requests up to it and tick their controllers. When no request can be taken, all
-    jump together to the earliest wake or arrival. Returns True when the run ended (end on
-    acceptance of the last request); else it stops once every request is accepted, for
-    run_loop to go on. A run waits for the others by spinning LOCKSTEP_SPINS pauses, then
-    sleeping on their slot (futex, woken by the publication), so a thread without a core leaves
-    it to others; when sleeping takes more than a quarter of its time (after a grace period), it
-    gives up (error 9) and stops the split: the caller runs the trace on one thread. Streamed
-    (more windows to come): a step whose look-ahead would cross the window's end is not started
-    (``lp_wait``; every run stops at the same step, they all see the same windows) until
-    Engine.feed puts the requests left in front of the next window."""
-    cdef int64_t clk = self.lp_clk, target, my_wake, g_wake, k
-    cdef int f = self.clock_ratio, m = self.mem_ratio, c, ph, k_ticks, stop, g_stop, j, peer
+    tick, then that tick) at a time, each run deciding every step the same way.
+
+    A step's frontend ticks take requests in trace order up to the first refusal. Each run works
+    out how far its own controllers would take them (``dry_run``) and records that stop by cycle
+    in its ring, then publishes its progress. Another run's request is decided without asking
+    that run while the run's promise for the queue covers it (``publish_promises``); only when a
+    request of another run before this run's own stop is not covered does it read that run's
+    stop for the step, waiting until it has decided it. All take the minimum, accept their own
+    requests up to it and tick their controllers. So the runs agree only where a queue may be
+    full, and may be up to a ring of cycles apart. When no request can be taken, a run jumps to
+    its next controller wake or the next arrival when the refusal is its own (the cycles between
+    count as stops of 0 for the others), else steps one cycle. Returns True when the run ended
+    (end on acceptance of the last request); else it stops once every request is accepted, for
+    run_loop to go on. Streamed (more windows to come): a step whose look-ahead would cross the
+    window's end is not started (``lp_wait``; every run stops at that same step, since all decide
+    alike) until Engine.feed puts the requests left in front of the next window."""
+    cdef int64_t clk = self.lp_clk, target, my_wake, k, front_next, floor
+    cdef int f = self.clock_ratio, m = self.mem_ratio, c, ph, k_ticks, stop, g_stop, j, p, run, best, s
     cdef int64_t period = <int64_t> f * m, phase = self.lp_phase
-    cdef int32_t head = self.lp_head
+    cdef int32_t head = self.lp_head, r
     cdef unsigned long long receiving
-    cdef int64_t* slot
-    cdef long spins
-    cdef int64_t t_sleep
+    cdef int64_t* me = run_slot(self, self.rank)
+    cdef bint ticked_early
+    cdef int promise_age = PROMISE_STEPS
     cdef bint more = self.streaming and not self.eof
+    cdef int first_unknown[64]
+    cdef int known_stop[64]
     cdef int64_t mem_phase[64]
     cdef int n_mem_phase = 0
     cdef bint front_at[64]
@@ -412,61 +519,86 @@ cdef bint lockstep_steps(Engine self, int64_t t_start) noexcept nogil:
         if more and head + k_ticks > self.n_req:
             self.lp_wait = True     # the dry run would miss requests of the next window
             break
+        if clk - self.peer_floor > self.ring_mask - 2:
+            # the rings hold ring_mask + 1 cycles: stay that close to the slowest run
+            floor = NEVER
+            for run in range(self.n_peers):
+                if run != self.rank:
+                    if not wait_for(self, run, clk - self.ring_mask + 2, t_start):
+                        self.lp_clk = clk
+                        return False
+                    floor = i64min(floor, sievesim_read(run_slot(self, run)))
+            self.peer_floor = floor
+        promise_age += 1
+        if promise_age >= PROMISE_STEPS:
+            # (fresher promises decide a little more alone, but each publication makes the
+            # others' next read of it miss their cache)
+            publish_promises(self)
+            promise_age = 0
         receiving = 0
-        stop = dry_run(self, head, k_ticks, clk, &receiving)
+        for run in range(self.n_peers):
+            first_unknown[run] = 64
+            known_stop[run] = -1
+        stop = dry_run(self, head, k_ticks, clk, &receiving, first_unknown, known_stop)
         my_wake = NEVER
         for k in range(self.n_own):
             my_wake = i64min(my_wake, self.wake[self.own_list[k]])
-        # publish (step, stop, wake) for this step's parity, then read every run's
-        self.xstep += 1
-        slot = self.xch + (self.rank * 2 + (self.xstep & 1)) * 8
-        slot[1] = stop
-        slot[2] = my_wake
-        sievesim_publish(slot, self.xstep)
+        sievesim_store(me + self.ring_off + (clk & self.ring_mask), clk * 128 + stop)
+        sievesim_publish(me, clk)
+        # the stops of runs whose requests before this one's stop no promise covers, nearest first
         g_stop = stop
-        g_wake = my_wake
-        # while the others decide: tick the controllers that no request of this step can reach
-        # (they do not depend on the frontend; a step that may end the trace keeps all back)
-        if self.n_ctrl <= 64 and head + k_ticks < self.n_req:
-            tick_due(self, clk + 1, receiving)
-        for peer in range(self.n_peers):
-            if peer == self.rank:
-                continue
-            slot = self.xch + (peer * 2 + (self.xstep & 1)) * 8
-            spins = 0
-            while sievesim_read(slot) != self.xstep:
-                if sievesim_flag_get(self.abort_flag):
-                    self.error_code = 7
-                    self.lp_clk = clk
-                    return False
-                spins += 1
-                if spins <= LOCKSTEP_SPINS:
-                    sievesim_pause()
-                    continue
-                # the peer is late by far more than a step's work: it has no core now
-                t_sleep = sievesim_now_ns()
-                sievesim_sleep_until(slot, self.xstep)
-                self.slept_ns += sievesim_now_ns() - t_sleep
-                if self.grace_ns >= 0 and t_sleep - t_start >= self.grace_ns \
-                        and self.slept_ns * LOCKSTEP_SLEEP_SHARE > t_sleep - t_start:
-                    # waiting costs more than the split saves: one thread will do it better
-                    self.error_code = 9
-                    sievesim_flag_set(self.abort_flag)
-                    self.lp_clk = clk
-                    return False
-            if slot[1] < g_stop:
-                g_stop = <int> slot[1]
-            if slot[2] < g_wake:
-                g_wake = slot[2]
-        # accept this run's requests among the first g_stop offered
+        ticked_early = False
+        while True:
+            run = -1
+            best = g_stop
+            for p in range(self.n_peers):
+                if first_unknown[p] < best:
+                    best = first_unknown[p]
+                    run = p
+            if run < 0:
+                break
+            first_unknown[run] = 64
+            if known_stop[run] >= 0:
+                s = known_stop[run]
+            else:
+                if sievesim_read(run_slot(self, run)) < clk:
+                    # while the other decides: tick the controllers that no request of this step
+                    # can reach (they do not depend on the frontend; a step that may end the
+                    # trace keeps all back)
+                    if not ticked_early and self.n_ctrl <= 64 and head + k_ticks < self.n_req:
+                        tick_due(self, clk + 1, receiving)
+                        ticked_early = True
+                    if not wait_for(self, run, clk, t_start):
+                        self.lp_clk = clk
+                        return False
+                s = peer_stop(self, run, clk)
+                if s < 0:
+                    if sievesim_read(run_slot(self, run)) == NEVER and sievesim_read(run_slot(self, run) + 1) < clk:
+                        # the run took every request before this cycle, this one has not: they
+                        # disagree, a bug
+                        self.error_code = 8
+                        sievesim_flag_set(self.abort_flag)
+                        self.lp_clk = clk
+                        return False
+                    s = 0           # a cycle the run skipped: the frontend was held there
+            if s < g_stop:
+                g_stop = s
+        # accept this run's requests among the first g_stop offered; count every run's
         for j in range(g_stop):
-            if not self.ghost[head + j] and not try_send(self, head + j, clk):
+            r = head + j
+            c = req_ctrl(self, r)
+            self.cum[2 * c + (1 if self.req_write[r] else 0)] += 1
+            if not self.ghost[r] and not try_send(self, r, clk):
                 self.error_code = 8     # the dry run said otherwise: a bug
                 sievesim_flag_set(self.abort_flag)
                 self.lp_clk = clk
                 return False
         head += g_stop
         if head >= self.n_req and not more:
+            # every request is taken: no run needs this one's stops any more (were one to wait for
+            # them all the same, from a bug, it would read stops of 0 rather than wait forever)
+            sievesim_store(me + 1, clk)         # the last step it decided
+            sievesim_publish(me, NEVER)
             self.in_lockstep = False
             self.lp_head = head
             self.lp_clk = clk
@@ -478,17 +610,23 @@ cdef bint lockstep_steps(Engine self, int64_t t_start) noexcept nogil:
             self.lp_phase = ph - 1 if ph > 0 else period - 1
             return False
         if g_stop == 0 and k_ticks > 0:
-            # nothing can be taken before a controller of some run wakes (it alone can free
-            # the refusing queue) or the next request arrives: every run jumps there
-            target = g_wake
-            if self.arrival[head] > clk and self.arrival[head] < target:
-                target = self.arrival[head]
+            # nothing can be taken: until the next request arrives; or, refused by this run's
+            # controller, until one of them ticks (then the cycles between are stops of 0 for the
+            # others); refused by another run's, this one cannot tell, and steps
+            if self.arrival[head] > clk:
+                front_next = self.arrival[head]
+            elif self.ghost[head]:
+                front_next = clk + 1
+            else:
+                front_next = NEVER
+            target = i64min(my_wake, front_next)
             if target == NEVER:
                 self.error_code = 4
                 sievesim_flag_set(self.abort_flag)
                 self.lp_clk = clk
                 return False
             if target > clk + 1:
+                sievesim_publish(me, target - 2)
                 k = target - 1
                 phase = mem_phase[k % n_mem_phase] - 1
                 clk = target - 1
@@ -501,6 +639,8 @@ cdef bint lockstep_steps(Engine self, int64_t t_start) noexcept nogil:
             sievesim_flag_set(self.abort_flag)
             break
     if head >= self.n_req and not more:
+        sievesim_store(me + 1, clk)
+        sievesim_publish(me, NEVER)
         self.in_lockstep = False    # (a last window with nothing left: run_loop goes on)
     self.lp_clk = clk
     self.lp_phase = phase

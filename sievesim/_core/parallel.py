@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from ._engine import CONTENTION_GRACE_NS, Engine, new_outputs
+from ._engine import CONTENTION_GRACE_NS, Engine, lockstep_exchange, new_outputs
 
 __all__ = ["available_threads", "run_requests", "run_stream_split"]
 
@@ -60,6 +60,15 @@ def _split_controllers(spec: dict[str, Any], addr_vecs: np.ndarray, threads: int
         owner[c] = k
         total[k] += int(load[c])
     return [owner == k for k in range(threads)]
+
+
+#: How many memory cycles a run of a lockstep may get ahead of the slowest (each run's ring of stops).
+LOCKSTEP_RING_CYCLES = 4096
+
+
+def _owners(owns: list[np.ndarray]) -> np.ndarray:
+    """The run that simulates each controller, from each run's controllers."""
+    return np.argmax(np.stack(owns), axis=0)
 
 
 def run_requests(spec: dict[str, Any], addr_vecs: np.ndarray, keys: np.ndarray, is_write: np.ndarray,
@@ -99,7 +108,7 @@ def run_requests(spec: dict[str, Any], addr_vecs: np.ndarray, keys: np.ndarray, 
         # how far the frontend gets)
         speculation = "lockstep"
         abort[0] = 0
-        engines = split(np.zeros(16 * threads, dtype=np.int64))
+        engines = split(lockstep_exchange(_owners(owns), len(owns), LOCKSTEP_RING_CYCLES))
         raws = _run_concurrently(engines)
         if any(r["contended"] for r in raws):
             # the runs slept waiting for each other more than they worked: their threads do not
@@ -131,7 +140,7 @@ def run_stream_split(spec: dict[str, Any], open_windows: Callable[[int], Iterato
     abort = np.zeros(1, dtype=np.int32)
     n_lv = spec["addr_len"]
     empty = (np.zeros((0, n_lv), np.int32), np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, np.int64))
-    xch = np.zeros(16 * threads, dtype=np.int64) if lockstep else None
+    xch = lockstep_exchange(_owners(owns), len(owns), LOCKSTEP_RING_CYCLES) if lockstep else None
     engines = [Engine(spec, *empty, False, True, own=owns[k], abort=abort, exchange=xch, rank=k,
                       grace_ns=contention_grace_ns, stream=True) for k in range(threads)]
 
