@@ -195,6 +195,7 @@ cdef class Engine:
     cdef int n_own
     cdef unsigned long long own_mask  # bit c: controller c (< 64) simulated here
     cdef int8_t* ghost            # (n_req,) 1: the request goes to a controller not simulated here
+    cdef int32_t* req_c           # (n_req,) a lockstep run's: each request's controller
     cdef bint partial
     cdef int32_t* abort_flag      # shared between the runs of one split: set by the run that fails
     # lockstep (see run_lockstep): the runs of a split share ``xch`` (see lockstep_exchange): per

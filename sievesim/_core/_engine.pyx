@@ -365,7 +365,6 @@ cdef class Engine:
             if not self.own[c]:
                 self.wake[c] = NEVER
                 self.next_refresh[c] = NEVER
-        self.set_ghosts()
         if abort is None:
             abort = np.zeros(1, dtype=np.int32)
         if not (isinstance(abort, np.ndarray) and abort.dtype == np.int32 and abort.size >= 1
@@ -409,6 +408,7 @@ cdef class Engine:
             self.slept_ns = 0
             self.grace_ns = -1 if grace_ns is None else int(grace_ns)
             self.lock_ns = 0
+        self.set_ghosts()           # (once own and lockstep are known)
         self.in_lockstep = self.lockstep
         self.lp_wait = False
         self.lp_clk = 0
@@ -446,14 +446,22 @@ cdef class Engine:
             self.set_ghosts()
 
     def set_ghosts(self):
-        """The window's ghost flags: 1 for a request whose controller another run simulates."""
+        """The window's ghost flags: 1 for a request whose controller another run simulates; and,
+        for a lockstep run, each request's controller (its steps look at them again and again)."""
         cdef cnp.ndarray a = np.zeros(max(self.n_req, 1), dtype=np.int8)
+        cdef cnp.ndarray rc = np.zeros(max(self.n_req, 1) if self.lockstep else 1, dtype=np.int32)
         cdef Py_ssize_t r
+        cdef int c
         self.ghost = <int8_t*> a.data
+        self.req_c = <int32_t*> rc.data
         if self.partial:
             for r in range(self.n_req):
-                self.ghost[r] = not self.own[req_ctrl(self, r)]
+                c = req_ctrl(self, r)
+                self.ghost[r] = not self.own[c]
+                if self.lockstep:
+                    self.req_c[r] = c
         self._window.append(a)
+        self._window.append(rc)
 
     def feed(self, addr_vecs, keys, is_write, arrival, bint last):
         """A streaming engine's next window of requests (as for ``__init__``), once :meth:`run`

@@ -348,7 +348,7 @@ cdef int dry_run(Engine self, int32_t head, int k_ticks, int64_t clk, unsigned l
         r = head + j
         if self.arrival[r] > clk:
             break
-        c = req_ctrl(self, r)
+        c = self.req_c[r]
         if self.ghost[r]:
             # another run's: accepted for sure while fewer requests than its promise have reached
             # the queue (accepted before this step, plus those before it in this look-ahead)
@@ -586,7 +586,7 @@ cdef bint lockstep_steps(Engine self, int64_t t_start) noexcept nogil:
         # accept this run's requests among the first g_stop offered; count every run's
         for j in range(g_stop):
             r = head + j
-            c = req_ctrl(self, r)
+            c = self.req_c[r]
             self.cum[2 * c + (1 if self.req_write[r] else 0)] += 1
             if not self.ghost[r] and not try_send(self, r, clk):
                 self.error_code = 8     # the dry run said otherwise: a bug

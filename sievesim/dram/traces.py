@@ -153,6 +153,7 @@ class LoadStoreChunks:
     def blocks(self) -> Iterator[tuple[bytes, int]]:
         """The file's pieces as ``(bytes, first_line)``: whole lines, in order; ``first_line`` is
         the 0-based number of the piece's first line (the index of its first request)."""
+        from .._core._traceparse import count_newlines
         from .._inputs import open_input
 
         first_line = 0
@@ -172,7 +173,7 @@ class LoadStoreChunks:
                 else:
                     return
                 yield piece, first_line
-                first_line += piece.count(b"\n") + (not piece.endswith(b"\n"))
+                first_line += count_newlines(piece) + (not piece.endswith(b"\n"))
                 if not block:
                     return
 
