@@ -150,9 +150,10 @@ class LoadStoreChunks:
     def __iter__(self) -> Iterator[RequestTrace]:
         return iter_loadstore_chunks(self.path, self.block_bytes)
 
-    def blocks(self) -> Iterator[tuple[bytes, int]]:
-        """The file's pieces as ``(bytes, first_line)``: whole lines, in order; ``first_line`` is
-        the 0-based number of the piece's first line (the index of its first request)."""
+    def blocks(self) -> Iterator[tuple[memoryview, int]]:
+        """The file's pieces as ``(bytes, first_line)``: whole lines, in order (a view of bytes
+        read for it alone); ``first_line`` is the 0-based number of the piece's first line (the
+        index of its first request)."""
         from .._core._traceparse import count_newlines
         from .._inputs import open_input
 
@@ -160,30 +161,39 @@ class LoadStoreChunks:
         carry = b""
         with open_input(self.path, "DRAM request trace", "trace-stream") as fh:   # a regular file, in blocks
             while True:
-                block = fh.read(self.block_bytes)
-                data = carry + block
-                if block:
-                    cut = data.rfind(b"\n")
+                # read into a buffer the piece is a view of (no copies of the megabyte)
+                buf = bytearray(len(carry) + self.block_bytes)
+                buf[:len(carry)] = carry
+                got = len(carry)
+                while got < len(buf):
+                    k = fh.readinto(memoryview(buf)[got:])
+                    if not k:
+                        break
+                    got += k
+                end = got < len(buf)
+                view = memoryview(buf)[:got]
+                if not end:
+                    cut = buf.rfind(b"\n", 0, got)
                     if cut < 0:             # no whole line yet
-                        carry = data
+                        carry = bytes(view)
                         continue
-                    piece, carry = data[:cut + 1], data[cut + 1:]
-                elif data:
-                    piece, carry = data, b""
+                    piece, carry = view[:cut + 1], bytes(view[cut + 1:])
+                elif got:
+                    piece, carry = view, b""
                 else:
                     return
                 yield piece, first_line
-                first_line += count_newlines(piece) + (not piece.endswith(b"\n"))
-                if not block:
+                first_line += count_newlines(piece) + (piece[-1] != 10)
+                if end:
                     return
 
-    def parse(self, piece: bytes, first_line: int) -> RequestTrace:
+    def parse(self, piece: bytes | memoryview, first_line: int) -> RequestTrace:
         """One piece of :meth:`blocks` as requests; a malformed line is refused, naming its number."""
         from .._core._traceparse import parse_loadstore
 
         is_write, addrs, bad = parse_loadstore(piece)
         if bad >= 0:
-            lines = piece.split(b"\n")
+            lines = bytes(piece).split(b"\n")
             if lines[-1] == b"":
                 lines.pop()
             is_write, addrs = _parse_lines(self.path, lines, first_line)
