@@ -455,11 +455,12 @@ cdef class Engine:
         self.ghost = <int8_t*> a.data
         self.req_c = <int32_t*> rc.data
         if self.partial:
-            for r in range(self.n_req):
-                c = req_ctrl(self, r)
-                self.ghost[r] = not self.own[c]
-                if self.lockstep:
-                    self.req_c[r] = c
+            with nogil:         # (the other runs of the split take their windows meanwhile)
+                for r in range(self.n_req):
+                    c = req_ctrl(self, r)
+                    self.ghost[r] = not self.own[c]
+                    if self.lockstep:
+                        self.req_c[r] = c
         self._window.append(a)
         self._window.append(rc)
 
