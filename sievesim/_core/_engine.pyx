@@ -28,7 +28,8 @@ cdef int64_t NEVER = 0x3FFFFFFFFFFFFFFF
 CONTENTION_GRACE_NS = 20_000_000
 
 # the lockstep's shared array (lockstep_exchange): a header, each controller's run, then per run
-# its progress slot (8), its promises (2 per controller, padded to 8) and its ring of stops
+# its progress slot (8: progress, last step once done, out of the lockstep for input, futex word
+# and sleepers), its promises (2 per controller, padded to 8) and its ring of stops
 XCH_MAGIC = 0x5153
 XCH_HEADER = 8
 LOCKSTEP_RING = 4096
@@ -61,7 +62,8 @@ def lockstep_exchange(owners, runs=None, ring=LOCKSTEP_RING):
     stride = 8 + _round8(2 * n_ctrl) + ring
     for r in range(runs):
         base = XCH_HEADER + _round8(n_ctrl) + r * stride
-        x[base:base + 8] = [-1, 0, 0, -1 & 0xFFFFFFFF, 0, 0, 0, 0]     # progress -1, futex word, no sleepers
+        # progress -1, its last step, out of the lockstep (not started yet), the futex word, no sleepers
+        x[base:base + 8] = [-1, -1, 1, -1 & 0xFFFFFFFF, 0, 0, 0, 0]
         x[base + 8:base + 8 + 2 * n_ctrl] = 0
     return x
 

@@ -433,7 +433,7 @@ cdef bint wait_for(Engine self, int run, int64_t cycle, int64_t t_start) noexcep
     slept more than a quarter of its time, after a grace period (error 9: the runs' threads do
     not all have a core; the caller runs the trace on one thread)."""
     cdef int64_t* slot = run_slot(self, run)
-    cdef int64_t seen, t_sleep
+    cdef int64_t seen, t_sleep, outside
     cdef long spins = 0
     while True:
         seen = sievesim_read(slot)
@@ -446,10 +446,13 @@ cdef bint wait_for(Engine self, int run, int64_t cycle, int64_t t_start) noexcep
         if spins <= LOCKSTEP_SPINS:
             sievesim_pause()
             continue
-        # the run is late by far more than a step's work: it has no core now
+        # the run is late by far more than a step's work: it has no core now, or it is out of
+        # the lockstep, taking its next window (not contention: that sleep is not counted)
         t_sleep = sievesim_now_ns()
+        outside = sievesim_read(slot + 2)
         sievesim_sleep_unchanged(slot, seen)
-        self.slept_ns += sievesim_now_ns() - t_sleep
+        if not outside:
+            self.slept_ns += sievesim_now_ns() - t_sleep
         if self.grace_ns >= 0 and t_sleep - t_start >= self.grace_ns \
                 and self.slept_ns * LOCKSTEP_SLEEP_SHARE > t_sleep - t_start:
             self.error_code = 9
@@ -504,6 +507,7 @@ cdef bint lockstep_steps(Engine self, int64_t t_start) noexcept nogil:
         sievesim_flag_set(self.abort_flag)
         return False
     n_mem_phase = phase_tables(self, front_at, mem_at, mem_phase)
+    sievesim_store(me + 2, 0)
     while head < self.n_req or more:
         # the step: frontend ticks after `phase` up to the next memory tick (phase ph)
         k_ticks = 0
@@ -518,6 +522,7 @@ cdef bint lockstep_steps(Engine self, int64_t t_start) noexcept nogil:
                 break
         if more and head + k_ticks > self.n_req:
             self.lp_wait = True     # the dry run would miss requests of the next window
+            sievesim_store(me + 2, 1)       # out of the lockstep for input (see wait_for)
             break
         if clk - self.peer_floor > self.ring_mask - 2:
             # the rings hold ring_mask + 1 cycles: stay that close to the slowest run
