@@ -6,14 +6,13 @@ whatever the other controllers do, and each controller's commands depend on its 
 only. So the controllers are split between threads (balanced by their numbers of requests), each
 thread runs an :class:`Engine` that simulates its own controllers and lets the others' requests
 pass, and the results are merged. A refused request holds the frontend back for everyone: the run
-that meets one stops the split at once. If the frontend can offer two or more requests per memory
-cycle, the split then runs again in lockstep: every memory cycle the runs agree on how far the
-frontend gets (each knows it for its own controllers) and on when the next can act. Otherwise the
-trace runs again on one thread. The merged result is the one-thread result, bit for bit
-(``tests/test_parallel_engine.py``); it says which way it was computed (``threads``: how many
-ran; ``speculation``: ``"none"``, ``"held"``, ``"lockstep"``, ``"refused"`` or ``"contended"``: the
-lockstep slept waiting more than it worked, as when another process keeps a core busy, and the
-trace ran again on one thread).
+that meets one stops the split at once, and the split runs again in lockstep: the runs agree on
+how far the frontend gets each memory cycle (each knows it for its own controllers, and promises
+about its queues let the others decide most cycles alone). The merged result is the one-thread
+result, bit for bit (``tests/test_parallel_engine.py``); it says which way it was computed
+(``threads``: how many ran; ``speculation``: ``"none"``, ``"held"``, ``"lockstep"`` or
+``"contended"``: the lockstep slept waiting more than it worked, as when another process keeps a
+core busy, and the trace ran again on one thread).
 
 Where it pays: long traces (docs/dram.md, "Threads", has the measurements).
 Where it does not apply: PIM programs, ``skip_idle=False``. (Timing rows never cross controllers:
@@ -99,13 +98,8 @@ def run_requests(spec: dict[str, Any], addr_vecs: np.ndarray, keys: np.ndarray, 
     raws = _run_concurrently(engines)
     if any(r["refused"] for r in raws):
         del engines, raws
-        if spec["clock_ratio"] < 2 * spec["memory_clock_ratio"]:
-            # a queue filled, but the frontend offers at most one request per memory cycle: too
-            # little work per cycle to pay for the lockstep's agreement; one thread
-            raw = Engine(spec, addr_vecs, keys, is_write, arrival, log_commands, skip_idle).run()
-            return raw | {"threads": 1, "speculation": "refused"}
-        # a queue filled: run the split again in lockstep (each memory cycle, the runs agree on
-        # how far the frontend gets)
+        # a queue filled: run the split again in lockstep (the runs agree on how far the frontend
+        # gets wherever a queue may be full)
         speculation = "lockstep"
         abort[0] = 0
         engines = split(lockstep_exchange(_owners(owns), len(owns), LOCKSTEP_RING_CYCLES))

@@ -145,8 +145,9 @@ def simulate(config: DRAMConfig, trace: RequestTrace, *, log_commands: bool = Fa
 
     ``threads``: controllers are split between this many threads (default: the cores this
     process may use, for traces of at least ``AUTO_THREADS_MIN_REQUESTS``); the result is the
-    one-thread result, bit for bit, and a trace that fills a queue falls back to one thread
-    (docs/dram.md, "Threads"; ``threads_note`` says so). ``skip_idle=False`` visits every
+    one-thread result, bit for bit; a trace that fills a queue runs again in lockstep, and on one
+    thread if the threads wait for each other more than they work (docs/dram.md, "Threads";
+    ``threads_note`` says so). ``skip_idle=False`` visits every
     controller every cycle (slow; used to test that skipping idle cycles changes nothing).
     ``address_overflow``: ``error`` (default) or ``wrap`` (Ramulator 2.0's mappers; see
     :data:`sievesim.dram.mapping.ADDRESS_OVERFLOW`); ``wrapped_requests`` counts those past the capacity.
@@ -393,9 +394,8 @@ def simulate_stream(config: DRAMConfig, pieces: Iterable[RequestTrace] | Callabl
     the split (``sievesim._core.parallel.run_stream_split``) then reading its own, or a
     :class:`~sievesim.dram.traces.LoadStoreChunks`, the runs then sharing one reading of the file
     (each piece parsed and mapped once, by whichever run needs it first). A trace that fills a
-    queue runs again as :func:`simulate` runs it (in lockstep, streamed too, where the frontend
-    offers two or more requests per memory cycle, else on one streaming engine; a contended
-    lockstep on one streaming engine), re-reading the pieces.
+    queue runs again as :func:`simulate` runs it (in lockstep, streamed too; a contended lockstep
+    on one streaming engine), re-reading the pieces.
     """
     from .._core._engine import Engine
     from .._core.parallel import _n_controllers, available_threads, run_stream_split
@@ -446,7 +446,7 @@ def simulate_stream(config: DRAMConfig, pieces: Iterable[RequestTrace] | Callabl
         owner = np.concatenate(head)
         del head
         raw = split(False)
-        if raw["speculation"] == "refused" and spec["clock_ratio"] >= 2 * spec["memory_clock_ratio"]:
+        if raw["speculation"] == "refused":
             raw = split(True)       # a queue filled: the split again from the start, in lockstep
         if "totals" in raw:
             w = opened[0]
@@ -505,10 +505,7 @@ def _threads_note(config: DRAMConfig, raw: dict, threads: int, n: int, skip_idle
     """Why a run ran on fewer threads than asked for ("" when it did not)."""
     if int(raw["threads"]) >= threads:
         return ""
-    if raw.get("speculation") == "refused":
-        why = ("a queue filled up and the frontend offers at most one request per memory cycle, so the "
-               "run fell back to one thread (the result is the same)")
-    elif raw.get("speculation") == "contended":
+    if raw.get("speculation") == "contended":
         why = ("the threads waited for each other more than they worked (not every thread had a core: "
                "another process is busy), so the run fell back to one thread (the result is the same)")
     elif n == 0:
