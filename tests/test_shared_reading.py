@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import threading
 
+import numpy as np
 import pytest
 
 from sievesim.dram.config import get_config
@@ -132,3 +133,18 @@ def test_an_unreadable_file_is_an_error_for_every_run(tmp_path):
     for k in range(2):
         with pytest.raises(ConfigError, match="expected an existing DRAM request trace"):
             list(shared.runs(k))
+
+
+def test_each_window_carries_its_requests_controllers(tmp_path):
+    config = get_config("hbm2-2000")
+    spec = config.compile()
+    path = _file(tmp_path, config, n=3000)
+    levels = spec["ctrl_level"] + 1
+    for w in _windows_of(config, path, 4096, runs=1).runs(0):
+        want = np.ravel_multi_index(tuple(w[0][:, :levels].T.astype(np.int64)), tuple(spec["counts"][:levels]))
+        assert w[4].dtype == np.int32 and np.array_equal(w[4], want)
+    from sievesim._core import Engine
+    z = (np.zeros((0, w[0].shape[1]), np.int32), np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, np.int64))
+    e = Engine(spec, *z, own=np.arange(config.num_controllers) == 0, stream=True)
+    with pytest.raises(ValueError, match="ctrl: expected"):
+        e.feed(*w[:4], True, ctrl=w[4] + config.num_controllers)

@@ -424,10 +424,11 @@ cdef class Engine:
 
 
 
-    def set_window(self, addr_vecs, keys, is_write, arrival):
+    def set_window(self, addr_vecs, keys, is_write, arrival, ctrl=None):
         """The trace requests the frontend reads (used in place): (n, A) int32 address vectors,
         (n,) int64 keys (the addresses, for read forwarding), (n,) write flags, (n,) int64 arrival
-        cycles."""
+        cycles; ``ctrl``: optionally each request's controller, (n,) int32 (runs of a split that
+        share their windows compute it once)."""
         cdef cnp.ndarray a
         vecs = np.ascontiguousarray(addr_vecs, dtype=np.int32)
         if vecs.ndim != 2 or vecs.shape[1] != self.A:
@@ -444,32 +445,44 @@ cdef class Engine:
         a = window[3]; self.arrival = <int64_t*> a.data
         self._window = window
         self.n_req = n
+        if ctrl is not None:
+            ctrl = np.ascontiguousarray(ctrl, dtype=np.int32)
+            if ctrl.shape != (n,) or (n and (ctrl.min() < 0 or ctrl.max() >= self.n_ctrl)):
+                raise ValueError(f"ctrl: expected ({n},) controller indices below {self.n_ctrl}")
         if self.partial:            # (in __init__, before own is known: set_ghosts is called later)
-            self.set_ghosts()
+            self.set_ghosts(ctrl)
 
-    def set_ghosts(self):
+    def set_ghosts(self, ctrl=None):
         """The window's ghost flags: 1 for a request whose controller another run simulates; and,
-        for a lockstep run, each request's controller (its steps look at them again and again)."""
+        for a lockstep run, each request's controller (its steps look at them again and again;
+        ``ctrl``: given, as set_window checked it)."""
         cdef cnp.ndarray a = np.zeros(max(self.n_req, 1), dtype=np.int8)
-        cdef cnp.ndarray rc = np.zeros(max(self.n_req, 1) if self.lockstep else 1, dtype=np.int32)
+        cdef cnp.ndarray rc
         cdef Py_ssize_t r
         cdef int c
+        cdef bint given = ctrl is not None and self.n_req > 0
+        rc = ctrl if given else np.zeros(max(self.n_req, 1) if self.lockstep else 1, dtype=np.int32)
         self.ghost = <int8_t*> a.data
         self.req_c = <int32_t*> rc.data
         if self.partial:
             with nogil:         # (the other runs of the split take their windows meanwhile)
-                for r in range(self.n_req):
-                    c = req_ctrl(self, r)
-                    self.ghost[r] = not self.own[c]
-                    if self.lockstep:
-                        self.req_c[r] = c
+                if given:
+                    for r in range(self.n_req):
+                        self.ghost[r] = not self.own[self.req_c[r]]
+                else:
+                    for r in range(self.n_req):
+                        c = req_ctrl(self, r)
+                        self.ghost[r] = not self.own[c]
+                        if self.lockstep:
+                            self.req_c[r] = c
         self._window.append(a)
         self._window.append(rc)
 
-    def feed(self, addr_vecs, keys, is_write, arrival, bint last):
+    def feed(self, addr_vecs, keys, is_write, arrival, bint last, ctrl=None):
         """A streaming engine's next window of requests (as for ``__init__``), once :meth:`run`
-        has consumed the one before (``run()['need_input']``); ``last``: no more will come. The
-        result is the one of the whole trace in one engine, bit for bit (tests/test_streaming.py)."""
+        has consumed the one before (``run()['need_input']``); ``last``: no more will come;
+        ``ctrl``: optionally each request's controller (see set_window). The result is the one
+        of the whole trace in one engine, bit for bit (tests/test_streaming.py)."""
         if not self.streaming:
             raise RuntimeError("feed: not a streaming engine (Engine(..., stream=True))")
         if self.eof or (self.lp_head < self.n_req and not self.lp_wait):
@@ -482,7 +495,11 @@ cdef class Engine:
             keys = np.concatenate([old[1][h:], np.asarray(keys, dtype=np.int64)])
             is_write = np.concatenate([old[2][h:].view(np.bool_), np.asarray(is_write, dtype=np.bool_)])
             arrival = np.concatenate([old[3][h:], np.asarray(arrival, dtype=np.int64)])
-        self.set_window(addr_vecs, keys, is_write, arrival)
+            if ctrl is not None:
+                # (only a lockstep stops short, and a lockstep run keeps each request's controller)
+                ctrl = np.concatenate([np.asarray(<int32_t[:self.n_req]> self.req_c)[h:],
+                                       np.asarray(ctrl, dtype=np.int32)]) if self.lockstep else None
+        self.set_window(addr_vecs, keys, is_write, arrival, ctrl)
         self.lp_head = 0
         self.lp_wait = False
         self.eof = last

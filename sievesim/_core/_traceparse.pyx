@@ -25,16 +25,18 @@ for _k in range(6):
 def parse_loadstore(const unsigned char[::1] data):
     """Return ``(is_write, addresses, bad_line)``; ``bad_line`` is the 0-based index of the first
     malformed line (the arrays are then meaningless), or -1."""
-    cdef Py_ssize_t n = data.shape[0], i = 0, lines = 0, line = 0, j
+    cdef Py_ssize_t n = data.shape[0], i = 0, lines = 0, line = 0, j, start, last_nl = -1
     cdef uint64_t v
-    cdef int d
     cdef unsigned int base, dv
     cdef bint hexa, ok
     for j in range(n):
-        if data[j] == 10:
-            lines += 1
+        lines += data[j] == 10
     if n and data[n - 1] != 10:
         lines += 1
+    j = n - 1
+    while j >= 0 and data[j] != 10:
+        j -= 1
+    last_nl = j                 # up to here, every line ends in a newline, whose DIGIT is 255
     is_write = np.empty(lines, dtype=np.uint8)
     addrs = np.empty(lines, dtype=np.int64)
     cdef uint8_t[::1] w = is_write
@@ -50,23 +52,30 @@ def parse_loadstore(const unsigned char[::1] data):
             hexa = i + 1 < n and data[i] == 48 and (data[i + 1] == 120 or data[i + 1] == 88)
             if hexa:
                 i += 2
-            v = 0
-            d = 0
             base = 16 if hexa else 10
-            while i < n and data[i] != 10 and data[i] != 13:
-                dv = DIGIT[data[i]]
-                if dv >= base:      # not a digit of this base
-                    ok = False
-                    break
-                v = v * base + dv
-                d += 1
-                if d > 15:          # beyond 60 bits: let the strict parser report it
-                    ok = False
-                    break
-                i += 1
+            v = 0
+            start = i
+            if i <= last_nl:
+                # the digits end at the latest at the line's newline: no bounds to test
+                while True:
+                    dv = DIGIT[data[i]]
+                    if dv >= base:
+                        break
+                    v = v * base + dv
+                    i += 1
+            else:
+                while i < n:
+                    dv = DIGIT[data[i]]
+                    if dv >= base:
+                        break
+                    v = v * base + dv
+                    i += 1
+            if i - start == 0 or i - start > 15:    # none, or beyond 60 bits: the strict parser says
+                ok = False
+                break
             if i < n and data[i] == 13:
                 i += 1
-            if not ok or d == 0 or (i < n and data[i] != 10):
+            if i < n and data[i] != 10:             # not a digit of this base
                 ok = False
                 break
             a[line] = <int64_t> v

@@ -145,7 +145,9 @@ def run_stream_split(spec: dict[str, Any], open_windows: Callable[[int], Iterato
             window, raw = next(it, None), None
             while window is not None or raw is None:
                 following = next(it, None) if window is not None else None
-                engines[k].feed(*(empty if window is None else window), following is None)
+                # a window: (addr_vecs, keys, is_write, arrival), and maybe each request's controller
+                w = empty if window is None else window
+                engines[k].feed(*w[:4], following is None, ctrl=w[4] if len(w) > 4 else None)
                 window = None
                 raw = engines[k].run()
                 if raw["refused"]:

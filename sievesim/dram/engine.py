@@ -267,7 +267,8 @@ _PENDING = object()
 
 class _SharedWindows:
     """One reading of a LoadStoreTrace file for every run of a split (``runs(k)`` is run k's
-    iterator of windows, the same windows for every run).
+    iterator of windows, the same windows for every run; each window also carries its requests'
+    controllers, so that the runs do not each work them out).
 
     A run that needs a piece nobody has read yet reads it and maps it; one that finds it being
     mapped by another maps the next unread piece meanwhile instead of waiting, so runs that arrive
@@ -291,6 +292,8 @@ class _SharedWindows:
         self._state: dict[int, Any] = {}     # piece -> _PENDING, its window, or the exception it raised
         self._left: dict[int, set] = {}      # piece -> the runs that have not taken it
         self._next: list[int | None] = [0] * runs   # per run: the piece it takes next (None: stopped)
+        spec = config.compile()
+        self._ctrl_counts = np.asarray(spec["counts"], dtype=np.int64)[: spec["ctrl_level"] + 1]
 
     def runs(self, k: int):
         try:
@@ -336,7 +339,9 @@ class _SharedWindows:
         try:
             piece, first_line = got
             try:
-                outcome = _map_piece(self.config, self.chunks.parse(piece, first_line), first_line, self.overflow)
+                window, reads, wrapped = _map_piece(self.config, self.chunks.parse(piece, first_line), first_line,
+                                                    self.overflow)
+                outcome = (window + (self._controllers(window[0]),), reads, wrapped)
             except Exception as exc:    # noqa: BLE001 - handed to every run that takes this piece
                 outcome = exc
         finally:
@@ -350,6 +355,16 @@ class _SharedWindows:
             self.reads += reads
             self.wrapped += wrapped
         self._cond.notify_all()
+
+    def _controllers(self, vecs: np.ndarray) -> np.ndarray:
+        """Each request's controller: its address's flat index down to the controller level."""
+        levels = self._ctrl_counts.size
+        if len(vecs) == 0:
+            return np.zeros(0, dtype=np.int32)
+        flat = vecs[:, 0].astype(np.int64)
+        for level in range(1, levels):
+            flat = flat * self._ctrl_counts[level] + vecs[:, level]
+        return flat.astype(np.int32)
 
     def _take(self, k: int, i: int):
         with self._cond:
