@@ -6,7 +6,7 @@ Ramulator 2.0 mirror), on one thread. track_speedup_vs_python_reference: wall ti
 pure-Python reference controller over the engine's, on the same 2000-request trace.
 EngineThreads: the same trace split between threads (docs/dram.md, "Threads").
 EngineLockstep: two engines in lockstep against one thread, whatever run_requests would choose
-(the measurement behind the rule that lockstep needs a clock ratio of 2 or more).
+(the measurement behind running a split whose queue fills in lockstep at every clock ratio).
 """
 import time
 
@@ -135,7 +135,10 @@ class EngineVsPythonReference:
 
 
 class TraceParsing:
-    """Reading a 1 000 000-line LoadStoreTrace (``time_read_loadstore_1m``, seconds)."""
+    """Reading a 1 000 000-line LoadStoreTrace (``time_read_loadstore_1m``, seconds); parsing one
+    1 MiB piece of it (``track_parse_mb_per_second``, best of 20); counting its newlines by
+    ``count_newlines`` against ``bytes.count`` (``track_count_newlines_over_bytes_count``, best of
+    20 each, in one call)."""
 
     timeout = 300
 
@@ -150,6 +153,34 @@ class TraceParsing:
     def time_read_loadstore_1m(self):
         from sievesim.dram.traces import read_loadstore_trace
         read_loadstore_trace(self.path)
+
+    def _piece(self) -> bytes:
+        with open(self.path, "rb") as fh:
+            data = fh.read(1 << 20)
+        return data[:data.rfind(b"\n") + 1]
+
+    @staticmethod
+    def _best(f, data, n=20) -> float:
+        best = float("inf")
+        for _ in range(n):
+            t0 = time.perf_counter()
+            f(data)
+            best = min(best, time.perf_counter() - t0)
+        return best
+
+    def track_parse_mb_per_second(self):
+        from sievesim._core._traceparse import parse_loadstore
+        data = self._piece()
+        return len(data) / 1e6 / self._best(parse_loadstore, data)
+
+    track_parse_mb_per_second.unit = "MB/s"
+
+    def track_count_newlines_over_bytes_count(self):
+        from sievesim._core._traceparse import count_newlines
+        data = self._piece()
+        return self._best(lambda d: d.count(b"\n"), data) / self._best(count_newlines, data)
+
+    track_count_newlines_over_bytes_count.unit = "x"
 
     def teardown(self):
         import os

@@ -52,8 +52,8 @@ def test_each_piece_is_parsed_once(tmp_path, monkeypatch):
     path = _file(tmp_path, config, n=60000)
     calls = []
     real = LoadStoreChunks.parse
-    monkeypatch.setattr(LoadStoreChunks, "parse", lambda self, piece, first: calls.append(first) or
-                        real(self, piece, first))
+    monkeypatch.setattr(LoadStoreChunks, "parse", lambda self, piece, first, *rest: calls.append(first) or
+                        real(self, piece, first, *rest))
     chunks = LoadStoreChunks(path, 1 << 14)
     pieces = sum(1 for _ in chunks.blocks())
     r = simulate_stream(config, chunks, threads=2)

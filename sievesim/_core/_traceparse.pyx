@@ -22,15 +22,23 @@ for _k in range(6):
     DIGIT[65 + _k] = 10 + _k
 
 
-def parse_loadstore(const unsigned char[::1] data):
+cdef Py_ssize_t _newlines(const unsigned char[::1] data) noexcept nogil:
+    """How many bytes of ``data`` are newlines (a loop the compiler vectorises)."""
+    cdef Py_ssize_t j, k = 0
+    for j in range(data.shape[0]):
+        k += data[j] == 10
+    return k
+
+
+def parse_loadstore(const unsigned char[::1] data, Py_ssize_t newlines=-1):
     """Return ``(is_write, addresses, bad_line)``; ``bad_line`` is the 0-based index of the first
-    malformed line (the arrays are then meaningless), or -1."""
-    cdef Py_ssize_t n = data.shape[0], i = 0, lines = 0, line = 0, j, start, last_nl = -1
+    malformed line (the arrays are then meaningless), or -1. ``newlines``: the number of newline
+    bytes in ``data`` when the caller has counted them already (-1: counted here)."""
+    cdef Py_ssize_t n = data.shape[0], i = 0, lines, line = 0, j, start, last_nl = -1
     cdef uint64_t v
     cdef unsigned int base, dv
     cdef bint hexa, ok
-    for j in range(n):
-        lines += data[j] == 10
+    lines = newlines if newlines >= 0 else _newlines(data)
     if n and data[n - 1] != 10:
         lines += 1
     j = n - 1
@@ -87,12 +95,11 @@ def parse_loadstore(const unsigned char[::1] data):
 
 
 def count_newlines(const unsigned char[::1] data):
-    """How many bytes of ``data`` are newlines (a loop the compiler vectorises: about 10x
-    ``bytes.count``)."""
-    cdef Py_ssize_t n = data.shape[0], j, k = 0
+    """How many bytes of ``data`` are newlines (faster than ``bytes.count``: `python
+    benchmarks/run.py engine TraceParsing`)."""
+    cdef Py_ssize_t k
     with nogil:
-        for j in range(n):
-            k += data[j] == 10
+        k = _newlines(data)
     return k
 
 

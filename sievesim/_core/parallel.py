@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from ._engine import CONTENTION_GRACE_NS, Engine, lockstep_exchange, new_outputs
+from ._engine import CONTENTION_GRACE_NS, LOCKSTEP_RING, Engine, lockstep_exchange, new_outputs
 
 __all__ = ["available_threads", "run_requests", "run_stream_split"]
 
@@ -43,15 +43,23 @@ def _n_controllers(spec: dict[str, Any]) -> int:
     return int(np.prod(np.asarray(spec["counts"], dtype=np.int64)[: spec["ctrl_level"] + 1]))
 
 
+def controllers_of(spec: dict[str, Any], addr_vecs: np.ndarray) -> np.ndarray:
+    """Each request's controller, (n,) int32: its address vector's flat index down to the
+    controller level (what the engine's ``req_ctrl`` computes one request at a time)."""
+    levels = spec["ctrl_level"] + 1
+    counts = tuple(int(c) for c in spec["counts"][:levels])
+    vecs = np.asarray(addr_vecs)
+    if len(vecs) == 0:
+        return np.zeros(0, dtype=np.int32)
+    return np.ravel_multi_index(tuple(vecs[:, :levels].T.astype(np.int64)), counts).astype(np.int32)
+
+
 def _split_controllers(spec: dict[str, Any], addr_vecs: np.ndarray, threads: int) -> list[np.ndarray]:
     """Which controllers each thread simulates: balanced by their number of requests (a
     proxy for their work; hot rows can load a few controllers), largest first onto the least
     loaded thread, ties to the lower index. Returns one boolean mask per thread."""
     n_ctrl = _n_controllers(spec)
-    levels = spec["ctrl_level"] + 1
-    counts = np.asarray(spec["counts"], dtype=np.int64)[:levels]
-    ctrl = np.ravel_multi_index(tuple(np.asarray(addr_vecs)[:, :levels].T.astype(np.int64)), tuple(counts))
-    load = np.bincount(ctrl, minlength=n_ctrl)
+    load = np.bincount(controllers_of(spec, addr_vecs), minlength=n_ctrl)
     owner = np.empty(n_ctrl, dtype=np.int64)
     total = [0] * threads
     for c in np.argsort(-load, kind="stable"):
@@ -62,7 +70,7 @@ def _split_controllers(spec: dict[str, Any], addr_vecs: np.ndarray, threads: int
 
 
 #: How many memory cycles a run of a lockstep may get ahead of the slowest (each run's ring of stops).
-LOCKSTEP_RING_CYCLES = 4096
+LOCKSTEP_RING_CYCLES = LOCKSTEP_RING
 
 
 def _owners(owns: list[np.ndarray]) -> np.ndarray:

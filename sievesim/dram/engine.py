@@ -292,8 +292,7 @@ class _SharedWindows:
         self._state: dict[int, Any] = {}     # piece -> _PENDING, its window, or the exception it raised
         self._left: dict[int, set] = {}      # piece -> the runs that have not taken it
         self._next: list[int | None] = [0] * runs   # per run: the piece it takes next (None: stopped)
-        spec = config.compile()
-        self._ctrl_counts = np.asarray(spec["counts"], dtype=np.int64)[: spec["ctrl_level"] + 1]
+        self.spec = config.compile()
 
     def runs(self, k: int):
         try:
@@ -317,7 +316,7 @@ class _SharedWindows:
             del self._left[j], self._state[j]
 
     def _read_next(self) -> tuple[int, Any]:
-        """Under the lock: read the next piece, ``(index, (bytes, first_line))``; at the end of the
+        """Under the lock: read the next piece, ``(index, (bytes, first_line, newlines))``; at the end of the
         file ``(index, None)``; an error reading it is kept as the piece's outcome."""
         j = self._read
         try:
@@ -333,15 +332,16 @@ class _SharedWindows:
         self._read = j + 1
         return j, got
 
-    def _map(self, j: int, got: tuple[bytes, int]) -> None:
+    def _map(self, j: int, got: tuple[bytes, int, int]) -> None:
         """Map piece ``j`` (the lock released), then publish it."""
+        from .._core.parallel import controllers_of
+
         self._cond.release()
         try:
-            piece, first_line = got
+            first_line = got[1]
             try:
-                window, reads, wrapped = _map_piece(self.config, self.chunks.parse(piece, first_line), first_line,
-                                                    self.overflow)
-                outcome = (window + (self._controllers(window[0]),), reads, wrapped)
+                window, reads, wrapped = _map_piece(self.config, self.chunks.parse(*got), first_line, self.overflow)
+                outcome = (window + (controllers_of(self.spec, window[0]),), reads, wrapped)
             except Exception as exc:    # noqa: BLE001 - handed to every run that takes this piece
                 outcome = exc
         finally:
@@ -355,16 +355,6 @@ class _SharedWindows:
             self.reads += reads
             self.wrapped += wrapped
         self._cond.notify_all()
-
-    def _controllers(self, vecs: np.ndarray) -> np.ndarray:
-        """Each request's controller: its address's flat index down to the controller level."""
-        levels = self._ctrl_counts.size
-        if len(vecs) == 0:
-            return np.zeros(0, dtype=np.int32)
-        flat = vecs[:, 0].astype(np.int64)
-        for level in range(1, levels):
-            flat = flat * self._ctrl_counts[level] + vecs[:, level]
-        return flat.astype(np.int32)
 
     def _take(self, k: int, i: int):
         with self._cond:

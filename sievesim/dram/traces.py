@@ -128,8 +128,8 @@ def iter_loadstore_chunks(path: str | pathlib.Path, block_bytes: int = 1 << 20) 
     (the whole file is never in memory): together, exactly :func:`read_loadstore_trace`'s trace
     (tests/test_streaming.py), with the same errors and line numbers."""
     chunks = LoadStoreChunks(path, block_bytes)
-    for piece, first_line in chunks.blocks():
-        yield chunks.parse(piece, first_line)
+    for block in chunks.blocks():
+        yield chunks.parse(*block)
 
 
 class LoadStoreChunks:
@@ -150,10 +150,10 @@ class LoadStoreChunks:
     def __iter__(self) -> Iterator[RequestTrace]:
         return iter_loadstore_chunks(self.path, self.block_bytes)
 
-    def blocks(self) -> Iterator[tuple[memoryview, int]]:
-        """The file's pieces as ``(bytes, first_line)``: whole lines, in order (a view of bytes
-        read for it alone); ``first_line`` is the 0-based number of the piece's first line (the
-        index of its first request)."""
+    def blocks(self) -> Iterator[tuple[memoryview, int, int]]:
+        """The file's pieces as ``(bytes, first_line, newlines)``: whole lines, in order (a view of
+        bytes read for it alone); ``first_line`` is the 0-based number of the piece's first line
+        (the index of its first request); ``newlines``: its newline bytes (for :meth:`parse`)."""
         from .._core._traceparse import count_newlines
         from .._inputs import open_input
 
@@ -182,16 +182,18 @@ class LoadStoreChunks:
                     piece, carry = view, b""
                 else:
                     return
-                yield piece, first_line
-                first_line += count_newlines(piece) + (piece[-1] != 10)
+                newlines = count_newlines(piece)
+                yield piece, first_line, newlines
+                first_line += newlines + (piece[-1] != 10)
                 if end:
                     return
 
-    def parse(self, piece: bytes | memoryview, first_line: int) -> RequestTrace:
-        """One piece of :meth:`blocks` as requests; a malformed line is refused, naming its number."""
+    def parse(self, piece: bytes | memoryview, first_line: int, newlines: int = -1) -> RequestTrace:
+        """One piece of :meth:`blocks` as requests (``newlines``: its newline bytes, if counted);
+        a malformed line is refused, naming its number."""
         from .._core._traceparse import parse_loadstore
 
-        is_write, addrs, bad = parse_loadstore(piece)
+        is_write, addrs, bad = parse_loadstore(piece, newlines)
         if bad >= 0:
             lines = bytes(piece).split(b"\n")
             if lines[-1] == b"":
