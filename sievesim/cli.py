@@ -7,6 +7,7 @@ errors into a one-line message and exit status 2.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import re
@@ -120,6 +121,10 @@ def _one_line(text: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit status (2 for bad input, with one line on stderr).
 
+    A ``dram`` command runs with the cyclic garbage collector off (restored on return): its
+    objects are a few large arrays freed by reference counting, and the collections that imports
+    set off cost about 5 ms of a process's 0.1 s floor (``python benchmarks/process_floor.py``).
+
     The last line of defence: a file that cannot be read or written (``OSError``), bytes that are
     not UTF-8, input nested too deeply to parse and running out of memory become one line naming
     the file or the value. Any other exception is a bug and keeps its traceback.
@@ -134,11 +139,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                 pass
     if argv is None:
         argv = sys.argv[1:]
+    collecting = gc.isenabled()
     if _command_in(argv) == "dram":
         # no DRAM command does linear algebra, but importing numpy starts OpenBLAS's worker
         # threads, which spin for about 0.1 s of CPU: on a small machine, the time of a core that
         # the engine's threads need (a setting of the user's own is kept)
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+        gc.disable()
+    try:
+        return _run(argv)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _run(argv: Sequence[str]) -> int:
     parser = build_parser(argv)
     try:
         args = parser.parse_args(argv)

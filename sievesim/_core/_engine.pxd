@@ -128,6 +128,14 @@ cdef class Engine:
     cdef int8_t* write_mode
     cdef int64_t* flip_clk        # (n_ctrl,) write mode flipped ahead of the tick at this cycle (see flip_ahead)
     cdef int64_t* wake
+    # the wakes by cycle (see _engine_loop.pxi, "the wheel"): bit c of wheel[t & 63] is set for
+    # a wake at t within 64 cycles of wheel_next, the next cycle tick_due takes up; later wakes
+    # are bits of far_mask, the earliest of them far_min
+    cdef bint wheel_on
+    cdef unsigned long long wheel[64]
+    cdef unsigned long long far_mask
+    cdef int64_t far_min
+    cdef int64_t wheel_next
     cdef int64_t* next_refresh
     # ---- trace requests (inputs read where they are; outputs per request)
     cdef int n_req

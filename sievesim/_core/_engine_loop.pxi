@@ -5,33 +5,6 @@
 # coupled to them.
 
 cdef extern from *:
-    int __builtin_ctzll(unsigned long long) nogil
-
-cdef extern from *:
-    """
-    #if defined(__SSE2__)
-    #include <emmintrin.h>
-    #endif
-    /* bit c set where wake[c] <= clk, for the n <= 64 controllers: two at a time by the sign of
-       wake - (clk + 1) (no overflow: every wake and clock lies below 2**62) */
-    static inline unsigned long long sievesim_due_mask(const int64_t *wake, int n, int64_t clk) {
-        unsigned long long due = 0;
-        int c = 0;
-    #if defined(__SSE2__)
-        __m128i t = _mm_set1_epi64x(clk + 1);
-        for (; c + 2 <= n; c += 2) {
-            __m128i d = _mm_sub_epi64(_mm_loadu_si128((const __m128i *) (wake + c)), t);
-            due |= (unsigned long long) _mm_movemask_pd(_mm_castsi128_pd(d)) << c;
-        }
-    #endif
-        for (; c < n; c++)
-            due |= (unsigned long long) (wake[c] <= clk) << c;
-        return due;
-    }
-    """
-    unsigned long long sievesim_due_mask(int64_t* wake, int n, int64_t clk) nogil
-
-cdef extern from *:
     """
     /* the abort flag is written by one thread and polled by others: volatile keeps every poll */
     static inline int32_t sievesim_flag_get(int32_t *p) { return *(volatile int32_t *) p; }
@@ -146,17 +119,17 @@ cdef bint try_send(Engine self, int32_t r, int64_t clk) noexcept nogil:
         self.write_mode[c] = not self.write_mode[c]
         self.flip_clk[c] = -1
         self.pred_clk[c] = -1
-        self.wake[c] = i64min(self.wake[c], clk + 1)
+        set_wake(self, c, i64min(self.wake[c], clk + 1))
         return True
     if self.wake[c] > clk + 1:
         # The controller sleeps past the next cycle: everything it last looked at is not ready
         # before its wake. Unless the write mode flips, only this request can change that, and
         # only if it joins the queue the mode picks and no priority request blocks.
         if not self.skip_idle or write_mode_would_change(self, c):
-            self.wake[c] = clk + 1
+            set_wake(self, c, clk + 1)
         elif self.bsize[c * NBUF + BUF_PRIO] == 0 and b == (BUF_WRITE if self.write_mode[c] else BUF_READ):
             rt = entry_ready(self, c, r, clk)    # a fresh slot: computed and cached exactly
-            self.wake[c] = i64max(clk + 1, i64min(self.wake[c], rt))
+            set_wake(self, c, i64max(clk + 1, i64min(self.wake[c], rt)))
     return True
 
 
@@ -198,19 +171,26 @@ cdef inline int phase_tables(Engine self, bint* front_at, bint* mem_at, int64_t*
     return n
 
 
-cdef inline void tick_due(Engine self, int64_t clk, unsigned long long done) noexcept nogil:
+cdef inline void tick_due(Engine self, int64_t clk, unsigned long long done, bint again) noexcept nogil:
     """Tick, at ``clk``, every controller simulated here whose wake has come (every one
-    without ``skip_idle``), except those in the mask ``done``, in index order."""
+    without ``skip_idle``), except those in the mask ``done``, in index order; ``again``: a
+    second call at this cycle follows (it ticks those left, and those woken for it meanwhile)."""
     cdef unsigned long long due
     cdef int c
-    if self.n_ctrl <= 64 and self.skip_idle:
-        # which controllers are due, without a hard-to-predict branch per controller (a tick
-        # changes only its own controller's wake); only those simulated here
-        due = sievesim_due_mask(self.wake, self.n_ctrl, clk) & self.own_mask & ~done
+    cdef int s = <int> (clk & 63)
+    if self.wheel_on:
+        # the controllers filed under this cycle (see "the wheel", _engine_state.pxi); a tick
+        # changes only its own controller's wake, and files it at a later cycle
+        if self.far_min - clk < 64:
+            wheel_bring_near(self, clk)
+        due = self.wheel[s] & self.own_mask & ~done
+        self.wheel[s] &= ~due
+        self.wheel_next = clk if again else clk + 1
         while due:
             c = __builtin_ctzll(due)
             due &= due - 1
-            tick(self, c, clk)
+            if self.wake[c] <= clk:     # (else a stale bit: the controller is filed under its wake)
+                tick(self, c, clk)
     else:
         for c in range(self.n_ctrl):
             if self.wake[c] <= clk or not self.skip_idle:
@@ -242,6 +222,7 @@ cdef int64_t run_loop(Engine self, int64_t until) noexcept nogil:
     phase = self.lp_phase
     if until >= 0 and clk >= until:
         return clk
+    wheel_rebuild(self, clk + 1)
     while True:
         phase += 1
         if phase == period:
@@ -271,7 +252,7 @@ cdef int64_t run_loop(Engine self, int64_t until) noexcept nogil:
                 break
         if mem_at[phase]:
             clk += 1
-            tick_due(self, clk, 0)
+            tick_due(self, clk, 0, False)
             if self.error_code:
                 break
             if self.partial and sievesim_flag_get(self.abort_flag):
@@ -507,6 +488,7 @@ cdef bint lockstep_steps(Engine self, int64_t t_start) noexcept nogil:
         sievesim_flag_set(self.abort_flag)
         return False
     n_mem_phase = phase_tables(self, front_at, mem_at, mem_phase)
+    wheel_rebuild(self, clk + 1)
     sievesim_store(me + 2, 0)
     while head < self.n_req or more:
         # the step: frontend ticks after `phase` up to the next memory tick (phase ph)
@@ -571,7 +553,7 @@ cdef bint lockstep_steps(Engine self, int64_t t_start) noexcept nogil:
                     # can reach (they do not depend on the frontend; a step that may end the
                     # trace keeps all back)
                     if not ticked_early and self.n_ctrl <= 64 and head + k_ticks < self.n_req:
-                        tick_due(self, clk + 1, receiving)
+                        tick_due(self, clk + 1, receiving, True)
                         ticked_early = True
                     if not wait_for(self, run, clk, t_start):
                         self.lp_clk = clk
@@ -639,7 +621,7 @@ cdef bint lockstep_steps(Engine self, int64_t t_start) noexcept nogil:
         # the memory tick (a controller ticked early is not due again: a tick wakes it later)
         phase = ph
         clk += 1
-        tick_due(self, clk, 0)
+        tick_due(self, clk, 0, False)
         if self.error_code:
             sievesim_flag_set(self.abort_flag)
             break

@@ -51,8 +51,8 @@ cdef inline void pim_issue(Engine self, int c, int cmd, int32_t* av, int64_t clk
             self.prog_done[c] = i64max(self.prog_result[c], clk + (
                 self.read_latency if cmd == self.cmd_rdres else
                 (self.write_latency if cmd == self.cmd_gwrite else 0)))
-    self.wake[c] = clk + 1
+    set_wake(self, c, clk + 1)
     if self.prog_head[c] < self.prog_end[c] and queues_empty(self, c):
         # only the program is left: sleep until its next command can issue (or refresh)
         rt = pim_next(self, c, av, &next_cmd)     # av is free again
-        self.wake[c] = i64max(clk + 1, i64min(rt, self.next_refresh[c]))
+        set_wake(self, c, i64max(clk + 1, i64min(rt, self.next_refresh[c])))

@@ -358,7 +358,7 @@ cdef bint tick(Engine self, int c, int64_t clk) noexcept nogil:
     elif self.cmd_flags[cmd] & F_OPENING:
         if bpush(self, c, BUF_ACTIVE, r):
             bremove(self, c, src, pos)
-    self.wake[c] = next_wake_after_issue(self, c, clk)
+    set_wake(self, c, next_wake_after_issue(self, c, clk))
     return True
 
 
@@ -440,4 +440,4 @@ cdef inline void schedule_wake(Engine self, int c, int64_t clk, int64_t min_read
     cdef int64_t t = min_ready
     if self.next_refresh[c] < t:
         t = self.next_refresh[c]
-    self.wake[c] = i64max(t, clk + 1)
+    set_wake(self, c, i64max(t, clk + 1))

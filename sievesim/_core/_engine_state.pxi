@@ -90,3 +90,70 @@ cdef inline void record_depart(Engine self, int64_t depart, int64_t arrive, bint
     e[1] = depart - arrive
     e[2] = is_read
     self.dep_n += 1
+
+
+cdef extern from *:
+    int __builtin_ctzll(unsigned long long) nogil
+
+
+# ---- the wheel: which controllers are due at a cycle, without looking at every wake each cycle.
+# inside the loops, wake[c] is only written through set_wake, which also files c under its wake: in
+# wheel[t & 63] for a wake t less than 64 cycles after wheel_next (the next cycle tick_due takes
+# up), else in far_mask (far_min: the earliest). A bit may be stale (the wake moved since, and
+# set_wake filed the controller again under the new one): tick_due checks each bit against
+# wake[] and drops a stale one. Every finite wake has a bit under its own cycle (or in far_mask,
+# moved into the wheel before that cycle comes), so the controllers ticked are exactly those
+# whose wake has come. Jumps only go to the earliest
+# wake, so no filed cycle is skipped; each run of the loops files every wake afresh first.
+
+cdef inline void wheel_file(Engine self, int c, int64_t t) noexcept nogil:
+    """File controller ``c`` (wake ``t``) in the wheel, or far (a wake of NEVER: nowhere)."""
+    cdef int64_t d = t - self.wheel_next
+    if d < 64:
+        self.wheel[(t if d > 0 else self.wheel_next) & 63] |= (<unsigned long long> 1) << c
+    elif t < NEVER:
+        self.far_mask |= (<unsigned long long> 1) << c
+        if t < self.far_min:
+            self.far_min = t
+
+
+cdef inline void set_wake(Engine self, int c, int64_t t) noexcept nogil:
+    """Controller ``c`` wakes at cycle ``t`` (filed in the wheel when it is on)."""
+    self.wake[c] = t
+    if self.wheel_on:
+        wheel_file(self, c, t)
+
+
+cdef void wheel_rebuild(Engine self, int64_t next_clk) noexcept nogil:
+    """File every controller simulated here afresh; ``next_clk``: the next cycle tick_due takes up."""
+    cdef int c, k
+    self.wheel_on = self.n_ctrl <= 64 and self.skip_idle
+    if not self.wheel_on:
+        return
+    for k in range(64):
+        self.wheel[k] = 0
+    self.far_mask = 0
+    self.far_min = NEVER
+    self.wheel_next = next_clk
+    for c in range(self.n_ctrl):
+        if (self.own_mask >> c) & 1:
+            wheel_file(self, c, self.wake[c])
+
+
+cdef void wheel_bring_near(Engine self, int64_t clk) noexcept nogil:
+    """Move the far wakes that lie within 64 cycles of ``clk`` into the wheel."""
+    cdef unsigned long long far = self.far_mask
+    cdef int c
+    cdef int64_t t
+    self.far_mask = 0
+    self.far_min = NEVER
+    while far:
+        c = __builtin_ctzll(far)
+        far &= far - 1
+        t = self.wake[c]
+        if t - clk < 64:
+            self.wheel[(t if t > clk else clk) & 63] |= (<unsigned long long> 1) << c
+        elif t < NEVER:
+            self.far_mask |= (<unsigned long long> 1) << c
+            if t < self.far_min:
+                self.far_min = t

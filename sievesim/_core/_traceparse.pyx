@@ -142,3 +142,61 @@ def split_levels(const int64_t[::1] rest, int32_t[:, ::1] out, const int64_t[::1
                 else:
                     out[i, levels[k]] = <int> (r % rad[k])
                     r = r // rad[k]
+
+
+def map_linear(const int64_t[::1] addrs, const uint8_t[::1] is_write, int tx_shift, int64_t capacity, bint wrap,
+               int32_t[:, ::1] out, int32_t[::1] ctrl, const int64_t[::1] order, const int64_t[::1] radix,
+               const int64_t[::1] ctrl_counts):
+    """A linear mapper's whole work on a piece of a trace, in one pass per request: the address
+    vector (``split_levels`` of ``addrs[i] >> tx_shift`` into ``out[i, :]``), the controller
+    (``ctrl[i]``: the flat index of the vector's first ``len(ctrl_counts)`` levels, counts
+    ``ctrl_counts``), and the counts. Returns ``(first_bad, wrapped, reads)``: the index of the
+    first address below 0, or at or beyond ``capacity`` unless ``wrap`` (-1: none; the outputs
+    are then incomplete), how many addresses lie at or beyond ``capacity``, how many requests
+    are reads."""
+    cdef Py_ssize_t n = addrs.shape[0], i, first_bad = -1, wrapped = 0, reads = 0
+    cdef int k, m = order.shape[0], n_ctrl_lv = ctrl_counts.shape[0], lv
+    cdef int64_t a, r, c
+    cdef int64_t shift[64]
+    cdef int64_t mask[64]
+    cdef int64_t rad[64]
+    cdef int levels[64]
+    if m > 64 or out.shape[0] != n or ctrl.shape[0] != n or is_write.shape[0] != n or n_ctrl_lv > out.shape[1]:
+        raise ValueError("map_linear: at most 64 levels, one output row, controller and is_write per address")
+    if not 0 <= tx_shift < 63:
+        raise ValueError(f"map_linear: tx_shift {tx_shift}: expected 0 to 62")
+    for k in range(m):
+        lv = <int> order[k]
+        if not 0 <= lv < out.shape[1]:
+            raise ValueError(f"map_linear: level {lv} outside the {out.shape[1]} output columns")
+        if radix[lv] < 1:
+            raise ValueError(f"map_linear: radix {radix[lv]} of level {lv}: expected >= 1")
+        levels[k] = lv
+        rad[k] = radix[lv]
+        shift[k] = -1
+        if rad[k] & (rad[k] - 1) == 0:
+            shift[k] = 0
+            while (<int64_t> 1 << shift[k]) < rad[k]:
+                shift[k] += 1
+        mask[k] = rad[k] - 1
+    with nogil:
+        for i in range(n):
+            a = addrs[i]
+            if a < 0 or (a >= capacity and not wrap):
+                first_bad = i
+                break
+            wrapped += a >= capacity
+            reads += is_write[i] == 0
+            r = a >> tx_shift
+            for k in range(m):
+                if shift[k] >= 0:
+                    out[i, levels[k]] = <int> (r & mask[k])
+                    r = r >> shift[k]
+                else:
+                    out[i, levels[k]] = <int> (r % rad[k])
+                    r = r // rad[k]
+            c = 0
+            for k in range(n_ctrl_lv):
+                c = c * ctrl_counts[k] + out[i, k]
+            ctrl[i] = <int32_t> c
+    return first_bad, wrapped, reads

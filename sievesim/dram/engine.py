@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import TraceError, field_error
 from .spec import DRAMConfig, check_engine_memory
-from .mapping import map_addresses
+from .mapping import LINEAR_MAPPERS, map_addresses, map_with_controllers
 from .traces import RequestTrace
 
 __all__ = ["DRAMResult", "simulate", "simulate_stream", "write_command_log", "residency_of", "LOG_COLUMNS"]
@@ -238,6 +238,23 @@ def _map_piece(config: DRAMConfig, piece: RequestTrace, first: int, overflow: st
     return (vecs, keys, is_write, arrival), int((~is_write).sum()), wrapped
 
 
+def _map_piece_with_controllers(config: DRAMConfig, spec: dict[str, Any], piece: RequestTrace, first: int,
+                                overflow: str) -> tuple[tuple, int, int]:
+    """:func:`_map_piece` with each request's controller as the window's fifth array (what a
+    lockstep run keeps); one compiled pass for a linear mapper's addresses."""
+    from .._core.parallel import controllers_of
+
+    if piece.addr_vectors is None and config.mapper in LINEAR_MAPPERS:
+        is_write = np.asarray(piece.is_write, dtype=bool)
+        keys = np.asarray(piece.addresses, dtype=np.int64)
+        vecs, ctrl, reads, wrapped = map_with_controllers(
+            config, keys, is_write, spec["counts"][: spec["ctrl_level"] + 1], source=piece.source,
+            overflow=overflow, first=first)
+        return (vecs, keys, is_write, np.asarray(piece.arrival, dtype=np.int64), ctrl), reads, wrapped
+    window, reads, wrapped = _map_piece(config, piece, first, overflow)
+    return window + (controllers_of(spec, window[0]),), reads, wrapped
+
+
 class _Windows:
     """The pieces of a streamed trace, mapped and checked as the engine takes them: an iterator of
     ``(addr_vecs, keys, is_write, arrival)``; counts requests, reads and wrapped addresses."""
@@ -334,14 +351,12 @@ class _SharedWindows:
 
     def _map(self, j: int, got: tuple[bytes, int, int]) -> None:
         """Map piece ``j`` (the lock released), then publish it."""
-        from .._core.parallel import controllers_of
-
         self._cond.release()
         try:
             first_line = got[1]
             try:
-                window, reads, wrapped = _map_piece(self.config, self.chunks.parse(*got), first_line, self.overflow)
-                outcome = (window + (controllers_of(self.spec, window[0]),), reads, wrapped)
+                outcome = _map_piece_with_controllers(self.config, self.spec, self.chunks.parse(*got), first_line,
+                                                      self.overflow)
             except Exception as exc:    # noqa: BLE001 - handed to every run that takes this piece
                 outcome = exc
         finally:

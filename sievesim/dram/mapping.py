@@ -54,6 +54,47 @@ def map_addresses(config: DRAMConfig, addrs: np.ndarray, *, source: str = "trace
 # requests mapped at a time (bounds the int64 temporaries: 8 bytes per request each)
 _CHUNK = 1 << 18
 
+#: The mappers that slice an address's levels from its low bits (``_linear_order`` gives the order).
+LINEAR_MAPPERS = ("ChRaBaRoCo", "RoBaRaCoCh")
+
+
+def _linear_order(config: DRAMConfig) -> np.ndarray:
+    """The levels a linear mapper slices from the low bits of a transaction index, in turn."""
+    levels = config.standard.levels
+    n_lv = len(levels)
+    row, col = levels.index("row"), n_lv - 1
+    order = (list(range(n_lv - 1, -1, -1)) if config.mapper == "ChRaBaRoCo"
+             else [0, col] + list(range(1, row + 1)))
+    return np.asarray(order, dtype=np.int64)
+
+
+def map_with_controllers(config: DRAMConfig, addrs: np.ndarray, is_write: np.ndarray, ctrl_counts: np.ndarray, *,
+                         source: str = "trace", overflow: str = "error",
+                         first: int = 0) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """:func:`map_addresses` for a linear mapper (:data:`LINEAR_MAPPERS`) and each request's
+    controller (int32: the flat index of its vector's first ``len(ctrl_counts)`` levels), with
+    the number of reads and of addresses at or beyond the capacity, in one compiled pass per
+    request: ``(addr_vecs, controllers, reads, wrapped)``. The same results and errors as
+    ``map_addresses`` and ``sievesim._core.parallel.controllers_of``."""
+    from .._core._traceparse import map_linear
+
+    if config.mapper not in LINEAR_MAPPERS:
+        raise ValueError(f"map_with_controllers: mapper {config.mapper!r}: expected one of {list(LINEAR_MAPPERS)}")
+    if overflow not in ADDRESS_OVERFLOW:
+        raise TraceError(f"{source}: address overflow = {overflow!r}: expected one of {list(ADDRESS_OVERFLOW)}")
+    addrs = np.ascontiguousarray(addrs, dtype=np.int64)
+    out = np.empty((addrs.size, len(config.standard.levels)), dtype=np.int32)
+    ctrl = np.empty(addrs.size, dtype=np.int32)
+    bad, wrapped, reads = map_linear(addrs, np.ascontiguousarray(is_write, dtype=np.bool_).view(np.uint8),
+                                     int(config.tx_bytes).bit_length() - 1, config.capacity_bytes,
+                                     overflow == "wrap", out, ctrl, _linear_order(config),
+                                     np.asarray(config.address_radix, dtype=np.int64),
+                                     np.asarray(ctrl_counts, dtype=np.int64))
+    if bad >= 0:
+        map_addresses(config, addrs, source=source, overflow=overflow, first=first)   # raises its error
+        raise AssertionError(f"map_linear refused request {first + bad}, map_addresses took it")
+    return out, ctrl, reads, wrapped
+
 
 def _map_into(config: DRAMConfig, rest: np.ndarray, out: np.ndarray) -> None:
     """Fill ``out`` (int32, (n, levels)) with the address vectors of transaction indices ``rest``
@@ -73,13 +114,10 @@ def _map_into(config: DRAMConfig, rest: np.ndarray, out: np.ndarray) -> None:
         out[:, level] = r % b
         return r // b
 
-    if config.mapper in ("ChRaBaRoCo", "RoBaRaCoCh"):
+    if config.mapper in LINEAR_MAPPERS:
         # the levels sliced from the low bits in the mapper's order, compiled (one pass per request)
         from .._core._traceparse import split_levels
-        order = (list(range(n_lv - 1, -1, -1)) if config.mapper == "ChRaBaRoCo"
-                 else [0, col] + list(range(1, row + 1)))
-        split_levels(np.ascontiguousarray(rest), out, np.asarray(order, dtype=np.int64),
-                     np.asarray(radix, dtype=np.int64))
+        split_levels(np.ascontiguousarray(rest), out, _linear_order(config), np.asarray(radix, dtype=np.int64))
     elif config.mapper == "MOP4CLXOR":
         col_bits = int(radix[col]).bit_length() - 1
         low = rest % 4
