@@ -138,7 +138,8 @@ class TraceParsing:
     """Reading a 1 000 000-line LoadStoreTrace (``time_read_loadstore_1m``, seconds); parsing one
     1 MiB piece of it (``track_parse_mb_per_second``, best of 20); counting its newlines by
     ``count_newlines`` against ``bytes.count`` (``track_count_newlines_over_bytes_count``, best of
-    20 each, in one call)."""
+    20 each, in one call); mapping its requests in one compiled pass against the separate steps
+    (``track_fused_mapping_over_separate_steps``)."""
 
     timeout = 300
 
@@ -181,6 +182,28 @@ class TraceParsing:
         return self._best(lambda d: d.count(b"\n"), data) / self._best(count_newlines, data)
 
     track_count_newlines_over_bytes_count.unit = "x"
+
+    def track_fused_mapping_over_separate_steps(self):
+        """How many times faster ``map_with_controllers`` maps the piece's requests (vectors,
+        controllers, reads, wrapped addresses: what a streamed split takes per piece) than
+        ``map_addresses``, ``controllers_of`` and numpy's counts do (best of 20 each)."""
+        import numpy as np
+        from sievesim._core._traceparse import parse_loadstore
+        from sievesim._core.parallel import controllers_of
+        from sievesim.dram.mapping import map_addresses, map_with_controllers
+        cfg = get_config("ramulator2-hbm3")
+        spec = cfg.compile()
+        is_write, addrs, _ = parse_loadstore(self._piece())
+        counts = spec["counts"][: spec["ctrl_level"] + 1]
+
+        def separate(a):
+            vecs = map_addresses(cfg, a)
+            return vecs, controllers_of(spec, vecs), int((~is_write).sum()), int((a >= cfg.capacity_bytes).sum())
+
+        fused = self._best(lambda a: map_with_controllers(cfg, a, is_write, counts), addrs)
+        return self._best(separate, addrs) / fused
+
+    track_fused_mapping_over_separate_steps.unit = "x"
 
     def teardown(self):
         import os

@@ -23,11 +23,6 @@ import stat
 import sys
 from typing import IO, Any, Iterator
 
-try:  # Python >= 3.11
-    import tomllib as _toml
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as _toml  # type: ignore[no-redef]
-
 from .errors import ConfigError, field_error
 
 __all__ = ["open_input", "read_bytes", "read_text", "read_toml", "input_size_limit", "check_input",
@@ -221,13 +216,23 @@ def read_text(path: Any, what: str = "file", kind: str = "config", *, allow_stdi
         raise _not_utf8(path, exc) from None
 
 
+def _toml() -> Any:
+    """The TOML reader, imported when first needed (a Ramulator YAML run never is)."""
+    try:  # Python >= 3.11
+        import tomllib
+    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    return tomllib
+
+
 def read_toml(path: Any, what: str = "TOML file") -> dict[str, Any]:
     """The parsed TOML file; a missing, unreadable, non-UTF-8 or malformed file is a :class:`ConfigError`."""
     text = read_text(path, what, "config")
     shown = show_path(path)
+    toml = _toml()
     try:
-        return _toml.loads(text)
-    except _toml.TOMLDecodeError as exc:
+        return toml.loads(text)
+    except toml.TOMLDecodeError as exc:
         raise ConfigError(f"{shown}: not valid TOML: {exc}") from None
     except (ValueError, RecursionError) as exc:  # an integer of thousands of digits, deep nesting
         raise ConfigError(f"{shown}: not valid TOML: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import tempfile
 from typing import IO, Any, Iterator
 
 from ._inputs import show_path
@@ -65,6 +64,8 @@ def open_output(path: str | os.PathLike[str], what: str = "output file", *, text
         except OSError as exc:
             raise ConfigError(f"{shown}: cannot write {what} ({_cause(exc)})") from None
         return
+    import tempfile     # (imported here: a `dram run` that prints to stdout never needs it)
+
     folder = os.path.dirname(target) or "."
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=folder)

@@ -155,13 +155,15 @@ def map_linear(const int64_t[::1] addrs, const uint8_t[::1] is_write, int tx_shi
     are then incomplete), how many addresses lie at or beyond ``capacity``, how many requests
     are reads."""
     cdef Py_ssize_t n = addrs.shape[0], i, first_bad = -1, wrapped = 0, reads = 0
-    cdef int k, m = order.shape[0], n_ctrl_lv = ctrl_counts.shape[0], lv
+    cdef int k, m = order.shape[0], n_ctrl_lv = ctrl_counts.shape[0], lv, width = out.shape[1]
     cdef int64_t a, r, c
+    cdef int32_t* row
+    cdef int64_t counts[64]
     cdef int64_t shift[64]
     cdef int64_t mask[64]
     cdef int64_t rad[64]
     cdef int levels[64]
-    if m > 64 or out.shape[0] != n or ctrl.shape[0] != n or is_write.shape[0] != n or n_ctrl_lv > out.shape[1]:
+    if m > 64 or out.shape[0] != n or ctrl.shape[0] != n or is_write.shape[0] != n or n_ctrl_lv > width or n_ctrl_lv > 64:
         raise ValueError("map_linear: at most 64 levels, one output row, controller and is_write per address")
     if not 0 <= tx_shift < 63:
         raise ValueError(f"map_linear: tx_shift {tx_shift}: expected 0 to 62")
@@ -179,6 +181,10 @@ def map_linear(const int64_t[::1] addrs, const uint8_t[::1] is_write, int tx_shi
             while (<int64_t> 1 << shift[k]) < rad[k]:
                 shift[k] += 1
         mask[k] = rad[k] - 1
+    for k in range(n_ctrl_lv):
+        counts[k] = ctrl_counts[k]
+    if n == 0:
+        return -1, 0, 0
     with nogil:
         for i in range(n):
             a = addrs[i]
@@ -188,15 +194,16 @@ def map_linear(const int64_t[::1] addrs, const uint8_t[::1] is_write, int tx_shi
             wrapped += a >= capacity
             reads += is_write[i] == 0
             r = a >> tx_shift
+            row = &out[i, 0]
             for k in range(m):
                 if shift[k] >= 0:
-                    out[i, levels[k]] = <int> (r & mask[k])
+                    row[levels[k]] = <int32_t> (r & mask[k])
                     r = r >> shift[k]
                 else:
-                    out[i, levels[k]] = <int> (r % rad[k])
+                    row[levels[k]] = <int32_t> (r % rad[k])
                     r = r // rad[k]
             c = 0
             for k in range(n_ctrl_lv):
-                c = c * ctrl_counts[k] + out[i, k]
+                c = c * counts[k] + row[k]
             ctrl[i] = <int32_t> c
     return first_bad, wrapped, reads

@@ -8,7 +8,6 @@ import for users, and the readers import :mod:`~sievesim.dram.spec`, never this 
 """
 from __future__ import annotations
 
-import difflib
 import pathlib
 
 from ..errors import ConfigError
@@ -42,6 +41,8 @@ def get_config(name_or_path: str | pathlib.Path) -> DRAMConfig:
         return load_ramulator_yaml(path)
     if path.suffix.lower() == ".toml":
         return load_dram_toml(path)
+    import difflib      # (only for the error: the `dram run` path stays light)
+
     near = difflib.get_close_matches(key, list(BUILTIN_CONFIGS), n=3)
     hint = f" (did you mean {', '.join(near)}?)" if near else ""
     raise ConfigError(f"config = {key!r}: expected a built-in name {sorted(BUILTIN_CONFIGS)}, "

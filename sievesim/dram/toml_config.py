@@ -27,7 +27,6 @@ Example (every table optional except ``standard``)::
 """
 from __future__ import annotations
 
-import difflib
 import pathlib
 from typing import Any
 
@@ -104,6 +103,8 @@ def load_dram_toml(path: str | pathlib.Path) -> DRAMConfig:
                 timings.update(std.timing_presets[p])
         for k, v in tim_node.items():
             if k not in std.timing_names:
+                import difflib
+
                 close = difflib.get_close_matches(str(k), std.timing_names, n=1)
                 hint = f" (did you mean {close[0]}?)" if close else ""
                 problems.add(f"timing.{k}", v, f"a timing of {std.name}{hint}: {list(std.timing_names)}")
