@@ -106,6 +106,10 @@ cdef extern from *:
 # whose wake has come. Jumps only go to the earliest
 # wake, so no filed cycle is skipped; each run of the loops files every wake afresh first.
 
+cdef enum:
+    WHEEL_MIN_CONTROLLERS = 8
+
+
 cdef inline void wheel_file(Engine self, int c, int64_t t) noexcept nogil:
     """File controller ``c`` (wake ``t``) in the wheel, or far (a wake of NEVER: nowhere)."""
     cdef int64_t d = t - self.wheel_next
@@ -127,7 +131,8 @@ cdef inline void set_wake(Engine self, int c, int64_t t) noexcept nogil:
 cdef void wheel_rebuild(Engine self, int64_t next_clk) noexcept nogil:
     """File every controller simulated here afresh; ``next_clk``: the next cycle tick_due takes up."""
     cdef int c, k
-    self.wheel_on = self.n_ctrl <= 64 and self.skip_idle
+    # (with fewer controllers, looking at each wake costs less than filing it)
+    self.wheel_on = WHEEL_MIN_CONTROLLERS <= self.n_ctrl <= 64 and self.skip_idle
     if not self.wheel_on:
         return
     for k in range(64):
