@@ -123,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     A ``dram`` command runs with the cyclic garbage collector off (restored on return): its
     objects are a few large arrays freed by reference counting, and the collections that imports
-    set off cost about 5 ms of a process's 0.1 s floor (``python benchmarks/process_floor.py``).
+    set off cost 3-4 ms of a process's 0.12 s floor (``python benchmarks/process_floor.py``).
 
     The last line of defence: a file that cannot be read or written (``OSError``), bytes that are
     not UTF-8, input nested too deeply to parse and running out of memory become one line naming

@@ -69,3 +69,14 @@ def test_dram_commands_start_no_blas_threads(preset, argv, expected):
             "print(rc, os.environ.get('OPENBLAS_NUM_THREADS'))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert done.stdout.split() == ["0", str(expected)]
+
+
+@pytest.mark.parametrize("argv, collecting", [(["dram", "configs"], False), (["models"], True)])
+def test_dram_commands_run_without_the_cyclic_gc_and_restore_it(monkeypatch, argv, collecting):
+    import gc
+
+    seen = []
+    monkeypatch.setattr(cli, "_run", lambda args: seen.append(gc.isenabled()) or 0)
+    assert gc.isenabled()
+    assert cli.main(argv) == 0
+    assert seen == [collecting] and gc.isenabled()

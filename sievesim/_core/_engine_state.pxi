@@ -103,8 +103,8 @@ cdef extern from *:
 # set_wake filed the controller again under the new one): tick_due checks each bit against
 # wake[] and drops a stale one. Every finite wake has a bit under its own cycle (or in far_mask,
 # moved into the wheel before that cycle comes), so the controllers ticked are exactly those
-# whose wake has come. Jumps only go to the earliest
-# wake, so no filed cycle is skipped; each run of the loops files every wake afresh first.
+# whose wake has come. Jumps only go to the earliest wake, so no filed cycle is skipped; each
+# run of the loops files every wake afresh first.
 
 cdef enum:
     WHEEL_MIN_CONTROLLERS = 8

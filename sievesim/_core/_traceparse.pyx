@@ -103,45 +103,70 @@ def count_newlines(const unsigned char[::1] data):
     return k
 
 
+cdef struct LevelPlan:
+    # the levels a linear mapper slices, in turn: which output column, and how (a shift and a mask
+    # for a power-of-two radix, shift -1 and the radix otherwise)
+    int m
+    int levels[64]
+    int64_t rad[64]
+    int64_t shift[64]
+    int64_t mask[64]
+
+
+cdef int _plan_levels(str who, const int64_t[::1] order, const int64_t[::1] radix, Py_ssize_t width,
+                      LevelPlan* plan) except -1:
+    """Check ``order`` (output columns, at most 64, each below ``width``) and their radices (>= 1),
+    and fill ``plan``; errors name ``who``."""
+    cdef int k, lv
+    cdef int64_t b
+    if order.shape[0] > 64:
+        raise ValueError(f"{who}: at most 64 levels, got {order.shape[0]}")
+    plan.m = <int> order.shape[0]
+    for k in range(plan.m):
+        lv = <int> order[k]
+        if not 0 <= lv < width:
+            raise ValueError(f"{who}: level {lv} outside the {width} output columns")
+        b = radix[lv]
+        if b < 1:
+            raise ValueError(f"{who}: radix {b} of level {lv}: expected >= 1")
+        plan.levels[k] = lv
+        plan.rad[k] = b
+        plan.shift[k] = -1
+        if b & (b - 1) == 0:
+            plan.shift[k] = 0
+            while (<int64_t> 1 << plan.shift[k]) < b:
+                plan.shift[k] += 1
+        plan.mask[k] = b - 1
+    return 0
+
+
+cdef inline void _split_one(const LevelPlan* plan, int64_t r, int32_t* row) noexcept nogil:
+    """Slice ``r`` into ``row`` by ``plan`` (what is left after the last level is dropped)."""
+    cdef int k
+    for k in range(plan.m):
+        if plan.shift[k] >= 0:
+            row[plan.levels[k]] = <int32_t> (r & plan.mask[k])
+            r = r >> plan.shift[k]
+        else:
+            row[plan.levels[k]] = <int32_t> (r % plan.rad[k])
+            r = r // plan.rad[k]
+
+
 def split_levels(const int64_t[::1] rest, int32_t[:, ::1] out, const int64_t[::1] order, const int64_t[::1] radix):
     """Mixed-radix split of each ``rest[i]`` into ``out[i, :]``: for the levels in ``order``, in
     turn, ``out[i, level] = r % radix[level]; r //= radix[level]`` (a shift and a mask where the
     radix is a power of two); what is left of ``r`` after the last level is dropped. The numpy
     arithmetic of sievesim.dram.mapping, one pass per request instead of one per level."""
-    cdef Py_ssize_t n = rest.shape[0], i, k, m = order.shape[0]
-    cdef int64_t r, b
-    cdef int lv
-    cdef int64_t shift[64]
-    cdef int64_t mask[64]
-    cdef int64_t rad[64]
-    cdef int levels[64]
-    if m > 64 or out.shape[0] != n:
-        raise ValueError("split_levels: at most 64 levels, one output row per value")
-    for k in range(m):
-        lv = <int> order[k]
-        if not 0 <= lv < out.shape[1]:
-            raise ValueError(f"split_levels: level {lv} outside the {out.shape[1]} output columns")
-        b = radix[lv]
-        if b < 1:
-            raise ValueError(f"split_levels: radix {b} of level {lv}: expected >= 1")
-        levels[k] = lv
-        rad[k] = b
-        shift[k] = -1
-        if b & (b - 1) == 0:
-            shift[k] = 0
-            while (<int64_t> 1 << shift[k]) < b:
-                shift[k] += 1
-        mask[k] = b - 1
+    cdef Py_ssize_t n = rest.shape[0], i
+    cdef LevelPlan plan
+    if out.shape[0] != n:
+        raise ValueError("split_levels: one output row per value")
+    _plan_levels("split_levels", order, radix, out.shape[1], &plan)
+    if n == 0:
+        return
     with nogil:
         for i in range(n):
-            r = rest[i]
-            for k in range(m):
-                if shift[k] >= 0:
-                    out[i, levels[k]] = <int> (r & mask[k])
-                    r = r >> shift[k]
-                else:
-                    out[i, levels[k]] = <int> (r % rad[k])
-                    r = r // rad[k]
+            _split_one(&plan, rest[i], &out[i, 0])
 
 
 def map_linear(const int64_t[::1] addrs, const uint8_t[::1] is_write, int tx_shift, int64_t capacity, bint wrap,
@@ -155,32 +180,18 @@ def map_linear(const int64_t[::1] addrs, const uint8_t[::1] is_write, int tx_shi
     are then incomplete), how many addresses lie at or beyond ``capacity``, how many requests
     are reads."""
     cdef Py_ssize_t n = addrs.shape[0], i, first_bad = -1, wrapped = 0, reads = 0
-    cdef int k, m = order.shape[0], n_ctrl_lv = ctrl_counts.shape[0], lv, width = out.shape[1]
-    cdef int64_t a, r, c
+    cdef int k, n_ctrl_lv = ctrl_counts.shape[0]
+    cdef int64_t a, c
     cdef int32_t* row
     cdef int64_t counts[64]
-    cdef int64_t shift[64]
-    cdef int64_t mask[64]
-    cdef int64_t rad[64]
-    cdef int levels[64]
-    if m > 64 or out.shape[0] != n or ctrl.shape[0] != n or is_write.shape[0] != n or n_ctrl_lv > width or n_ctrl_lv > 64:
-        raise ValueError("map_linear: at most 64 levels, one output row, controller and is_write per address")
+    cdef LevelPlan plan
+    if out.shape[0] != n or ctrl.shape[0] != n or is_write.shape[0] != n:
+        raise ValueError("map_linear: one output row, controller and is_write per address")
+    if n_ctrl_lv > out.shape[1] or n_ctrl_lv > 64:
+        raise ValueError(f"map_linear: {n_ctrl_lv} controller levels: expected at most {min(out.shape[1], 64)}")
     if not 0 <= tx_shift < 63:
         raise ValueError(f"map_linear: tx_shift {tx_shift}: expected 0 to 62")
-    for k in range(m):
-        lv = <int> order[k]
-        if not 0 <= lv < out.shape[1]:
-            raise ValueError(f"map_linear: level {lv} outside the {out.shape[1]} output columns")
-        if radix[lv] < 1:
-            raise ValueError(f"map_linear: radix {radix[lv]} of level {lv}: expected >= 1")
-        levels[k] = lv
-        rad[k] = radix[lv]
-        shift[k] = -1
-        if rad[k] & (rad[k] - 1) == 0:
-            shift[k] = 0
-            while (<int64_t> 1 << shift[k]) < rad[k]:
-                shift[k] += 1
-        mask[k] = rad[k] - 1
+    _plan_levels("map_linear", order, radix, out.shape[1], &plan)
     for k in range(n_ctrl_lv):
         counts[k] = ctrl_counts[k]
     if n == 0:
@@ -193,15 +204,8 @@ def map_linear(const int64_t[::1] addrs, const uint8_t[::1] is_write, int tx_shi
                 break
             wrapped += a >= capacity
             reads += is_write[i] == 0
-            r = a >> tx_shift
             row = &out[i, 0]
-            for k in range(m):
-                if shift[k] >= 0:
-                    row[levels[k]] = <int32_t> (r & mask[k])
-                    r = r >> shift[k]
-                else:
-                    row[levels[k]] = <int32_t> (r % rad[k])
-                    r = r // rad[k]
+            _split_one(&plan, a >> tx_shift, row)
             c = 0
             for k in range(n_ctrl_lv):
                 c = c * counts[k] + row[k]
