@@ -310,6 +310,11 @@ cdef int64_t run_loop(Engine self, int64_t until) noexcept nogil:
                 for c in range(self.n_ctrl):
                     if self.wake[c] < target:
                         target = self.wake[c]
+                if target <= clk:
+                    # every controller due was just ticked, so every wake lies ahead: a wake left
+                    # behind is a bug, which an error shows (stepping on would never end)
+                    self.error_code = 4
+                    break
                 if head < self.n_req and self.arrival[head] > clk and self.arrival[head] < target:
                     target = self.arrival[head]
                 if until >= 0 and target > until:
@@ -561,6 +566,12 @@ cdef bint lockstep_steps(Engine self, int64_t t_start) noexcept nogil:
         my_wake = NEVER
         for k in range(self.n_own):
             my_wake = i64min(my_wake, self.wake[self.own_list[k]])
+        if my_wake <= clk:
+            # (as in run_loop: every due controller was ticked, so a wake left behind is a bug)
+            self.error_code = 4
+            sievesim_flag_set(self.abort_flag)
+            self.lp_clk = clk
+            return False
         sievesim_store(me + self.ring_off + (clk & self.ring_mask), clk * 128 + stop)
         sievesim_publish(me, clk)
         # the stops of runs whose requests before this one's stop no promise covers, nearest first
