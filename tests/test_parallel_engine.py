@@ -59,7 +59,7 @@ def test_split_runs_give_the_one_thread_result(tr, name, policy, clock_ratio, en
 
 def test_a_lockstep_without_a_core_per_thread_gives_up_for_one_thread():
     """Both runs of a lockstep on one core: each waits for the other, which cannot run while it
-    spins, so it sleeps (futex) and the other runs. Sleeping a quarter of the time, a run gives up
+    spins, so it sleeps (futex) and the other runs. Sleeping a third of the time, a run gives up
     and the trace runs on one thread: same result, ``speculation`` "contended"."""
     import os
     if not hasattr(os, "sched_setaffinity"):

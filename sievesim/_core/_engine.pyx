@@ -23,7 +23,7 @@ cnp.import_array()
 
 cdef int64_t NEVER = 0x3FFFFFFFFFFFFFFF
 
-# a lockstep run that has run this long (ns) and slept waiting for the others a quarter of it gives
+# a lockstep run that has run this long (ns) and slept waiting for the others a third of it gives
 # up: the split's threads do not all have a core (docs/dram.md, "Threads")
 CONTENTION_GRACE_NS = 20_000_000
 
@@ -121,7 +121,7 @@ cdef class Engine:
         arrays to write into (see :func:`new_outputs`), shared by the engines of one split, each
         writing only its own requests; default: new ones. ``exchange``, ``rank``: a lockstep run
         (see :func:`run_lockstep`); ``grace_ns``: such a run gives up once it has run this long
-        (nanoseconds) and slept waiting for the others a quarter of that time (``None``: never).
+        (nanoseconds) and slept waiting for the others a third of that time (``None``: never).
         ``stream``: the requests given here are the first window of a trace that :meth:`feed`
         continues; the engine keeps counters instead of per-request outputs (no command log, no
         lockstep; with ``own``, one held run of a split: each run is fed the same windows)."""
@@ -637,7 +637,7 @@ cdef class Engine:
         ``refused`` in the result: a partial run (``own``) stopped at a refused request, or
         because another run of its split did (``abort``); its numbers are then incomplete.
         ``contended``: a lockstep run gave up because it slept waiting for the others more than a
-        quarter of its time (their threads did not all have a core); ``refused`` is set too.
+        third of its time (their threads did not all have a core); ``refused`` is set too.
         """
         cdef int64_t clk
         cdef bint ended = False

@@ -105,8 +105,10 @@ cdef enum:
     # lockstep waiting: spin this many pauses (tens of microseconds), then sleep on the slot
     LOCKSTEP_SPINS = 2000
     # a run gives the lockstep up (error 9) once it has slept more than 1 / LOCKSTEP_SLEEP_SHARE of
-    # its time in it, after at least Engine.grace_ns: the runs' threads do not all have a core
-    LOCKSTEP_SLEEP_SHARE = 4
+    # its time in it, after at least Engine.grace_ns: the runs' threads do not all have a core.
+    # (A third, not a quarter: a lockstep is 1.5-1.8x one thread, so a third asleep still beats
+    # it; at a quarter, a few stalls of milliseconds early on gave it up on free cores now and then)
+    LOCKSTEP_SLEEP_SHARE = 3
     # a lockstep run publishes its promises every this many steps
     PROMISE_STEPS = 8
 
@@ -447,7 +449,7 @@ cdef bint wait_for(Engine self, int run, int64_t cycle, int64_t t_start) noexcep
     """Wait until run ``run`` has decided its step at ``cycle``: spin LOCKSTEP_SPINS pauses, then
     sleep on its progress (futex, woken by its next publication), so a thread without a core
     leaves it to others. False when the split stops: another run failed (error 7), or this one
-    slept more than a quarter of its time, after a grace period (error 9: the runs' threads do
+    slept more than a third of its time, after a grace period (error 9: the runs' threads do
     not all have a core; the caller runs the trace on one thread)."""
     cdef int64_t* slot = run_slot(self, run)
     cdef int64_t seen, t_sleep, outside

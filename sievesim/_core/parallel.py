@@ -83,7 +83,7 @@ def run_requests(spec: dict[str, Any], addr_vecs: np.ndarray, keys: np.ndarray, 
                  threads: int = 1, contention_grace_ns: int | None = CONTENTION_GRACE_NS) -> dict[str, Any]:
     """Simulate the requests on ``threads`` threads (at most one per controller); the raw result
     of :meth:`Engine.run`, identical to a one-thread run, plus ``threads`` and ``speculation``.
-    ``contention_grace_ns``: a lockstep that has run this long (ns) and slept waiting a quarter of
+    ``contention_grace_ns``: a lockstep that has run this long (ns) and slept waiting a third of
     it gives up, and the trace runs on one thread (``None``: never; tests of the lockstep)."""
     if threads < 1:
         raise ValueError(f"threads: {threads}, expected an integer >= 1")
