@@ -114,6 +114,64 @@ class EngineLockstep:
     track_speedup_lockstep_over_one_thread.unit = "x"
 
 
+class StreamedSplitParseShare:
+    """What reading and parsing the file cost a streamed split, whole: ``simulate_stream`` of a
+    1 000 000-request random LoadStoreTrace (30 % writes, written to a temporary file) on its
+    default threads, against the same run handed pieces that were read and parsed beforehand
+    (mapping, controllers and the runs unchanged); ``track_share_of_read_and_parse`` is the
+    time saved over the whole run's, medians of 5 alternated pairs. It bounds what reading and
+    parsing elsewhere (the idle core while a process starts) could save."""
+    params = ([1, 8],)
+    param_names = ["clock_ratio"]
+    timeout = 600
+
+    def setup(self, clock_ratio):
+        import tempfile
+        from sievesim.dram.traces import LoadStoreChunks, write_loadstore_trace
+        self.config = get_config("ramulator2-hbm3").replace(clock_ratio=clock_ratio)
+        t = make_trace("random", 1_000_000, self.config, seed=1, write_fraction=0.3)
+        self.path = tempfile.NamedTemporaryFile(suffix=".trace", delete=False).name
+        write_loadstore_trace(self.path, t.addresses, t.is_write)
+
+        class Parsed(LoadStoreChunks):
+            """The file's pieces, read and parsed once, here."""
+
+            def __init__(self, path):
+                super().__init__(path)
+                fresh = LoadStoreChunks(path)
+                self.pieces = [(bytes(b[0]), b[1], b[2]) for b in fresh.blocks()]
+                self.parsed = {b[1]: fresh.parse(*b) for b in self.pieces}
+
+            def blocks(self):
+                yield from self.pieces
+
+            def parse(self, piece, first_line, newlines=-1):
+                return self.parsed[first_line]
+
+        self.parsed = Parsed(self.path)
+
+    def track_share_of_read_and_parse(self, clock_ratio):
+        import statistics
+        from sievesim.dram.engine import simulate_stream
+        from sievesim.dram.traces import LoadStoreChunks
+        whole, saved = [], []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            simulate_stream(self.config, LoadStoreChunks(self.path), threads=None)
+            t1 = time.perf_counter()
+            simulate_stream(self.config, self.parsed, threads=None)
+            t2 = time.perf_counter()
+            whole.append(t1 - t0)
+            saved.append((t1 - t0) - (t2 - t1))
+        return 100.0 * statistics.median(saved) / statistics.median(whole)
+
+    track_share_of_read_and_parse.unit = "%"
+
+    def teardown(self, clock_ratio):
+        import os
+        os.unlink(self.path)
+
+
 class EngineVsPythonReference:
     params = (["hbm3-6400", "ramulator2-hbm3"],)
     param_names = ["config"]
