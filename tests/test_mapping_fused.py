@@ -65,14 +65,19 @@ def test_fused_mapping_is_only_for_linear_mappers():
 
 @pytest.mark.parametrize("mapper", ["RoBaRaCoCh", "MOP4CLXOR"])
 def test_a_streamed_piece_is_mapped_alike_by_either_path(mapper):
-    from sievesim.dram.engine import _map_piece, _map_piece_with_controllers
+    from sievesim.dram.engine import _map_piece
     from sievesim.dram.synthetic import make_trace
 
     config = get_config("ramulator2-hbm3").replace(mapper=mapper)
     spec = config.compile()
     piece = make_trace("random", 500, config, seed=3)
-    got, reads, wrapped = _map_piece_with_controllers(config, spec, piece, 0, "error")
-    want, want_reads, want_wrapped = _map_piece(config, piece, 0, "error")
+    got, reads, wrapped = _map_piece(config, spec, piece, 0, "error", controllers=True)
+    vecs = map_addresses(config, piece.addresses)
+    want = (vecs, np.asarray(piece.addresses, np.int64), np.asarray(piece.is_write, bool),
+            np.asarray(piece.arrival, np.int64))
+    want_reads, want_wrapped = int((~piece.is_write).sum()), int((piece.addresses >= config.capacity_bytes).sum())
     for a, b in zip(got, want + (controllers_of(spec, want[0]),)):
         assert a.dtype == b.dtype and np.array_equal(a, b)
     assert (reads, wrapped) == (want_reads, want_wrapped) and reads == int((~piece.is_write).sum())
+    four, _, _ = _map_piece(config, spec, piece, 0, "error")
+    assert len(four) == 4 and all(np.array_equal(a, b) for a, b in zip(four, got))

@@ -223,9 +223,21 @@ def simulate(config: DRAMConfig, trace: RequestTrace, *, log_commands: bool = Fa
     return result
 
 
-def _map_piece(config: DRAMConfig, piece: RequestTrace, first: int, overflow: str) -> tuple[tuple, int, int]:
+def _map_piece(config: DRAMConfig, spec: dict[str, Any], piece: RequestTrace, first: int, overflow: str,
+               controllers: bool = False) -> tuple[tuple, int, int]:
     """A piece of a streamed trace (its first request is number ``first``) as the engine takes it,
-    ``(addr_vecs, keys, is_write, arrival)``, with its number of reads and of wrapped addresses."""
+    ``(addr_vecs, keys, is_write, arrival)`` and, with ``controllers``, each request's controller
+    (what a lockstep run keeps), with its number of reads and of wrapped addresses. A linear
+    mapper's addresses take one compiled pass (:func:`~sievesim.dram.mapping.map_with_controllers`)."""
+    from .._core.parallel import controllers_of
+
+    is_write, arrival = np.asarray(piece.is_write, dtype=bool), np.asarray(piece.arrival, dtype=np.int64)
+    if piece.addr_vectors is None and config.mapper in LINEAR_MAPPERS:
+        keys = np.asarray(piece.addresses, dtype=np.int64)
+        vecs, ctrl, reads, wrapped = map_with_controllers(
+            config, keys, is_write, spec["counts"][: spec["ctrl_level"] + 1], source=piece.source,
+            overflow=overflow, first=first)
+        return (vecs, keys, is_write, arrival) + ((ctrl,) if controllers else ()), reads, wrapped
     wrapped = 0
     if piece.addr_vectors is None:
         vecs = map_addresses(config, piece.addresses, source=piece.source, overflow=overflow, first=first)
@@ -234,39 +246,23 @@ def _map_piece(config: DRAMConfig, piece: RequestTrace, first: int, overflow: st
             wrapped = int((keys >= config.capacity_bytes).sum())
     else:
         vecs, keys = _to_vectors(config, piece, overflow)
-    is_write, arrival = np.asarray(piece.is_write, dtype=bool), np.asarray(piece.arrival, dtype=np.int64)
-    return (vecs, keys, is_write, arrival), int((~is_write).sum()), wrapped
-
-
-def _map_piece_with_controllers(config: DRAMConfig, spec: dict[str, Any], piece: RequestTrace, first: int,
-                                overflow: str) -> tuple[tuple, int, int]:
-    """:func:`_map_piece` with each request's controller as the window's fifth array (what a
-    lockstep run keeps); one compiled pass for a linear mapper's addresses."""
-    from .._core.parallel import controllers_of
-
-    if piece.addr_vectors is None and config.mapper in LINEAR_MAPPERS:
-        is_write = np.asarray(piece.is_write, dtype=bool)
-        keys = np.asarray(piece.addresses, dtype=np.int64)
-        vecs, ctrl, reads, wrapped = map_with_controllers(
-            config, keys, is_write, spec["counts"][: spec["ctrl_level"] + 1], source=piece.source,
-            overflow=overflow, first=first)
-        return (vecs, keys, is_write, np.asarray(piece.arrival, dtype=np.int64), ctrl), reads, wrapped
-    window, reads, wrapped = _map_piece(config, piece, first, overflow)
-    return window + (controllers_of(spec, window[0]),), reads, wrapped
+    window = (vecs, keys, is_write, arrival) + ((controllers_of(spec, vecs),) if controllers else ())
+    return window, int((~is_write).sum()), wrapped
 
 
 class _Windows:
     """The pieces of a streamed trace, mapped and checked as the engine takes them: an iterator of
     ``(addr_vecs, keys, is_write, arrival)``; counts requests, reads and wrapped addresses."""
 
-    def __init__(self, config: DRAMConfig, pieces: Iterable[RequestTrace], overflow: str) -> None:
-        self.config, self.pieces, self.overflow = config, pieces, overflow
+    def __init__(self, config: DRAMConfig, spec: dict[str, Any], pieces: Iterable[RequestTrace],
+                 overflow: str) -> None:
+        self.config, self.spec, self.pieces, self.overflow = config, spec, pieces, overflow
         self.n = self.reads = self.wrapped = 0
 
     def __iter__(self):
         last_arrival = 0
         for piece in self.pieces:
-            window, reads, wrapped = _map_piece(self.config, piece, self.n, self.overflow)
+            window, reads, wrapped = _map_piece(self.config, self.spec, piece, self.n, self.overflow)
             arrival = window[3]
             if len(arrival) and arrival[0] < last_arrival:
                 raise TraceError(f"{piece.source}: arrival[{self.n}] = {int(arrival[0])}: expected non-decreasing "
@@ -355,8 +351,8 @@ class _SharedWindows:
         try:
             first_line = got[1]
             try:
-                outcome = _map_piece_with_controllers(self.config, self.spec, self.chunks.parse(*got), first_line,
-                                                      self.overflow)
+                outcome = _map_piece(self.config, self.spec, self.chunks.parse(*got), first_line, self.overflow,
+                                     controllers=True)
             except Exception as exc:    # noqa: BLE001 - handed to every run that takes this piece
                 outcome = exc
         finally:
@@ -435,7 +431,7 @@ def simulate_stream(config: DRAMConfig, pieces: Iterable[RequestTrace] | Callabl
         threads, asked = 1, (1 if threads is None else asked)
     head, got = [], 0
     if threads != 1:
-        for vecs, *_ in _Windows(config, afresh(), address_overflow):   # the first requests: balance, size
+        for vecs, *_ in _Windows(config, spec, afresh(), address_overflow):   # the first requests: balance, size
             head.append(vecs)
             got += len(vecs)
             if got >= AUTO_THREADS_MIN_REQUESTS:
@@ -458,7 +454,7 @@ def simulate_stream(config: DRAMConfig, pieces: Iterable[RequestTrace] | Callabl
                 return run_stream_split(spec, reading.runs, owner, int(threads), lockstep=lockstep)
 
             def open_windows(k: int):
-                w = _Windows(config, afresh(), address_overflow)
+                w = _Windows(config, spec, afresh(), address_overflow)
                 opened.append(w)
                 return iter(w)
             return run_stream_split(spec, open_windows, owner, int(threads), lockstep=lockstep)
@@ -474,7 +470,7 @@ def simulate_stream(config: DRAMConfig, pieces: Iterable[RequestTrace] | Callabl
                                   _threads_note(config, raw, int(asked), w.n, skip_idle))
         opened.clear()      # the stopped runs' readers hold a block and a window each
         speculation = raw["speculation"]
-    windows = _Windows(config, afresh() if callable(afresh) else pieces, address_overflow)
+    windows = _Windows(config, spec, afresh() if callable(afresh) else pieces, address_overflow)
     n_lv = spec["addr_len"]
     empty = (np.zeros((0, n_lv), np.int32), np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, np.int64))
     engine = Engine(spec, *empty, False, skip_idle, stream=True)

@@ -123,7 +123,7 @@ def _parse_lines(path: pathlib.Path, lines: list[bytes], first_line: int) -> tup
 STREAM_BLOCK_BYTES = 1 << 20
 
 
-def iter_loadstore_chunks(path: str | pathlib.Path, block_bytes: int = 1 << 20) -> Iterator[RequestTrace]:
+def iter_loadstore_chunks(path: str | pathlib.Path, block_bytes: int = STREAM_BLOCK_BYTES) -> Iterator[RequestTrace]:
     """A LoadStoreTrace file as consecutive pieces of whole lines, about ``block_bytes`` bytes each
     (the whole file is never in memory): together, exactly :func:`read_loadstore_trace`'s trace
     (tests/test_streaming.py), with the same errors and line numbers."""
