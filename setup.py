@@ -14,6 +14,7 @@ def _extension(name: str, *, numpy_api: bool = True, extra_args: tuple[str, ...]
 extensions = [
     _extension("sievesim._core._engine"),
     _extension("sievesim._core._traceparse"),
+    _extension("sievesim._core._prefetch", numpy_api=False),
     _extension("sievesim.policies._sieve_kernel", numpy_api=False),
     # the list scheduler, bit for bit the Python reference's floats: no fused multiply-add
     _extension("sievesim.system._dag_core", numpy_api=False, extra_args=("-ffp-contract=off",)),

@@ -21,7 +21,7 @@ import tempfile
 import yaml
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _process import run_measured  # noqa: E402
+from _process import run_measured, sievesim_program  # noqa: E402
 from ramulator_side_by_side import ramulator_config  # noqa: E402
 
 from sievesim.dram.config import get_config  # noqa: E402
@@ -46,7 +46,7 @@ def main() -> int:
                 "python -c 'import numpy'": [py, "-c", "import numpy"],
                 "python -c 'import numpy, yaml'": [py, "-c", "import numpy, yaml"],
                 "sievesim dram run, 1000 requests, --threads 1": [
-                    py, "-m", "sievesim", "dram", "run", str(trace), "--config", str(cfg_path), "--json",
+                    *sievesim_program(), "dram", "run", str(trace), "--config", str(cfg_path), "--json",
                     "--threads", "1"]}
         runs: dict[str, list] = {k: [] for k in cmds}
         for _ in range(args.repeat):

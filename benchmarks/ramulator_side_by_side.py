@@ -42,7 +42,7 @@ import time
 import yaml
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _process import busy_core, run_measured  # noqa: E402
+from _process import busy_core, run_measured, sievesim_program  # noqa: E402
 
 from sievesim.dram.config import get_config
 from sievesim._core.parallel import available_threads
@@ -123,7 +123,7 @@ def whole_process(args: argparse.Namespace, work: pathlib.Path) -> int:
                                    write_fraction=args.write_fraction)
                     write_loadstore_trace(tpath, t.addresses, t.is_write)
                     del t
-                ours = [sys.executable, "-m", "sievesim", "dram", "run", str(tpath), "--config", str(cfg_path), "--json"]
+                ours = sievesim_program() + ["dram", "run", str(tpath), "--config", str(cfg_path), "--json"]
                 for cond in conditions:
                     runs: dict[str, list] = {"ram": [], "def": [], "one": [], "stream": []}
                     modes = [("def", []), ("one", ["--threads", "1"])] + ([("stream", ["--stream"])] if args.stream else [])

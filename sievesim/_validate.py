@@ -19,6 +19,7 @@ import contextlib
 import contextvars
 import math
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping
 
@@ -74,9 +75,12 @@ BOUNDS: dict[str, Bound] = {
 
 
 def _is_int(value: Any) -> bool:
-    import numpy as np  # noqa: PLC0415 - numpy only when an array value is checked
-
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+    if isinstance(value, int):
+        return not isinstance(value, bool)
+    # a numpy integer only where numpy is loaded (a command line's values are ints: `sievesim dram
+    # run` imports numpy later, while its trace is read ahead)
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(value, np.integer)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -80,3 +80,31 @@ def test_dram_commands_run_without_the_cyclic_gc_and_restore_it(monkeypatch, arg
     assert gc.isenabled()
     assert cli.main(argv) == 0
     assert seen == [collecting] and gc.isenabled()
+
+
+_CONSOLE = ("import atexit, sys\n"
+            "atexit.register(lambda: print('teardown', file=sys.stderr))\n"
+            "sys.argv = ['sievesim'] + sys.argv[1:]\n"
+            "from sievesim.cli import console\n"
+            "console()\n")
+
+
+@pytest.mark.parametrize("argv, status, skips_teardown", [
+    (["dram", "configs"], 0, True),                          # a dram command: no teardown, all of its output
+    (["dram", "run", "synthetic:nosuch:5"], 2, True),        # its exit status kept
+    (["models"], 0, False),                                  # other commands exit the usual way
+])
+def test_the_program_skips_the_teardown_after_a_dram_command(tmp_path, argv, status, skips_teardown):
+    out = tmp_path / "out.txt"
+    with open(out, "w") as fh:      # a file, not a terminal: stdout is block-buffered, so only a flush saves it
+        done = subprocess.run([sys.executable, "-c", _CONSOLE, *argv], stdout=fh, stderr=subprocess.PIPE, text=True)
+    assert done.returncode == status
+    assert ("teardown" not in done.stderr) == skips_teardown
+    whole = subprocess.run([sys.executable, "-c", "import sys\nfrom sievesim.cli import main\nsys.exit(main())",
+                            *argv], capture_output=True, text=True)
+    assert out.read_text() == whole.stdout and whole.returncode == status
+
+
+def test_python_dash_m_runs_the_program():
+    done = subprocess.run([sys.executable, "-m", "sievesim", "dram", "configs"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip()

@@ -8,87 +8,26 @@ from libc.stdint cimport int64_t, int32_t, uint8_t, uint64_t
 
 cnp.import_array()
 
-# digit values by byte: 0-9, a-f / A-F as 10-15, everything else 255. A table, not comparisons:
-# random hex addresses mix digits and letters unpredictably, and a branch per byte costs a
-# misprediction every few bytes (the parse ran 2-3x slower that way).
-cdef uint8_t DIGIT[256]
-cdef int _k
-for _k in range(256):
-    DIGIT[_k] = 255
-for _k in range(10):
-    DIGIT[48 + _k] = _k
-for _k in range(6):
-    DIGIT[97 + _k] = 10 + _k
-    DIGIT[65 + _k] = 10 + _k
-
-
-cdef Py_ssize_t _newlines(const unsigned char[::1] data) noexcept nogil:
-    """How many bytes of ``data`` are newlines (a loop the compiler vectorises)."""
-    cdef Py_ssize_t j, k = 0
-    for j in range(data.shape[0]):
-        k += data[j] == 10
-    return k
+include "_lsparse.pxi"
 
 
 def parse_loadstore(const unsigned char[::1] data, Py_ssize_t newlines=-1):
     """Return ``(is_write, addresses, bad_line)``; ``bad_line`` is the 0-based index of the first
     malformed line (the arrays are then meaningless), or -1. ``newlines``: the number of newline
     bytes in ``data`` when the caller has counted them already (-1: counted here)."""
-    cdef Py_ssize_t n = data.shape[0], i = 0, lines, line = 0, j, start, last_nl = -1
-    cdef uint64_t v
-    cdef unsigned int base, dv
-    cdef bint hexa, ok
-    lines = newlines if newlines >= 0 else _newlines(data)
-    if n and data[n - 1] != 10:
+    cdef Py_ssize_t n = data.shape[0], lines, line = 0
+    if n == 0:
+        return np.empty(0, dtype=np.bool_), np.empty(0, dtype=np.int64), -1
+    with nogil:
+        lines = newlines if newlines >= 0 else count_newline_bytes(&data[0], n)
+    if data[n - 1] != 10:
         lines += 1
-    j = n - 1
-    while j >= 0 and data[j] != 10:
-        j -= 1
-    last_nl = j                 # up to here, every line ends in a newline, whose DIGIT is 255
     is_write = np.empty(lines, dtype=np.uint8)
     addrs = np.empty(lines, dtype=np.int64)
     cdef uint8_t[::1] w = is_write
     cdef int64_t[::1] a = addrs
     with nogil:
-        while i < n:
-            ok = i + 3 < n and data[i + 2] == 32 and (
-                (data[i] == 76 and data[i + 1] == 68) or (data[i] == 83 and data[i + 1] == 84))  # LD / ST
-            if not ok:
-                break
-            w[line] = data[i] == 83
-            i += 3
-            hexa = i + 1 < n and data[i] == 48 and (data[i + 1] == 120 or data[i + 1] == 88)
-            if hexa:
-                i += 2
-            base = 16 if hexa else 10
-            v = 0
-            start = i
-            if i <= last_nl:
-                # the digits end at the latest at the line's newline: no bounds to test
-                while True:
-                    dv = DIGIT[data[i]]
-                    if dv >= base:
-                        break
-                    v = v * base + dv
-                    i += 1
-            else:
-                while i < n:
-                    dv = DIGIT[data[i]]
-                    if dv >= base:
-                        break
-                    v = v * base + dv
-                    i += 1
-            if i - start == 0 or i - start > 15:    # none, or beyond 60 bits: the strict parser says
-                ok = False
-                break
-            if i < n and data[i] == 13:
-                i += 1
-            if i < n and data[i] != 10:             # not a digit of this base
-                ok = False
-                break
-            a[line] = <int64_t> v
-            line += 1
-            i += 1
+        line = parse_ls_lines(&data[0], n, &w[0], &a[0])
     if line < lines:
         return is_write, addrs, line
     return is_write.view(np.bool_), addrs, -1
@@ -97,9 +36,10 @@ def parse_loadstore(const unsigned char[::1] data, Py_ssize_t newlines=-1):
 def count_newlines(const unsigned char[::1] data):
     """How many bytes of ``data`` are newlines (faster than ``bytes.count``: `python
     benchmarks/run.py engine TraceParsing`)."""
-    cdef Py_ssize_t k
-    with nogil:
-        k = _newlines(data)
+    cdef Py_ssize_t k = 0
+    if data.shape[0]:
+        with nogil:
+            k = count_newline_bytes(&data[0], data.shape[0])
     return k
 
 

@@ -57,6 +57,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    # before numpy is imported (the first tenth of a second, on one core): the trace's first
+    # pieces read and parsed on another core meanwhile
+    prefetch = _start_prefetch(args)
+    try:
+        return _run_with(args, prefetch)
+    finally:
+        if prefetch is not None:
+            prefetch.finish()           # stopped, if the run did not take it (the array path, an error)
+
+
+def _start_prefetch(args: argparse.Namespace):
+    """A reader of the trace's first pieces on a thread of its own (sievesim._core._prefetch),
+    where the trace may stream on more than one thread: a file, no command log, ``--threads`` not 1,
+    and two cores or more for this process (on one core it would only take turns with start-up)."""
+    if args.trace.startswith("synthetic:") or args.log_commands or args.threads is not None and args.threads < 2:
+        return None
+    try:
+        if len(os.sched_getaffinity(0)) < 2:
+            return None
+    except AttributeError:              # not on Linux
+        if (os.cpu_count() or 1) < 2:
+            return None
+    from .._core._prefetch import open_prefetch
+
+    return open_prefetch(args.trace)
+
+
+def _run_with(args: argparse.Namespace, prefetch) -> int:
     from ..dram.config import get_config
     from ..dram.engine import simulate, write_command_log
     from ..dram.synthetic import parse_synthetic
@@ -71,7 +99,7 @@ def _run(args: argparse.Namespace) -> int:
                               f"an integer from 1 to {64 // config.memory_clock_ratio}")
         config = config.replace(clock_ratio=args.clock_ratio)
     if args.stream or _streams_anyway(args, config):
-        result = _run_stream(args, config)
+        result = _run_stream(args, config, prefetch)
     else:
         if args.trace.startswith("synthetic:"):
             trace = parse_synthetic(args.trace, config, seed=args.seed)
@@ -117,7 +145,7 @@ def _streams_anyway(args: argparse.Namespace, config) -> bool:
     return head[:2] not in (b"R ", b"W ") and (b"\n" in head or len(head) < 1 << 20)
 
 
-def _run_stream(args: argparse.Namespace, config):
+def _run_stream(args: argparse.Namespace, config, prefetch=None):
     """``dram run --stream`` (or a LoadStoreTrace file, see _streams_anyway): the trace file a
     block at a time, through one streaming engine or each run of the held split."""
     from ..dram.engine import simulate_stream
@@ -132,7 +160,7 @@ def _run_stream(args: argparse.Namespace, config):
         first = fh.read(2)
     if first in (b"R ", b"W "):
         raise field_error("--stream", args.trace, "a LoadStoreTrace file (LD/ST lines); this is a ReadWriteTrace")
-    return simulate_stream(config, LoadStoreChunks(args.trace), threads=args.threads,
+    return simulate_stream(config, LoadStoreChunks(args.trace, prefetch=prefetch), threads=args.threads,
                            address_overflow=args.address_overflow)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pathlib
 import re
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -141,25 +141,37 @@ class LoadStoreChunks:
     share one reading and parse different pieces at the same time; the parse lets other threads
     run)."""
 
-    def __init__(self, path: str | pathlib.Path, block_bytes: int | None = None) -> None:
+    def __init__(self, path: str | pathlib.Path, block_bytes: int | None = None, prefetch: Any = None) -> None:
         self.path = pathlib.Path(path)
         self.block_bytes = STREAM_BLOCK_BYTES if block_bytes is None else block_bytes
         if self.block_bytes < 1:
             raise ValueError(f"block_bytes: {self.block_bytes}, expected >= 1")
+        # the file's first pieces, read and parsed during start-up (sievesim._core._prefetch:
+        # `sievesim dram run` starts one before it imports numpy); kept for every reading
+        self.prefetch = prefetch
 
     def __iter__(self) -> Iterator[RequestTrace]:
-        return iter_loadstore_chunks(self.path, self.block_bytes)
+        for block in self.blocks():
+            yield self.parse(*block)
 
-    def blocks(self) -> Iterator[tuple[memoryview, int, int]]:
+    def blocks(self) -> Iterator[tuple[Any, int, int]]:
         """The file's pieces as ``(bytes, first_line, newlines)``: whole lines, in order (a view of
         bytes read for it alone); ``first_line`` is the 0-based number of the piece's first line
-        (the index of its first request); ``newlines``: its newline bytes (for :meth:`parse`)."""
+        (the index of its first request); ``newlines``: its newline bytes (for :meth:`parse`).
+        With a ``prefetch``, its pieces come first (already parsed, in place of the bytes; newlines
+        -1), then the rest of the file from where it stopped."""
         from .._core._traceparse import count_newlines
         from .._inputs import open_input
 
-        first_line = 0
+        first_line, start = 0, 0
+        if self.prefetch is not None:
+            pieces, start, first_line, _ = self.prefetch.finish()   # stops the reader (the first time)
+            for piece in pieces:
+                yield piece, piece.first_line, -1
         carry = b""
         with open_input(self.path, "DRAM request trace", "trace-stream") as fh:   # a regular file, in blocks
+            if start:
+                fh.seek(start)
             while True:
                 # read into a buffer the piece is a view of (no copies of the megabyte)
                 buf = bytearray(len(carry) + self.block_bytes)
@@ -191,8 +203,12 @@ class LoadStoreChunks:
     def parse(self, piece: bytes | memoryview, first_line: int, newlines: int = -1) -> RequestTrace:
         """One piece of :meth:`blocks` as requests (``newlines``: its newline bytes, if counted);
         a malformed line is refused, naming its number."""
+        from .._core._prefetch import PrefetchedPiece
         from .._core._traceparse import parse_loadstore
 
+        if isinstance(piece, PrefetchedPiece):     # parsed during start-up
+            return RequestTrace(is_write=np.asarray(piece.is_write), arrival=np.zeros(piece.lines, dtype=np.int64),
+                                addresses=np.asarray(piece.addrs), source=str(self.path))
         is_write, addrs, bad = parse_loadstore(piece, newlines)
         if bad >= 0:
             lines = bytes(piece).split(b"\n")
