@@ -60,6 +60,11 @@ def _run(args: argparse.Namespace) -> int:
     # before numpy is imported (the first tenth of a second, on one core): the trace's first
     # pieces read and parsed on another core meanwhile
     prefetch = _start_prefetch(args)
+    # numpy here, a few calls deep: imported deep in the command's call stack (under the imports of
+    # sievesim.dram), its typing modules' thousands of calls straddled a 16 KiB chunk of CPython
+    # 3.11's frame stack, which mapped and unmapped a chunk at each of them (616 pairs of system
+    # calls in a run, `strace -f -e trace=mmap`); each unmapping also interrupts the reader's core
+    import numpy  # noqa: F401, PLC0415
     try:
         return _run_with(args, prefetch)
     finally:
