@@ -2,12 +2,14 @@
 
 Runs, alternately ``--repeat`` times, each as its own process (``_process.run_measured``: user +
 system CPU and wall of the child): ``python -c pass``, ``python -c "import numpy"``, ``python -c
-"import numpy, yaml"`` and ``sievesim dram run`` on a 1000-request LoadStoreTrace with a Ramulator
-2.0 YAML (HBM3, 16 channels, as the whole-process side-by-side), and prints the fastest of each:
+"import numpy, yaml"``, ``sievesim dram run`` on a 1000-request LoadStoreTrace with a Ramulator
+2.0 YAML (HBM3, 16 channels, as the whole-process side-by-side) and the same run through
+``sievesim.cli.main`` ending with the interpreter's teardown (the program skips it after a
+``dram`` command: ``sievesim.cli.console``), and prints the fastest of each:
 
     python benchmarks/process_floor.py --repeat 7
 
-A whole process at least costs the last row; against Ramulator 2.0's time (docs/dram.md, "Whole
+A whole process at least costs the `sievesim dram run` row; against Ramulator 2.0's time (docs/dram.md, "Whole
 process") it bounds the ratio any engine speed-up can reach. CPU is the column to read on a shared
 machine (wall times grow with the load). Writes its two files to a temporary directory.
 """
@@ -47,7 +49,11 @@ def main() -> int:
                 "python -c 'import numpy, yaml'": [py, "-c", "import numpy, yaml"],
                 "sievesim dram run, 1000 requests, --threads 1": [
                     *sievesim_program(), "dram", "run", str(trace), "--config", str(cfg_path), "--json",
-                    "--threads", "1"]}
+                    "--threads", "1"],
+                # the same through sievesim.cli.main, ending with the interpreter's teardown
+                "the same, with the interpreter's teardown": [
+                    py, "-c", "import sys\nfrom sievesim.cli import main\nsys.exit(main())", "dram", "run",
+                    str(trace), "--config", str(cfg_path), "--json", "--threads", "1"]}
         runs: dict[str, list] = {k: [] for k in cmds}
         for _ in range(args.repeat):
             for k, c in cmds.items():

@@ -54,8 +54,9 @@ def _check_pieces(data: bytes, got) -> int:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=st.lists(_line, max_size=60), final_newline=st.booleans(), bad_at=st.none() | st.integers(0, 59),
-       block=st.integers(1, 300), max_bytes=st.sampled_from([0, 9, 100, 1 << 20]))
-def test_pieces_are_the_files_first_lines_parsed(tmp_path, lines, final_newline, bad_at, block, max_bytes):
+       block=st.integers(1, 300), max_bytes=st.sampled_from([0, 9, 100, 1 << 20]),
+       released=st.lists(st.integers(0, 300), max_size=8))
+def test_pieces_are_the_files_first_lines_parsed(tmp_path, lines, final_newline, bad_at, block, max_bytes, released):
     if bad_at is not None and bad_at < len(lines):
         lines[bad_at] = b"XX 12\n"
     data = b"".join(lines)
@@ -64,7 +65,8 @@ def test_pieces_are_the_files_first_lines_parsed(tmp_path, lines, final_newline,
     path = tmp_path / "t.trace"
     path.write_bytes(data)
     pf = _prefetched(path, block, max_bytes)
-    n = _check_pieces(data, pf.finish())
+    ahead = pf.finish()
+    n = _check_pieces(data, ahead)
     assert n * 9 <= max_bytes
     assert pf.finish()[2] == n              # finish again: the same
     if bad_at is not None and bad_at < len(lines):
@@ -78,8 +80,14 @@ def test_pieces_are_the_files_first_lines_parsed(tmp_path, lines, final_newline,
             list(chunks)
         assert str(got.value) == str(exc)
         return
-    for _ in range(2):                      # a second reading (the split again) gives the same
+    assert chunks.prefetch is pf and pf.finish()[0] == ahead[0]
+    for again in range(3):                  # more readings (the split again) give the same,
+        if again == 2:                      # also where pieces were released (read from the file)
+            for i in released:
+                if i < len(ahead[0]):
+                    chunks.release(ahead[0][i])
         got = list(chunks)
+        assert pf.finish()[0] == () and pf.finish()[1:] == ahead[1:]   # handed over, not kept
         for name in ("addresses", "is_write", "arrival"):
             cat = (lambda ps: np.concatenate([getattr(p, name) for p in ps]) if ps else np.zeros(0))
             assert np.array_equal(cat(got), cat(want))
@@ -165,3 +173,22 @@ def test_the_command_reads_ahead_and_gives_the_same_results_and_errors(tmp_path,
         assert main(["dram", "run", str(path), "--config", "ramulator2-hbm3", *extra]) == 2
         errs.append(capsys.readouterr().err)
     assert errs[0] == errs[1] and ":100001: " in errs[0]
+
+
+def test_a_shared_reading_releases_what_every_run_took(tmp_path):
+    config = get_config("ramulator2-hbm3")
+    t = make_trace("random", 60_000, config, seed=6)
+    path = tmp_path / "t.trace"
+    write_loadstore_trace(path, t.addresses, t.is_write)
+    want = simulate_stream(config, LoadStoreChunks(path), threads=1).to_dict()
+    pf = _prefetched(path, 16384, 1 << 30)
+    chunks = LoadStoreChunks(path, 16384, prefetch=pf)
+    got = simulate_stream(config, chunks, threads=2).to_dict()
+    for d in (got, want):
+        for key in ("wall_s", "threads", "threads_note"):
+            d.pop(key, None)
+    assert got == want
+    held = chunks._held                                           # noqa: SLF001
+    assert len(held) > 3 and all(p is None for p in held)       # a held split to its end took every piece
+    again = list(chunks)                                          # and a reading after it reads the file
+    assert np.array_equal(np.concatenate([p.addresses for p in again]), t.addresses)

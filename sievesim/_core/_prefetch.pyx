@@ -19,10 +19,29 @@ include "_lsparse.pxi"
 
 cdef extern from *:
     """
+    #include <sys/mman.h>
+    /* a piece's arrays in pages of their own (not the reader thread's malloc arena, which would
+       keep them resident once freed): returned to the system as soon as the run releases them */
+    static void *sievesim_map(size_t n) {
+        size_t total = n + 64;
+        char *p = (char *) mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            return NULL;
+        *(size_t *) p = total;      /* the size, for the unmapping: 64 bytes keep the data aligned */
+        return p + 64;
+    }
+    static void sievesim_unmap(void *q) {
+        if (q != NULL) {
+            char *p = (char *) q - 64;
+            munmap(p, *(size_t *) p);
+        }
+    }
     /* the stop flag is set by the main thread and polled by the reader */
     static inline int sievesim_prefetch_get(int *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
     static inline void sievesim_prefetch_set(int *p) { __atomic_store_n(p, 1, __ATOMIC_RELEASE); }
     """
+    void* sievesim_map(size_t n) nogil
+    void sievesim_unmap(void* q) nogil
     int sievesim_prefetch_get(int* p) nogil
     void sievesim_prefetch_set(int* p) nogil
 
@@ -37,21 +56,24 @@ cdef struct Piece:
     int64_t* addrs
     int64_t lines
     int64_t first_line
+    int64_t offset          # bytes: where its first line starts in the file
+    int64_t length          # bytes: its lines, newlines included
 
 
 cdef class PrefetchedPiece:
     """A piece of whole lines parsed ahead: ``is_write`` (bool) and ``addrs`` (int64) as buffers
     (``numpy.asarray`` takes them without a copy), ``first_line`` (0-based, the index of its
-    first request) and ``lines``."""
+    first request), ``lines``, its bytes in the file (``offset``, ``length``) and its ``index``
+    among the pieces."""
     cdef readonly object is_write, addrs
-    cdef readonly int64_t first_line, lines
+    cdef readonly int64_t first_line, lines, offset, length, index
 
 
 cdef object _owned(void* data, int64_t n, Py_ssize_t itemsize, str fmt):
-    """``n`` items at ``data`` (malloc'd) as a buffer that frees them when the last view goes."""
+    """``n`` items at ``data`` (sievesim_map) as a buffer that unmaps them when the last view goes."""
     cdef cvarray arr = cvarray(shape=(n,), itemsize=itemsize, format=fmt, mode="c", allocate_buffer=False)
     arr.data = <char*> data
-    arr.callback_free_data = free
+    arr.callback_free_data = sievesim_unmap
     return arr
 
 
@@ -63,7 +85,7 @@ cdef class Prefetch:
     the thread; :meth:`finish` stops it (waiting for the piece in hand, at most a block's parse)
     and returns ``(pieces, offset, next_line, eof)``: the pieces read, the byte offset and the
     line number (0-based) where the rest of the file starts, and whether that rest is empty.
-    ``finish`` can be called again; it returns the same."""
+    ``finish`` can be called again; it returns the same, until :meth:`take` hands the pieces over."""
     cdef int fd
     cdef int stop
     cdef int64_t block_bytes, max_bytes, parsed_bytes
@@ -120,14 +142,14 @@ cdef class Prefetch:
             if self.parsed_bytes + lines * BYTES_PER_REQUEST > self.max_bytes:
                 break
             p = &self.pieces[self.n_pieces]
-            p.is_write = <uint8_t*> malloc(lines)
-            p.addrs = <int64_t*> malloc(lines * sizeof(int64_t))
+            p.is_write = <uint8_t*> sievesim_map(lines)
+            p.addrs = <int64_t*> sievesim_map(lines * sizeof(int64_t))
             if p.is_write == NULL or p.addrs == NULL or parse_ls_lines(buf, length, p.is_write, p.addrs) < lines:
-                free(p.is_write)    # out of memory, or a malformed line: the reader takes it from here
-                free(p.addrs)
+                sievesim_unmap(p.is_write)  # out of memory, or a malformed line: the reader takes it from here
+                sievesim_unmap(p.addrs)
                 p.is_write, p.addrs = NULL, NULL
                 break
-            p.lines, p.first_line = lines, self.next_line
+            p.lines, p.first_line, p.offset, p.length = lines, self.next_line, self.offset, length
             self.n_pieces += 1
             self.parsed_bytes += lines * BYTES_PER_REQUEST
             self.offset += length
@@ -158,6 +180,7 @@ cdef class Prefetch:
                 piece.is_write = _owned(self.pieces[i].is_write, self.pieces[i].lines, 1, "?")
                 piece.addrs = _owned(self.pieces[i].addrs, self.pieces[i].lines, 8, "q")
                 piece.first_line, piece.lines = self.pieces[i].first_line, self.pieces[i].lines
+                piece.offset, piece.length, piece.index = self.pieces[i].offset, self.pieces[i].length, i
                 self.pieces[i].is_write = NULL     # owned by the piece's buffers now
                 self.pieces[i].addrs = NULL
                 pieces.append(piece)
@@ -165,14 +188,21 @@ cdef class Prefetch:
             self.finished = True
         return self.result
 
+    def take(self):
+        """:meth:`finish`, handing the pieces over: later calls return no pieces (the caller's
+        references alone keep them, so that their memory goes when the caller drops them)."""
+        got = self.finish()
+        self.result = ((),) + tuple(got[1:])
+        return got
+
     def __dealloc__(self):
         # the thread holds this object while it runs: here it has stopped; a prefetch never
         # finished (an error in between) frees its pieces and closes its file
         cdef int i
         if not self.finished:
             for i in range(self.n_pieces):
-                free(self.pieces[i].is_write)
-                free(self.pieces[i].addrs)
+                sievesim_unmap(self.pieces[i].is_write)
+                sievesim_unmap(self.pieces[i].addrs)
             close(self.fd)
 
 

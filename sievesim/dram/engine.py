@@ -305,6 +305,7 @@ class _SharedWindows:
         self._state: dict[int, Any] = {}     # piece -> _PENDING, its window, or the exception it raised
         self._left: dict[int, set] = {}      # piece -> the runs that have not taken it
         self._next: list[int | None] = [0] * runs   # per run: the piece it takes next (None: stopped)
+        self._ahead: dict[int, Any] = {}     # piece -> the prefetched piece it came from (see _take)
         self.spec = config.compile()
 
     def runs(self, k: int):
@@ -343,6 +344,8 @@ class _SharedWindows:
             return j, None
         self._state[j], self._left[j] = _PENDING, {k for k, p in enumerate(self._next) if p is not None}
         self._read = j + 1
+        if got[2] < 0:                  # parsed during start-up (LoadStoreChunks.blocks)
+            self._ahead[j] = got[0]
         return j, got
 
     def _map(self, j: int, got: tuple[bytes, int, int]) -> None:
@@ -389,6 +392,10 @@ class _SharedWindows:
                 self._cond.wait()           # piece i is being mapped by another run
             outcome = self._state[i]
             self._drop(i, k)
+            if i not in self._state and i in self._ahead:
+                # every run took it: the prefetched piece's memory goes with the window (a run
+                # that stops early releases nothing: the split may run again and reuse it)
+                self.chunks.release(self._ahead.pop(i))
             self._next[k] = i + 1
             self._cond.notify_all()
         if isinstance(outcome, Exception):

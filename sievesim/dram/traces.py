@@ -147,58 +147,81 @@ class LoadStoreChunks:
         if self.block_bytes < 1:
             raise ValueError(f"block_bytes: {self.block_bytes}, expected >= 1")
         # the file's first pieces, read and parsed during start-up (sievesim._core._prefetch:
-        # `sievesim dram run` starts one before it imports numpy); kept for every reading
+        # `sievesim dram run` starts one before it imports numpy)
         self.prefetch = prefetch
+        self._held: list[Any] | None = None     # its pieces (None: released, read again from the file)
 
     def __iter__(self) -> Iterator[RequestTrace]:
         for block in self.blocks():
             yield self.parse(*block)
 
+    def release(self, piece: Any) -> None:
+        """A prefetched piece that the reading now under way has handed to every run: its memory
+        goes once they drop it, and a later reading (the split again) reads its lines from the file."""
+        if self._held is not None:
+            self._held[piece.index] = None
+
     def blocks(self) -> Iterator[tuple[Any, int, int]]:
         """The file's pieces as ``(bytes, first_line, newlines)``: whole lines, in order (a view of
         bytes read for it alone); ``first_line`` is the 0-based number of the piece's first line
         (the index of its first request); ``newlines``: its newline bytes (for :meth:`parse`).
-        With a ``prefetch``, its pieces come first (already parsed, in place of the bytes; newlines
-        -1), then the rest of the file from where it stopped."""
-        from .._core._traceparse import count_newlines
+        With a ``prefetch``, its pieces come in their place (already parsed, in place of the bytes;
+        newlines -1), except those released (:meth:`release`), which are read again."""
         from .._inputs import open_input
 
-        first_line, start = 0, 0
-        if self.prefetch is not None:
-            pieces, start, first_line, _ = self.prefetch.finish()   # stops the reader (the first time)
-            for piece in pieces:
-                yield piece, piece.first_line, -1
-        carry = b""
+        if self.prefetch is not None and self._held is None:
+            self._held = list(self.prefetch.take()[0])        # stops the reader; the pieces are ours
         with open_input(self.path, "DRAM request trace", "trace-stream") as fh:   # a regular file, in blocks
-            if start:
-                fh.seek(start)
-            while True:
-                # read into a buffer the piece is a view of (no copies of the megabyte)
-                buf = bytearray(len(carry) + self.block_bytes)
-                buf[:len(carry)] = carry
-                got = len(carry)
-                while got < len(buf):
-                    k = fh.readinto(memoryview(buf)[got:])
-                    if not k:
-                        break
-                    got += k
-                end = got < len(buf)
-                view = memoryview(buf)[:got]
-                if not end:
-                    cut = buf.rfind(b"\n", 0, got)
-                    if cut < 0:             # no whole line yet
-                        carry = bytes(view)
-                        continue
-                    piece, carry = view[:cut + 1], bytes(view[cut + 1:])
-                elif got:
-                    piece, carry = view, b""
-                else:
-                    return
-                newlines = count_newlines(piece)
-                yield piece, first_line, newlines
-                first_line += newlines + (piece[-1] != 10)
-                if end:
-                    return
+            pos = line = 0
+            for i in range(len(self._held or ())):
+                piece = self._held[i]
+                if piece is None:
+                    continue
+                if piece.offset > pos:
+                    yield from self._read(fh, pos, piece.offset, line)
+                pos, line = piece.offset + piece.length, piece.first_line + piece.lines
+                yield piece, piece.first_line, -1
+                piece = None
+            yield from self._read(fh, pos, None, line)
+
+    def _read(self, fh: Any, start: int, stop: int | None, first_line: int) -> Iterator[tuple[Any, int, int]]:
+        """The pieces of the file's bytes from ``start`` to ``stop`` (None: its end; both at line
+        starts); ``first_line``: the number of the line at ``start``."""
+        from .._core._traceparse import count_newlines
+
+        fh.seek(start)
+        left = None if stop is None else stop - start
+        carry = b""
+        while True:
+            # read into a buffer the piece is a view of (no copies of the megabyte)
+            want = self.block_bytes if left is None else min(self.block_bytes, left)
+            buf = bytearray(len(carry) + want)
+            buf[:len(carry)] = carry
+            got = len(carry)
+            while got < len(buf):
+                k = fh.readinto(memoryview(buf)[got:])
+                if not k:
+                    break
+                got += k
+            if left is not None:
+                left -= got - len(carry)
+            end = got < len(buf) or left == 0
+            view = memoryview(buf)[:got]
+            if not end:
+                cut = buf.rfind(b"\n", 0, got)
+                if cut < 0:             # no whole line yet
+                    carry = bytes(view)
+                    continue
+                piece, carry = view[:cut + 1], bytes(view[cut + 1:])
+            elif got:
+                piece, carry = view, b""
+            else:
+                return
+            newlines = count_newlines(piece)
+            yield piece, first_line, newlines
+            first_line += newlines + (piece[-1] != 10)
+            if end:
+                return
 
     def parse(self, piece: bytes | memoryview, first_line: int, newlines: int = -1) -> RequestTrace:
         """One piece of :meth:`blocks` as requests (``newlines``: its newline bytes, if counted);
