@@ -27,7 +27,7 @@ _GNU_TIME = "/usr/bin/time"
 
 def sievesim_program() -> list[str]:
     """The installed ``sievesim`` program beside this Python (what a user runs: the command the
-    issue measures); ``python -m sievesim`` where there is none (runpy adds about 7 ms)."""
+    issue measures); ``python -m sievesim`` where there is none."""
     import shutil
 
     found = shutil.which("sievesim", path=os.path.dirname(sys.executable))

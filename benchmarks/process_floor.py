@@ -3,7 +3,8 @@
 Runs, alternately ``--repeat`` times, each as its own process (``_process.run_measured``: user +
 system CPU and wall of the child): ``python -c pass``, ``python -c "import numpy"``, ``python -c
 "import numpy, yaml"``, ``sievesim dram run`` on a 1000-request LoadStoreTrace with a Ramulator
-2.0 YAML (HBM3, 16 channels, as the whole-process side-by-side) and the same run through
+2.0 YAML (HBM3, 16 channels, as the whole-process side-by-side; the installed program, see
+``_process.sievesim_program``), the same run as ``python -m sievesim`` and through
 ``sievesim.cli.main`` ending with the interpreter's teardown (the program skips it after a
 ``dram`` command: ``sievesim.cli.console``), and prints the fastest of each:
 
@@ -49,6 +50,9 @@ def main() -> int:
                 "python -c 'import numpy, yaml'": [py, "-c", "import numpy, yaml"],
                 "sievesim dram run, 1000 requests, --threads 1": [
                     *sievesim_program(), "dram", "run", str(trace), "--config", str(cfg_path), "--json",
+                    "--threads", "1"],
+                "the same, as python -m sievesim": [
+                    py, "-m", "sievesim", "dram", "run", str(trace), "--config", str(cfg_path), "--json",
                     "--threads", "1"],
                 # the same through sievesim.cli.main, ending with the interpreter's teardown
                 "the same, with the interpreter's teardown": [

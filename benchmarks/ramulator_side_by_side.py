@@ -13,7 +13,8 @@ Nothing of Ramulator is part of sievesim; this script only runs a binary you bui
 
 ``--whole-process`` measures whole processes only, in one run of this script (issue 22): Ramulator
 2.0 (when ``--ramulator`` names a binary; its columns are ``-`` otherwise), ``sievesim dram run
-TRACE --config YAML --json`` with its default threads and with ``--threads 1``, alternated
+TRACE --config YAML --json`` (the installed program beside this Python, as a user runs it;
+``python -m sievesim`` where there is none) with its default threads and with ``--threads 1``, alternated
 ``--repeat`` times, medians of the wall times (and of the CPU times of Ramulator and of the
 one-thread run: user + system, the measure to read on a shared machine), peak resident memory of
 each (the command's own, see ``_process.run_measured``), the ratios, and whether the cycles agree

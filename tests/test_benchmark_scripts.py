@@ -1,0 +1,33 @@
+"""The whole-process measurement scripts the DRAM docs cite run and print their tables (tiny sizes)."""
+from __future__ import annotations
+
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+BENCH = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _run(*argv: str) -> str:
+    done = subprocess.run([sys.executable, str(BENCH / argv[0]), *argv[1:]], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+@pytest.mark.skipif(not (BENCH / "process_floor.py").exists(), reason="benchmarks/ not in this checkout")
+def test_process_floor_prints_every_row():
+    out = _run("process_floor.py", "--repeat", "1")
+    for row in ("python -c pass", "sievesim dram run, 1000 requests", "as python -m sievesim",
+                "with the interpreter's teardown"):
+        assert re.search(rf"\| [^|]*{re.escape(row)}[^|]* \| \d+ \| \d+ \| [\d.]+ \|", out), (row, out)
+
+
+@pytest.mark.skipif(not (BENCH / "startup_beside.py").exists(), reason="benchmarks/ not in this checkout")
+def test_startup_beside_prints_the_three_cases():
+    out = _run("startup_beside.py", "--repeat", "1", "--requests", "3000")
+    for mode in ("alone", "reader", "hashing"):
+        assert re.search(rf"\| {mode} \| [\d.]+ \| [\d.]+ \|", out), out
