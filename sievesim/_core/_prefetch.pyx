@@ -10,7 +10,6 @@ what :func:`sievesim.dram.traces.parse_loadstore` gives for the same lines
 (tests/test_prefetch.py)."""
 from libc.stdint cimport int64_t, uint8_t
 from libc.stdlib cimport malloc, free
-from libc.string cimport memrchr
 from posix.unistd cimport close, pread
 from posix.types cimport off_t
 from cython.view cimport array as cvarray
@@ -115,7 +114,6 @@ cdef class Prefetch:
         cdef unsigned char* buf = <unsigned char*> malloc(self.block_bytes)
         cdef int64_t got, k = 0, length, lines
         cdef bint ended
-        cdef const unsigned char* cut
         cdef Piece* p
         if buf == NULL:
             return
@@ -134,10 +132,11 @@ cdef class Prefetch:
                 break
             length = got
             if not ended:
-                cut = <const unsigned char*> memrchr(buf, 10, got)
-                if cut == NULL:
+                length = got        # up to the block's last newline (memrchr is not everywhere)
+                while length > 0 and buf[length - 1] != 10:
+                    length -= 1
+                if length == 0:
                     break           # no whole line in a block: left to the reader
-                length = cut - buf + 1
             lines = count_newline_bytes(buf, length) + (buf[length - 1] != 10)
             if self.parsed_bytes + lines * BYTES_PER_REQUEST > self.max_bytes:
                 break
