@@ -24,7 +24,7 @@ import tempfile
 import yaml
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _process import busy_core, run_measured  # noqa: E402
+from _process import busy_core, run_measured, sievesim_program  # noqa: E402
 from ramulator_side_by_side import ramulator_config  # noqa: E402
 
 from sievesim._core.parallel import available_threads  # noqa: E402
@@ -68,7 +68,7 @@ def main() -> int:
     print("|---|---|---|---|---|---|---|")
     for cr in map(int, args.clock_ratios.split(",")):
         trace, cfg = write_inputs(work, args.requests, args.channels, cr)
-        base = [sys.executable, "-m", "sievesim", "dram", "run", str(trace), "--config", str(cfg), "--json"]
+        base = [*sievesim_program(), "dram", "run", str(trace), "--config", str(cfg), "--json"]
         for cond in args.conditions.split(","):
             times: dict[str, list[float]] = {"default": [], "one": []}
             used, cycles = set(), set()
