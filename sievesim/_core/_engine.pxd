@@ -79,6 +79,7 @@ cdef class Engine:
     cdef int64_t* pim_counts      # (n_ctrl, 5): ACTAB, PREAB, MACAB, GWRITE, RDRES issued
     cdef int32_t* prog_final
     cdef int32_t* prog_rowcol     # (n_ops, 2)
+    cdef int32_t* ctrl_prefix     # (n_ctrl, A): controller c's node address, -1 below it (PIM ops, refresh)
     cdef int64_t n_prog_ops
     cdef int64_t read_latency, write_latency, refresh_interval
     cdef int qcap[NBUF]

@@ -17,7 +17,7 @@ import numpy as np
 cimport numpy as cnp
 from libc.stdint cimport int64_t, int32_t, int8_t
 from libc.stdlib cimport malloc, realloc, free
-from libc.string cimport memmove
+from libc.string cimport memcpy, memmove
 
 cnp.import_array()
 
@@ -257,6 +257,12 @@ cdef class Engine:
             elif name == "prog_done": self.prog_done = <int64_t*> a.data
             else: self.prog_stall = <int64_t*> a.data
         a = arr(np.zeros(n_ctrl * 5, dtype=np.int64), np.int64); self.pim_counts = <int64_t*> a.data
+        # each controller's node address, worked out once (a PIM op's address and a refresh's
+        # copy it; working it out at each op, by divisions, cost 15 % of the PIM command rate)
+        prefix = np.full((n_ctrl, self.A), -1, dtype=np.int32)
+        prefix[:, :self.ctrl_level + 1] = np.stack(np.unravel_index(np.arange(n_ctrl), counts[:self.ctrl_level + 1]),
+                                                   axis=1)
+        a = arr(prefix, np.int32); self.ctrl_prefix = <int32_t*> a.data
         a = arr(np.zeros(1, dtype=np.int32), np.int32); self.prog_final = <int32_t*> a.data
         a = arr(np.zeros(2, dtype=np.int32), np.int32); self.prog_rowcol = <int32_t*> a.data
         self.n_prog_ops = 0

@@ -6,13 +6,7 @@
 
 cdef inline void pim_address(Engine self, int c, int64_t op, int32_t* av) noexcept nogil:
     """Address of PIM op ``op`` of controller ``c``: the controller's node, all banks below it."""
-    cdef int64_t flat = c
-    cdef int L
-    for L in range(self.A):
-        av[L] = -1
-    for L in range(self.ctrl_level, -1, -1):
-        av[L] = <int32_t> (flat % self.counts[L])
-        flat //= self.counts[L]
+    memcpy(av, self.ctrl_prefix + c * self.A, self.A * sizeof(int32_t))
     av[self.row_lv] = self.prog_rowcol[2 * op]
     av[self.row_lv + 1] = self.prog_rowcol[2 * op + 1]
 

@@ -223,16 +223,11 @@ cdef bint tick(Engine self, int c, int64_t clk) noexcept nogil:
     cdef int32_t* ra
     cdef int32_t* oa
     cdef bint found = False, rdy = False, match
-    cdef int64_t min_ready = NEVER, lo, hi, b, bank, flat, rt
+    cdef int64_t min_ready = NEVER, lo, hi, b, bank, rt
     # refresh manager
     if self.refresh_interval > 0 and clk == self.next_refresh[c]:
         self.next_refresh[c] += self.refresh_interval
-        flat = c
-        for L in range(self.A - 1, -1, -1):
-            av_ref[L] = -1
-        for L in range(self.ctrl_level, -1, -1):
-            av_ref[L] = <int32_t> (flat % self.counts[L])
-            flat //= self.counts[L]
+        memcpy(av_ref, self.ctrl_prefix + c * self.A, self.A * sizeof(int32_t))
         r = new_maintenance(self, c, T_REFRESH, av_ref)
         if r >= 0:
             self.arrive[r] = clk
