@@ -160,10 +160,10 @@ def console() -> NoReturn:
     A ``dram`` command's process ends without the interpreter's teardown (``os._exit`` once stdout
     and stderr are flushed, as mypy ends its runs): freeing numpy's and every other module's
     objects one by one took 14-16 ms of the 0.10-0.11 s that a short run takes in all
-    (``python benchmarks/process_floor.py``, its last rows), and a ``dram`` command leaves
-    nothing for it to do (its files are closed and its threads joined when :func:`main`
-    returns). A flush that fails (a closed pipe) exits the usual way. Other commands (plots, Dask
-    clients) exit the usual way."""
+    (``python benchmarks/process_floor.py``: its ``sievesim dram run`` row against its last),
+    and a ``dram`` command leaves nothing for it to do (its files are closed and its threads
+    joined when :func:`main` returns). A flush that fails (a closed pipe) exits the usual way.
+    Other commands (plots, Dask clients) exit the usual way."""
     argv = sys.argv[1:]
     status = main(argv)
     if _command_in(argv) == "dram":
