@@ -21,15 +21,10 @@ import pathlib
 import sys
 import tempfile
 
-import yaml
-
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _process import run_measured, sievesim_program  # noqa: E402
-from ramulator_side_by_side import ramulator_config  # noqa: E402
+from ramulator_side_by_side import write_inputs  # noqa: E402
 
-from sievesim.dram.config import get_config  # noqa: E402
-from sievesim.dram.synthetic import make_trace  # noqa: E402
-from sievesim.dram.traces import write_loadstore_trace  # noqa: E402
 
 
 def main() -> int:
@@ -37,13 +32,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=7)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        work = pathlib.Path(tmp)
-        trace, cfg_path = work / "t.trace", work / "hbm3_16ch.yaml"
-        cfg = ramulator_config("HBM3", str(trace), 1, "RoBaRaCoCh", None)
-        cfg["MemorySystem"]["DRAM"]["org"]["channel"] = 16
-        cfg_path.write_text(yaml.safe_dump(cfg))
-        t = make_trace("random", 1000, get_config(cfg_path), seed=1, write_fraction=0.3)
-        write_loadstore_trace(trace, t.addresses, t.is_write)
+        trace, cfg_path = write_inputs(pathlib.Path(tmp), 1000, 16, 1)
         py = sys.executable
         cmds = {"python -c pass": [py, "-c", "pass"],
                 "python -c 'import numpy'": [py, "-c", "import numpy"],

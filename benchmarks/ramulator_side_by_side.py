@@ -77,6 +77,22 @@ def ramulator_config(device: str, trace: str, clock_ratio: int, mapper: str, cmd
     return cfg
 
 
+def write_inputs(work: pathlib.Path, requests: int, channels: int, clock_ratio: int,
+                 write_fraction: float = 0.3) -> tuple[pathlib.Path, pathlib.Path]:
+    """The whole-process inputs in ``work``: a random LoadStoreTrace of ``requests`` requests
+    (written once per size) and the Ramulator 2.0 YAML of one clock ratio (HBM3, ``channels``
+    channels, RoBaRaCoCh). Returns ``(trace, yaml)``."""
+    trace = work / f"random_{requests}_{channels}ch.trace"
+    cfg = ramulator_config("HBM3", str(trace), clock_ratio, "RoBaRaCoCh", None)
+    cfg["MemorySystem"]["DRAM"]["org"]["channel"] = channels
+    path = work / f"HBM3_{channels}ch_cr{clock_ratio}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    if not trace.exists():
+        t = make_trace("random", requests, get_config(path), seed=1, write_fraction=write_fraction)
+        write_loadstore_trace(trace, t.addresses, t.is_write)
+    return trace, path
+
+
 def read_ramulator_commands(prefix: str, channels: int) -> list[tuple]:
     rows = []
     for ch in range(channels):

@@ -26,14 +26,9 @@ import subprocess
 import sys
 import tempfile
 
-import yaml
-
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from ramulator_side_by_side import ramulator_config  # noqa: E402
+from ramulator_side_by_side import write_inputs  # noqa: E402
 
-from sievesim.dram.config import get_config  # noqa: E402
-from sievesim.dram.synthetic import make_trace  # noqa: E402
-from sievesim.dram.traces import write_loadstore_trace  # noqa: E402
 
 CHILD = """
 import sys, time, threading, hashlib
@@ -60,14 +55,7 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=2_000_000, help="of the trace (default 2000000)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        work = pathlib.Path(tmp)
-        trace, cfg_path = work / "t.trace", work / "hbm3_16ch.yaml"
-        cfg = ramulator_config("HBM3", str(trace), 1, "RoBaRaCoCh", None)
-        cfg["MemorySystem"]["DRAM"]["org"]["channel"] = 16
-        cfg_path.write_text(yaml.safe_dump(cfg))
-        t = make_trace("random", args.requests, get_config(cfg_path), seed=1, write_fraction=0.3)
-        write_loadstore_trace(trace, t.addresses, t.is_write)
-        del t
+        trace, cfg_path = write_inputs(pathlib.Path(tmp), args.requests, 16, 1)
         runs: dict[str, list[float]] = {"alone": [], "reader": [], "hashing": []}
         for _ in range(args.repeat):
             for mode, got in runs.items():

@@ -21,31 +21,11 @@ import statistics
 import sys
 import tempfile
 
-import yaml
-
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _process import busy_core, run_measured, sievesim_program  # noqa: E402
-from ramulator_side_by_side import ramulator_config  # noqa: E402
+from ramulator_side_by_side import write_inputs  # noqa: E402
 
 from sievesim._core.parallel import available_threads  # noqa: E402
-
-
-def write_inputs(work: pathlib.Path, requests: int, channels: int, clock_ratio: int,
-                 write_fraction: float = 0.3) -> tuple[pathlib.Path, pathlib.Path]:
-    """The trace (written once per size) and the YAML of one clock ratio."""
-    from sievesim.dram.config import get_config
-    from sievesim.dram.synthetic import make_trace
-    from sievesim.dram.traces import write_loadstore_trace
-
-    trace = work / f"random_{requests}_{channels}ch.trace"
-    cfg = ramulator_config("HBM3", str(trace), clock_ratio, "RoBaRaCoCh", None)
-    cfg["MemorySystem"]["DRAM"]["org"]["channel"] = channels
-    path = work / f"HBM3_{channels}ch_cr{clock_ratio}.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    if not trace.exists():
-        t = make_trace("random", requests, get_config(path), seed=1, write_fraction=write_fraction)
-        write_loadstore_trace(trace, t.addresses, t.is_write)
-    return trace, path
 
 
 def main() -> int:
