@@ -293,7 +293,8 @@ class _SharedWindows:
 
     MAX_AHEAD = 4
 
-    def __init__(self, config: DRAMConfig, chunks, overflow: str, runs: int) -> None:
+    def __init__(self, config: DRAMConfig, chunks, overflow: str, runs: int,
+                 spec: dict[str, Any] | None = None) -> None:
         import threading
 
         self.config, self.chunks, self.overflow = config, chunks, overflow
@@ -306,7 +307,7 @@ class _SharedWindows:
         self._left: dict[int, set] = {}      # piece -> the runs that have not taken it
         self._next: list[int | None] = [0] * runs   # per run: the piece it takes next (None: stopped)
         self._ahead: dict[int, Any] = {}     # piece -> the prefetched piece it came from (see _take)
-        self.spec = config.compile()
+        self.spec = config.compile() if spec is None else spec     # (the caller's, compiled once)
 
     def runs(self, k: int):
         try:
@@ -456,7 +457,7 @@ def simulate_stream(config: DRAMConfig, pieces: Iterable[RequestTrace] | Callabl
             """One attempt of the split, reading the trace from its start."""
             opened.clear()
             if shared:
-                reading = _SharedWindows(config, pieces, address_overflow, runs)
+                reading = _SharedWindows(config, pieces, address_overflow, runs, spec)
                 opened.append(reading)
                 return run_stream_split(spec, reading.runs, owner, int(threads), lockstep=lockstep)
 

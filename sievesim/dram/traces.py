@@ -127,9 +127,7 @@ def iter_loadstore_chunks(path: str | pathlib.Path, block_bytes: int = STREAM_BL
     """A LoadStoreTrace file as consecutive pieces of whole lines, about ``block_bytes`` bytes each
     (the whole file is never in memory): together, exactly :func:`read_loadstore_trace`'s trace
     (tests/test_streaming.py), with the same errors and line numbers."""
-    chunks = LoadStoreChunks(path, block_bytes)
-    for block in chunks.blocks():
-        yield chunks.parse(*block)
+    yield from LoadStoreChunks(path, block_bytes)
 
 
 class LoadStoreChunks:
