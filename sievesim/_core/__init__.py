@@ -2,9 +2,19 @@
 
 ``Engine`` is imported on first use: the start-up reader (:mod:`._prefetch`) lives here too, and
 must be importable before numpy is (it runs while numpy imports)."""
+import os
 from typing import Any
 
-__all__ = ["Engine"]
+__all__ = ["Engine", "available_threads"]
+
+
+def available_threads() -> int:
+    """CPU cores this process may run on (here, not in :mod:`.parallel`: ``sievesim dram run``
+    asks before it imports numpy)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:          # not on Linux
+        return os.cpu_count() or 1
 
 
 def __getattr__(name: str) -> Any:

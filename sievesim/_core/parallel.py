@@ -20,23 +20,15 @@ the engine refuses a standard whose rows would.)
 """
 from __future__ import annotations
 
-import os
 import threading
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from . import available_threads
 from ._engine import CONTENTION_GRACE_NS, LOCKSTEP_RING, Engine, lockstep_exchange, new_outputs
 
 __all__ = ["available_threads", "run_requests", "run_stream_split"]
-
-
-def available_threads() -> int:
-    """CPU cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:          # not on Linux
-        return os.cpu_count() or 1
 
 
 def _n_controllers(spec: dict[str, Any]) -> int:

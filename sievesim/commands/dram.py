@@ -76,14 +76,12 @@ def _start_prefetch(args: argparse.Namespace):
     """A reader of the trace's first pieces on a thread of its own (sievesim._core._prefetch),
     where the trace may stream on more than one thread: a file, no command log, ``--threads`` not 1,
     and two cores or more for this process (on one core it would only take turns with start-up)."""
+    from .._core import available_threads
+
     if args.trace.startswith("synthetic:") or args.log_commands or args.threads is not None and args.threads < 2:
         return None
-    try:
-        if len(os.sched_getaffinity(0)) < 2:
-            return None
-    except AttributeError:              # not on Linux
-        if (os.cpu_count() or 1) < 2:
-            return None
+    if available_threads() < 2:
+        return None
     from .._core._prefetch import open_prefetch
 
     return open_prefetch(args.trace)
