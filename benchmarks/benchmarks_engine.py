@@ -172,6 +172,58 @@ class StreamedSplitParseShare:
         os.unlink(self.path)
 
 
+class StreamedSplitFaults:
+    """The page faults of a streamed split, the first in its process (as in ``sievesim dram
+    run``): ``simulate_stream`` of a 1 000 000-request random LoadStoreTrace (30 % writes) from a
+    ``LoadStoreChunks`` on two threads, in a fresh interpreter; ``track_minor_faults`` is the
+    process's minor faults during the call (a first touch of fresh memory costs one per 4 KiB:
+    each piece's mapped arrays, its arrivals, the read buffers), ``track_seconds`` its time.
+    (Run with OPENBLAS_NUM_THREADS=1, as ``run.py`` sets it: OpenBLAS threads spinning in this
+    process after the setup's numpy calls would make the child's lockstep give up.)"""
+    params = ([1, 8],)
+    param_names = ["clock_ratio"]
+    timeout = 600
+    _CHILD = """
+import resource, sys, time
+from sievesim.dram.config import get_config
+from sievesim.dram.engine import simulate_stream
+from sievesim.dram.traces import LoadStoreChunks
+config = get_config("ramulator2-hbm3").replace(clock_ratio=int(sys.argv[2]))
+before, t0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.perf_counter()
+result = simulate_stream(config, LoadStoreChunks(sys.argv[1]), threads=2)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before, time.perf_counter() - t0, result.threads, repr(result.threads_note))
+"""
+
+    def setup(self, clock_ratio):
+        import tempfile
+        from sievesim.dram.traces import write_loadstore_trace
+        config = get_config("ramulator2-hbm3").replace(clock_ratio=clock_ratio)
+        t = make_trace("random", 1_000_000, config, seed=1, write_fraction=0.3)
+        self.path = tempfile.NamedTemporaryFile(suffix=".trace", delete=False).name
+        write_loadstore_trace(self.path, t.addresses, t.is_write)
+
+    def _child(self, clock_ratio) -> tuple[int, float]:
+        import subprocess
+        import sys
+        out = subprocess.run([sys.executable, "-c", self._CHILD, self.path, str(clock_ratio)], check=True,
+                             capture_output=True, text=True).stdout.split()
+        assert out[2] == "2", out
+        return int(out[0]), float(out[1])
+
+    def track_minor_faults(self, clock_ratio):
+        return self._child(clock_ratio)[0]
+
+    def track_seconds(self, clock_ratio):
+        return self._child(clock_ratio)[1]
+
+    track_minor_faults.unit = "faults"
+    track_seconds.unit = "s"
+
+    def teardown(self, clock_ratio):
+        import os
+        os.unlink(self.path)
+
+
 class EngineVsPythonReference:
     params = (["hbm3-6400", "ramulator2-hbm3"],)
     param_names = ["config"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import itertools
+import os
 import pathlib
 import statistics
 import sys
@@ -22,6 +23,11 @@ import time
 import tracemalloc
 
 HERE = pathlib.Path(__file__).resolve().parent
+
+# no benchmark here does linear algebra, but OpenBLAS's worker threads spin for a while after a
+# numpy call (a setup's): on a small machine they take a core from the runs being timed, even
+# those of a child process (a user's own setting is kept)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def _load(path: pathlib.Path):

@@ -77,6 +77,10 @@ def test_a_file_read_in_blocks_is_the_whole_file(tmp_path, block):
     pieces = list(iter_loadstore_chunks(path, block))
     assert np.array_equal(np.concatenate([p.addresses for p in pieces]), whole.addresses)
     assert np.array_equal(np.concatenate([p.is_write for p in pieces]), whole.is_write)
+    # arrivals all 0, read-only views of a shared array (no fresh memory per piece)
+    assert all((p.arrival == 0).all() and not p.arrival.flags.writeable for p in pieces)
+    assert len(pieces) < 3 or len(pieces[-2]) > len(pieces[-3]) \
+        or np.shares_memory(pieces[-2].arrival, pieces[-3].arrival)
     got = simulate_stream(config, iter_loadstore_chunks(path, block)).to_dict()
     want = simulate(config, whole, threads=1).to_dict()
     got.pop("wall_s"), want.pop("wall_s")

@@ -18,6 +18,11 @@ digits = st.one_of(
     st.integers(0, 2**60 - 1).map(lambda v: ("0X%X" % v).encode()),
     st.integers(0, 10**15 - 1).map(lambda v: str(v).encode()),
     st.text("0123456789abcdefABCDEFgxX:/@`G ", min_size=0, max_size=18).map(str.encode),
+    # `0x` then 0 to 17 digits of either case, maybe a stray byte next to a digit range after
+    # them (the hex loop's own path: a shift per digit, a table value above 15 ends it)
+    st.tuples(st.text("0123456789abcdefABCDEF", min_size=0, max_size=17),
+              st.sampled_from(["", "g", "G", ":", "/", "@", "`", "\x7f", "\x80", "\xb0"]))
+    .map(lambda t: b"0x" + t[0].encode() + t[1].encode("latin-1")),
 )
 lines = st.tuples(st.sampled_from([b"LD ", b"ST ", b"LD", b"XX ", b"st "]), digits, st.sampled_from([b"", b"\r"]))
 

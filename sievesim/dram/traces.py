@@ -67,6 +67,22 @@ class RequestTrace:
 _LS_LINE = re.compile(rb"^(LD|ST) (0[xX][0-9a-fA-F]{1,24}|[0-9]{1,24})\r?$")
 
 
+_ZERO_ARRIVALS = np.zeros(0, dtype=np.int64)
+
+
+def _zero_arrivals(n: int) -> np.ndarray:
+    """``n`` arrival cycles of 0 (a LoadStoreTrace's), read-only: views of one array shared by every
+    piece of a streamed trace, so that each piece does not touch fresh memory for them (a first
+    touch costs a page fault per 4 KiB, and the engine reads every arrival)."""
+    global _ZERO_ARRIVALS
+    zeros = _ZERO_ARRIVALS
+    if len(zeros) < n:
+        zeros = np.zeros(n, dtype=np.int64)
+        zeros.flags.writeable = False
+        _ZERO_ARRIVALS = zeros          # (two threads racing here each get a valid array)
+    return zeros[:n]
+
+
 def _read_file(path: pathlib.Path) -> bytes:
     """The trace's bytes through the one opener (a regular file within the trace size limit)."""
     from .._inputs import read_bytes
@@ -223,12 +239,13 @@ class LoadStoreChunks:
 
     def parse(self, piece: bytes | memoryview, first_line: int, newlines: int = -1) -> RequestTrace:
         """One piece of :meth:`blocks` as requests (``newlines``: its newline bytes, if counted);
-        a malformed line is refused, naming its number."""
+        a malformed line is refused, naming its number. Its arrivals (all 0) are read-only
+        (views of one shared array)."""
         from .._core._prefetch import PrefetchedPiece
         from .._core._traceparse import parse_loadstore
 
         if isinstance(piece, PrefetchedPiece):     # parsed during start-up
-            return RequestTrace(is_write=np.asarray(piece.is_write), arrival=np.zeros(piece.lines, dtype=np.int64),
+            return RequestTrace(is_write=np.asarray(piece.is_write), arrival=_zero_arrivals(piece.lines),
                                 addresses=np.asarray(piece.addrs), source=str(self.path))
         is_write, addrs, bad = parse_loadstore(piece, newlines)
         if bad >= 0:
@@ -236,7 +253,7 @@ class LoadStoreChunks:
             if lines[-1] == b"":
                 lines.pop()
             is_write, addrs = _parse_lines(self.path, lines, first_line)
-        return RequestTrace(is_write=np.asarray(is_write, dtype=bool), arrival=np.zeros(len(addrs), dtype=np.int64),
+        return RequestTrace(is_write=np.asarray(is_write, dtype=bool), arrival=_zero_arrivals(len(addrs)),
                             addresses=addrs, source=str(self.path))
 
 
