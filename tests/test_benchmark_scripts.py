@@ -31,3 +31,17 @@ def test_startup_beside_prints_the_three_cases():
     out = _run("startup_beside.py", "--repeat", "1", "--requests", "3000")
     for mode in ("alone", "reader", "hashing"):
         assert re.search(rf"\| {mode} \| [\d.]+ \| [\d.]+ \|", out), out
+
+
+@pytest.mark.skipif(not (BENCH / "split_phases.py").exists(), reason="benchmarks/ not in this checkout")
+def test_split_phases_prints_every_phase(tmp_path):
+    from sievesim.dram.config import get_config
+    from sievesim.dram.synthetic import make_trace
+    from sievesim.dram.traces import write_loadstore_trace
+
+    t = make_trace("random", 3000, get_config("ramulator2-hbm3"), seed=1, write_fraction=0.3)
+    write_loadstore_trace(tmp_path / "t.trace", t.addresses, t.is_write)
+    out = _run("split_phases.py", str(tmp_path / "t.trace"), "--config", "ramulator2-hbm3", "--repeat", "1",
+               "--threads", "2")
+    for row in ("imports", "set-up", "runs", "run 0: taking pieces", "run 1: the rest", "total"):
+        assert re.search(rf"\| {re.escape(row)} \| [\d.]+ \|", out), (row, out)
