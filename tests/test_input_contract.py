@@ -949,6 +949,27 @@ def test_work_estimate_guards_time_and_memory(tmp_path, argv, needles):
     assert res.seconds < 2.0
 
 
+@pytest.mark.parametrize("extra", [[], ["--gpus", "2", "--prefill-gpus", "1"]])
+def test_a_serving_run_stops_at_the_work_limit(extra):
+    """A serving run has no estimate before it starts: its loop stops it once it has run longer than
+    --max-work (a typo of 553323 requests would otherwise run for about an hour)."""
+    res = run_cli(["--max-work", "1s", "serve", "--model", "mixtral-8x7b", "--requests", "553323", "--rate", "5",
+                   *extra], timeout_s=30)
+    assert_refused(res, "requests = 553323", "passed the work limit of 1 s", "of 553323 arrived", "--max-work")
+    assert res.seconds < 8.0
+
+
+def test_python_api_serving_work_limit():
+    from sievesim import simulate_serving
+    from sievesim._validate import work_limit
+    from sievesim.errors import ConfigError
+
+    for extra in ({}, {"gpus": 2, "prefill_gpus": 1}):
+        with work_limit(1e-6), pytest.raises(ConfigError, match="requests = 40: .*--max-work"):
+            simulate_serving("mixtral-8x7b", requests=40, rate=5, **extra)
+    assert len(simulate_serving("mixtral-8x7b", requests=8, rate=5).requests) == 8     # the default limit
+
+
 def test_grid_files_obey_the_list_caps_and_are_counted_before_expansion(tmp_path):
     grid = _write(tmp_path / "g.toml", 'model = "qwen3-30b-a3b"\nbatch = [' + ",".join(map(str, range(1, 1001)))
                   + "]\nseed = [" + ",".join(map(str, range(1000))) + "]\ncontext_len = ["

@@ -46,7 +46,7 @@ from ..errors import ConfigError, field_error
 from .kv import BlockCounter, KvCapacity, kv_capacity
 from .metrics import summary
 from .pricing import IterationPricer, MemoError
-from .scheduler import SchedulerConfig, ScheduleLog
+from .scheduler import CHECK_EVERY, SchedulerConfig, ScheduleLog
 
 __all__ = ["Pool", "DisaggLog", "run_disaggregated", "build_pools", "pool_sizes"]
 
@@ -156,12 +156,13 @@ class _Sampler:
 
 def run_disaggregated(arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray, cfg: SchedulerConfig, *,
                       prefill: Pool, decode: Pool, link: Any, kv_bytes: Callable[[int], float], exact: bool,
-                      samples: int) -> DisaggLog:
+                      samples: int, check: Callable[[float, int], None] | None = None) -> DisaggLog:
     """Serve the requests on the two pools (see the module docstring). ``link`` is the
     :class:`~sievesim.hardware.InterconnectSpec` the KV moves over; ``kv_bytes(L)`` the KV bytes of
     L tokens of one request; ``exact`` prices every iteration exactly; otherwise ``samples``
-    iterations of each pool are priced both ways (``ScheduleLog.sample_memo`` / ``sample_exact``)."""
-    return _Loop(arrival, prompt, output, cfg, prefill, decode, link, kv_bytes, exact, samples).run()
+    iterations of each pool are priced both ways (``ScheduleLog.sample_memo`` / ``sample_exact``).
+    ``check``: as for :func:`~sievesim.serving.scheduler.run_schedule`."""
+    return _Loop(arrival, prompt, output, cfg, prefill, decode, link, kv_bytes, exact, samples, check).run()
 
 
 class _Loop:
@@ -169,8 +170,9 @@ class _Loop:
 
     def __init__(self, arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray, cfg: SchedulerConfig,
                  prefill: Pool, decode: Pool, link: Any, kv_bytes: Callable[[int], float], exact: bool,
-                 samples: int) -> None:
+                 samples: int, check: Callable[[float, int], None] | None = None) -> None:
         n = self.n = int(arrival.size)
+        self.check = check
         self.arrival, self.cfg, self.link, self.kv_bytes = arrival, cfg, link, kv_bytes
         self.P, self.O = prompt.astype(np.int64), output.astype(np.int64)
         self.gen = np.zeros(n, dtype=np.int64)
@@ -206,12 +208,16 @@ class _Loop:
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> DisaggLog:
+        iteration = 0
         while True:
             tp, td = self.clock["prefill"], self.clock["decode"]
             if math.isinf(tp) and math.isinf(td):
                 break
             name, other = ("prefill", "decode") if tp <= td else ("decode", "prefill")
             t = min(tp, td)
+            if self.check is not None and iteration % CHECK_EVERY == 0:
+                self.check(t, self.nxt)
+            iteration += 1
             self._arrived_transfers(t)
             preempted = self._prefill_step(t) if name == "prefill" else self._decode_step(t)
             self.log.event_t.append(t)

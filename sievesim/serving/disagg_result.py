@@ -88,7 +88,7 @@ def serve_disaggregated(sim: Any, q: Requests, rate: float) -> DisaggResult:
     before = [p.pricer.stats() for p in pools]
     log = run_disaggregated(q.arrival_s, q.prompt_tokens, q.output_tokens, sim.cfg, prefill=pools[0], decode=pools[1],
                             link=sim.hw.interconnect, kv_bytes=sim.model.kv_cache_bytes_per_request, exact=sim.exact,
-                            samples=sim.error_samples)
+                            samples=sim.error_samples, check=sim.work_guard(q))
     memo = memo_record(pools, before, log, sim.exact)
     dec = dataclasses.replace(log.decode, end_s=log.end_s)
     info = {p.name: {"gpus": p.gpus, "kv_capacity": p.kv.as_dict()} for p in pools}

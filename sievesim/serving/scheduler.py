@@ -79,15 +79,24 @@ class ScheduleLog:
     sample_exact: list[float] = field(default_factory=list)
 
 
+#: Iterations between two calls of a serving loop's ``check`` (the work limit): a check costs a
+#: clock read, an iteration tens of microseconds and more.
+CHECK_EVERY = 64
+
+
 def run_schedule(arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray, cfg: SchedulerConfig, *,
                  gpus: int, blocks_per_gpu: int, blocks_for: Callable[[int], int], price: Callable[..., float],
-                 exact: Callable[..., float] | None = None, samples: int = 0) -> ScheduleLog:
+                 exact: Callable[..., float] | None = None, samples: int = 0,
+                 check: Callable[[float, int], None] | None = None) -> ScheduleLog:
     """Run the loop over the requests (see the module docstring).
 
     ``price(dec_ctx, dec_gpu, pf_len, pf_off, pf_gpu)`` gives an iteration's time [s]; ``exact``
     (same arguments), when given, prices ``samples`` iterations again to measure ``price`` against
     it: the first to start after each of ``samples`` times spread evenly over the arrivals
     (``(k + 1/2) x last arrival / samples``). ``blocks_for(L)``: KV blocks of L tokens.
+    ``check(t, arrived)`` is called every :data:`CHECK_EVERY` iterations (the first included) with
+    the simulated time [s] and the requests arrived so far; it may raise to stop the run (the
+    work limit, see ServingSimulator.work_guard).
     """
     n = int(arrival.size)
     P = prompt.astype(np.int64)
@@ -118,7 +127,11 @@ def run_schedule(arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray, cf
         waiting.appendleft(v)
         log.preemptions[v] += 1
 
+    iteration = 0
     while True:
+        if check is not None and iteration % CHECK_EVERY == 0:
+            check(t, nxt)
+        iteration += 1
         while nxt < n and arrival[nxt] <= t:
             waiting.append(nxt)
             nxt += 1

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from .. import __version__
-from ..errors import field_error
+from ..errors import ConfigError, field_error
 from .kv import BlockCounter, kv_capacity
 from .metrics import SloTargets
 from .pricing import IterationPricer, MemoError
@@ -167,6 +167,28 @@ class ServingSimulator:
                                     "sending and per receiving GPU"}})
         return out
 
+    def work_guard(self, q: Requests) -> Callable[[float, int], None]:
+        """The work limit (``--max-work``, :func:`sievesim._validate.work_limit`) kept while ``q`` is
+        served: a serving run has no estimate before it starts (its time grows with the requests,
+        their lengths and how many distinct batches the memo prices), so its loop calls this every
+        few iterations, and it stops the run with an error naming ``requests`` once the run has
+        taken longer than the limit. Returns ``check(t, arrived)`` (simulated seconds, requests
+        arrived so far)."""
+        from .._validate import format_seconds, max_work_s
+
+        limit, t0, n = max_work_s(), time.perf_counter(), len(q)
+        last = float(q.arrival_s[-1]) if n else 0.0
+
+        def check(t: float, arrived: int) -> None:
+            spent = time.perf_counter() - t0
+            if spent > limit:
+                raise field_error("requests", n, f"fewer requests, or a higher limit: serving them on "
+                                  f"{self.model.name} passed the work limit of {format_seconds(limit)} after "
+                                  f"{format_seconds(spent)}, with {arrived} of {n} arrived ({t:.4g} s simulated "
+                                  f"of {last:.4g} s of arrivals); raise it with --max-work, e.g. --max-work 2h",
+                                  cls=ConfigError)
+        return check
+
     def run(self, q: Requests, rate: float | None = None) -> ServingResult:
         """Serve ``q``; ``rate`` (requests/s) is the workload's, for Little's law (default: the
         observed rate, requests / last arrival)."""
@@ -181,7 +203,8 @@ class ServingSimulator:
         price = p.exact_s if self.exact else p.memo_s
         log = run_schedule(q.arrival_s, q.prompt_tokens, q.output_tokens, self.cfg, gpus=self.gpus,
                            blocks_per_gpu=self.kv.blocks_per_gpu, blocks_for=self.blocks_for, price=price,
-                           exact=None if self.exact else p.exact_s, samples=0 if self.exact else self.error_samples)
+                           exact=None if self.exact else p.exact_s, samples=0 if self.exact else self.error_samples,
+                           check=self.work_guard(q))
         after = p.stats()
         memo = {"mode": "exact" if self.exact else "memo",
                 "steps_priced": after["grid_points_priced"] - before["grid_points_priced"]
