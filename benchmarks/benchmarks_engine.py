@@ -176,8 +176,11 @@ class StreamedSplitFaults:
     """The page faults of a streamed split, the first in its process (as in ``sievesim dram
     run``): ``simulate_stream`` of a 1 000 000-request random LoadStoreTrace (30 % writes) from a
     ``LoadStoreChunks`` on two threads, in a fresh interpreter; ``track_minor_faults`` is the
-    process's minor faults during the call (a first touch of fresh memory costs one per 4 KiB:
-    each piece's mapped arrays, its arrivals, the read buffers), ``track_seconds`` its time.
+    process's minor faults during the call, median of 5 processes (a first touch of fresh memory
+    costs one per 4 KiB: each piece's mapped arrays, its arrivals, the read buffers),
+    ``track_seconds`` its time;
+    ``track_minor_faults_fresh_arrivals``: the same with fresh zero arrivals for each piece (as
+    before the pieces shared one read-only array of them), for the difference in one run.
     (Run with OPENBLAS_NUM_THREADS=1, as ``run.py`` sets it: OpenBLAS threads spinning in this
     process after the setup's numpy calls would make the child's lockstep give up.)"""
     params = ([1, 8],)
@@ -185,9 +188,13 @@ class StreamedSplitFaults:
     timeout = 600
     _CHILD = """
 import resource, sys, time
+import numpy as np
+import sievesim.dram.traces as traces
 from sievesim.dram.config import get_config
 from sievesim.dram.engine import simulate_stream
 from sievesim.dram.traces import LoadStoreChunks
+if sys.argv[3] == "fresh":
+    traces._zero_arrivals = lambda n: np.zeros(n, dtype=np.int64)
 config = get_config("ramulator2-hbm3").replace(clock_ratio=int(sys.argv[2]))
 before, t0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.perf_counter()
 result = simulate_stream(config, LoadStoreChunks(sys.argv[1]), threads=2)
@@ -202,21 +209,30 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before, time.perf_cou
         self.path = tempfile.NamedTemporaryFile(suffix=".trace", delete=False).name
         write_loadstore_trace(self.path, t.addresses, t.is_write)
 
-    def _child(self, clock_ratio) -> tuple[int, float]:
+    def _child(self, clock_ratio, arrivals: str = "shared") -> tuple[float, float]:
+        """Medians of 5 fresh processes: (minor faults, seconds)."""
+        import statistics
         import subprocess
         import sys
-        out = subprocess.run([sys.executable, "-c", self._CHILD, self.path, str(clock_ratio)], check=True,
-                             capture_output=True, text=True).stdout.split()
-        assert out[2] == "2", out
-        return int(out[0]), float(out[1])
+        faults, seconds = [], []
+        for _ in range(5):
+            out = subprocess.run([sys.executable, "-c", self._CHILD, self.path, str(clock_ratio), arrivals],
+                                 check=True, capture_output=True, text=True).stdout.split()
+            assert out[2] == "2", out
+            faults.append(int(out[0]))
+            seconds.append(float(out[1]))
+        return statistics.median(faults), statistics.median(seconds)
 
     def track_minor_faults(self, clock_ratio):
         return self._child(clock_ratio)[0]
 
+    def track_minor_faults_fresh_arrivals(self, clock_ratio):
+        return self._child(clock_ratio, "fresh")[0]
+
     def track_seconds(self, clock_ratio):
         return self._child(clock_ratio)[1]
 
-    track_minor_faults.unit = "faults"
+    track_minor_faults.unit = track_minor_faults_fresh_arrivals.unit = "faults"
     track_seconds.unit = "s"
 
     def teardown(self, clock_ratio):

@@ -6,7 +6,7 @@ configuration, on one core. :class:`Prefetch` reads and parses the trace meanwhi
 that holds no GIL and needs no numpy (this module imports none), into pieces of whole lines, until
 it is told to stop, reaches the end of the file, meets a line it cannot parse (left, with the rest,
 to the reader that names it), or holds ``max_bytes`` of parsed requests. Its pieces are exactly
-what :func:`sievesim.dram.traces.parse_loadstore` gives for the same lines
+what :func:`sievesim._core._traceparse.parse_loadstore` gives for the same lines
 (tests/test_prefetch.py)."""
 from libc.stdint cimport int64_t, uint8_t
 from libc.stdlib cimport malloc, free
@@ -132,7 +132,7 @@ cdef class Prefetch:
                 break
             length = got
             if not ended:
-                length = got        # up to the block's last newline (memrchr is not everywhere)
+                # up to the block's last newline (memrchr is not everywhere)
                 while length > 0 and buf[length - 1] != 10:
                     length -= 1
                 if length == 0:

@@ -195,7 +195,7 @@ class LoadStoreChunks:
                     yield from self._read(fh, pos, piece.offset, line)
                 pos, line = piece.offset + piece.length, piece.first_line + piece.lines
                 yield piece, piece.first_line, -1
-                piece = None
+                piece = None        # (else this frame would keep a released piece's memory)
             yield from self._read(fh, pos, None, line)
 
     def _read(self, fh: Any, start: int, stop: int | None, first_line: int) -> Iterator[tuple[Any, int, int]]:
