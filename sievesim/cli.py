@@ -42,8 +42,38 @@ _COMMAND_OF = {"dram": "dram", "pim": "pim", "models": "models", "model": "model
                "reproduce": "reproduce", "plot": "plot", "serve": "serve"}
 
 
+def _terminal_columns() -> int:
+    """``shutil.get_terminal_size().columns`` without importing shutil (and with it bz2, lzma and
+    fnmatch: about 3 ms of a ``dram run``'s start-up, for a width that only ``--help`` uses):
+    ``$COLUMNS``, else the width of the terminal of stdout, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+        columns = columns or 80
+    return columns
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help layout, its width found as argparse finds it (:func:`_terminal_columns`)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None, **kwargs) -> None:
+        super().__init__(prog, indent_increment, max_help_position,
+                         _terminal_columns() - 2 if width is None else width, **kwargs)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, with a usage error on one line (``--help`` shows the usage)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         # "argument --x: V: expected E" from the value types of sievesim._validate, as field errors read
@@ -163,10 +193,15 @@ def console() -> NoReturn:
     (``python benchmarks/process_floor.py``: its ``sievesim dram run`` row against its last),
     and a ``dram`` command leaves nothing for it to do (its files are closed and its threads
     joined when :func:`main` returns). A flush that fails (a closed pipe) exits the usual way.
-    Other commands (plots, Dask clients) exit the usual way."""
+    Other commands (plots, Dask clients) exit the usual way. For the same reason a ``dram``
+    command's garbage collector stays off to the end: turned back on, the first allocation
+    after :func:`main` would go through every object the imports made (4-5 ms)."""
     argv = sys.argv[1:]
+    dram = _command_in(argv) == "dram"
+    if dram:
+        gc.disable()                    # (main() then leaves it off)
     status = main(argv)
-    if _command_in(argv) == "dram":
+    if dram:
         try:
             sys.stdout.flush()
             sys.stderr.flush()

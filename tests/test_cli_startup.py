@@ -108,3 +108,33 @@ def test_the_program_skips_the_teardown_after_a_dram_command(tmp_path, argv, sta
 def test_python_dash_m_runs_the_program():
     done = subprocess.run([sys.executable, "-m", "sievesim", "dram", "configs"], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.strip()
+
+
+@pytest.mark.parametrize("columns", [None, "50", "200", "abc", "0", "-3"])
+def test_the_help_width_is_shutils_without_shutil(monkeypatch, columns):
+    import shutil
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert cli._terminal_columns() == shutil.get_terminal_size().columns      # noqa: SLF001
+    parser = cli.build_parser(["dram"])
+    assert parser._get_formatter()._width == shutil.get_terminal_size().columns - 2   # noqa: SLF001
+
+
+def test_a_streamed_dram_run_of_a_yaml_imports_no_pathlib_or_shutil(tmp_path):
+    """About 6 ms of a `dram run`'s start-up (docs/dram.md); whatever the interpreter imported
+    before the command (an editable install's finder imports pathlib) does not count."""
+    from test_dram_engine import RAMULATOR_YAML
+
+    cfg = tmp_path / "r.yaml"
+    cfg.write_text(RAMULATOR_YAML)
+    trace = tmp_path / "t.trace"
+    trace.write_text("".join(f"LD 0x{64 * i:x}\n" for i in range(3000)))
+    code = ("import sys, io, contextlib\nbefore = set(sys.modules)\nfrom sievesim.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    rc = main(['dram', 'run', {str(trace)!r}, '--config', {str(cfg)!r}, '--json', '--stream'])\n"
+            "print(rc, sorted(m for m in ('pathlib', 'shutil') if m in set(sys.modules) - before))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["0", "[]"]

@@ -145,3 +145,30 @@ def test_threads_fallback_is_said(capsys):
     assert ("threads                  2" in out and "threads_note" not in out) or "waited for each other" in out
     assert main(["dram", "run", "synthetic:stream:2000", "--config", "hbm3e-8000", "--threads", "2"]) == 0
     assert "threads_note" not in capsys.readouterr().out
+
+
+def test_libyaml_reads_a_configuration_as_pyyaml_does(tmp_path, monkeypatch):
+    """The YAML reader parses with libyaml where PyYAML has it: the same configuration, and for
+    YAML it refuses, PyYAML's own message (the same with or without libyaml)."""
+    import yaml
+
+    from sievesim.dram import ramulator_yaml
+
+    good = tmp_path / "r.yaml"
+    good.write_text(RAMULATOR_YAML)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(RAMULATOR_YAML.replace("  impl: GenericDRAM\n", "  impl: [GenericDRAM\n"))
+    calls = []
+    real = yaml.load
+    monkeypatch.setattr(yaml, "load", lambda text, Loader: calls.append(Loader) or real(text, Loader=Loader))
+    with_c = get_config(good)
+    with pytest.raises(ConfigError) as refused_c:
+        get_config(bad)
+    if hasattr(yaml, "CSafeLoader"):
+        assert yaml.CSafeLoader in calls
+    monkeypatch.delattr(yaml, "CSafeLoader", raising=False)
+    assert get_config(good) == with_c
+    with pytest.raises(ConfigError) as refused:
+        get_config(bad)
+    assert str(refused.value) == str(refused_c.value) and "not valid YAML" in str(refused.value)
+    assert ramulator_yaml._load_yaml(yaml, "a: [1, 2]") == {"a": [1, 2]}      # noqa: SLF001

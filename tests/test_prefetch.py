@@ -46,6 +46,8 @@ def _check_pieces(data: bytes, got) -> int:
         w, a = np.asarray(p.is_write), np.asarray(p.addrs)
         assert w.dtype == np.bool_ and a.dtype == np.int64
         assert np.array_equal(w, want_w[first:first + p.lines]) and np.array_equal(a, want_a[first:first + p.lines])
+        # what the runs would count over it (sievesim.dram.engine._counted_window)
+        assert p.max_addr == (int(a.max()) if p.lines else 0) and p.writes == int(w.sum())
         first += p.lines
     assert offset == 0 or data[offset - 1:offset] == b"\n" or offset == len(data)
     assert eof == (offset == len(data))

@@ -140,7 +140,19 @@ cdef class Engine:
     cdef int64_t* next_refresh
     # ---- trace requests (inputs read where they are; outputs per request)
     cdef int n_req
-    cdef int32_t* req_addr        # (n_req, A) address vectors
+    cdef int32_t* req_addr        # (n_req, A) address vectors; NULL: computed from the keys (kmap)
+    # a linear mapper's split of a byte address into its vector (Engine.map_keys), for windows
+    # given as keys alone: the levels in turn, each a shift and a mask (a power-of-two radix) or a
+    # division (kmap_shift -1); the bits above the last level dropped
+    cdef bint kmap_on, kmap_bits         # kmap_bits: every radix a power of two (kmap_pos below)
+    cdef int kmap_m, kmap_tx_shift
+    cdef int64_t kmap_pos[MAX_ADDR]     # kmap_bits: where each level's bits start in the address
+    cdef int64_t kmap_lpos[MAX_ADDR]    # kmap_bits: the same, by level (kmap_lmask: its mask)
+    cdef int64_t kmap_lmask[MAX_ADDR]
+    cdef int kmap_level[MAX_ADDR]
+    cdef int64_t kmap_rad[MAX_ADDR]
+    cdef int64_t kmap_shift[MAX_ADDR]
+    cdef int64_t kmap_mask[MAX_ADDR]
     cdef int64_t* req_key         # (n_req,) physical address (read forwarding)
     cdef unsigned char* req_write # (n_req,)
     cdef int64_t* arrival         # (n_req,) earliest frontend cycle
@@ -204,6 +216,7 @@ cdef class Engine:
     cdef int n_own
     cdef unsigned long long own_mask  # bit c: controller c (< 64) simulated here
     cdef int8_t* ghost            # (n_req,) 1: the request goes to a controller not simulated here
+    cdef bint req_c_all           # req_c holds every request's controller (given, or a lockstep's)
     cdef int32_t* req_c           # (n_req,) a lockstep run's: each request's controller
     cdef bint partial
     cdef int32_t* abort_flag      # shared between the runs of one split: set by the run that fails

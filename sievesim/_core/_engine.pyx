@@ -125,8 +125,6 @@ cdef class Engine:
         ``stream``: the requests given here are the first window of a trace that :meth:`feed`
         continues; the engine keeps counters instead of per-request outputs (no command log, no
         lockstep; with ``own``, one held run of a split: each run is fed the same windows)."""
-        cdef Py_ssize_t slot_i
-        cdef int level_i
         keep = []
 
         def arr(x, dtype):
@@ -316,22 +314,17 @@ cdef class Engine:
         self.n_slots = S
         a = arr(np.arange(S - 1, -1, -1, dtype=np.int32), np.int32); self.slot_free = <int32_t*> a.data
         self.slot_free_top = S
-        a = arr(np.full(S, -1, dtype=np.int32), np.int32); self.slot_req = <int32_t*> a.data
-        a = arr(np.full(S * self.A, -1, dtype=np.int32), np.int32); self.addr = <int32_t*> a.data
+        # A slot's fields are all set when it is taken (fill_slot, new_maintenance), before they
+        # are read: left as allocated, the slots never used (most of them: the free list is a
+        # stack) cost no page faults (of a few megabytes, 1-2 ms per engine)
+        a = arr(np.empty(S, dtype=np.int32), np.int32); self.slot_req = <int32_t*> a.data
+        a = arr(np.empty(S * self.A, dtype=np.int32), np.int32); self.addr = <int32_t*> a.data
         a = arr(np.zeros(S, dtype=np.intp), np.intp); self.aptr = <int32_t**> a.data
         a = arr(np.zeros(S, dtype=np.int64), np.int64); self.key = <int64_t*> a.data
-        a = arr(np.full(S, -1, dtype=np.int64), np.int64); self.arrive = <int64_t*> a.data
-        a = arr(np.full(S, -1, dtype=np.int8), np.int8); self.row_class = <int8_t*> a.data
-        a = arr(np.zeros(S * sizeof(Slot) + 64, dtype=np.uint8), np.uint8)
+        a = arr(np.empty(S, dtype=np.int64), np.int64); self.arrive = <int64_t*> a.data
+        a = arr(np.empty(S, dtype=np.int8), np.int8); self.row_class = <int8_t*> a.data
+        a = arr(np.empty(S * sizeof(Slot) + 64, dtype=np.uint8), np.uint8)
         self.sl = <Slot*> ((<size_t> a.data + 63) & ~(<size_t> 63))     # line-aligned
-        for slot_i in range(S):        # typed counters: a C loop
-            self.sl[slot_i].rt = -1
-            self.sl[slot_i].exact = -1
-            self.sl[slot_i].epoch = -1
-            self.sl[slot_i].bank = -1
-            self.sl[slot_i].row = -1
-            for level_i in range(MAX_SLOT_LEVELS):
-                self.sl[slot_i].nodes[level_i] = -1
         a = arr(np.zeros(n_ctrl, dtype=np.int64), np.int64); self.ctrl_issues = <int64_t*> a.data
         a = arr(np.full(n_ctrl, -1, dtype=np.int64), np.int64); self.pred_clk = <int64_t*> a.data
         a = arr(np.full(n_ctrl, -1, dtype=np.int64), np.int64); self.pred_stamp = <int64_t*> a.data
@@ -434,18 +427,31 @@ cdef class Engine:
         """The trace requests the frontend reads (used in place): (n, A) int32 address vectors,
         (n,) int64 keys (the addresses, for read forwarding), (n,) write flags, (n,) int64 arrival
         cycles; ``ctrl``: optionally each request's controller, (n,) int32 (runs of a split that
-        share their windows compute it once)."""
+        share their windows compute it once). ``addr_vecs`` None (after :meth:`map_keys`): each
+        request's controller (unless given) and vector are worked out from its key, which must
+        be >= 0 (a key at or beyond the capacity wraps: the caller checks the keys)."""
         cdef cnp.ndarray a
-        vecs = np.ascontiguousarray(addr_vecs, dtype=np.int32)
-        if vecs.ndim != 2 or vecs.shape[1] != self.A:
-            raise ValueError(f"address vectors: shape {np.shape(addr_vecs)}, expected (n, {self.A})")
-        n = vecs.shape[0]
+        if addr_vecs is None:
+            if not self.kmap_on:
+                raise ValueError("address vectors: None needs Engine.map_keys first")
+            vecs = None
+            n = np.shape(keys)[0] if np.ndim(keys) == 1 else -1
+        else:
+            vecs = np.ascontiguousarray(addr_vecs, dtype=np.int32)
+            if vecs.ndim != 2 or vecs.shape[1] != self.A:
+                raise ValueError(f"address vectors: shape {np.shape(addr_vecs)}, expected (n, {self.A})")
+            n = vecs.shape[0]
         window = [vecs, np.ascontiguousarray(keys, dtype=np.int64),
                   np.ascontiguousarray(np.asarray(is_write, dtype=np.bool_).view(np.uint8)),
                   np.ascontiguousarray(arrival, dtype=np.int64)]
         if any(w.shape != (n,) for w in window[1:]):
             raise ValueError(f"keys, is_write, arrival: expected shape ({n},) each")
-        a = window[0]; self.req_addr = <int32_t*> a.data
+        if vecs is None:
+            self.req_addr = NULL
+            if n and window[1].min() < 0:
+                raise ValueError("keys: expected byte addresses >= 0 when the vectors are worked out from them")
+        else:
+            a = window[0]; self.req_addr = <int32_t*> a.data
         a = window[1]; self.req_key = <int64_t*> a.data
         a = window[2]; self.req_write = <unsigned char*> a.data
         a = window[3]; self.arrival = <int64_t*> a.data
@@ -455,8 +461,52 @@ cdef class Engine:
             ctrl = np.ascontiguousarray(ctrl, dtype=np.int32)
             if ctrl.shape != (n,) or (n and (ctrl.min() < 0 or ctrl.max() >= self.n_ctrl)):
                 raise ValueError(f"ctrl: expected ({n},) controller indices below {self.n_ctrl}")
+        self.req_c_all = False
         if self.partial:            # (in __init__, before own is known: set_ghosts is called later)
             self.set_ghosts(ctrl)
+        elif vecs is None and ctrl is not None:
+            a = ctrl
+            self.req_c = <int32_t*> a.data
+            self.req_c_all = True
+            self._window.append(ctrl)
+
+    def map_keys(self, order, radix, int tx_shift):
+        """Windows may come as keys alone (``addr_vecs`` None): the vector of key ``k`` is ``k >> tx_shift`` split into the levels ``order`` (every level
+        once), in turn, ``v[level] = rest % radix[level]; rest //= radix[level]``, what is left
+        dropped: a linear mapper's (sievesim.dram.mapping.linear_key_map)."""
+        cdef int k, lv
+        cdef int64_t b
+        levels = [int(x) for x in order]
+        radices = [int(x) for x in radix]
+        if sorted(levels) != list(range(self.A)) or len(radices) != self.A:
+            raise ValueError(f"map_keys: order {levels}: expected each of the {self.A} levels once, "
+                             f"and {self.A} radices")
+        if not 0 <= tx_shift < 63:
+            raise ValueError(f"map_keys: tx_shift {tx_shift}: expected 0 to 62")
+        pos = tx_shift
+        self.kmap_bits = True
+        for k in range(self.A):
+            lv = levels[k]
+            b = radices[lv]
+            if b < 1 or b > 2**31:
+                raise ValueError(f"map_keys: radix {b} of level {lv}: expected 1 to 2**31")
+            self.kmap_level[k] = lv
+            self.kmap_rad[k] = b
+            self.kmap_mask[k] = b - 1
+            self.kmap_shift[k] = -1
+            self.kmap_pos[k] = pos
+            self.kmap_lpos[lv] = pos
+            self.kmap_lmask[lv] = b - 1
+            if b & (b - 1) == 0:
+                self.kmap_shift[k] = radices[lv].bit_length() - 1
+                pos += self.kmap_shift[k]
+            else:
+                self.kmap_bits = False
+        if pos > 62:
+            self.kmap_bits = False      # (a field past bit 62: the chain of shifts)
+        self.kmap_m = self.A
+        self.kmap_tx_shift = tx_shift
+        self.kmap_on = True
 
     def set_ghosts(self, ctrl=None):
         """The window's ghost flags: 1 for a request whose controller another run simulates; and,
@@ -470,6 +520,7 @@ cdef class Engine:
         rc = ctrl if given else np.zeros(max(self.n_req, 1) if self.lockstep else 1, dtype=np.int32)
         self.ghost = <int8_t*> a.data
         self.req_c = <int32_t*> rc.data
+        self.req_c_all = False          # (req_ctrl below: the key's while req_c fills)
         if self.partial:
             with nogil:         # (the other runs of the split take their windows meanwhile)
                 if given:
@@ -481,6 +532,7 @@ cdef class Engine:
                         self.ghost[r] = not self.own[c]
                         if self.lockstep:
                             self.req_c[r] = c
+        self.req_c_all = given or (self.lockstep and self.n_req > 0)
         self._window.append(a)
         self._window.append(rc)
 
@@ -497,14 +549,19 @@ cdef class Engine:
             # a lockstep stopped short of the window's end (its look-ahead crossed it): the
             # requests not taken yet (fewer than 64) come first in the next window
             h, old = self.lp_head, self._window
-            addr_vecs = np.concatenate([old[0][h:], np.asarray(addr_vecs, dtype=np.int32)])
+            if (old[0] is None) != (addr_vecs is None):
+                raise ValueError("feed: address vectors given in one window and not in the next")
+            if addr_vecs is not None:
+                addr_vecs = np.concatenate([old[0][h:], np.asarray(addr_vecs, dtype=np.int32)])
             keys = np.concatenate([old[1][h:], np.asarray(keys, dtype=np.int64)])
             is_write = np.concatenate([old[2][h:].view(np.bool_), np.asarray(is_write, dtype=np.bool_)])
             arrival = np.concatenate([old[3][h:], np.asarray(arrival, dtype=np.int64)])
             if ctrl is not None:
                 # (only a lockstep stops short, and a lockstep run keeps each request's controller)
+                # (a window of keys alone keeps them too)
                 ctrl = np.concatenate([np.asarray(<int32_t[:self.n_req]> self.req_c)[h:],
-                                       np.asarray(ctrl, dtype=np.int32)]) if self.lockstep else None
+                                       np.asarray(ctrl, dtype=np.int32)]) \
+                    if self.lockstep or addr_vecs is None else None
         self.set_window(addr_vecs, keys, is_write, arrival, ctrl)
         self.lp_head = 0
         self.lp_wait = False

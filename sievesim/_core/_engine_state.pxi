@@ -5,10 +5,48 @@
 # grow with the trace.
 
 cdef inline int req_ctrl(Engine self, int32_t r) noexcept nogil:
-    """Controller of trace request ``r``: flat index of its address down to the controller level."""
+    """Controller of trace request ``r``: flat index of its address down to the controller level
+    (a window of keys alone: given in ``req_c``, or worked out from the key)."""
     cdef int64_t flat = 0
     cdef int L
-    cdef int32_t* av = self.req_addr + <int64_t> r * self.A
+    cdef int32_t* av
+    if self.req_addr == NULL:
+        return self.req_c[r] if self.req_c_all else key_ctrl(self, self.req_key[r])
+    av = self.req_addr + <int64_t> r * self.A
+    for L in range(self.ctrl_level + 1):
+        flat = flat * self.counts[L] + av[L]
+    return <int> flat
+
+
+cdef inline void key_vector(Engine self, int64_t key, int32_t* av) noexcept nogil:
+    """The address vector of byte address ``key`` (>= 0) by the plan of :meth:`Engine.map_keys`:
+    what sievesim.dram.mapping gives a linear mapper's address (also past the capacity, wrapped)."""
+    cdef int k
+    cdef int64_t rest = key >> self.kmap_tx_shift
+    if self.kmap_bits:
+        # each level a bit field of its own: no chain of shifts from one level to the next
+        for k in range(self.kmap_m):
+            av[self.kmap_level[k]] = <int32_t> ((key >> self.kmap_pos[k]) & self.kmap_mask[k])
+        return
+    for k in range(self.kmap_m):
+        if self.kmap_shift[k] >= 0:
+            av[self.kmap_level[k]] = <int32_t> (rest & self.kmap_mask[k])
+            rest = rest >> self.kmap_shift[k]
+        else:
+            av[self.kmap_level[k]] = <int32_t> (rest % self.kmap_rad[k])
+            rest = rest // self.kmap_rad[k]
+
+
+cdef inline int key_ctrl(Engine self, int64_t key) noexcept nogil:
+    """req_ctrl of byte address ``key`` (>= 0) by the plan of :meth:`Engine.map_keys`."""
+    cdef int64_t flat = 0
+    cdef int L
+    cdef int32_t av[MAX_ADDR]
+    if self.kmap_bits:
+        for L in range(self.ctrl_level + 1):
+            flat = flat * self.counts[L] + ((key >> self.kmap_lpos[L]) & self.kmap_lmask[L])
+        return <int> flat
+    key_vector(self, key, av)
     for L in range(self.ctrl_level + 1):
         flat = flat * self.counts[L] + av[L]
     return <int> flat
@@ -31,7 +69,7 @@ cdef inline void fill_slot(Engine self, int32_t s, int32_t r, int64_t clk) noexc
     """Slot ``s`` takes trace request ``r`` arriving at ``clk``: type, command, address, node offsets."""
     cdef int L
     cdef int64_t flat = 0
-    cdef int32_t* av = self.req_addr + <int64_t> r * self.A
+    cdef int32_t* av
     cdef int32_t* nodes = self.sl[s].nodes
     self.slot_req[s] = r
     self.key[s] = self.req_key[r]
@@ -42,12 +80,19 @@ cdef inline void fill_slot(Engine self, int32_t s, int32_t r, int64_t clk) noexc
     self.row_class[s] = -1
     self.sl[s].rt = -1
     self.sl[s].exact = -1
-    if self.streaming:
+    if self.req_addr == NULL:
+        # a window of keys alone: the vector worked out here, for this run's requests only
+        av = self.addr + s * self.A
+        key_vector(self, self.req_key[r], av)
+        self.aptr[s] = av
+    elif self.streaming:
         # the window moves on while the request waits: the slot keeps its own copy
+        av = self.req_addr + <int64_t> r * self.A
         for L in range(self.A):
             self.addr[s * self.A + L] = av[L]
         self.aptr[s] = self.addr + s * self.A
     else:
+        av = self.req_addr + <int64_t> r * self.A
         self.aptr[s] = av
     self.sl[s].row = av[self.row_lv]
     # set_nodes without its broadcast test: a trace request addresses every level (measured:

@@ -57,15 +57,18 @@ cdef struct Piece:
     int64_t first_line
     int64_t offset          # bytes: where its first line starts in the file
     int64_t length          # bytes: its lines, newlines included
+    int64_t max_addr        # its largest address (0 for none)
+    int64_t writes          # its ST lines
 
 
 cdef class PrefetchedPiece:
     """A piece of whole lines parsed ahead: ``is_write`` (bool) and ``addrs`` (int64) as buffers
     (``numpy.asarray`` takes them without a copy), ``first_line`` (0-based, the index of its
-    first request), ``lines``, its bytes in the file (``offset``, ``length``) and its ``index``
-    among the pieces."""
+    first request), ``lines``, its bytes in the file (``offset``, ``length``), its ``index``
+    among the pieces, and, counted on the reader's core, its largest address ``max_addr`` and
+    its ``writes`` (the parser gives no address below 0)."""
     cdef readonly object is_write, addrs
-    cdef readonly int64_t first_line, lines, offset, length, index
+    cdef readonly int64_t first_line, lines, offset, length, index, max_addr, writes
 
 
 cdef object _owned(void* data, int64_t n, Py_ssize_t itemsize, str fmt):
@@ -112,7 +115,7 @@ cdef class Prefetch:
 
     cdef void _loop(self) noexcept nogil:
         cdef unsigned char* buf = <unsigned char*> malloc(self.block_bytes)
-        cdef int64_t got, k = 0, length, lines
+        cdef int64_t got, k = 0, length, lines, j, top, writes
         cdef bint ended
         cdef Piece* p
         if buf == NULL:
@@ -149,6 +152,13 @@ cdef class Prefetch:
                 p.is_write, p.addrs = NULL, NULL
                 break
             p.lines, p.first_line, p.offset, p.length = lines, self.next_line, self.offset, length
+            # what a run would count over the piece, here while it is in this core's cache
+            top = 0
+            writes = 0
+            for j in range(lines):
+                top = p.addrs[j] if p.addrs[j] > top else top
+                writes += p.is_write[j]
+            p.max_addr, p.writes = top, writes
             self.n_pieces += 1
             self.parsed_bytes += lines * BYTES_PER_REQUEST
             self.offset += length
@@ -180,6 +190,7 @@ cdef class Prefetch:
                 piece.addrs = _owned(self.pieces[i].addrs, self.pieces[i].lines, 8, "q")
                 piece.first_line, piece.lines = self.pieces[i].first_line, self.pieces[i].lines
                 piece.offset, piece.length, piece.index = self.pieces[i].offset, self.pieces[i].length, i
+                piece.max_addr, piece.writes = self.pieces[i].max_addr, self.pieces[i].writes
                 self.pieces[i].is_write = NULL     # owned by the piece's buffers now
                 self.pieces[i].addrs = NULL
                 pieces.append(piece)
@@ -206,9 +217,10 @@ cdef class Prefetch:
 
 
 #: Bytes per read of :func:`open_prefetch`'s reader, and the parsed requests it holds at most
-#: (9 bytes a request: 16 MiB is the first 1.86 million requests).
+#: (9 bytes a request: 24 MiB is the first 2.8 million requests; the runs release each piece as
+#: they pass it, so the peak stays below the issue's 96 MB: docs/dram.md, "Side by side").
 PREFETCH_BLOCK_BYTES = 1 << 20
-PREFETCH_MAX_BYTES = 16 << 20
+PREFETCH_MAX_BYTES = 24 << 20
 
 
 def open_prefetch(path, int64_t block_bytes=PREFETCH_BLOCK_BYTES, int64_t max_bytes=PREFETCH_MAX_BYTES):

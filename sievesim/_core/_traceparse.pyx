@@ -151,3 +151,22 @@ def map_linear(const int64_t[::1] addrs, const uint8_t[::1] is_write, int tx_shi
                 c = c * counts[k] + row[k]
             ctrl[i] = <int32_t> c
     return first_bad, wrapped, reads
+
+
+def address_counts(const int64_t[::1] addrs, const uint8_t[::1] is_write, int64_t capacity, bint wrap):
+    """What :func:`map_linear` counts, without mapping: ``(first_bad, wrapped, reads)`` (the
+    index of the first address below 0, or at or beyond ``capacity`` unless ``wrap``, -1 for
+    none; the counts then stop there)."""
+    cdef Py_ssize_t n = addrs.shape[0], i, first_bad = -1, wrapped = 0, reads = 0
+    cdef int64_t a
+    if is_write.shape[0] != n:
+        raise ValueError("address_counts: one is_write per address")
+    with nogil:
+        for i in range(n):
+            a = addrs[i]
+            if a < 0 or (a >= capacity and not wrap):
+                first_bad = i
+                break
+            wrapped += a >= capacity
+            reads += is_write[i] == 0
+    return first_bad, wrapped, reads

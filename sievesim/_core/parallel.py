@@ -119,7 +119,8 @@ def run_requests(spec: dict[str, Any], addr_vecs: np.ndarray, keys: np.ndarray, 
 
 def run_stream_split(spec: dict[str, Any], open_windows: Callable[[int], Iterator[tuple]], owner_vecs: np.ndarray,
                      threads: int, lockstep: bool = False,
-                     contention_grace_ns: int | None = CONTENTION_GRACE_NS) -> dict[str, Any]:
+                     contention_grace_ns: int | None = CONTENTION_GRACE_NS,
+                     key_map: tuple | None = None) -> dict[str, Any]:
     """The held split of a streamed trace: run ``k`` reads the trace through its own iterator
     ``open_windows(k)`` of ``(addr_vecs, keys, is_write, arrival)`` windows, the same windows for
     every run (so every run stops for input at the same frontend tick), into a streaming engine
@@ -128,7 +129,9 @@ def run_stream_split(spec: dict[str, Any], open_windows: Callable[[int], Iterato
     window). Returns the merged raw result with ``cycles`` (the run's last cycle) and ``totals``
     (the runs' :meth:`Engine.stream_totals` summed); when a held split met a full queue, or a
     lockstep was contended, only ``speculation``: ``"refused"`` or ``"contended"`` (the caller
-    runs the trace again another way, re-opening it)."""
+    runs the trace again another way, re-opening it). ``key_map``: ``(order, radix, tx_shift)``
+    for windows of keys alone (``addr_vecs`` None, each request's controller given; see
+    :meth:`Engine.map_keys`)."""
     threads = min(threads, _n_controllers(spec))
     owns = _split_controllers(spec, owner_vecs, threads)
     abort = np.zeros(1, dtype=np.int32)
@@ -137,6 +140,9 @@ def run_stream_split(spec: dict[str, Any], open_windows: Callable[[int], Iterato
     xch = lockstep_exchange(_owners(owns), len(owns), LOCKSTEP_RING_CYCLES) if lockstep else None
     engines = [Engine(spec, *empty, False, True, own=owns[k], abort=abort, exchange=xch, rank=k,
                       grace_ns=contention_grace_ns, stream=True) for k in range(threads)]
+    if key_map is not None:
+        for e in engines:
+            e.map_keys(*key_map)
 
     def work(k: int) -> dict:
         it = None

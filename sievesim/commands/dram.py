@@ -5,7 +5,6 @@ import argparse
 import os
 import stat
 import json
-import pathlib
 
 from .._validate import int_arg, number_arg
 from ..errors import field_error
@@ -195,6 +194,6 @@ def _gen(args: argparse.Namespace) -> int:
 
     config = get_config(args.config)
     t = make_trace(args.kind, args.requests, config, seed=args.seed, write_fraction=args.write_fraction)
-    write_loadstore_trace(pathlib.Path(args.output), t.addresses, t.is_write)
+    write_loadstore_trace(args.output, t.addresses, t.is_write)
     print(f"wrote {len(t)} requests to {args.output}")
     return 0

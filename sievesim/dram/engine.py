@@ -2,17 +2,19 @@
 from __future__ import annotations
 
 import json
-import pathlib
 import time
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
 
 from ..errors import TraceError, field_error
 from .spec import DRAMConfig, check_engine_memory
-from .mapping import LINEAR_MAPPERS, map_addresses, map_with_controllers
-from .traces import RequestTrace
+from .mapping import ADDRESS_OVERFLOW, LINEAR_MAPPERS, check_linear, linear_key_map, map_addresses, map_with_controllers
+from .traces import RequestTrace, _zero_arrivals
+
+if TYPE_CHECKING:
+    import pathlib
 
 __all__ = ["DRAMResult", "simulate", "simulate_stream", "write_command_log", "residency_of", "LOG_COLUMNS"]
 
@@ -224,14 +226,21 @@ def simulate(config: DRAMConfig, trace: RequestTrace, *, log_commands: bool = Fa
 
 
 def _map_piece(config: DRAMConfig, spec: dict[str, Any], piece: RequestTrace, first: int, overflow: str,
-               controllers: bool = False) -> tuple[tuple, int, int]:
+               controllers: bool = False, vectors: bool = True) -> tuple[tuple, int, int]:
     """A piece of a streamed trace (its first request is number ``first``) as the engine takes it,
     ``(addr_vecs, keys, is_write, arrival)`` and, with ``controllers``, each request's controller
     (what a lockstep run keeps), with its number of reads and of wrapped addresses. A linear
-    mapper's addresses take one compiled pass (:func:`~sievesim.dram.mapping.map_with_controllers`)."""
+    mapper's addresses take one compiled pass (:func:`~sievesim.dram.mapping.map_with_controllers`);
+    with ``vectors`` False, a window of keys alone ``(None, keys, is_write, arrival)``, checked
+    (:func:`~sievesim.dram.mapping.check_linear`): engines given
+    :func:`~sievesim.dram.mapping.linear_key_map` map each request themselves."""
     from .._core.parallel import controllers_of
 
     is_write, arrival = np.asarray(piece.is_write, dtype=bool), np.asarray(piece.arrival, dtype=np.int64)
+    if piece.addr_vectors is None and config.mapper in LINEAR_MAPPERS and not vectors:
+        keys = np.asarray(piece.addresses, dtype=np.int64)
+        reads, wrapped = check_linear(config, keys, is_write, source=piece.source, overflow=overflow, first=first)
+        return (None, keys, is_write, arrival), reads, wrapped
     if piece.addr_vectors is None and config.mapper in LINEAR_MAPPERS:
         keys = np.asarray(piece.addresses, dtype=np.int64)
         vecs, ctrl, reads, wrapped = map_with_controllers(
@@ -248,6 +257,20 @@ def _map_piece(config: DRAMConfig, spec: dict[str, Any], piece: RequestTrace, fi
         vecs, keys = _to_vectors(config, piece, overflow)
     window = (vecs, keys, is_write, arrival) + ((controllers_of(spec, vecs),) if controllers else ())
     return window, int((~is_write).sum()), wrapped
+
+
+def _counted_window(config: DRAMConfig, piece: Any, overflow: str) -> tuple[tuple, int, int] | None:
+    """_map_piece's window of keys alone (``vectors`` False) for a piece parsed during start-up
+    (sievesim._core._prefetch) whose largest address lies below the capacity, from the counts its
+    reader made: nothing to check (the parser gives no address below 0), nothing wrapped. None
+    for any other piece (and for an ``overflow`` that _map_piece refuses)."""
+    from .._core._prefetch import PrefetchedPiece
+
+    if not isinstance(piece, PrefetchedPiece) or piece.max_addr >= config.capacity_bytes \
+            or overflow not in ADDRESS_OVERFLOW:
+        return None
+    window = (None, np.asarray(piece.addrs), np.asarray(piece.is_write), _zero_arrivals(piece.lines))
+    return window, piece.lines - piece.writes, 0
 
 
 class _Windows:
@@ -294,10 +317,10 @@ class _SharedWindows:
     MAX_AHEAD = 4
 
     def __init__(self, config: DRAMConfig, chunks, overflow: str, runs: int,
-                 spec: dict[str, Any] | None = None) -> None:
+                 spec: dict[str, Any] | None = None, vectors: bool = True) -> None:
         import threading
 
-        self.config, self.chunks, self.overflow = config, chunks, overflow
+        self.config, self.chunks, self.overflow, self.vectors = config, chunks, overflow, vectors
         self.n = self.reads = self.wrapped = 0
         self._blocks = chunks.blocks()
         self._cond = threading.Condition()
@@ -355,8 +378,10 @@ class _SharedWindows:
         try:
             first_line = got[1]
             try:
-                outcome = _map_piece(self.config, self.spec, self.chunks.parse(*got), first_line, self.overflow,
-                                     controllers=True)
+                outcome = None if self.vectors else _counted_window(self.config, got[0], self.overflow)
+                if outcome is None:
+                    outcome = _map_piece(self.config, self.spec, self.chunks.parse(*got), first_line,
+                                         self.overflow, controllers=True, vectors=self.vectors)
             except Exception as exc:    # noqa: BLE001 - handed to every run that takes this piece
                 outcome = exc
         finally:
@@ -457,9 +482,13 @@ def simulate_stream(config: DRAMConfig, pieces: Iterable[RequestTrace] | Callabl
             """One attempt of the split, reading the trace from its start."""
             opened.clear()
             if shared:
-                reading = _SharedWindows(config, pieces, address_overflow, runs, spec)
+                # a linear mapper's windows are the addresses alone: each run works out its own
+                # requests' vectors, and every request's controller, from them (mapping each
+                # request once for both runs cost more: arrays written, then read by both)
+                key_map = linear_key_map(config) if config.mapper in LINEAR_MAPPERS else None
+                reading = _SharedWindows(config, pieces, address_overflow, runs, spec, vectors=key_map is None)
                 opened.append(reading)
-                return run_stream_split(spec, reading.runs, owner, int(threads), lockstep=lockstep)
+                return run_stream_split(spec, reading.runs, owner, int(threads), lockstep=lockstep, key_map=key_map)
 
             def open_windows(k: int):
                 w = _Windows(config, spec, afresh(), address_overflow)

@@ -68,6 +68,35 @@ def _linear_order(config: DRAMConfig) -> np.ndarray:
     return np.asarray(order, dtype=np.int64)
 
 
+def linear_key_map(config: DRAMConfig) -> tuple[np.ndarray, np.ndarray, int]:
+    """A linear mapper's split as numbers, ``(order, radix, tx_shift)``: the vector of byte address
+    ``a`` is ``a >> tx_shift`` sliced into the levels ``order`` in turn by their ``radix`` (what
+    :meth:`sievesim._core._engine.Engine.map_keys` takes, to map requests itself)."""
+    if config.mapper not in LINEAR_MAPPERS:
+        raise ValueError(f"linear_key_map: mapper {config.mapper!r}: expected one of {list(LINEAR_MAPPERS)}")
+    return (_linear_order(config), np.asarray(config.address_radix, dtype=np.int64),
+            int(config.tx_bytes).bit_length() - 1)
+
+
+def check_linear(config: DRAMConfig, addrs: np.ndarray, is_write: np.ndarray, *, source: str = "trace",
+                 overflow: str = "error", first: int = 0) -> tuple[int, int]:
+    """For an engine that maps the addresses itself (:func:`linear_key_map`): the errors of
+    :func:`map_addresses` for a linear mapper, and ``(reads, wrapped)``, in one compiled pass."""
+    from .._core._traceparse import address_counts
+
+    if config.mapper not in LINEAR_MAPPERS:
+        raise ValueError(f"check_linear: mapper {config.mapper!r}: expected one of {list(LINEAR_MAPPERS)}")
+    if overflow not in ADDRESS_OVERFLOW:
+        raise TraceError(f"{source}: address overflow = {overflow!r}: expected one of {list(ADDRESS_OVERFLOW)}")
+    addrs = np.ascontiguousarray(addrs, dtype=np.int64)
+    bad, wrapped, reads = address_counts(addrs, np.ascontiguousarray(is_write, dtype=np.bool_).view(np.uint8),
+                                         config.capacity_bytes, overflow == "wrap")
+    if bad >= 0:
+        map_addresses(config, addrs, source=source, overflow=overflow, first=first)   # raises its error
+        raise AssertionError(f"address_counts refused request {first + bad}, map_addresses took it")
+    return reads, wrapped
+
+
 def map_with_controllers(config: DRAMConfig, addrs: np.ndarray, is_write: np.ndarray, ctrl_counts: np.ndarray, *,
                          source: str = "trace", overflow: str = "error",
                          first: int = 0) -> tuple[np.ndarray, np.ndarray, int, int]:

@@ -7,14 +7,17 @@ key is an error that names it: nothing is silently ignored.
 """
 from __future__ import annotations
 
-import pathlib
-from typing import Any, Mapping
+import os
+from typing import TYPE_CHECKING, Any, Mapping
 
 from .._inputs import read_text
 from .._validate import Problems, check_int, check_number
 from ..errors import ConfigError
 from .spec import PLUGINS, ControllerPlugin, DRAMConfig
 from .standards import _jedec_rounding, _r2_finish_timings, get_standard
+
+if TYPE_CHECKING:
+    import pathlib
 
 __all__ = ["load_ramulator_yaml"]
 
@@ -90,19 +93,31 @@ class _Reader:
         return None
 
 
+def _load_yaml(yaml: Any, text: str) -> Any:
+    """``yaml.safe_load(text)``, parsed by libyaml where PyYAML has it (1-2 ms less of a ``dram
+    run``'s start-up); input that libyaml refuses is parsed again by PyYAML's own parser, whose
+    error the caller reports (the same messages with or without libyaml)."""
+    loader = getattr(yaml, "CSafeLoader", None)
+    if loader is not None:
+        try:
+            return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
+        except yaml.YAMLError:
+            pass
+    return yaml.safe_load(text)
+
+
 def load_ramulator_yaml(path: str | pathlib.Path) -> DRAMConfig:
     """Parse ``path``; the frontend's trace path is kept in ``DRAMConfig.source`` only."""
     import yaml  # here, not at the top: ``import sievesim.dram`` stays free of the YAML parser
 
-    path = pathlib.Path(path)
-    src = str(path)
-    text = read_text(path, "Ramulator 2.0 YAML file")
+    src = os.fspath(path)
+    text = read_text(src, "Ramulator 2.0 YAML file")
     depth = _flow_depth(text)
     if depth > _MAX_DEPTH:  # the pure-Python YAML parser takes seconds on such input before it fails
         raise ConfigError(f"{src}: not valid YAML: brackets nested {depth} deep (a Ramulator configuration "
                           f"nests fewer than {_MAX_DEPTH})")
     try:
-        doc = yaml.safe_load(text)
+        doc = _load_yaml(yaml, text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -249,7 +264,7 @@ def load_ramulator_yaml(path: str | pathlib.Path) -> DRAMConfig:
     r.problems.raise_if_any()
 
     return DRAMConfig(
-        name=path.stem, standard=std, org=org, timings=timings, mapper=mapper,
+        name=os.path.splitext(os.path.basename(src))[0], standard=std, org=org, timings=timings, mapper=mapper,
         row_policy=row_policy, row_policy_cap=cap, refresh=True,
         wr_low_watermark=watermarks["wr_low_watermark"], wr_high_watermark=watermarks["wr_high_watermark"],
         clock_ratio=clock_ratio, memory_clock_ratio=mem_ratio, end="accepted", source=src, plugins=plugins,

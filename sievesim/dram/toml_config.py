@@ -27,8 +27,7 @@ Example (every table optional except ``standard``)::
 """
 from __future__ import annotations
 
-import pathlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._inputs import read_toml
 from .._validate import Problems, check_str, check_table
@@ -36,6 +35,9 @@ from ..errors import ConfigError, field_error
 from .energy import ENERGY_PARAMS, check_energy_table
 from .spec import BUILTIN_CONFIGS, DRAMConfig, check_controller_field, check_org_level, check_timing
 from .standards import get_standard
+
+if TYPE_CHECKING:
+    import pathlib
 
 __all__ = ["load_dram_toml"]
 
@@ -48,6 +50,8 @@ _TOP_KEYS = ("name", "standard", "base", "org", "timing", "controller", "energy"
 def load_dram_toml(path: str | pathlib.Path) -> DRAMConfig:
     """Read a configuration; every problem of the file (unknown keys, types, ranges) is reported in
     one message, and the meaning (timing constraints) is checked once the types are right."""
+    import pathlib      # (here: the `dram run` path of a YAML configuration imports no pathlib)
+
     path = pathlib.Path(path)
     src = str(path)
     doc = read_toml(path)

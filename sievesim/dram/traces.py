@@ -6,14 +6,17 @@ address vector, and whether it is a write.
 """
 from __future__ import annotations
 
-import pathlib
+import os
 import re
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
 from ..errors import TraceError
+
+if TYPE_CHECKING:
+    import pathlib
 
 __all__ = ["RequestTrace", "LoadStoreChunks", "iter_loadstore_chunks", "read_loadstore_trace", "read_readwrite_trace", "read_trace",
            "write_loadstore_trace", "check_request_trace", "MAX_ARRIVAL_CYCLE"]
@@ -100,6 +103,8 @@ def _read(path: pathlib.Path) -> tuple[bytes, list[bytes]]:
 
 def read_loadstore_trace(path: str | pathlib.Path) -> RequestTrace:
     """Read ``LD addr`` / ``ST addr`` lines (addr decimal or 0x-hex), as Ramulator 2.0 does."""
+    import pathlib      # (in each reader: a streamed `dram run` imports no pathlib, 3 ms of its start-up)
+
     path = pathlib.Path(path)
     data = _read_file(path)
     from .._core._traceparse import parse_loadstore
@@ -156,7 +161,7 @@ class LoadStoreChunks:
     run)."""
 
     def __init__(self, path: str | pathlib.Path, block_bytes: int | None = None, prefetch: Any = None) -> None:
-        self.path = pathlib.Path(path)
+        self.path = os.fspath(path)     # (a str: pathlib is not imported on the streaming path)
         self.block_bytes = STREAM_BLOCK_BYTES if block_bytes is None else block_bytes
         if self.block_bytes < 1:
             raise ValueError(f"block_bytes: {self.block_bytes}, expected >= 1")
@@ -259,6 +264,8 @@ class LoadStoreChunks:
 
 def read_readwrite_trace(path: str | pathlib.Path, num_levels: int) -> RequestTrace:
     """Read ``R a0,a1,...`` / ``W a0,a1,...`` lines (address vectors, one field per level)."""
+    import pathlib
+
     path = pathlib.Path(path)
     _, lines = _read(path)
     n = len(lines)
@@ -283,6 +290,8 @@ def read_readwrite_trace(path: str | pathlib.Path, num_levels: int) -> RequestTr
 
 def read_trace(path: str | pathlib.Path, num_levels: int) -> RequestTrace:
     """Detect the format from the first line (LD/ST: LoadStoreTrace, R/W: ReadWriteTrace)."""
+    import pathlib
+
     from .._inputs import open_input
 
     path = pathlib.Path(path)
