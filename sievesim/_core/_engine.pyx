@@ -471,9 +471,11 @@ cdef class Engine:
             self._window.append(ctrl)
 
     def map_keys(self, order, radix, int tx_shift):
-        """Windows may come as keys alone (``addr_vecs`` None): the vector of key ``k`` is ``k >> tx_shift`` split into the levels ``order`` (every level
-        once), in turn, ``v[level] = rest % radix[level]; rest //= radix[level]``, what is left
-        dropped: a linear mapper's (sievesim.dram.mapping.linear_key_map)."""
+        """Windows may come as keys alone (``addr_vecs`` None): the vector of key ``k`` is
+        ``k >> tx_shift`` split into the levels ``order`` (every level once), in turn,
+        ``v[level] = rest % radix[level]; rest //= radix[level]``, what is left dropped: a linear
+        mapper's (sievesim.dram.mapping.linear_key_map). Every radix a power of two, each level
+        is a bit field of the key, taken without the chain of divisions."""
         cdef int k, lv
         cdef int64_t b
         levels = [int(x) for x in order]
@@ -557,11 +559,10 @@ cdef class Engine:
             is_write = np.concatenate([old[2][h:].view(np.bool_), np.asarray(is_write, dtype=np.bool_)])
             arrival = np.concatenate([old[3][h:], np.asarray(arrival, dtype=np.int64)])
             if ctrl is not None:
-                # (only a lockstep stops short, and a lockstep run keeps each request's controller)
-                # (a window of keys alone keeps them too)
+                # (only a lockstep stops short, and a lockstep run keeps each request's controller;
+                # otherwise they are worked out again)
                 ctrl = np.concatenate([np.asarray(<int32_t[:self.n_req]> self.req_c)[h:],
-                                       np.asarray(ctrl, dtype=np.int32)]) \
-                    if self.lockstep or addr_vecs is None else None
+                                       np.asarray(ctrl, dtype=np.int32)]) if self.req_c_all else None
         self.set_window(addr_vecs, keys, is_write, arrival, ctrl)
         self.lp_head = 0
         self.lp_wait = False

@@ -130,8 +130,8 @@ def run_stream_split(spec: dict[str, Any], open_windows: Callable[[int], Iterato
     (the runs' :meth:`Engine.stream_totals` summed); when a held split met a full queue, or a
     lockstep was contended, only ``speculation``: ``"refused"`` or ``"contended"`` (the caller
     runs the trace again another way, re-opening it). ``key_map``: ``(order, radix, tx_shift)``
-    for windows of keys alone (``addr_vecs`` None, each request's controller given; see
-    :meth:`Engine.map_keys`)."""
+    for windows of keys alone (``addr_vecs`` None; each run works out its requests' controllers
+    and its own requests' vectors, see :meth:`Engine.map_keys`)."""
     threads = min(threads, _n_controllers(spec))
     owns = _split_controllers(spec, owner_vecs, threads)
     abort = np.zeros(1, dtype=np.int32)

@@ -304,7 +304,9 @@ _PENDING = object()
 class _SharedWindows:
     """One reading of a LoadStoreTrace file for every run of a split (``runs(k)`` is run k's
     iterator of windows, the same windows for every run; each window also carries its requests'
-    controllers, so that the runs do not each work them out).
+    controllers, so that the runs do not each work them out; with ``vectors`` False, windows of
+    the addresses alone, checked and counted, for runs that map their own requests:
+    :func:`_map_piece`, :func:`_counted_window`).
 
     A run that needs a piece nobody has read yet reads it and maps it; one that finds it being
     mapped by another maps the next unread piece meanwhile instead of waiting, so runs that arrive
