@@ -109,6 +109,17 @@ def split_levels(const int64_t[::1] rest, int32_t[:, ::1] out, const int64_t[::1
             _split_one(&plan, rest[i], &out[i, 0])
 
 
+cdef inline bint _counted(int64_t a, uint8_t write, int64_t capacity, bint wrap, Py_ssize_t* wrapped,
+                          Py_ssize_t* reads) noexcept nogil:
+    """Count a request into ``wrapped`` and ``reads``; False (nothing counted) for an address a
+    linear mapper refuses: below 0, or at or beyond ``capacity`` unless ``wrap``."""
+    if a < 0 or (a >= capacity and not wrap):
+        return False
+    wrapped[0] += a >= capacity
+    reads[0] += write == 0
+    return True
+
+
 def map_linear(const int64_t[::1] addrs, const uint8_t[::1] is_write, int tx_shift, int64_t capacity, bint wrap,
                int32_t[:, ::1] out, int32_t[::1] ctrl, const int64_t[::1] order, const int64_t[::1] radix,
                const int64_t[::1] ctrl_counts):
@@ -139,11 +150,9 @@ def map_linear(const int64_t[::1] addrs, const uint8_t[::1] is_write, int tx_shi
     with nogil:
         for i in range(n):
             a = addrs[i]
-            if a < 0 or (a >= capacity and not wrap):
+            if not _counted(a, is_write[i], capacity, wrap, &wrapped, &reads):
                 first_bad = i
                 break
-            wrapped += a >= capacity
-            reads += is_write[i] == 0
             row = &out[i, 0]
             _split_one(&plan, a >> tx_shift, row)
             c = 0
@@ -158,15 +167,11 @@ def address_counts(const int64_t[::1] addrs, const uint8_t[::1] is_write, int64_
     index of the first address below 0, or at or beyond ``capacity`` unless ``wrap``, -1 for
     none; the counts then stop there)."""
     cdef Py_ssize_t n = addrs.shape[0], i, first_bad = -1, wrapped = 0, reads = 0
-    cdef int64_t a
     if is_write.shape[0] != n:
         raise ValueError("address_counts: one is_write per address")
     with nogil:
         for i in range(n):
-            a = addrs[i]
-            if a < 0 or (a >= capacity and not wrap):
+            if not _counted(addrs[i], is_write[i], capacity, wrap, &wrapped, &reads):
                 first_bad = i
                 break
-            wrapped += a >= capacity
-            reads += is_write[i] == 0
     return first_bad, wrapped, reads
