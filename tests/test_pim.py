@@ -240,3 +240,21 @@ def test_cli_oracle_verified_on_the_engine(tmp_path, capsys):
     verified = d["verified_t_total_s"]
     assert len(verified) == 3 and len(d["gpu_experts"]) in map(int, verified)
     assert verified[str(len(d["gpu_experts"]))] == min(verified.values())
+
+
+def test_the_engine_refuses_program_ops_that_are_no_command():
+    """load_pim_programs checks every op in its one pass over them (which also finds the commands
+    the programs use, for the issue rows): an index outside the standard's commands is named."""
+    from sievesim._core import Engine
+
+    cfg = pim_config("hbm3e-8000")
+    spec = cfg.compile()
+    z = (np.zeros((0, spec["addr_len"]), np.int32), np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, np.int64))
+    n_cmd = len(spec["cmd_scope"])
+    for bad in (n_cmd, -1):
+        e = Engine(spec | {"nRFC": int(cfg.timings["nRFC"])}, *z)
+        ops = np.asarray([spec["cmd_gwrite"], spec["cmd_macab"], bad], np.int32)
+        with pytest.raises(ValueError, match=rf"ops\[2\] = {bad}: expected a command index from 0 to {n_cmd - 1}"):
+            e.load_pim_programs(np.asarray([[0, 3]]), ops, np.zeros((3, 2), np.int32))
+    e = Engine(spec | {"nRFC": int(cfg.timings["nRFC"])}, *z)
+    e.load_pim_programs(np.asarray([[0, 0]]), np.zeros(0, np.int32), np.zeros((0, 2), np.int32))   # none: fine
