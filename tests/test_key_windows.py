@@ -25,6 +25,8 @@ from test_streaming_split import patient  # noqa: F401 - the fixture: a lockstep
 CONFIGS = {
     "RoBaRaCoCh, channel controllers": get_config("ramulator2-hbm3"),
     "RoBaRaCoCh, 3 SIDs, pseudochannel controllers": get_config("hbm3e-8000"),
+    "RoBaRaCoCh, bit fields, pseudochannel controllers": get_config("hbm3-6400"),
+    "ChRaBaRoCo, bit fields, pseudochannel controllers": get_config("hbm2-2000").replace(mapper="ChRaBaRoCo"),
     "ChRaBaRoCo, 3 SIDs": get_config("hbm3e-8000").replace(mapper="ChRaBaRoCo"),
     "RoBaRaCoCh, clock ratio 8 (lockstep)": get_config("ramulator2-hbm3").replace(clock_ratio=8),
 }

@@ -528,6 +528,8 @@ cdef class Engine:
                 if given:
                     for r in range(self.n_req):
                         self.ghost[r] = not self.own[self.req_c[r]]
+                elif self.req_addr == NULL and self.kmap_bits:
+                    ghosts_of_keys(self)
                 else:
                     for r in range(self.n_req):
                         c = req_ctrl(self, r)

@@ -52,6 +52,36 @@ cdef inline int key_ctrl(Engine self, int64_t key) noexcept nogil:
     return <int> flat
 
 
+cdef void ghosts_of_keys(Engine self) noexcept nogil:
+    """set_ghosts for a window of keys alone whose controller levels are bit fields (kmap_bits):
+    key_ctrl of every request, with the plan in locals (the flags are bytes, and a byte store may
+    alias any field of the engine, which the compiler would then load again for each request)."""
+    cdef int64_t pos[MAX_ADDR]
+    cdef int64_t mask[MAX_ADDR]
+    cdef int64_t mult[MAX_ADDR]
+    cdef int L, n_lv = self.ctrl_level + 1
+    cdef Py_ssize_t r, n = self.n_req
+    cdef int64_t key, c
+    cdef const int64_t* keys = self.req_key
+    cdef const int8_t* own = self.own
+    cdef int8_t* ghost = self.ghost
+    cdef int32_t* req_c = self.req_c
+    cdef bint keep = self.lockstep
+    # key_ctrl's flat index as a sum: level L's field times the counts of the levels after it
+    for L in range(n_lv - 1, -1, -1):
+        pos[L] = self.kmap_lpos[L]
+        mask[L] = self.kmap_lmask[L]
+        mult[L] = 1 if L == n_lv - 1 else mult[L + 1] * self.counts[L + 1]
+    for r in range(n):
+        key = keys[r]
+        c = 0
+        for L in range(n_lv):
+            c += ((key >> pos[L]) & mask[L]) * mult[L]
+        ghost[r] = not own[c]
+        if keep:
+            req_c[r] = <int32_t> c
+
+
 cdef inline int32_t slot_take(Engine self) noexcept nogil:
     if self.slot_free_top == 0:
         self.error_code = 1
