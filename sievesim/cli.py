@@ -44,7 +44,7 @@ _COMMAND_OF = {"dram": "dram", "pim": "pim", "models": "models", "model": "model
 
 def _terminal_columns() -> int:
     """``shutil.get_terminal_size().columns`` without importing shutil (and with it bz2, lzma and
-    fnmatch: about 3 ms of a ``dram run``'s start-up, for a width that only ``--help`` uses):
+    fnmatch, on every ``dram run``'s start-up, for a width that only ``--help`` uses):
     ``$COLUMNS``, else the width of the terminal of stdout, else 80."""
     try:
         columns = int(os.environ["COLUMNS"])
@@ -195,7 +195,7 @@ def console() -> NoReturn:
     joined when :func:`main` returns). A flush that fails (a closed pipe) exits the usual way.
     Other commands (plots, Dask clients) exit the usual way. For the same reason a ``dram``
     command's garbage collector stays off to the end: turned back on, the first allocation
-    after :func:`main` would go through every object the imports made (4-5 ms)."""
+    after :func:`main` would go through every object the imports made."""
     argv = sys.argv[1:]
     dram = _command_in(argv) == "dram"
     if dram:

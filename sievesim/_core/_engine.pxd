@@ -144,11 +144,10 @@ cdef class Engine:
     # a linear mapper's split of a byte address into its vector (Engine.map_keys), for windows
     # given as keys alone: the levels in turn, each a shift and a mask (a power-of-two radix) or a
     # division (kmap_shift -1); the bits above the last level dropped
-    cdef bint kmap_on, kmap_bits         # kmap_bits: every radix a power of two (kmap_pos below)
-    cdef int kmap_m, kmap_tx_shift
-    cdef int64_t kmap_pos[MAX_ADDR]     # kmap_bits: where each level's bits start in the address
-    cdef int64_t kmap_lpos[MAX_ADDR]    # kmap_bits: the same, by level (kmap_lmask: its mask)
-    cdef int64_t kmap_lmask[MAX_ADDR]
+    cdef bint kmap_on, kmap_bits         # kmap_bits: every radix a power of two (kmap_lpos below)
+    cdef int kmap_tx_shift
+    cdef int64_t kmap_lpos[MAX_ADDR]    # kmap_bits: by level, where its bits start in the address
+    cdef int64_t kmap_lmask[MAX_ADDR]   # by level: its radix - 1
     cdef int kmap_level[MAX_ADDR]
     cdef int64_t kmap_rad[MAX_ADDR]
     cdef int64_t kmap_shift[MAX_ADDR]

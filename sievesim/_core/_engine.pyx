@@ -316,7 +316,8 @@ cdef class Engine:
         self.slot_free_top = S
         # A slot's fields are all set when it is taken (fill_slot, new_maintenance), before they
         # are read: left as allocated, the slots never used (most of them: the free list is a
-        # stack) cost no page faults (of a few megabytes, 1-2 ms per engine)
+        # stack) cost no page faults (a few megabytes: docs/dram.md, "Side by side with windows
+        # of addresses alone")
         a = arr(np.empty(S, dtype=np.int32), np.int32); self.slot_req = <int32_t*> a.data
         a = arr(np.empty(S * self.A, dtype=np.int32), np.int32); self.addr = <int32_t*> a.data
         a = arr(np.zeros(S, dtype=np.intp), np.intp); self.aptr = <int32_t**> a.data
@@ -496,7 +497,6 @@ cdef class Engine:
             self.kmap_rad[k] = b
             self.kmap_mask[k] = b - 1
             self.kmap_shift[k] = -1
-            self.kmap_pos[k] = pos
             self.kmap_lpos[lv] = pos
             self.kmap_lmask[lv] = b - 1
             if b & (b - 1) == 0:
@@ -506,7 +506,6 @@ cdef class Engine:
                 self.kmap_bits = False
         if pos > 62:
             self.kmap_bits = False      # (a field past bit 62: the chain of shifts)
-        self.kmap_m = self.A
         self.kmap_tx_shift = tx_shift
         self.kmap_on = True
 
@@ -673,9 +672,8 @@ cdef class Engine:
         for k in (self.cmd_macab, self.cmd_actab):
             if k < 0:
                 raise ValueError("this standard has no PIM commands")
-        # the commands the programs use, in one compiled pass (np.unique hashed every op, and
-        # np.bincount copies them: milliseconds of a 31 ms run, `python benchmarks/run.py pim
-        # PIMCommandRate`)
+        # the commands the programs use, in one compiled pass (np.unique hashed every op:
+        # `python benchmarks/run.py pim PIMCommandRate`, docs/pim.md "Speed")
         used = np.zeros(max(self.n_cmd, 1), dtype=np.uint8)
         cdef unsigned char[::1] used_v = used
         cdef const int32_t[::1] ops_v = ops

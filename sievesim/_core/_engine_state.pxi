@@ -25,10 +25,10 @@ cdef inline void key_vector(Engine self, int64_t key, int32_t* av) noexcept nogi
     cdef int64_t rest = key >> self.kmap_tx_shift
     if self.kmap_bits:
         # each level a bit field of its own: no chain of shifts from one level to the next
-        for k in range(self.kmap_m):
-            av[self.kmap_level[k]] = <int32_t> ((key >> self.kmap_pos[k]) & self.kmap_mask[k])
+        for k in range(self.A):
+            av[k] = <int32_t> ((key >> self.kmap_lpos[k]) & self.kmap_lmask[k])
         return
-    for k in range(self.kmap_m):
+    for k in range(self.A):
         if self.kmap_shift[k] >= 0:
             av[self.kmap_level[k]] = <int32_t> (rest & self.kmap_mask[k])
             rest = rest >> self.kmap_shift[k]

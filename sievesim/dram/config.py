@@ -40,7 +40,7 @@ def get_config(name_or_path: str | pathlib.Path) -> DRAMConfig:
     key = check_name_or_path("config", name_or_path, "a built-in DRAM configuration name, a .toml or a .yaml file")
     if key in BUILTIN_CONFIGS:
         return BUILTIN_CONFIGS[key]()
-    # (os.path, not pathlib: the `dram run` path imports no pathlib, about 3 ms of its start-up)
+    # (os.path, not pathlib: the `dram run` path imports no pathlib, tests/test_cli_startup.py)
     suffix = os.path.splitext(key)[1].lower()
     if suffix in (".yaml", ".yml"):
         return load_ramulator_yaml(key)

@@ -237,12 +237,12 @@ def _map_piece(config: DRAMConfig, spec: dict[str, Any], piece: RequestTrace, fi
     from .._core.parallel import controllers_of
 
     is_write, arrival = np.asarray(piece.is_write, dtype=bool), np.asarray(piece.arrival, dtype=np.int64)
-    if piece.addr_vectors is None and config.mapper in LINEAR_MAPPERS and not vectors:
-        keys = np.asarray(piece.addresses, dtype=np.int64)
-        reads, wrapped = check_linear(config, keys, is_write, source=piece.source, overflow=overflow, first=first)
-        return (None, keys, is_write, arrival), reads, wrapped
     if piece.addr_vectors is None and config.mapper in LINEAR_MAPPERS:
         keys = np.asarray(piece.addresses, dtype=np.int64)
+        if not vectors:
+            reads, wrapped = check_linear(config, keys, is_write, source=piece.source, overflow=overflow,
+                                          first=first)
+            return (None, keys, is_write, arrival), reads, wrapped
         vecs, ctrl, reads, wrapped = map_with_controllers(
             config, keys, is_write, spec["counts"][: spec["ctrl_level"] + 1], source=piece.source,
             overflow=overflow, first=first)

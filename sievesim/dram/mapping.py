@@ -68,12 +68,21 @@ def _linear_order(config: DRAMConfig) -> np.ndarray:
     return np.asarray(order, dtype=np.int64)
 
 
+def _linear_only(who: str, config: DRAMConfig, overflow: str = "error", source: str = "trace") -> None:
+    """Refuse a mapper that is not linear (a caller's bug: ValueError) and an ``overflow`` outside
+    :data:`ADDRESS_OVERFLOW` (the user's: TraceError, as :func:`map_addresses` words it)."""
+    if config.mapper not in LINEAR_MAPPERS:
+        raise ValueError(f"{who}: mapper {config.mapper!r}: expected one of {list(LINEAR_MAPPERS)}")
+    if overflow not in ADDRESS_OVERFLOW:
+        raise TraceError(f"{source}: address overflow = {overflow!r}: expected one of {list(ADDRESS_OVERFLOW)}")
+
+
 def linear_key_map(config: DRAMConfig) -> tuple[np.ndarray, np.ndarray, int]:
     """A linear mapper's split as numbers, ``(order, radix, tx_shift)``: the vector of byte address
     ``a`` is ``a >> tx_shift`` sliced into the levels ``order`` in turn by their ``radix`` (what
-    :meth:`sievesim._core._engine.Engine.map_keys` takes, to map requests itself)."""
-    if config.mapper not in LINEAR_MAPPERS:
-        raise ValueError(f"linear_key_map: mapper {config.mapper!r}: expected one of {list(LINEAR_MAPPERS)}")
+    :meth:`sievesim._core._engine.Engine.map_keys` takes, to map requests itself, and what
+    :func:`map_with_controllers` maps by)."""
+    _linear_only("linear_key_map", config)
     return (_linear_order(config), np.asarray(config.address_radix, dtype=np.int64),
             int(config.tx_bytes).bit_length() - 1)
 
@@ -84,10 +93,7 @@ def check_linear(config: DRAMConfig, addrs: np.ndarray, is_write: np.ndarray, *,
     :func:`map_addresses` for a linear mapper, and ``(reads, wrapped)``, in one compiled pass."""
     from .._core._traceparse import address_counts
 
-    if config.mapper not in LINEAR_MAPPERS:
-        raise ValueError(f"check_linear: mapper {config.mapper!r}: expected one of {list(LINEAR_MAPPERS)}")
-    if overflow not in ADDRESS_OVERFLOW:
-        raise TraceError(f"{source}: address overflow = {overflow!r}: expected one of {list(ADDRESS_OVERFLOW)}")
+    _linear_only("check_linear", config, overflow, source)
     addrs = np.ascontiguousarray(addrs, dtype=np.int64)
     bad, wrapped, reads = address_counts(addrs, np.ascontiguousarray(is_write, dtype=np.bool_).view(np.uint8),
                                          config.capacity_bytes, overflow == "wrap")
@@ -107,18 +113,14 @@ def map_with_controllers(config: DRAMConfig, addrs: np.ndarray, is_write: np.nda
     ``map_addresses`` and ``sievesim._core.parallel.controllers_of``."""
     from .._core._traceparse import map_linear
 
-    if config.mapper not in LINEAR_MAPPERS:
-        raise ValueError(f"map_with_controllers: mapper {config.mapper!r}: expected one of {list(LINEAR_MAPPERS)}")
-    if overflow not in ADDRESS_OVERFLOW:
-        raise TraceError(f"{source}: address overflow = {overflow!r}: expected one of {list(ADDRESS_OVERFLOW)}")
+    _linear_only("map_with_controllers", config, overflow, source)
+    order, radix, tx_shift = linear_key_map(config)
     addrs = np.ascontiguousarray(addrs, dtype=np.int64)
     out = np.empty((addrs.size, len(config.standard.levels)), dtype=np.int32)
     ctrl = np.empty(addrs.size, dtype=np.int32)
     bad, wrapped, reads = map_linear(addrs, np.ascontiguousarray(is_write, dtype=np.bool_).view(np.uint8),
-                                     int(config.tx_bytes).bit_length() - 1, config.capacity_bytes,
-                                     overflow == "wrap", out, ctrl, _linear_order(config),
-                                     np.asarray(config.address_radix, dtype=np.int64),
-                                     np.asarray(ctrl_counts, dtype=np.int64))
+                                     tx_shift, config.capacity_bytes, overflow == "wrap", out, ctrl, order,
+                                     radix, np.asarray(ctrl_counts, dtype=np.int64))
     if bad >= 0:
         map_addresses(config, addrs, source=source, overflow=overflow, first=first)   # raises its error
         raise AssertionError(f"map_linear refused request {first + bad}, map_addresses took it")

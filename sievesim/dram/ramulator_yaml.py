@@ -94,7 +94,7 @@ class _Reader:
 
 
 def _load_yaml(yaml: Any, text: str) -> Any:
-    """``yaml.safe_load(text)``, parsed by libyaml where PyYAML has it (1-2 ms less of a ``dram
+    """``yaml.safe_load(text)``, parsed by libyaml where PyYAML has it (faster, on every ``dram
     run``'s start-up); input that libyaml refuses is parsed again by PyYAML's own parser, whose
     error the caller reports (the same messages with or without libyaml)."""
     loader = getattr(yaml, "CSafeLoader", None)

@@ -103,7 +103,7 @@ def _read(path: pathlib.Path) -> tuple[bytes, list[bytes]]:
 
 def read_loadstore_trace(path: str | pathlib.Path) -> RequestTrace:
     """Read ``LD addr`` / ``ST addr`` lines (addr decimal or 0x-hex), as Ramulator 2.0 does."""
-    import pathlib      # (in each reader: a streamed `dram run` imports no pathlib, 3 ms of its start-up)
+    import pathlib      # (in each reader: a streamed `dram run` imports no pathlib, tests/test_cli_startup.py)
 
     path = pathlib.Path(path)
     data = _read_file(path)
