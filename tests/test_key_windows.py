@@ -94,10 +94,12 @@ def test_one_engine_fed_keys_alone_gives_the_results_of_vectors(name, size, with
     assert results[0] == results[1]
 
 
+@pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("name", sorted(CONFIGS))
-def test_the_command_path_streams_keys_alone_with_the_whole_array_result(tmp_path, patient, name):
+def test_the_command_path_streams_keys_alone_with_the_whole_array_result(tmp_path, patient, name, threads):
     """A trace that wraps (addresses past the capacity), read ahead by the start-up reader and
-    streamed on two threads, as the whole-array path gives it."""
+    streamed on one thread (one engine that maps every request) or two, as the whole-array path
+    gives it."""
     from sievesim._core._prefetch import open_prefetch
 
     config = CONFIGS[name]
@@ -110,12 +112,14 @@ def test_the_command_path_streams_keys_alone_with_the_whole_array_result(tmp_pat
     want = simulate(config, RequestTrace.from_arrays(np.zeros(5000, int), addrs, is_write), threads=1,
                     address_overflow="wrap").to_dict()
     for prefetch in (None, open_prefetch(path, 4096, 40000)):     # read ahead: part of the trace
-        got = simulate_stream(config, LoadStoreChunks(path, 4096, prefetch=prefetch), threads=2,
+        got = simulate_stream(config, LoadStoreChunks(path, 4096, prefetch=prefetch), threads=threads,
                               address_overflow="wrap").to_dict()
+        assert got["threads"] == threads
         assert {k: v for k, v in got.items() if k not in WAY} == {k: v for k, v in want.items() if k not in WAY}
         assert got["wrapped_requests"] == int((addrs >= config.capacity_bytes).sum()) > 0
     with pytest.raises(TraceError, match=r"request \d+: address = 0x.*--address-overflow wrap"):
-        simulate_stream(config, LoadStoreChunks(path, 4096, prefetch=open_prefetch(path, 4096, 40000)), threads=2)
+        simulate_stream(config, LoadStoreChunks(path, 4096, prefetch=open_prefetch(path, 4096, 40000)),
+                        threads=threads)
 
 
 @settings(max_examples=60, deadline=None)

@@ -278,14 +278,16 @@ class _Windows:
     ``(addr_vecs, keys, is_write, arrival)``; counts requests, reads and wrapped addresses."""
 
     def __init__(self, config: DRAMConfig, spec: dict[str, Any], pieces: Iterable[RequestTrace],
-                 overflow: str) -> None:
+                 overflow: str, vectors: bool = True) -> None:
         self.config, self.spec, self.pieces, self.overflow = config, spec, pieces, overflow
+        self.vectors = vectors
         self.n = self.reads = self.wrapped = 0
 
     def __iter__(self):
         last_arrival = 0
         for piece in self.pieces:
-            window, reads, wrapped = _map_piece(self.config, self.spec, piece, self.n, self.overflow)
+            window, reads, wrapped = _map_piece(self.config, self.spec, piece, self.n, self.overflow,
+                                                vectors=self.vectors)
             arrival = window[3]
             if len(arrival) and arrival[0] < last_arrival:
                 raise TraceError(f"{piece.source}: arrival[{self.n}] = {int(arrival[0])}: expected non-decreasing "
@@ -509,10 +511,17 @@ def simulate_stream(config: DRAMConfig, pieces: Iterable[RequestTrace] | Callabl
                                   _threads_note(config, raw, int(asked), w.n, skip_idle))
         opened.clear()      # the stopped runs' readers hold a block and a window each
         speculation = raw["speculation"]
-    windows = _Windows(config, spec, afresh() if callable(afresh) else pieces, address_overflow)
+    # a file's pieces (addresses, never vectors) with a linear mapper: windows of the addresses
+    # alone, each request mapped by the engine as it takes it (no vectors written and read back)
+    key_map = linear_key_map(config) if shared and config.mapper in LINEAR_MAPPERS else None
+    windows = _Windows(config, spec, afresh() if callable(afresh) else pieces, address_overflow,
+                       vectors=key_map is None)
     n_lv = spec["addr_len"]
     empty = (np.zeros((0, n_lv), np.int32), np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, np.int64))
     engine = Engine(spec, *empty, False, skip_idle, stream=True)
+    if key_map is not None:
+        engine.map_keys(*key_map)
+        empty = (None,) + empty[1:]
     it = iter(windows)
     window, raw = next(it, None), None
     while window is not None or raw is None:
