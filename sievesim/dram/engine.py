@@ -275,7 +275,9 @@ def _counted_window(config: DRAMConfig, piece: Any, overflow: str) -> tuple[tupl
 
 class _Windows:
     """The pieces of a streamed trace, mapped and checked as the engine takes them: an iterator of
-    ``(addr_vecs, keys, is_write, arrival)``; counts requests, reads and wrapped addresses."""
+    ``(addr_vecs, keys, is_write, arrival)`` (with ``vectors`` False, ``addr_vecs`` None where
+    :func:`_map_piece` gives windows of keys alone, for an engine that maps them itself); counts
+    requests, reads and wrapped addresses."""
 
     def __init__(self, config: DRAMConfig, spec: dict[str, Any], pieces: Iterable[RequestTrace],
                  overflow: str, vectors: bool = True) -> None:
