@@ -148,10 +148,8 @@ cdef class Engine:
     cdef int kmap_tx_shift
     cdef int64_t kmap_lpos[MAX_ADDR]    # kmap_bits: by level, where its bits start in the address
     cdef int64_t kmap_lmask[MAX_ADDR]   # by level: its radix - 1
-    cdef int kmap_level[MAX_ADDR]
-    cdef int64_t kmap_rad[MAX_ADDR]
-    cdef int64_t kmap_shift[MAX_ADDR]
-    cdef int64_t kmap_mask[MAX_ADDR]
+    cdef int kmap_level[MAX_ADDR]       # by step: the level the step takes
+    cdef int64_t kmap_shift[MAX_ADDR]   # by step: log2 of its radix, -1 where not a power of two
     cdef int64_t* req_key         # (n_req,) physical address (read forwarding)
     cdef unsigned char* req_write # (n_req,)
     cdef int64_t* arrival         # (n_req,) earliest frontend cycle

@@ -494,8 +494,6 @@ cdef class Engine:
             if b < 1 or b > 2**31:
                 raise ValueError(f"map_keys: radix {b} of level {lv}: expected 1 to 2**31")
             self.kmap_level[k] = lv
-            self.kmap_rad[k] = b
-            self.kmap_mask[k] = b - 1
             self.kmap_shift[k] = -1
             self.kmap_lpos[lv] = pos
             self.kmap_lmask[lv] = b - 1

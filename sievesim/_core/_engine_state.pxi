@@ -21,7 +21,7 @@ cdef inline int req_ctrl(Engine self, int32_t r) noexcept nogil:
 cdef inline void key_vector(Engine self, int64_t key, int32_t* av) noexcept nogil:
     """The address vector of byte address ``key`` (>= 0) by the plan of :meth:`Engine.map_keys`:
     what sievesim.dram.mapping gives a linear mapper's address (also past the capacity, wrapped)."""
-    cdef int k
+    cdef int k, lv
     cdef int64_t rest = key >> self.kmap_tx_shift
     if self.kmap_bits:
         # each level a bit field of its own: no chain of shifts from one level to the next
@@ -29,12 +29,13 @@ cdef inline void key_vector(Engine self, int64_t key, int32_t* av) noexcept nogi
             av[k] = <int32_t> ((key >> self.kmap_lpos[k]) & self.kmap_lmask[k])
         return
     for k in range(self.A):
+        lv = self.kmap_level[k]
         if self.kmap_shift[k] >= 0:
-            av[self.kmap_level[k]] = <int32_t> (rest & self.kmap_mask[k])
+            av[lv] = <int32_t> (rest & self.kmap_lmask[lv])
             rest = rest >> self.kmap_shift[k]
         else:
-            av[self.kmap_level[k]] = <int32_t> (rest % self.kmap_rad[k])
-            rest = rest // self.kmap_rad[k]
+            av[lv] = <int32_t> (rest % (self.kmap_lmask[lv] + 1))
+            rest = rest // (self.kmap_lmask[lv] + 1)
 
 
 cdef inline int key_ctrl(Engine self, int64_t key) noexcept nogil:

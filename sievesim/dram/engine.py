@@ -478,6 +478,11 @@ def simulate_stream(config: DRAMConfig, pieces: Iterable[RequestTrace] | Callabl
         if threads is None:
             threads = available_threads() if got >= AUTO_THREADS_MIN_REQUESTS else 1
             asked = threads
+    # a file's pieces (addresses, never vectors) with a linear mapper: windows of the addresses
+    # alone, each engine mapping its own requests and every request's controller as it takes them
+    # (mapping each request once, for one engine or for all runs of a split, cost more: vectors
+    # written, then read back)
+    key_map = linear_key_map(config) if shared and config.mapper in LINEAR_MAPPERS else None
     t0 = time.perf_counter()
     speculation = "none"
     if threads > 1 and got and skip_idle and config.num_controllers > 1:
@@ -488,10 +493,6 @@ def simulate_stream(config: DRAMConfig, pieces: Iterable[RequestTrace] | Callabl
             """One attempt of the split, reading the trace from its start."""
             opened.clear()
             if shared:
-                # a linear mapper's windows are the addresses alone: each run works out its own
-                # requests' vectors, and every request's controller, from them (mapping each
-                # request once for both runs cost more: arrays written, then read by both)
-                key_map = linear_key_map(config) if config.mapper in LINEAR_MAPPERS else None
                 reading = _SharedWindows(config, pieces, address_overflow, runs, spec, vectors=key_map is None)
                 opened.append(reading)
                 return run_stream_split(spec, reading.runs, owner, int(threads), lockstep=lockstep, key_map=key_map)
@@ -513,9 +514,6 @@ def simulate_stream(config: DRAMConfig, pieces: Iterable[RequestTrace] | Callabl
                                   _threads_note(config, raw, int(asked), w.n, skip_idle))
         opened.clear()      # the stopped runs' readers hold a block and a window each
         speculation = raw["speculation"]
-    # a file's pieces (addresses, never vectors) with a linear mapper: windows of the addresses
-    # alone, each request mapped by the engine as it takes it (no vectors written and read back)
-    key_map = linear_key_map(config) if shared and config.mapper in LINEAR_MAPPERS else None
     windows = _Windows(config, spec, afresh() if callable(afresh) else pieces, address_overflow,
                        vectors=key_map is None)
     n_lv = spec["addr_len"]
