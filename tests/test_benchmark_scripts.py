@@ -45,3 +45,18 @@ def test_split_phases_prints_every_phase(tmp_path):
                "--threads", "2")
     for row in ("imports", "set-up", "runs", "run 0: taking pieces", "run 1: the rest", "total"):
         assert re.search(rf"\| {re.escape(row)} \| [\d.]+ \|", out), (row, out)
+
+
+@pytest.mark.skipif(not (BENCH / "queue_occupancy.py").exists(), reason="benchmarks/ not in this checkout")
+def test_queue_occupancy_fills_the_controllers_faster_at_a_higher_clock_ratio():
+    out = _run("queue_occupancy.py", "--requests", "3000", "--clock-ratios", "1,8")
+    rows = {}
+    for ratio in (1, 8):
+        m = re.search(rf"^\| {ratio} \| 3000 \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| 32 \|$", out, re.M)
+        assert m, out
+        rows[ratio] = [float(x) for x in m.groups()]
+    for per_request, held, reads, writes in rows.values():
+        assert 1 <= per_request <= 4
+        assert abs(held - (reads + writes)) <= 0.011 and reads > 0 and writes > 0
+    # the frontend offers 8 requests per memory cycle instead of 1: the queues fill
+    assert rows[8][1] > 4 * rows[1][1]
