@@ -60,3 +60,15 @@ def test_queue_occupancy_fills_the_controllers_faster_at_a_higher_clock_ratio():
         assert abs(held - (reads + writes)) <= 0.011 and reads > 0 and writes > 0
     # the frontend offers 8 requests per memory cycle instead of 1: the queues fill
     assert rows[8][1] > 4 * rows[1][1]
+
+
+@pytest.mark.skipif(not (BENCH / "profile_engine.py").exists(), reason="benchmarks/ not in this checkout")
+def test_profile_engine_times_the_run_it_profiles():
+    plain = _run("profile_engine.py", "random", "8", "2000")
+    timed = _run("profile_engine.py", "random", "8", "2000", "--time", "2")
+    # the timed runs simulate what the profiled run does: same cycles and commands
+    assert timed.startswith(plain.strip() + "; run "), (plain, timed)
+    m = re.search(r"; run ([\d.e-]+) s \(fastest of 2\), ([\d.]+) ns per request$", timed.strip())
+    assert m, timed
+    seconds, per_request_ns = float(m.group(1)), float(m.group(2))
+    assert seconds > 0 and abs(per_request_ns - seconds / 2000 * 1e9) <= 0.001 * per_request_ns + 0.05
