@@ -72,3 +72,13 @@ def test_profile_engine_times_the_run_it_profiles():
     assert m, timed
     seconds, per_request_ns = float(m.group(1)), float(m.group(2))
     assert seconds > 0 and abs(per_request_ns - seconds / 2000 * 1e9) <= 0.001 * per_request_ns + 0.05
+
+
+@pytest.mark.skipif(not (BENCH / "profile_engine.py").exists(), reason="benchmarks/ not in this checkout")
+@pytest.mark.parametrize("given", [["x"], ["0"], []])
+def test_profile_engine_refuses_a_bad_number_of_timed_runs(given):
+    done = subprocess.run([sys.executable, str(BENCH / "profile_engine.py"), "random", "8", "200", "--time", *given],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "--time: expected a number of runs >= 1, got" in done.stderr
+    assert (repr(given[0]) if given else "'nothing'") in done.stderr
