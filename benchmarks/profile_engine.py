@@ -58,7 +58,8 @@ def main(argv: list[str]) -> int:
         print(f"Engine set-up, {n} requests: {best * 1e3:.1f} ms (fastest of 7)")
         return 0
     if "--time" in opts:
-        given = opts[opts.index("--time") + 1] if opts.index("--time") + 1 < len(opts) else "nothing"
+        at = opts.index("--time") + 1
+        given = opts[at] if at < len(opts) else "nothing"
         repeat = int(given) if given.isdigit() else 0
         if repeat < 1:
             print(f"--time: expected a number of runs >= 1, got {given!r}", file=sys.stderr)

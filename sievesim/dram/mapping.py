@@ -83,6 +83,11 @@ def linear_key_map(config: DRAMConfig) -> tuple[np.ndarray, np.ndarray, int]:
     :meth:`sievesim._core._engine.Engine.map_keys` takes, to map requests itself, and what
     :func:`map_with_controllers` maps by)."""
     _linear_only("linear_key_map", config)
+    return _key_map(config)
+
+
+def _key_map(config: DRAMConfig) -> tuple[np.ndarray, np.ndarray, int]:
+    """:func:`linear_key_map` for a mapper already checked to be linear."""
     return (_linear_order(config), np.asarray(config.address_radix, dtype=np.int64),
             int(config.tx_bytes).bit_length() - 1)
 
@@ -114,7 +119,7 @@ def map_with_controllers(config: DRAMConfig, addrs: np.ndarray, is_write: np.nda
     from .._core._traceparse import map_linear
 
     _linear_only("map_with_controllers", config, overflow, source)
-    order, radix, tx_shift = linear_key_map(config)
+    order, radix, tx_shift = _key_map(config)
     addrs = np.ascontiguousarray(addrs, dtype=np.int64)
     out = np.empty((addrs.size, len(config.standard.levels)), dtype=np.int32)
     ctrl = np.empty(addrs.size, dtype=np.int32)
