@@ -13,6 +13,11 @@ engine has offered since the first release, so ``PYTHONPATH=<another build>`` co
 ``--time K`` runs the simulation K times on fresh engines and prints the fastest ``run()`` in
 seconds, and per request in ns: divided into callgrind's instruction count for the same arguments
 (the ``run_loop`` toggle above), it gives the instructions the loop retires per ns.
+``--split K`` with ``--time`` builds the K runs of a K-way split (the controllers divided as
+``simulate`` divides them among K threads, each run letting the other runs' requests pass) and
+runs them one after another on this thread: the sum of their ``run()`` times is the work of the
+split, without the threads (the cost of each run walking the whole frontend, and what running one
+controller at a time does to the caches and branches; K = 16 on 16 controllers: one at a time).
 ``--own half`` (or ``none``) runs the engine one thread of a two-way split would run: it simulates
 the even-numbered controllers (or none) and lets the other requests pass.
 Arguments: trace kind (stream, random, hotrow), clock ratio, requests. Configuration:
@@ -64,15 +69,31 @@ def main(argv: list[str]) -> int:
         if repeat < 1:
             print(f"--time: expected a number of runs >= 1, got {given!r}", file=sys.stderr)
             return 2
+        runs = 1
+        if "--split" in opts:
+            at = opts.index("--split") + 1
+            given = opts[at] if at < len(opts) else "nothing"
+            runs = int(given) if given.isdigit() else 0
+            n_ctrl = int(np.prod(spec["counts"][: spec["ctrl_level"] + 1]))
+            if not 1 <= runs <= n_ctrl:
+                print(f"--split: expected a number of runs from 1 to {n_ctrl} (the controllers), got {given!r}",
+                      file=sys.stderr)
+                return 2
         best = float("inf")
         for _ in range(repeat):
-            engine = Engine(spec, vecs, keys, trace.is_write, trace.arrival)
+            engines = _split_engines(spec, vecs, keys, trace, runs)
             t0 = time.perf_counter()
-            raw = engine.run()
+            raws = [engine.run() for engine in engines]
             best = min(best, time.perf_counter() - t0)
-            del engine
-        print(f"{kind} clock ratio {ratio}: {n} requests, {raw['clk']} cycles, {raw['n_commands']} commands; "
-              f"run {best:.4g} s (fastest of {repeat}), {best / n * 1e9:.1f} ns per request")
+            del engines
+        if any(r["refused"] for r in raws):
+            print("--split: a queue filled, so the runs of the split are not the whole run (simulate runs "
+                  "such a trace in lockstep); use clock ratio 1 or fewer requests", file=sys.stderr)
+            return 2
+        commands = sum(r["n_commands"] for r in raws)
+        split = f" in {runs} runs one after another" if runs > 1 else ""
+        print(f"{kind} clock ratio {ratio}: {n} requests, {max(r['clk'] for r in raws)} cycles, {commands} commands; "
+              f"run {best:.4g} s{split} (fastest of {repeat}), {best / n * 1e9:.1f} ns per request")
         return 0
     if "--own" in opts:
         which = argv[argv.index("--own") + 1]
@@ -83,6 +104,20 @@ def main(argv: list[str]) -> int:
         raw = Engine(spec, vecs, keys, trace.is_write, trace.arrival).run()
     print(f"{kind} clock ratio {ratio}: {n} requests, {raw['clk']} cycles, {raw['n_commands']} commands")
     return 0
+
+
+def _split_engines(spec: dict, vecs: np.ndarray, keys: np.ndarray, trace, runs: int) -> list:
+    """Fresh engines: one for the whole run, or the ``runs`` runs of a held split."""
+    if runs == 1:
+        return [Engine(spec, vecs, keys, trace.is_write, trace.arrival)]
+    from sievesim._core._engine import new_outputs
+    from sievesim._core.parallel import _split_controllers
+
+    owns = _split_controllers(spec, vecs, runs)
+    abort = np.zeros(1, dtype=np.int32)
+    outputs = new_outputs(len(trace.arrival))
+    return [Engine(spec, vecs, keys, trace.is_write, trace.arrival, False, True, own=owns[k], abort=abort,
+                   outputs=outputs, rank=k) for k in range(runs)]
 
 
 if __name__ == "__main__":

@@ -16,7 +16,9 @@ Nothing of Ramulator is part of sievesim; this script only runs a binary you bui
 TRACE --config YAML --json`` (the installed program beside this Python, as a user runs it;
 ``python -m sievesim`` where there is none) with its default threads and with ``--threads 1``, alternated
 ``--repeat`` times, medians of the wall times (and of the CPU times of Ramulator and of the
-one-thread run: user + system, the measure to read on a shared machine), peak resident memory of
+one-thread run: user + system, the measure to read on a shared machine), the default's
+simulation (the median ``wall_s`` of its JSON output: from the engine's start to its result, with
+the reading and parsing it overlaps; without imports, set-up and exit), peak resident memory of
 each (the command's own, see ``_process.run_measured``), the ratios, and whether the cycles agree
 (sievesim's modules are byte-compiled first, as ``pip install`` does: where
 PYTHONDONTWRITEBYTECODE is set, a checkout would otherwise compile them from source in every
@@ -120,11 +122,12 @@ def whole_process(args: argparse.Namespace, work: pathlib.Path) -> int:
     print(f"Ramulator 2.0: {binary or 'not given (its columns are -)'}; {available_threads()} cores available, "
           f"load average {os.getloadavg()[0]:.2f} at start; medians of {args.repeat} alternated runs\n")
     print("| device | channels | trace | requests | clock ratio | condition | Ramulator s | Ramulator MB "
-          "| sievesim default s (threads) | sievesim default MB | sievesim `--threads 1` s | sievesim 1 thread MB "
+          "| sievesim default s (threads) | of it simulating s | sievesim default MB "
+          "| sievesim `--threads 1` s | sievesim 1 thread MB "
           "| Ramulator / sievesim default | Ramulator / sievesim 1 thread | cycles identical |"
           + (" sievesim `--stream` s | sievesim `--stream` MB | Ramulator / sievesim `--stream` |" if args.stream else "")
           + " Ramulator CPU s | sievesim 1 thread CPU s | CPU ratio, 1 thread |")
-    print("|---" * (18 + 3 * args.stream) + "|")
+    print("|---" * (19 + 3 * args.stream) + "|")
     conditions = ["free"] + (["busy"] if args.busy else [])
     for device in args.devices.split(","):
         for kind in args.kinds.split(","):
@@ -144,7 +147,7 @@ def whole_process(args: argparse.Namespace, work: pathlib.Path) -> int:
                 for cond in conditions:
                     runs: dict[str, list] = {"ram": [], "def": [], "one": [], "stream": []}
                     modes = [("def", []), ("one", ["--threads", "1"])] + ([("stream", ["--stream"])] if args.stream else [])
-                    cycles, used = set(), set()
+                    cycles, used, simulated = set(), set(), []
                     with (busy_core(args.busy_seconds) if cond == "busy" else contextlib.nullcontext()):
                         for _ in range(args.repeat):
                             if binary:
@@ -158,6 +161,7 @@ def whole_process(args: argparse.Namespace, work: pathlib.Path) -> int:
                                 cycles.add(int(res["cycles"]))
                                 if key == "def":
                                     used.add(int(res["threads"]))
+                                    simulated.append(float(res["wall_s"]))
 
                     def wall(key: str) -> float | None:
                         return statistics.median(m.wall_s for m in runs[key]) if runs[key] else None
@@ -174,7 +178,7 @@ def whole_process(args: argparse.Namespace, work: pathlib.Path) -> int:
                     tail = (f" {st:.2f} | {peak('stream')} | {f'{r / st:.1f}x' if r else '-'} |" if args.stream else "")
                     print(f"| {device} | {args.channels or '-'} | {kind} | {args.requests} | {cr} | {cond} | "
                           f"{f'{r:.2f}' if r else '-'} | {peak('ram')} | {d:.2f} ({','.join(map(str, sorted(used)))}) | "
-                          f"{peak('def')} | {o:.2f} | {peak('one')} | {f'{r / d:.1f}x' if r else '-'} | "
+                          f"{statistics.median(simulated):.3f} | {peak('def')} | {o:.2f} | {peak('one')} | {f'{r / d:.1f}x' if r else '-'} | "
                           f"{f'{r / o:.1f}x' if r else '-'} | {'yes' if len(cycles) == 1 else 'NO'} |" + tail + tail_cpu, flush=True)
     return 0
 

@@ -82,3 +82,40 @@ def test_profile_engine_refuses_a_bad_number_of_timed_runs(given):
     assert done.returncode == 2, done.stderr[-2000:]
     assert "--time: expected a number of runs >= 1, got" in done.stderr
     assert (repr(given[0]) if given else "'nothing'") in done.stderr
+
+
+@pytest.mark.skipif(not (BENCH / "ramulator_side_by_side.py").exists(), reason="benchmarks/ not in this checkout")
+def test_side_by_side_whole_process_without_ramulator_prints_its_row(tmp_path):
+    out = _run("ramulator_side_by_side.py", "--whole-process", "--ramulator", str(tmp_path / "no-such-binary"),
+               "--requests", "3000", "--kinds", "random", "--clock-ratios", "1", "--devices", "HBM3",
+               "--channels", "4", "--repeat", "1", "--workdir", str(tmp_path))
+    header, rule, row = [line for line in out.splitlines() if line.startswith("|")]
+    names = [c.strip() for c in header.strip("|").split("|")]
+    cells = dict(zip(names, (c.strip() for c in row.strip("|").split("|"))))
+    assert len(names) == len(rule.strip("|").split("|")) == len(row.strip("|").split("|")), out
+    assert cells["Ramulator s"] == "-" and cells["cycles identical"] == "yes", out
+    whole = float(cells["sievesim default s (threads)"].split()[0])
+    simulating = float(cells["of it simulating s"])
+    # the simulation is a part of the whole process
+    assert 0 < simulating < whole, out
+
+
+@pytest.mark.skipif(not (BENCH / "profile_engine.py").exists(), reason="benchmarks/ not in this checkout")
+def test_profile_engine_split_runs_simulate_the_whole_run():
+    whole = _run("profile_engine.py", "random", "1", "3000", "--time", "1")
+    pattern = r"^random clock ratio 1: 3000 requests, (\d+) cycles, (\d+) commands; run [\d.e-]+ s{} \(fastest of 1\)"
+    m = re.match(pattern.format(""), whole)
+    assert m, whole
+    for runs in ("2", "8"):
+        split = _run("profile_engine.py", "random", "1", "3000", "--time", "1", "--split", runs)
+        # the runs together issue every command of the whole run, and stop at its cycle
+        assert re.match(pattern.format(f" in {runs} runs one after another"), split).groups() == m.groups(), split
+
+
+@pytest.mark.skipif(not (BENCH / "profile_engine.py").exists(), reason="benchmarks/ not in this checkout")
+@pytest.mark.parametrize("given", ["0", "9", "x"])
+def test_profile_engine_refuses_a_split_beyond_the_controllers(given):
+    done = subprocess.run([sys.executable, str(BENCH / "profile_engine.py"), "random", "1", "200", "--time", "1",
+                           "--split", given], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"--split: expected a number of runs from 1 to 8 (the controllers), got {given!r}" in done.stderr
