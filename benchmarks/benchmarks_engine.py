@@ -12,8 +12,8 @@ import time
 
 import numpy as np
 
-from sievesim._core._engine import Engine, lockstep_exchange, new_outputs
-from sievesim._core.parallel import _owners, _run_concurrently, _split_controllers
+from sievesim._core._engine import Engine, lockstep_exchange
+from sievesim._core.parallel import _owners, _run_concurrently, _split_controllers, _split_engines
 from sievesim.dram.config import get_config
 from sievesim.dram.engine import _to_vectors
 from sievesim.dram.engine import simulate
@@ -98,10 +98,8 @@ class EngineLockstep:
     def _lockstep(self):
         spec, vecs = self.args[0], self.args[1]
         owns = _split_controllers(spec, vecs, 2)
-        exchange, abort = lockstep_exchange(_owners(owns), len(owns)), np.zeros(1, dtype=np.int32)
-        outputs = new_outputs(len(vecs))
-        engines = [Engine(*self.args, False, True, own=owns[k], abort=abort, outputs=outputs,
-                          exchange=exchange, rank=k, grace_ns=None) for k in range(2)]
+        engines = _split_engines(*self.args, owns, np.zeros(1, dtype=np.int32),
+                                 exchange=lockstep_exchange(_owners(owns), len(owns)), grace_ns=None)
         t0 = time.perf_counter()
         _run_concurrently(engines)
         return time.perf_counter() - t0

@@ -33,6 +33,7 @@ import time
 import numpy as np
 
 from sievesim._core import Engine
+from sievesim._core.parallel import _n_controllers
 from sievesim.dram.config import get_config
 from sievesim.dram.engine import _to_vectors
 from sievesim.dram.synthetic import make_trace
@@ -74,7 +75,7 @@ def main(argv: list[str]) -> int:
             at = opts.index("--split") + 1
             given = opts[at] if at < len(opts) else "nothing"
             runs = int(given) if given.isdigit() else 0
-            n_ctrl = int(np.prod(spec["counts"][: spec["ctrl_level"] + 1]))
+            n_ctrl = _n_controllers(spec)
             if not 1 <= runs <= n_ctrl:
                 print(f"--split: expected a number of runs from 1 to {n_ctrl} (the controllers), got {given!r}",
                       file=sys.stderr)
@@ -97,7 +98,7 @@ def main(argv: list[str]) -> int:
         return 0
     if "--own" in opts:
         which = argv[argv.index("--own") + 1]
-        n_ctrl = int(np.prod(spec["counts"][: spec["ctrl_level"] + 1]))
+        n_ctrl = _n_controllers(spec)
         own = {"half": np.arange(n_ctrl) % 2 == 0, "none": np.zeros(n_ctrl, bool)}[which]
         raw = Engine(spec, vecs, keys, trace.is_write, trace.arrival, own=own).run()
     else:
@@ -110,14 +111,10 @@ def _split_engines(spec: dict, vecs: np.ndarray, keys: np.ndarray, trace, runs: 
     """Fresh engines: one for the whole run, or the ``runs`` runs of a held split."""
     if runs == 1:
         return [Engine(spec, vecs, keys, trace.is_write, trace.arrival)]
-    from sievesim._core._engine import new_outputs
-    from sievesim._core.parallel import _split_controllers
+    from sievesim._core.parallel import _split_controllers, _split_engines
 
-    owns = _split_controllers(spec, vecs, runs)
-    abort = np.zeros(1, dtype=np.int32)
-    outputs = new_outputs(len(trace.arrival))
-    return [Engine(spec, vecs, keys, trace.is_write, trace.arrival, False, True, own=owns[k], abort=abort,
-                   outputs=outputs, rank=k) for k in range(runs)]
+    return _split_engines(spec, vecs, keys, trace.is_write, trace.arrival, _split_controllers(spec, vecs, runs),
+                          np.zeros(1, dtype=np.int32))
 
 
 if __name__ == "__main__":

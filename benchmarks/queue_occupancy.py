@@ -19,6 +19,7 @@ import sys
 
 import numpy as np
 
+from sievesim._core.parallel import _n_controllers
 from sievesim.dram import simulate
 from sievesim.dram.config import get_config
 from sievesim.dram.synthetic import make_trace
@@ -37,8 +38,7 @@ def occupancy(config, trace: RequestTrace) -> dict[str, float]:
     final = np.where(depart >= 0, depart - np.where(is_write, spec["write_latency"], spec["read_latency"]),
                      res.cycles)
     held = np.clip(final, arrive, res.cycles) - arrive
-    n_ctrl = int(np.prod(spec["counts"][: spec["ctrl_level"] + 1]))
-    per_cycle = float(res.cycles) * n_ctrl
+    per_cycle = float(res.cycles) * _n_controllers(spec)
     return {"commands per request": res.commands / max(res.requests, 1),
             "in a controller": held[queued].sum() / per_cycle,
             "reads": held[queued & ~is_write].sum() / per_cycle,

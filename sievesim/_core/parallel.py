@@ -70,6 +70,18 @@ def _owners(owns: list[np.ndarray]) -> np.ndarray:
     return np.argmax(np.stack(owns), axis=0)
 
 
+def _split_engines(spec: dict[str, Any], addr_vecs: np.ndarray, keys: np.ndarray, is_write: np.ndarray,
+                   arrival: np.ndarray, owns: list[np.ndarray], abort: np.ndarray, *, log_commands: bool = False,
+                   exchange: np.ndarray | None = None,
+                   grace_ns: int | None = CONTENTION_GRACE_NS) -> list[Engine]:
+    """The runs of a split, one per controller mask of ``owns``, sharing the ``abort`` flag and
+    the per-request outputs (each run writes its own requests' entries); ``exchange``: a
+    lockstep's (:func:`lockstep_exchange`), None for a held split."""
+    outputs = new_outputs(len(arrival))
+    return [Engine(spec, addr_vecs, keys, is_write, arrival, log_commands, True, own=owns[k], abort=abort,
+                   outputs=outputs, exchange=exchange, rank=k, grace_ns=grace_ns) for k in range(len(owns))]
+
+
 def run_requests(spec: dict[str, Any], addr_vecs: np.ndarray, keys: np.ndarray, is_write: np.ndarray,
                  arrival: np.ndarray, *, log_commands: bool = False, skip_idle: bool = True,
                  threads: int = 1, contention_grace_ns: int | None = CONTENTION_GRACE_NS) -> dict[str, Any]:
@@ -88,10 +100,8 @@ def run_requests(spec: dict[str, Any], addr_vecs: np.ndarray, keys: np.ndarray, 
     abort = np.zeros(1, dtype=np.int32)
 
     def split(exchange: np.ndarray | None) -> list[Engine]:
-        outputs = new_outputs(len(arrival))     # each engine writes its own requests' entries
-        return [Engine(spec, addr_vecs, keys, is_write, arrival, log_commands, True, own=owns[k],
-                       abort=abort, outputs=outputs, exchange=exchange, rank=k, grace_ns=contention_grace_ns)
-                for k in range(threads)]
+        return _split_engines(spec, addr_vecs, keys, is_write, arrival, owns, abort, log_commands=log_commands,
+                              exchange=exchange, grace_ns=contention_grace_ns)
 
     speculation = "held"
     engines = split(None)
