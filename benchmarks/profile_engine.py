@@ -33,7 +33,7 @@ import time
 import numpy as np
 
 from sievesim._core import Engine
-from sievesim._core.parallel import _n_controllers
+from sievesim._core.parallel import _n_controllers, _split_controllers, _split_engines
 from sievesim.dram.config import get_config
 from sievesim.dram.engine import _to_vectors
 from sievesim.dram.synthetic import make_trace
@@ -64,17 +64,13 @@ def main(argv: list[str]) -> int:
         print(f"Engine set-up, {n} requests: {best * 1e3:.1f} ms (fastest of 7)")
         return 0
     if "--time" in opts:
-        at = opts.index("--time") + 1
-        given = opts[at] if at < len(opts) else "nothing"
-        repeat = int(given) if given.isdigit() else 0
+        repeat, given = _count_option(opts, "--time")
         if repeat < 1:
             print(f"--time: expected a number of runs >= 1, got {given!r}", file=sys.stderr)
             return 2
         runs = 1
         if "--split" in opts:
-            at = opts.index("--split") + 1
-            given = opts[at] if at < len(opts) else "nothing"
-            runs = int(given) if given.isdigit() else 0
+            runs, given = _count_option(opts, "--split")
             n_ctrl = _n_controllers(spec)
             if not 1 <= runs <= n_ctrl:
                 print(f"--split: expected a number of runs from 1 to {n_ctrl} (the controllers), got {given!r}",
@@ -82,7 +78,7 @@ def main(argv: list[str]) -> int:
                 return 2
         best = float("inf")
         for _ in range(repeat):
-            engines = _split_engines(spec, vecs, keys, trace, runs)
+            engines = _fresh_engines(spec, vecs, keys, trace, runs)
             t0 = time.perf_counter()
             raws = [engine.run() for engine in engines]
             best = min(best, time.perf_counter() - t0)
@@ -107,12 +103,17 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _split_engines(spec: dict, vecs: np.ndarray, keys: np.ndarray, trace, runs: int) -> list:
+def _count_option(opts: list[str], name: str) -> tuple[int, str]:
+    """The count given after option ``name`` (0 where it is not a number) and its text as given."""
+    at = opts.index(name) + 1
+    given = opts[at] if at < len(opts) else "nothing"
+    return (int(given) if given.isdigit() else 0), given
+
+
+def _fresh_engines(spec: dict, vecs: np.ndarray, keys: np.ndarray, trace, runs: int) -> list:
     """Fresh engines: one for the whole run, or the ``runs`` runs of a held split."""
     if runs == 1:
         return [Engine(spec, vecs, keys, trace.is_write, trace.arrival)]
-    from sievesim._core.parallel import _split_controllers, _split_engines
-
     return _split_engines(spec, vecs, keys, trace.is_write, trace.arrival, _split_controllers(spec, vecs, runs),
                           np.zeros(1, dtype=np.int32))
 
