@@ -42,6 +42,9 @@ from sievesim.dram.synthetic import make_trace
 def main(argv: list[str]) -> int:
     kind, ratio, n = argv[0], int(argv[1]), int(argv[2])
     opts = argv[3:]
+    if "--split" in opts and "--time" not in opts:
+        print("--split: expected with --time K (it times the runs of a split), got --split alone", file=sys.stderr)
+        return 2
     cfg = get_config(opts[opts.index("--config") + 1] if "--config" in opts else "ramulator2-hbm3")
     cfg = cfg.replace(clock_ratio=ratio)
     if "--trace" in opts:

@@ -119,3 +119,11 @@ def test_profile_engine_refuses_a_split_beyond_the_controllers(given):
                            "--split", given], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr[-2000:]
     assert f"--split: expected a number of runs from 1 to 8 (the controllers), got {given!r}" in done.stderr
+
+
+@pytest.mark.skipif(not (BENCH / "profile_engine.py").exists(), reason="benchmarks/ not in this checkout")
+def test_profile_engine_refuses_a_split_it_would_not_time():
+    done = subprocess.run([sys.executable, str(BENCH / "profile_engine.py"), "random", "1", "200", "--split", "2"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "--split: expected with --time K" in done.stderr and done.stdout == ""
