@@ -43,7 +43,7 @@ def occupancy(config, trace: RequestTrace) -> dict[str, float]:
             "in a controller": held[queued].sum() / per_cycle,
             "reads": held[queued & ~is_write].sum() / per_cycle,
             "writes": held[queued & is_write].sum() / per_cycle,
-            "queue size": float(spec["read_queue_size"])}
+            "read queue size": float(spec["read_queue_size"])}
 
 
 def main(argv: list[str]) -> int:
@@ -68,7 +68,7 @@ def main(argv: list[str]) -> int:
             trace = make_trace(args.kind, args.requests, config, seed=1, write_fraction=0.3)
         o = occupancy(config, trace)
         print(f"| {ratio} | {len(trace)} | {o['commands per request']:.2f} | {o['in a controller']:.2f} | "
-              f"{o['reads']:.2f} | {o['writes']:.2f} | {o['queue size']:.0f} |")
+              f"{o['reads']:.2f} | {o['writes']:.2f} | {o['read queue size']:.0f} |")
     return 0
 
 
