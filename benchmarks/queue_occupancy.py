@@ -6,7 +6,11 @@ commands per request, and the requests a controller holds on average over the ru
 its departure less the read or write latency; a read forwarded from a pending write never
 enters a queue). Reads wait in the read queue, writes in the write queue, both in the active
 buffer once their row is opened, so the reads' and the writes' columns bound each queue's
-average from above.
+average from above. "Served alone": the share of queued requests that arrive at a controller
+holding no other request and reach their final command before the next request for that
+controller arrives, the most that a path for a lone request (its commands issued back to back,
+without the scheduler's scans and wake-ups) could take (refreshes in between would take more
+away).
 
     python benchmarks/queue_occupancy.py --config HBM3_16ch.yaml --trace FILE --requests 300000 --clock-ratios 1,8
 
@@ -19,9 +23,10 @@ import sys
 
 import numpy as np
 
-from sievesim._core.parallel import _n_controllers
+from sievesim._core.parallel import _n_controllers, controllers_of
 from sievesim.dram import simulate
 from sievesim.dram.config import get_config
+from sievesim.dram.mapping import map_addresses
 from sievesim.dram.synthetic import make_trace
 from sievesim.dram.traces import RequestTrace, read_loadstore_trace
 
@@ -39,10 +44,28 @@ def occupancy(config, trace: RequestTrace) -> dict[str, float]:
                      res.cycles)
     held = np.clip(final, arrive, res.cycles) - arrive
     per_cycle = float(res.cycles) * _n_controllers(spec)
+    vecs = trace.addr_vectors if trace.addr_vectors is not None else map_addresses(config, trace.addresses)
+    ctrl = controllers_of(spec, vecs)
+    # each controller's queued requests in arrival order (the frontend offers them in trace order)
+    idx = np.nonzero(queued)[0]
+    idx = idx[np.argsort(ctrl[idx], kind="stable")]
+    c, a, f = ctrl[idx].astype(np.int64), arrive[idx], final[idx]
+    first = np.ones(idx.size, dtype=bool)
+    first[1:] = c[1:] != c[:-1]
+    last = np.ones(idx.size, dtype=bool)
+    last[:-1] = first[1:]
+    # the latest final command among a controller's earlier requests (a running maximum per
+    # controller: offsetting by controller keeps the groups apart)
+    span = int(max(f.max(initial=0), a.max(initial=0))) + 2
+    running = np.maximum.accumulate(f + c * span) - c * span
+    done_before = np.where(first, -1, np.roll(running, 1))
+    next_arrival = np.where(last, np.iinfo(np.int64).max, np.roll(a, -1))
+    alone = (done_before < a) & (f < next_arrival)
     return {"commands per request": res.commands / max(res.requests, 1),
             "in a controller": held[queued].sum() / per_cycle,
             "reads": held[queued & ~is_write].sum() / per_cycle,
             "writes": held[queued & is_write].sum() / per_cycle,
+            "served alone (%)": 100.0 * alone.sum() / max(idx.size, 1),
             "read queue size": float(spec["read_queue_size"])}
 
 
@@ -57,8 +80,8 @@ def main(argv: list[str]) -> int:
     base = get_config(args.config)
     whole = read_loadstore_trace(args.trace) if args.trace else None
     print("| clock ratio | requests | commands per request | requests in a controller | of them reads | "
-          "of them writes | read queue size |")
-    print("|---|---|---|---|---|---|---|")
+          "of them writes | read queue size | served alone (%) |")
+    print("|---|---|---|---|---|---|---|---|")
     for ratio in (int(x) for x in args.clock_ratios.split(",")):
         config = base.replace(clock_ratio=ratio)
         if whole is not None:
@@ -68,7 +91,7 @@ def main(argv: list[str]) -> int:
             trace = make_trace(args.kind, args.requests, config, seed=1, write_fraction=0.3)
         o = occupancy(config, trace)
         print(f"| {ratio} | {len(trace)} | {o['commands per request']:.2f} | {o['in a controller']:.2f} | "
-              f"{o['reads']:.2f} | {o['writes']:.2f} | {o['read queue size']:.0f} |")
+              f"{o['reads']:.2f} | {o['writes']:.2f} | {o['read queue size']:.0f} | {o['served alone (%)']:.1f} |")
     return 0
 
 

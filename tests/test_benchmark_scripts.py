@@ -1,6 +1,7 @@
 """The whole-process measurement scripts the DRAM docs cite run and print their tables (tiny sizes)."""
 from __future__ import annotations
 
+import importlib.util
 import pathlib
 import re
 import subprocess
@@ -52,14 +53,47 @@ def test_queue_occupancy_fills_the_controllers_faster_at_a_higher_clock_ratio():
     out = _run("queue_occupancy.py", "--requests", "3000", "--clock-ratios", "1,8")
     rows = {}
     for ratio in (1, 8):
-        m = re.search(rf"^\| {ratio} \| 3000 \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| 32 \|$", out, re.M)
+        m = re.search(rf"^\| {ratio} \| 3000 \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| 32 \| ([\d.]+) \|$",
+                      out, re.M)
         assert m, out
         rows[ratio] = [float(x) for x in m.groups()]
-    for per_request, held, reads, writes in rows.values():
+    for per_request, held, reads, writes, alone in rows.values():
         assert 1 <= per_request <= 4
         assert abs(held - (reads + writes)) <= 0.011 and reads > 0 and writes > 0
-    # the frontend offers 8 requests per memory cycle instead of 1: the queues fill
+        assert 0 <= alone <= 100
+    # the frontend offers 8 requests per memory cycle instead of 1: the queues fill, and a
+    # request is less often alone in its controller
     assert rows[8][1] > 4 * rows[1][1]
+    assert rows[8][4] <= rows[1][4]
+
+
+def _served_alone(arrival, ctrl_of_request) -> float:
+    import numpy as np
+
+    from sievesim.dram.config import get_config
+    from sievesim.dram.traces import RequestTrace
+
+    spec = importlib.util.spec_from_file_location("queue_occupancy", BENCH / "queue_occupancy.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    config = get_config("ramulator2-hbm3")
+    levels = config.standard.levels
+    vecs = np.zeros((len(arrival), len(levels)), dtype=np.int32)
+    vecs[:, levels.index("channel")] = ctrl_of_request
+    vecs[:, levels.index("row")] = np.arange(len(arrival))      # a new row each time: misses
+    trace = RequestTrace(is_write=np.zeros(len(arrival), dtype=bool), arrival=np.asarray(arrival, dtype=np.int64),
+                         addr_vectors=vecs)
+    return mod.occupancy(config, trace)["served alone (%)"]
+
+
+@pytest.mark.skipif(not (BENCH / "queue_occupancy.py").exists(), reason="benchmarks/ not in this checkout")
+def test_queue_occupancy_counts_a_request_alone_only_with_its_controller_to_itself():
+    # far apart: each is served before the next arrives
+    assert _served_alone([0, 1000, 2000, 3000], [0, 0, 0, 0]) == 100.0
+    # two at once for one controller: neither is alone; a third, later, for another controller is
+    assert _served_alone([0, 0, 1000], [0, 0, 1]) == pytest.approx(100 / 3)
+    # the same two on different controllers: both alone
+    assert _served_alone([0, 0], [0, 1]) == 100.0
 
 
 @pytest.mark.skipif(not (BENCH / "profile_engine.py").exists(), reason="benchmarks/ not in this checkout")
