@@ -46,26 +46,19 @@ def occupancy(config, trace: RequestTrace) -> dict[str, float]:
     per_cycle = float(res.cycles) * _n_controllers(spec)
     vecs = trace.addr_vectors if trace.addr_vectors is not None else map_addresses(config, trace.addresses)
     ctrl = controllers_of(spec, vecs)
-    # each controller's queued requests in arrival order (the frontend offers them in trace order)
-    idx = np.nonzero(queued)[0]
-    idx = idx[np.argsort(ctrl[idx], kind="stable")]
-    c, a, f = ctrl[idx].astype(np.int64), arrive[idx], final[idx]
-    first = np.ones(idx.size, dtype=bool)
-    first[1:] = c[1:] != c[:-1]
-    last = np.ones(idx.size, dtype=bool)
-    last[:-1] = first[1:]
-    # the latest final command among a controller's earlier requests (a running maximum per
-    # controller: offsetting by controller keeps the groups apart)
-    span = int(max(f.max(initial=0), a.max(initial=0))) + 2
-    running = np.maximum.accumulate(f + c * span) - c * span
-    done_before = np.where(first, -1, np.roll(running, 1))
-    next_arrival = np.where(last, np.iinfo(np.int64).max, np.roll(a, -1))
-    alone = (done_before < a) & (f < next_arrival)
+    alone = 0
+    for c in range(_n_controllers(spec)):
+        # its queued requests in arrival order (the frontend offers them in trace order)
+        mine = np.nonzero(queued & (ctrl == c))[0]
+        a, f = arrive[mine], final[mine]
+        done_before = np.concatenate(([-1], np.maximum.accumulate(f)[:-1]))   # (requests end out of order)
+        next_arrival = np.concatenate((a[1:], [np.iinfo(np.int64).max]))
+        alone += int(np.count_nonzero((done_before < a) & (f < next_arrival)))
     return {"commands per request": res.commands / max(res.requests, 1),
             "in a controller": held[queued].sum() / per_cycle,
             "reads": held[queued & ~is_write].sum() / per_cycle,
             "writes": held[queued & is_write].sum() / per_cycle,
-            "served alone (%)": 100.0 * alone.sum() / max(idx.size, 1),
+            "served alone (%)": 100.0 * alone / max(int(np.count_nonzero(queued)), 1),
             "read queue size": float(spec["read_queue_size"])}
 
 
