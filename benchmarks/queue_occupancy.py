@@ -43,11 +43,12 @@ def occupancy(config, trace: RequestTrace) -> dict[str, float]:
     final = np.where(depart >= 0, depart - np.where(is_write, spec["write_latency"], spec["read_latency"]),
                      res.cycles)
     held = np.clip(final, arrive, res.cycles) - arrive
-    per_cycle = float(res.cycles) * _n_controllers(spec)
+    n_ctrl = _n_controllers(spec)
+    per_cycle = float(res.cycles) * n_ctrl
     vecs = trace.addr_vectors if trace.addr_vectors is not None else map_addresses(config, trace.addresses)
     ctrl = controllers_of(spec, vecs)
     alone = 0
-    for c in range(_n_controllers(spec)):
+    for c in range(n_ctrl):
         # its queued requests in arrival order (the frontend offers them in trace order)
         mine = np.nonzero(queued & (ctrl == c))[0]
         a, f = arrive[mine], final[mine]
