@@ -26,7 +26,7 @@ import numpy as np
 from sievesim._core.parallel import _n_controllers, controllers_of
 from sievesim.dram import simulate
 from sievesim.dram.config import get_config
-from sievesim.dram.mapping import map_addresses
+from sievesim.dram.engine import _to_vectors
 from sievesim.dram.synthetic import make_trace
 from sievesim.dram.traces import RequestTrace, read_loadstore_trace
 
@@ -45,8 +45,7 @@ def occupancy(config, trace: RequestTrace) -> dict[str, float]:
     held = np.clip(final, arrive, res.cycles) - arrive
     n_ctrl = _n_controllers(spec)
     per_cycle = float(res.cycles) * n_ctrl
-    vecs = trace.addr_vectors if trace.addr_vectors is not None else map_addresses(config, trace.addresses)
-    ctrl = controllers_of(spec, vecs)
+    ctrl = controllers_of(spec, _to_vectors(config, trace)[0])
     alone = 0
     for c in range(n_ctrl):
         # its queued requests in arrival order (the frontend offers them in trace order)
