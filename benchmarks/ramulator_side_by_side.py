@@ -19,7 +19,8 @@ TRACE --config YAML --json`` (the installed program beside this Python, as a use
 one-thread run: user + system, the measure to read on a shared machine), the default's
 simulation (the median ``wall_s`` of its JSON output: from the engine's start to its result, with
 the reading and parsing it overlaps; without imports, set-up and exit), peak resident memory of
-each (the command's own, see ``_process.run_measured``), the ratios, and whether the cycles agree
+each (the command's own, see ``_process.run_measured``), the ratios (Ramulator's time over the
+default's whole process, over one thread's, and over the default's simulation), and whether the cycles agree
 (sievesim's modules are byte-compiled first, as ``pip install`` does: where
 PYTHONDONTWRITEBYTECODE is set, a checkout would otherwise compile them from source in every
 process); ``--busy`` repeats every row with one other busy single-threaded process on the machine
@@ -124,10 +125,11 @@ def whole_process(args: argparse.Namespace, work: pathlib.Path) -> int:
     print("| device | channels | trace | requests | clock ratio | condition | Ramulator s | Ramulator MB "
           "| sievesim default s (threads) | of it simulating s | sievesim default MB "
           "| sievesim `--threads 1` s | sievesim 1 thread MB "
-          "| Ramulator / sievesim default | Ramulator / sievesim 1 thread | cycles identical |"
+          "| Ramulator / sievesim default | Ramulator / sievesim 1 thread | Ramulator / simulating "
+          "| cycles identical |"
           + (" sievesim `--stream` s | sievesim `--stream` MB | Ramulator / sievesim `--stream` |" if args.stream else "")
           + " Ramulator CPU s | sievesim 1 thread CPU s | CPU ratio, 1 thread |")
-    print("|---" * (19 + 3 * args.stream) + "|")
+    print("|---" * (20 + 3 * args.stream) + "|")
     conditions = ["free"] + (["busy"] if args.busy else [])
     for device in args.devices.split(","):
         for kind in args.kinds.split(","):
@@ -175,11 +177,13 @@ def whole_process(args: argparse.Namespace, work: pathlib.Path) -> int:
                     r, d, o, st = wall("ram"), wall("def"), wall("one"), wall("stream")
                     rc, oc = cpu("ram"), cpu("one")
                     tail_cpu = f" {f'{rc:.2f}' if rc else '-'} | {oc:.2f} | {f'{rc / oc:.1f}x' if rc else '-'} |"
+                    sim = statistics.median(simulated)
                     tail = (f" {st:.2f} | {peak('stream')} | {f'{r / st:.1f}x' if r else '-'} |" if args.stream else "")
                     print(f"| {device} | {args.channels or '-'} | {kind} | {args.requests} | {cr} | {cond} | "
                           f"{f'{r:.2f}' if r else '-'} | {peak('ram')} | {d:.2f} ({','.join(map(str, sorted(used)))}) | "
-                          f"{statistics.median(simulated):.3f} | {peak('def')} | {o:.2f} | {peak('one')} | {f'{r / d:.1f}x' if r else '-'} | "
-                          f"{f'{r / o:.1f}x' if r else '-'} | {'yes' if len(cycles) == 1 else 'NO'} |" + tail + tail_cpu, flush=True)
+                          f"{sim:.3f} | {peak('def')} | {o:.2f} | {peak('one')} | {f'{r / d:.1f}x' if r else '-'} | "
+                          f"{f'{r / o:.1f}x' if r else '-'} | {f'{r / sim:.1f}x' if r else '-'} | "
+                          f"{'yes' if len(cycles) == 1 else 'NO'} |" + tail + tail_cpu, flush=True)
     return 0
 
 

@@ -1,6 +1,7 @@
 """The whole-process measurement scripts the DRAM docs cite run and print their tables (tiny sizes)."""
 from __future__ import annotations
 
+import functools
 import importlib.util
 import pathlib
 import re
@@ -67,15 +68,22 @@ def test_queue_occupancy_fills_the_controllers_faster_at_a_higher_clock_ratio():
     assert rows[8][4] <= rows[1][4]
 
 
+@functools.cache
+def _bench_module(name: str):
+    """A script of benchmarks/ loaded as a module, once per test session."""
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def _served_alone(arrival, ctrl_of_request) -> float:
     import numpy as np
 
     from sievesim.dram.config import get_config
     from sievesim.dram.traces import RequestTrace
 
-    spec = importlib.util.spec_from_file_location("queue_occupancy", BENCH / "queue_occupancy.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _bench_module("queue_occupancy")
     config = get_config("ramulator2-hbm3")
     levels = config.standard.levels
     vecs = np.zeros((len(arrival), len(levels)), dtype=np.int32)
@@ -128,10 +136,35 @@ def test_side_by_side_whole_process_without_ramulator_prints_its_row(tmp_path):
     cells = dict(zip(names, (c.strip() for c in row.strip("|").split("|"))))
     assert len(names) == len(rule.strip("|").split("|")) == len(row.strip("|").split("|")), out
     assert cells["Ramulator s"] == "-" and cells["cycles identical"] == "yes", out
+    # without a Ramulator binary every ratio to it is left blank, not made up
+    assert cells["Ramulator / sievesim default"] == cells["Ramulator / simulating"] == "-", out
     whole = float(cells["sievesim default s (threads)"].split()[0])
     simulating = float(cells["of it simulating s"])
     # the simulation is a part of the whole process
     assert 0 < simulating < whole, out
+
+
+@pytest.mark.skipif(not (BENCH / "ramulator_side_by_side.py").exists(), reason="benchmarks/ not in this checkout")
+def test_side_by_side_whole_process_ratios_are_ramulators_time_over_each_column(tmp_path):
+    # a stand-in for the Ramulator binary: a process of a known length that reports some cycles
+    fake = tmp_path / "fake-ramulator"
+    fake.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(0.4)\nprint('memory_system_cycles: 1')\n")
+    fake.chmod(0o755)
+    out = _run("ramulator_side_by_side.py", "--whole-process", "--ramulator", str(fake),
+               "--requests", "3000", "--kinds", "random", "--clock-ratios", "1", "--devices", "HBM3",
+               "--channels", "4", "--repeat", "1", "--workdir", str(tmp_path))
+    header, _, row = [line for line in out.splitlines() if line.startswith("|")]
+    names = [c.strip() for c in header.strip("|").split("|")]
+    cells = dict(zip(names, (c.strip() for c in row.strip("|").split("|"))))
+    ram = float(cells["Ramulator s"])
+    assert ram >= 0.4 and cells["cycles identical"] == "NO", out
+    for column, divisor in (("Ramulator / sievesim default", cells["sievesim default s (threads)"].split()[0]),
+                            ("Ramulator / sievesim 1 thread", cells["sievesim `--threads 1` s"]),
+                            ("Ramulator / simulating", cells["of it simulating s"])):
+        ratio, d = float(cells[column].rstrip("x")), float(divisor)
+        # printed to 0.1x from times printed to 0.01 s (0.001 s for the simulation)
+        slack = 0.05 + (ram / d) * (0.005 / ram + (0.0005 if column.endswith("simulating") else 0.005) / d)
+        assert abs(ratio - ram / d) <= slack, (column, out)
 
 
 @pytest.mark.skipif(not (BENCH / "profile_engine.py").exists(), reason="benchmarks/ not in this checkout")
