@@ -126,15 +126,20 @@ def test_profile_engine_refuses_a_bad_number_of_timed_runs(given):
     assert (repr(given[0]) if given else "'nothing'") in done.stderr
 
 
-@pytest.mark.skipif(not (BENCH / "ramulator_side_by_side.py").exists(), reason="benchmarks/ not in this checkout")
-def test_side_by_side_whole_process_without_ramulator_prints_its_row(tmp_path):
-    out = _run("ramulator_side_by_side.py", "--whole-process", "--ramulator", str(tmp_path / "no-such-binary"),
+def _side_by_side_row(tmp_path: pathlib.Path, ramulator: pathlib.Path) -> tuple[dict[str, str], str]:
+    """The one row of a tiny whole-process side by side, by column name, and the script's output."""
+    out = _run("ramulator_side_by_side.py", "--whole-process", "--ramulator", str(ramulator),
                "--requests", "3000", "--kinds", "random", "--clock-ratios", "1", "--devices", "HBM3",
                "--channels", "4", "--repeat", "1", "--workdir", str(tmp_path))
     header, rule, row = [line for line in out.splitlines() if line.startswith("|")]
     names = [c.strip() for c in header.strip("|").split("|")]
-    cells = dict(zip(names, (c.strip() for c in row.strip("|").split("|"))))
     assert len(names) == len(rule.strip("|").split("|")) == len(row.strip("|").split("|")), out
+    return dict(zip(names, (c.strip() for c in row.strip("|").split("|")))), out
+
+
+@pytest.mark.skipif(not (BENCH / "ramulator_side_by_side.py").exists(), reason="benchmarks/ not in this checkout")
+def test_side_by_side_whole_process_without_ramulator_prints_its_row(tmp_path):
+    cells, out = _side_by_side_row(tmp_path, tmp_path / "no-such-binary")
     assert cells["Ramulator s"] == "-" and cells["cycles identical"] == "yes", out
     # without a Ramulator binary every ratio to it is left blank, not made up
     assert cells["Ramulator / sievesim default"] == cells["Ramulator / simulating"] == "-", out
@@ -150,12 +155,7 @@ def test_side_by_side_whole_process_ratios_are_ramulators_time_over_each_column(
     fake = tmp_path / "fake-ramulator"
     fake.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(0.4)\nprint('memory_system_cycles: 1')\n")
     fake.chmod(0o755)
-    out = _run("ramulator_side_by_side.py", "--whole-process", "--ramulator", str(fake),
-               "--requests", "3000", "--kinds", "random", "--clock-ratios", "1", "--devices", "HBM3",
-               "--channels", "4", "--repeat", "1", "--workdir", str(tmp_path))
-    header, _, row = [line for line in out.splitlines() if line.startswith("|")]
-    names = [c.strip() for c in header.strip("|").split("|")]
-    cells = dict(zip(names, (c.strip() for c in row.strip("|").split("|"))))
+    cells, out = _side_by_side_row(tmp_path, fake)
     ram = float(cells["Ramulator s"])
     assert ram >= 0.4 and cells["cycles identical"] == "NO", out
     for column, divisor in (("Ramulator / sievesim default", cells["sievesim default s (threads)"].split()[0]),
