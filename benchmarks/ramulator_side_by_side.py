@@ -174,15 +174,19 @@ def whole_process(args: argparse.Namespace, work: pathlib.Path) -> int:
                     def cpu(key: str) -> float | None:
                         return statistics.median(m.cpu_s for m in runs[key]) if runs[key] else None
 
+                    def ratio(ram: float | None, ours: float) -> str:
+                        """Ramulator's time over ours, '-' without a Ramulator binary."""
+                        return f"{ram / ours:.1f}x" if ram else "-"
+
                     r, d, o, st = wall("ram"), wall("def"), wall("one"), wall("stream")
                     rc, oc = cpu("ram"), cpu("one")
-                    tail_cpu = f" {f'{rc:.2f}' if rc else '-'} | {oc:.2f} | {f'{rc / oc:.1f}x' if rc else '-'} |"
+                    tail_cpu = f" {f'{rc:.2f}' if rc else '-'} | {oc:.2f} | {ratio(rc, oc)} |"
                     sim = statistics.median(simulated)
-                    tail = (f" {st:.2f} | {peak('stream')} | {f'{r / st:.1f}x' if r else '-'} |" if args.stream else "")
+                    tail = (f" {st:.2f} | {peak('stream')} | {ratio(r, st)} |" if args.stream else "")
                     print(f"| {device} | {args.channels or '-'} | {kind} | {args.requests} | {cr} | {cond} | "
                           f"{f'{r:.2f}' if r else '-'} | {peak('ram')} | {d:.2f} ({','.join(map(str, sorted(used)))}) | "
-                          f"{sim:.3f} | {peak('def')} | {o:.2f} | {peak('one')} | {f'{r / d:.1f}x' if r else '-'} | "
-                          f"{f'{r / o:.1f}x' if r else '-'} | {f'{r / sim:.1f}x' if r else '-'} | "
+                          f"{sim:.3f} | {peak('def')} | {o:.2f} | {peak('one')} | {ratio(r, d)} | "
+                          f"{ratio(r, o)} | {ratio(r, sim)} | "
                           f"{'yes' if len(cycles) == 1 else 'NO'} |" + tail + tail_cpu, flush=True)
     return 0
 
