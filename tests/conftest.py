@@ -4,6 +4,8 @@ Makes helper modules in tests/ (e.g. dram_checker) importable, and derandomizes 
 (``CI`` set): the same examples every run, so a landing never depends on a lucky draw. Locally the
 examples are random, which is how new counterexamples get found.
 """
+import functools
+import importlib.util
 import os
 import pathlib
 import sys
@@ -35,3 +37,13 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     """The environment for a subprocess that must import the same sievesim as the tests."""
     path = os.pathsep.join(p for p in (package_root(), os.environ.get("PYTHONPATH", "")) if p)
     return {**os.environ, "PYTHONPATH": path, **extra}
+
+
+@functools.cache
+def load_script(path: pathlib.Path):
+    """A script that is not a package module (one of benchmarks/) loaded as a module, once per
+    test session."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

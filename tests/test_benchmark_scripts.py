@@ -1,14 +1,13 @@
 """The whole-process measurement scripts the DRAM docs cite run and print their tables (tiny sizes)."""
 from __future__ import annotations
 
-import functools
-import importlib.util
 import pathlib
 import re
 import subprocess
 import sys
 
 import pytest
+from conftest import load_script
 
 BENCH = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -68,22 +67,13 @@ def test_queue_occupancy_fills_the_controllers_faster_at_a_higher_clock_ratio():
     assert rows[8][4] <= rows[1][4]
 
 
-@functools.cache
-def _bench_module(name: str):
-    """A script of benchmarks/ loaded as a module, once per test session."""
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def _served_alone(arrival, ctrl_of_request) -> float:
     import numpy as np
 
     from sievesim.dram.config import get_config
     from sievesim.dram.traces import RequestTrace
 
-    mod = _bench_module("queue_occupancy")
+    mod = load_script(BENCH / "queue_occupancy.py")
     config = get_config("ramulator2-hbm3")
     levels = config.standard.levels
     vecs = np.zeros((len(arrival), len(levels)), dtype=np.int32)

@@ -2,20 +2,13 @@
 recomputed here must match the doc's (a change of the simulator that moves it fails here)."""
 from __future__ import annotations
 
-import importlib.util
 import pathlib
 
 import pytest
+from conftest import load_script
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "serving.md"
-
-
-def _goodput_script():
-    spec = importlib.util.spec_from_file_location("serving_goodput", ROOT / "benchmarks" / "serving_goodput.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _doc_tables(model: str) -> list[str]:
@@ -34,7 +27,7 @@ def test_the_first_goodput_row_of_qwen3_30b(policy):
     from sievesim.serving import ServingSimulator, poisson_requests
     from sievesim.serving.simulator import requests_for
 
-    script = _goodput_script()
+    script = load_script(ROOT / "benchmarks" / "serving_goodput.py")
     model, rate = "qwen3-30b-a3b", 10
     gpus = script.MODELS[model][0]
     sim = ServingSimulator(model, gpus=gpus, policy=policy, seed=0)
