@@ -32,8 +32,9 @@ from sievesim.dram.traces import RequestTrace, read_loadstore_trace
 
 
 def occupancy(config, trace: RequestTrace) -> dict[str, float]:
-    """One run of ``trace`` on ``config`` (one thread): commands per request and the requests in a
-    controller, on average over the cycles (all, reads, writes)."""
+    """One run of ``trace`` on ``config`` (one thread): commands per request, the requests in a
+    controller on average over the cycles (all, reads, writes), and the share of queued requests
+    served alone in their controller (%)."""
     spec = config.compile()
     res = simulate(config, trace, threads=1)
     arr = res.request_arrays
