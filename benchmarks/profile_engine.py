@@ -19,7 +19,8 @@ runs them one after another on this thread: the sum of their ``run()`` times is 
 split, without the threads (the cost of each run walking the whole frontend, and what running one
 controller at a time does to the caches and branches; K = 16 on 16 controllers: one at a time).
 ``--own half`` (or ``none``) runs the engine one thread of a two-way split would run: it simulates
-the even-numbered controllers (or none) and lets the other requests pass.
+the even-numbered controllers (or none) and lets the other requests pass; with ``--time`` it times
+that engine (``none``: what walking the whole frontend alone costs).
 Arguments: trace kind (stream, random, hotrow), clock ratio, requests. Configuration:
 ``ramulator2-hbm3`` with RoBaRaCoCh, as in ``ramulator_side_by_side.py``; ``--config PATH`` (a
 name, TOML or Ramulator YAML, run at the given clock ratio) and ``--trace FILE`` (a LoadStoreTrace
@@ -45,6 +46,18 @@ def main(argv: list[str]) -> int:
     if "--split" in opts and "--time" not in opts:
         print("--split: expected with --time K (it times the runs of a split), got --split alone", file=sys.stderr)
         return 2
+    own_name = None
+    if "--own" in opts:
+        at = opts.index("--own") + 1
+        own_name = opts[at] if at < len(opts) else "nothing"
+        if own_name not in ("half", "none"):
+            print(f"--own: expected half or none, got {own_name!r}", file=sys.stderr)
+            return 2
+        for other in ("--split", "--setup"):
+            if other in opts:
+                print(f"--own: expected without {other} (it runs one engine of a two-way split), got both",
+                      file=sys.stderr)
+                return 2
     cfg = get_config(opts[opts.index("--config") + 1] if "--config" in opts else "ramulator2-hbm3")
     cfg = cfg.replace(clock_ratio=ratio)
     if "--trace" in opts:
@@ -57,6 +70,10 @@ def main(argv: list[str]) -> int:
         trace = make_trace(kind, n, cfg, seed=1)
     vecs, keys = _to_vectors(cfg, trace)
     spec = cfg.compile()
+    own = None
+    if own_name is not None:
+        n_ctrl = _n_controllers(spec)
+        own = {"half": np.arange(n_ctrl) % 2 == 0, "none": np.zeros(n_ctrl, bool)}[own_name]
     if "--setup" in opts:
         best = float("inf")
         for _ in range(7):
@@ -81,7 +98,7 @@ def main(argv: list[str]) -> int:
                 return 2
         best = float("inf")
         for _ in range(repeat):
-            engines = _fresh_engines(spec, vecs, keys, trace, runs)
+            engines = _fresh_engines(spec, vecs, keys, trace, runs, own)
             t0 = time.perf_counter()
             raws = [engine.run() for engine in engines]
             best = min(best, time.perf_counter() - t0)
@@ -92,16 +109,12 @@ def main(argv: list[str]) -> int:
             return 2
         commands = sum(r["n_commands"] for r in raws)
         split = f" in {runs} runs one after another" if runs > 1 else ""
+        if own is not None:
+            split = f" (--own {own_name})"
         print(f"{kind} clock ratio {ratio}: {n} requests, {max(r['clk'] for r in raws)} cycles, {commands} commands; "
               f"run {best:.4g} s{split} (fastest of {repeat}), {best / n * 1e9:.1f} ns per request")
         return 0
-    if "--own" in opts:
-        which = argv[argv.index("--own") + 1]
-        n_ctrl = _n_controllers(spec)
-        own = {"half": np.arange(n_ctrl) % 2 == 0, "none": np.zeros(n_ctrl, bool)}[which]
-        raw = Engine(spec, vecs, keys, trace.is_write, trace.arrival, own=own).run()
-    else:
-        raw = Engine(spec, vecs, keys, trace.is_write, trace.arrival).run()
+    raw = _fresh_engines(spec, vecs, keys, trace, 1, own)[0].run()
     print(f"{kind} clock ratio {ratio}: {n} requests, {raw['clk']} cycles, {raw['n_commands']} commands")
     return 0
 
@@ -113,8 +126,12 @@ def _count_option(opts: list[str], name: str) -> tuple[int, str]:
     return (int(given) if given.isdigit() else 0), given
 
 
-def _fresh_engines(spec: dict, vecs: np.ndarray, keys: np.ndarray, trace, runs: int) -> list:
-    """Fresh engines: one for the whole run, or the ``runs`` runs of a held split."""
+def _fresh_engines(spec: dict, vecs: np.ndarray, keys: np.ndarray, trace, runs: int,
+                   own: np.ndarray | None = None) -> list:
+    """Fresh engines: one for the whole run (or for the controllers ``own`` marks), or the ``runs``
+    runs of a held split."""
+    if own is not None:
+        return [Engine(spec, vecs, keys, trace.is_write, trace.arrival, own=own)]
     if runs == 1:
         return [Engine(spec, vecs, keys, trace.is_write, trace.arrival)]
     return _split_engines(spec, vecs, keys, trace.is_write, trace.arrival, _split_controllers(spec, vecs, runs),

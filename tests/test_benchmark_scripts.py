@@ -184,3 +184,34 @@ def test_profile_engine_refuses_a_split_it_would_not_time():
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr[-2000:]
     assert "--split: expected with --time K" in done.stderr and done.stdout == ""
+
+
+@pytest.mark.skipif(not (BENCH / "profile_engine.py").exists(), reason="benchmarks/ not in this checkout")
+def test_profile_engine_times_one_run_of_a_two_way_split():
+    pattern = r"^random clock ratio 1: 3000 requests, (\d+) cycles, (\d+) commands; run [\d.e-]+ s{} \(fastest of 1\)"
+    whole = re.match(pattern.format(""), _run("profile_engine.py", "random", "1", "3000", "--time", "1"))
+    half = re.match(pattern.format(r" \(--own half\)"),
+                    _run("profile_engine.py", "random", "1", "3000", "--time", "1", "--own", "half"))
+    none = re.match(pattern.format(r" \(--own none\)"),
+                    _run("profile_engine.py", "random", "1", "3000", "--time", "1", "--own", "none"))
+    assert whole and half and none
+    # the timed half issues the commands of half the controllers, the untimed one the same
+    plain = _run("profile_engine.py", "random", "1", "3000", "--own", "half")
+    assert plain.strip() == f"random clock ratio 1: 3000 requests, {half.group(1)} cycles, {half.group(2)} commands"
+    assert 0 < int(half.group(2)) < int(whole.group(2)) and int(none.group(2)) == 0
+    # every run walks the whole frontend: the same cycles
+    assert whole.group(1) == half.group(1) == none.group(1)
+
+
+@pytest.mark.skipif(not (BENCH / "profile_engine.py").exists(), reason="benchmarks/ not in this checkout")
+@pytest.mark.parametrize(("given", "message"), [
+    (["--own", "x"], "--own: expected half or none, got 'x'"),
+    (["--own"], "--own: expected half or none, got 'nothing'"),
+    (["--time", "1", "--split", "2", "--own", "half"], "--own: expected without --split"),
+    (["--setup", "--own", "none"], "--own: expected without --setup"),
+])
+def test_profile_engine_refuses_an_own_it_would_not_run(given, message):
+    done = subprocess.run([sys.executable, str(BENCH / "profile_engine.py"), "random", "1", "200", *given],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert message in done.stderr and done.stdout == ""
