@@ -104,9 +104,7 @@ def main(argv: list[str]) -> int:
             best = min(best, time.perf_counter() - t0)
             del engines
         if any(r["refused"] for r in raws):
-            print("--split: a queue filled, so the runs of the split are not the whole run (simulate runs "
-                  "such a trace in lockstep); use clock ratio 1 or fewer requests", file=sys.stderr)
-            return 2
+            return _refused("--own" if own is not None else "--split")
         commands = sum(r["n_commands"] for r in raws)
         split = f" in {runs} runs one after another" if runs > 1 else ""
         if own is not None:
@@ -115,8 +113,17 @@ def main(argv: list[str]) -> int:
               f"run {best:.4g} s{split} (fastest of {repeat}), {best / n * 1e9:.1f} ns per request")
         return 0
     raw = _fresh_engines(spec, vecs, keys, trace, 1, own)[0].run()
+    if raw["refused"]:
+        return _refused("--own")
     print(f"{kind} clock ratio {ratio}: {n} requests, {raw['clk']} cycles, {raw['n_commands']} commands")
     return 0
+
+
+def _refused(option: str) -> int:
+    """A run of a split met a full queue and stopped there: say so (exit status 2)."""
+    print(f"{option}: a queue filled and the run stopped there, so it is not what a split runs (simulate "
+          "runs such a trace in lockstep); use clock ratio 1 or fewer requests", file=sys.stderr)
+    return 2
 
 
 def _count_option(opts: list[str], name: str) -> tuple[int, str]:

@@ -215,3 +215,14 @@ def test_profile_engine_refuses_an_own_it_would_not_run(given, message):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr[-2000:]
     assert message in done.stderr and done.stdout == ""
+
+
+@pytest.mark.skipif(not (BENCH / "profile_engine.py").exists(), reason="benchmarks/ not in this checkout")
+@pytest.mark.parametrize("given", [["--own", "half"], ["--time", "1", "--own", "half"], ["--time", "1", "--split", "2"]])
+def test_profile_engine_refuses_a_run_of_a_split_that_met_a_full_queue(given):
+    # at clock ratio 8 the queues fill within a few thousand requests: a run of a split stops there
+    done = subprocess.run([sys.executable, str(BENCH / "profile_engine.py"), "random", "8", "20000", *given],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    option = "--own" if "--own" in given else "--split"
+    assert f"{option}: a queue filled and the run stopped there" in done.stderr and done.stdout == ""
