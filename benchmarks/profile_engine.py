@@ -48,8 +48,7 @@ def main(argv: list[str]) -> int:
         return 2
     own_name = None
     if "--own" in opts:
-        at = opts.index("--own") + 1
-        own_name = opts[at] if at < len(opts) else "nothing"
+        own_name = _option_text(opts, "--own")
         if own_name not in ("half", "none"):
             print(f"--own: expected half or none, got {own_name!r}", file=sys.stderr)
             return 2
@@ -128,9 +127,14 @@ def _refused(option: str) -> int:
 
 def _count_option(opts: list[str], name: str) -> tuple[int, str]:
     """The count given after option ``name`` (0 where it is not a number) and its text as given."""
-    at = opts.index(name) + 1
-    given = opts[at] if at < len(opts) else "nothing"
+    given = _option_text(opts, name)
     return (int(given) if given.isdigit() else 0), given
+
+
+def _option_text(opts: list[str], name: str) -> str:
+    """The text given after option ``name``, or ``'nothing'`` where it is the last argument."""
+    at = opts.index(name) + 1
+    return opts[at] if at < len(opts) else "nothing"
 
 
 def _fresh_engines(spec: dict, vecs: np.ndarray, keys: np.ndarray, trace, runs: int,
