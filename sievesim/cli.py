@@ -33,13 +33,14 @@ _COMMAND_MODULES = [
     "sweep",
     "reproduce",
     "plot",
+    "calibrate",
 ]
 
 # The command each name on the command line belongs to: a run of one command imports only its module
 # (tests/test_cli.py checks this table against what the modules register).
 _COMMAND_OF = {"dram": "dram", "pim": "pim", "models": "models", "model": "models", "hardware": "hardware",
                "policy": "policy", "trace-stats": "trace_stats", "run": "run", "sweep": "sweep",
-               "reproduce": "reproduce", "plot": "plot", "serve": "serve"}
+               "reproduce": "reproduce", "plot": "plot", "serve": "serve", "calibrate": "calibrate"}
 
 
 def _terminal_columns() -> int:

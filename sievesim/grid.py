@@ -19,10 +19,12 @@ from .errors import ConfigError, field_error
 #: ``sievesim.system.simulate_step``.
 GRID_KEYS: tuple[str, ...] = ("model", "top_k", "hardware", "gpus", "policy", "pimoe_unit", "batch", "trace",
                               "context_len", "context_preset", "prefill", "steps", "warmup", "seed",
-                              "microbatches", "early_loads", "scheduler_latency_us", "policy_options")
+                              "microbatches", "early_loads", "scheduler_latency_us", "policy_options",
+                              "gpu_model", "attention", "experts", "weight_format")
 #: Keys added after sweeps were first written: left out of a point's id and of ``grid.json`` while
-#: unset, so that a sweep begun before they existed resumes.
-_LATER_KEYS = frozenset({"top_k"})
+#: unset, so that a sweep begun before they existed resumes. (``gpu_model`` always has a value: a
+#: sweep of the roofline era starts over under the calibrated GPU model instead of mixing the two.)
+_LATER_KEYS = frozenset({"top_k", "weight_format"})
 
 #: Defaults of the settings a grid leaves out (``None``: the point function's own default);
 #: ``pimoe_unit`` is :data:`sievesim.policies.DEFAULT_PIMOE_UNIT` (a test checks they agree).
@@ -31,6 +33,7 @@ SETTING_DEFAULTS: dict[str, Any] = {
     "batch": None, "trace": None, "context_len": None, "context_preset": None, "prefill": None,
     "steps": 1, "warmup": None, "seed": 0,
     "microbatches": None, "early_loads": None, "scheduler_latency_us": None, "policy_options": None,
+    "gpu_model": "calibrated", "attention": "dp", "experts": "ep", "weight_format": None,
 }
 
 #: Result-row column of each setting whose name does not already say its unit.
@@ -45,7 +48,11 @@ INT_SETTINGS: dict[str, tuple[str, int | None]] = {
     "top_k": ("experts", None), "gpus": ("gpus", None), "batch": ("batch", None), "context_len": ("context", None),
     "steps": ("batches", None), "warmup": ("batches", 0), "seed": ("seed", None), "microbatches": ("batch", None)}
 _INT_KEYS = tuple(INT_SETTINGS)
-_STR_KEYS = ("model", "hardware", "policy", "pimoe_unit", "trace", "context_preset", "prefill", "policy_options")
+_STR_KEYS = ("model", "hardware", "policy", "pimoe_unit", "trace", "context_preset", "prefill", "policy_options",
+             "weight_format")
+#: Settings with a fixed set of values (the GPU model and the parallelism).
+_CHOICE_KEYS: dict[str, tuple[str, ...]] = {"gpu_model": ("roofline", "calibrated"), "attention": ("dp", "tp"),
+                                            "experts": ("ep", "tp")}
 _BOOL_KEYS = ("early_loads",)
 #: Early-load rules a grid may name besides true (the policy's default rule) and false (off).
 _EARLY_LOAD_RULES = ("cheaper", "paper", "off")
@@ -58,7 +65,7 @@ SERVE_KEYS: tuple[str, ...] = (
     "requests",
     "arrival_window_s", "cv", "lengths", "prompt_tokens", "output_tokens", "seed", "max_batch", "token_budget",
     "horizon_s", "ttft_slo_s", "tpot_slo_s", "e2e_slo_s", "attainment", "block_size", "memory_utilization",
-    "max_model_len", "exact", "error_samples")
+    "max_model_len", "exact", "error_samples", "gpu_model", "weight_format")
 #: Defaults of the serving settings a grid leaves out: ``sievesim serve``'s (``requests``: 100, or
 #: a trace's every row; ``rate`` or ``trace`` must be given, or ``--max-rate`` searches the rate).
 SERVE_DEFAULTS: dict[str, Any] = {
@@ -67,7 +74,8 @@ SERVE_DEFAULTS: dict[str, Any] = {
     "requests": None, "arrival_window_s": None, "cv": 1.0, "lengths": "hh-rlhf", "prompt_tokens": None,
     "output_tokens": None, "seed": 0, "max_batch": 256, "token_budget": 2048, "horizon_s": None,
     "ttft_slo_s": 2.0, "tpot_slo_s": 0.05, "e2e_slo_s": None, "attainment": 0.9, "block_size": 16,
-    "memory_utilization": 0.9, "max_model_len": 32768, "exact": False, "error_samples": 20}
+    "memory_utilization": 0.9, "max_model_len": 32768, "exact": False, "error_samples": 20,
+    "gpu_model": "calibrated", "weight_format": None}
 #: Integer serving settings: (lowest, highest, what they count).
 _SERVE_INTS: dict[str, tuple[int, int, str]] = {
     "top_k": (1, 1 << 16, "routed experts per token"), "gpus": (1, 1 << 12, "GPUs in one system"),
@@ -86,7 +94,8 @@ _SERVE_NUMBERS: dict[str, tuple[float, bool, float, str]] = {
     "tpot_slo_s": (0.0, False, 1e12, "seconds"), "e2e_slo_s": (0.0, False, 1e12, "seconds"),
     "attainment": (0.0, False, 1.0, "a share of the requests"),
     "memory_utilization": (0.0, False, 1.0, "a share of the HBM")}
-_SERVE_STRS = ("model", "hardware", "policy", "pimoe_unit", "policy_options", "trace", "lengths")
+_SERVE_STRS = ("model", "hardware", "policy", "pimoe_unit", "policy_options", "trace", "lengths", "gpu_model",
+               "weight_format")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -123,6 +132,20 @@ def _value_problem(key: str, v: Any) -> str | None:
         return "a number of microseconds in [0, 1e6)"
     if key == "prefill" and not isinstance(v, str):
         return "a string P:L (P prefill requests of L prompt tokens)"
+    return _choice_problem(key, v)
+
+
+def _choice_problem(key: str, v: Any) -> str | None:
+    """A GPU model, parallelism or weight-format value that is not one of its kind, or None."""
+    if key in _CHOICE_KEYS and v not in _CHOICE_KEYS[key]:
+        return "one of " + ", ".join(_CHOICE_KEYS[key])
+    if key == "weight_format" and v is not None:
+        from .errors import ConfigError
+        from .formats import parse_weight_formats
+        try:
+            parse_weight_formats(v, key)
+        except ConfigError as exc:
+            return str(exc).split("expected ", 1)[-1]
     return None
 
 
@@ -145,7 +168,7 @@ def _serve_value_problem(key: str, v: Any) -> str | None:
         return "a string"
     if key == "exact" and not isinstance(v, bool):
         return "true or false"
-    return None
+    return _choice_problem(key, v)
 
 
 @dataclass(frozen=True)

@@ -90,7 +90,8 @@ def simulator_for(settings: Mapping[str, Any]) -> Any:
         block_size=int(s["block_size"]), memory_utilization=float(s["memory_utilization"]),
         max_model_len=int(s["max_model_len"]), exact=bool(s["exact"]), error_samples=int(s["error_samples"]),
         seed=int(s["seed"]), top_k=s["top_k"], pimoe_unit=s["pimoe_unit"] if policy == "pimoe" else None,
-        policy_options=dict(_policy_kwargs(s["policy_options"])))
+        policy_options=dict(_policy_kwargs(s["policy_options"])), gpu_model=s["gpu_model"],
+        weight_format=s["weight_format"])
 
 
 def _lengths(s: Mapping[str, Any]) -> str | None:

@@ -14,7 +14,8 @@ from sievesim.system.chrome import chrome_trace
 
 @pytest.fixture(scope="module")
 def step():
-    return simulate_step("qwen3-30b-a3b", gpus=2, batch=8, policy="sieve", warmup=1)
+    # the paper's roofline: a step with experts on both sides (what the trace's arguments are checked on)
+    return simulate_step("qwen3-30b-a3b", gpus=2, batch=8, policy="sieve", warmup=1, gpu_model="roofline")
 
 
 @pytest.fixture(scope="module")

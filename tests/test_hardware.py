@@ -109,8 +109,11 @@ def test_system_spec():
         sys_.experts_per_gpu(130)
     with pytest.raises(ConfigError, match="num_gpus = 0"):
         SystemSpec(get_hardware("b200"), num_gpus=0)
-    with pytest.raises(ConfigError, match="attention = 'tp'"):
-        SystemSpec(get_hardware("b200"), num_gpus=2, attention="tp")
+    assert SystemSpec(get_hardware("b200"), num_gpus=2, attention="tp", experts="tp").experts == "tp"
+    with pytest.raises(ConfigError, match="attention = 'sp'"):
+        SystemSpec(get_hardware("b200"), num_gpus=2, attention="sp")
+    with pytest.raises(ConfigError, match="experts = 'tp'"):
+        SystemSpec(get_hardware("b200"), num_gpus=2, experts="tp")       # needs tensor-parallel attention
 
 
 @pytest.mark.parametrize("name", PRESETS)

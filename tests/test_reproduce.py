@@ -99,7 +99,9 @@ def test_step_records_run_the_step_once_and_resume(tmp_path):
     opts = rp.FigureOptions(quick=True, out_dir=str(tmp_path))
     rows = rp.step_records("figx", points, opts)
     assert [r["batch"] for r in rows] == [1, 8]
-    assert rows[1]["step_time_s"] == step_point({**points[1], "steps": 1})["step_time_s"]
+    # reproduce runs the paper's roofline GPU
+    assert rows[1]["step_time_s"] == step_point({**points[1], "steps": 1, "gpu_model": "roofline"})["step_time_s"]
+    assert rows[1]["gpu_model"] == "roofline"
     wall = tmp_path / "figx-points" / "wall_clock.jsonl"   # one line per point run
     assert len(wall.read_text().splitlines()) == 2
     assert rp.step_records("figx", points, opts) == rows      # read back, nothing rerun

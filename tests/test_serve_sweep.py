@@ -25,10 +25,11 @@ from sievesim.sweep import RESULTS_CSV, RESULTS_JSONL, WALL_CLOCK_JSONL, run_gri
 #: A small serving setup: short fixed requests, a small batch, two memo error samples; the TPOT
 #: target is tight enough that 20 requests/s meets it and 200 requests/s does not.
 SMALL = {"model": "qwen3-30b-a3b", "requests": 30, "prompt_tokens": 64, "output_tokens": 16, "max_batch": 16,
-         "token_budget": 256, "max_model_len": 512, "error_samples": 2, "tpot_slo_s": 0.0012}
+         "token_budget": 256, "max_model_len": 512, "error_samples": 2, "tpot_slo_s": 0.0012,
+         "gpu_model": "roofline"}     # the SLO sits between the two rates' TPOT under the paper's GPU
 SMALL_FLAGS = ["--model", "qwen3-30b-a3b", "--requests", "30", "--prompt-tokens", "64", "--output-tokens", "16",
                "--max-batch", "16", "--token-budget", "256", "--max-model-len", "512", "--error-samples", "2",
-               "--tpot-slo", "0.0012"]
+               "--tpot-slo", "0.0012", "--gpu-model", "roofline"]
 
 
 def _points(**axes: Any) -> list[dict[str, Any]]:
@@ -53,7 +54,7 @@ def test_a_serve_point_is_serve_json_flattened_and_pool_gives_the_serial_bytes(t
     # the row is `serve --json` of that policy and rate, flattened, with the settings in front
     ref = simulate_serving("qwen3-30b-a3b", rate=200.0, requests=30, prompt_tokens=64, output_tokens=16,
                            lengths=None, max_batch=16, token_budget=256, max_model_len=512, error_samples=2,
-                           tpot_slo_s=0.0012).to_dict()
+                           tpot_slo_s=0.0012, gpu_model="roofline").to_dict()
     flat = flatten_result(ref)
     row = rows[1]
     for key, value in flat.items():
@@ -231,7 +232,7 @@ def test_serve_grid_file(tmp_path, capsys):
     grid = tmp_path / "serve.toml"
     grid.write_text('kind = "serve"\nmodel = "qwen3-30b-a3b"\nrequests = 30\nprompt_tokens = 64\noutput_tokens = 16\n'
                     'max_batch = 16\ntoken_budget = 256\nmax_model_len = 512\nerror_samples = 2\n'
-                    'tpot_slo_s = 0.0012\n[[grid]]\npolicy = "sieve"\nrate = [20, 200]\n'
+                    'tpot_slo_s = 0.0012\ngpu_model = "roofline"\n[[grid]]\npolicy = "sieve"\nrate = [20, 200]\n'
                     '[[grid]]\npolicy = "noexp"\nrate = 20\n')
     kind, products = read_grid_file(grid)
     assert kind is SERVE

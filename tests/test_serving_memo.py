@@ -58,7 +58,7 @@ def test_the_correction_prices_the_spread_of_contexts(model_hw):
 def test_the_memo_prices_the_gpu_that_holds_the_most(model_hw):
     """Two GPUs, one holding the long requests: a layer waits for that GPU's attention."""
     pricer = IterationPricer(*model_hw, gpus=2, policy="sieve", max_batch=64, max_prefill_tokens=256,
-                             max_context=4096)
+                             max_context=4096, gpu_model="roofline")    # no fixed costs to dilute the attention
     ctx = np.concatenate([np.full(16, 1500), np.full(16, 100)]).astype(np.int64)
     gpu = np.repeat([0, 1], 16).astype(np.int64)
     none = np.zeros(0, dtype=np.int64)

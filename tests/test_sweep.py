@@ -249,13 +249,15 @@ def test_progress_bar_on_a_terminal_and_lines_otherwise(tmp_path):
 
 
 def test_top_k_is_a_setting_and_old_sweeps_keep_their_point_ids(tmp_path):
-    """A point without top_k has the id it had before the setting existed, so that such a sweep
-    resumes; with it, the model draws that many experts per token."""
+    """A point without top_k (or weight_format) has the id it would have without the setting, so that
+    such a sweep resumes; with it, the model draws that many experts per token. The GPU model is
+    always part of the id: a sweep begun under the roofline is not resumed under the calibrated GPU."""
     import hashlib
 
     settings = expand_grid([{"model": ["qwen3-30b-a3b"], "batch": [16]}])[0]
     assert settings["top_k"] is None
-    before = {k: settings[k] for k in settings if k != "top_k"}   # the key set of the earlier release
+    assert settings["gpu_model"] == "calibrated"
+    before = {k: settings[k] for k in settings if k not in ("top_k", "weight_format")}
     assert point_id(settings) == hashlib.sha1(json.dumps(before, sort_keys=True).encode()).hexdigest()[:12]
     points = expand_grid([{"model": ["qwen3-30b-a3b"], "batch": [16], "top_k": [4, 8]}])
     assert len({point_id(p) for p in points}) == 2

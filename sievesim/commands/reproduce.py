@@ -25,6 +25,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int_arg("seed"), default=0, help="seed of every random draw (default 0)")
     p.add_argument("--jobs", type=int_arg("threads"), default=1, metavar="N",
                    help="worker processes for figures that run the executed step (default 1)")
+    p.add_argument("--gpu-model", default="roofline", metavar="NAME",
+                   help="GPU model of every executed step: roofline (default: the Sieve paper's, as the paper "
+                        "evaluates) or calibrated (kernels priced from published GPU measurements; files "
+                        "NAME-calibrated.*), to see whether the paper's conclusions survive real GPUs")
     p.add_argument("--quiet", action="store_true",
                    help="no progress bars (they show only on a terminal, with sievesim[progress])")
     p.set_defaults(func=_run)
@@ -38,9 +42,13 @@ def _run(args: argparse.Namespace) -> int:
 
     progress = sys.stderr if not args.quiet and is_terminal(sys.stderr) else None
     reports = reproduce(args.figure, args.out, quick=args.quick, traces=args.trace, seed=args.seed,
-                        jobs=args.jobs, progress=progress)
+                        jobs=args.jobs, progress=progress, gpu_model=args.gpu_model)
     if args.json:
         print(json.dumps([r for rep in reports for r in rep.data.records]))
         return 0
+    model = ("the Sieve paper's roofline (Duplex's: max(flops / peak, bytes / bandwidth) per GPU op)"
+             if args.gpu_model == "roofline" else "calibrated (kernels priced from published GPU measurements; "
+                                                   "docs/hardware.md)")
+    print(f"GPU model of every executed step: {model}\n")
     print("\n\n".join(format_report(rep) for rep in reports))
     return 0

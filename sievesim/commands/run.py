@@ -61,6 +61,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--policy-option", action="append", default=[], metavar="KEY=VALUE",
                    help="constructor argument of the policies that take it, e.g. include_attention=false "
                         "(Sieve's variant without attention in T_PIM); repeatable")
+    from ._gpu_args import add_gpu_args
+    add_gpu_args(p)
     p.add_argument("--no-energy", action="store_true",
                    help="leave out energy_j, its breakdown and tokens_per_joule (docs/energy.md)")
     p.add_argument("--json", action="store_true", help="JSON: one object (one policy) or a list")
@@ -134,6 +136,7 @@ def _run(args: argparse.Namespace) -> int:
     from ..progress import progress_bar
     from ..system import StepSimulator
     from ..system.chrome import write_chrome_trace
+    from ._gpu_args import gpu_kwargs
 
     names = _policies(args.policy)
     if args.chrome_trace and len(names) != 1:
@@ -170,7 +173,7 @@ def _run(args: argparse.Namespace) -> int:
                             early_loads="off" if args.no_early_loads else args.early_loads,
                             pipelined_gemm=not args.sequential_gemm, microbatches=args.microbatches,
                             contention=not args.no_contention, policy_options=per_policy[name],
-                            scheduler_latency_s=latency_s, energy=not args.no_energy)
+                            scheduler_latency_s=latency_s, energy=not args.no_energy, **gpu_kwargs(args))
         results.append(sim.run(steps=args.steps, warmup=args.warmup, on_step=bar.update))
     bar.close()
     if args.chrome_trace:
@@ -208,11 +211,20 @@ def _add_speedups(records: list[dict[str, Any]]) -> None:
                 r[f"speedup_over_{ref.replace('-', '_')}"] = by_name[ref]["step_time_s"] / r["step_time_s"]
 
 
+def _gpu_words(r: dict[str, Any]) -> str:
+    """The GPU model, parallelism and formats of a record, in words (every output says them)."""
+    model = {"roofline": "the paper's roofline", "calibrated": "calibrated"}[r["gpu_model"]]
+    par = f"attention {r['attention']}, experts {r['experts']}"
+    formats = f"weights {r['weight_format']}, experts {r['expert_format']}, KV {r['kv_format']}"
+    return f"GPU model: {model} ({par}; {formats})"
+
+
 def _print_table(records: list[dict[str, Any]], model: Any, hw: Any) -> None:
     r0 = records[0]
     print(f"{model.name} (top-{model.top_k}) on {r0['gpus']} x {hw.name}, B = {r0['batch']}"
           + (f" + {r0['prefill_requests']} prefill x {r0['prefill_len']} tokens" if r0["prefill_requests"] else "")
-          + f", context {r0['context']}, routing {r0['routing']}, seed {r0['seed']}; "
+          + f", context {r0['context']}, routing {r0['routing']}, seed {r0['seed']}, "
+            f"{_gpu_words(r0)}; "
             f"mean of {r0['steps']} step(s) after {r0['warmup']} warm-up step(s)"
           + ("; std_ms and min-max_ms: the spread of the executed step over the measured steps" if r0["steps"] > 1
              else ""))

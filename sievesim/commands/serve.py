@@ -22,7 +22,8 @@ POINT_SETTINGS = {
     "output_tokens": "output_tokens", "seed": "seed", "max_batch": "max_batch", "token_budget": "token_budget",
     "horizon": "horizon_s", "ttft_slo": "ttft_slo_s", "tpot_slo": "tpot_slo_s", "e2e_slo": "e2e_slo_s",
     "attainment": "attainment", "block_size": "block_size", "memory_utilization": "memory_utilization",
-    "max_model_len": "max_model_len", "exact": "exact", "error_samples": "error_samples"}
+    "max_model_len": "max_model_len", "exact": "exact", "error_samples": "error_samples",
+    "gpu_model": "gpu_model", "weight_format": "weight_format"}
 #: Options of ``serve`` that are not a setting shared by every policy's point (set per policy, by the
 #: search, or outputs).
 NOT_POINT_SETTINGS = ("policy", "pimoe_unit", "policy_option", "rate", "trace", "max_rate", "bisect_steps", "out",
@@ -93,6 +94,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="write one row per iteration: batch, prefill, queue, KV use (one policy)")
     p.add_argument("--plot", default=None, metavar="FILE",
                    help="PNG: decode batch and KV use over time, one line per policy")
+    from ._gpu_args import add_gpu_args
+    add_gpu_args(p, parallelism=False)
     p.add_argument("--json", action="store_true", help="JSON: one object (one policy) or a list")
     p.set_defaults(func=_serve)
 
@@ -158,7 +161,8 @@ def _serve(args: argparse.Namespace) -> int:
             block_size=args.block_size, memory_utilization=args.memory_utilization,
             max_model_len=args.max_model_len, exact=args.exact, error_samples=args.error_samples, seed=args.seed,
             top_k=args.top_k, pimoe_unit=args.pimoe_unit if name == "pimoe" else None,
-            policy_options=per_policy[name], prefill_gpus=args.prefill_gpus)
+            policy_options=per_policy[name], prefill_gpus=args.prefill_gpus, gpu_model=args.gpu_model,
+            weight_format=args.weight_format)
         if bracket:
             found = max_rate_under_slos(sim, requests=args.requests or 100, lo=bracket[0], hi=bracket[1],
                                         steps=args.bisect_steps, seed=args.seed, cv=args.cv, lengths=lengths,

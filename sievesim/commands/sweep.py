@@ -82,7 +82,24 @@ SERVE_FLAGS = {
 }
 #: Settings of decode-step points only (no serving point takes them).
 _STEP_ONLY = ("batch", "context_len", "context_preset", "prefill", "steps", "warmup", "microbatches",
-              "early_loads", "scheduler_latency_us")
+              "early_loads", "scheduler_latency_us", "attention", "experts")
+
+
+def _choice_list(key: str, sep: str = ",") -> Callable[[str], list[Any]]:
+    """argparse ``type=`` for separated values of ``key`` (GPU model, parallelism, formats), each
+    checked as a grid file's value is."""
+    from ..grid import _choice_problem
+
+    def parse(text: str) -> list[Any]:
+        parts = [x.strip() for x in text.split(sep)]
+        if not text.strip() or any(not x for x in parts) or len(parts) > MAX_LIST:
+            raise field_error("value", text, f"1 to {MAX_LIST} values separated by {sep!r}")
+        for x in parts:
+            problem = _choice_problem(key, x)
+            if problem is not None:
+                raise field_error("value", x, problem)
+        return parts
+    return _arg_type(parse, "list")
 _ASCII_INT = re.compile(r"[+-]?[0-9]{1,30}")
 
 
@@ -150,6 +167,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--policy-option", action="append", default=[], metavar="KEY=VALUE",
                    help="one constructor argument of the policies, as run --policy-option (repeatable; "
                         "all of them make one set: --policy-options for several sets)")
+    p.add_argument("--gpu-model", type=_choice_list("gpu_model"), metavar="NAME,...",
+                   help="GPU timing models: calibrated (default) or roofline (the Sieve paper's)")
+    p.add_argument("--attention", type=_choice_list("attention"), metavar="dp,tp",
+                   help="attention data-parallel (dp, default) or tensor-parallel (tp); decode-step sweeps")
+    p.add_argument("--experts", type=_choice_list("experts"), metavar="ep,tp",
+                   help="routed experts expert-parallel (ep, default) or tensor-parallel (tp, with attention tp)")
+    p.add_argument("--weight-format", type=_choice_list("weight_format", sep=";"), metavar="SPEC;...",
+                   help="storage formats, one set per value, sets separated by ';' (e.g. 'experts=mxfp4;fp8')")
     p.add_argument("--kind", choices=("step", "serve"), default=None,
                    help="what a point is: step = one decode step (default), serve = one serving run (sievesim "
                         "serve); a grid file says it with kind = \"serve\"")

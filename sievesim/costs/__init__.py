@@ -30,6 +30,8 @@ from .context import (CostBreakdown, CostContext, _DEFAULT_IDS, _get, _organisat
                       default_ids, default_layer, moe_layer_index, pim_organisation, pim_peak_flops, validate_counts)
 from .gpu import (CommBreakdown, GpuWork, _layer_kind, attention_shape, comm_time_s, dispatch_pairs_from_routing,
                   gpu_roofline_time_s, non_moe_work)
+from .gpu_model import (DEFAULT_GPU_MODEL, GPU_MODELS, CalibratedGpuModel, GpuModel, RooflineGpuModel,
+                        attention_node_kind, gpu_model)
 from .pim_cost import (DEFAULT_CONTEXT_LEN, UNITS, AttentionShape, PimCostModel, PimCostTable, PimOrganisation,
                        RooflinePimCost, _expert_time_array)
 
@@ -54,4 +56,11 @@ __all__ = [
     "moe_layer_index",
     "pim_organisation",
     "build_context",
+    "GPU_MODELS",
+    "DEFAULT_GPU_MODEL",
+    "GpuModel",
+    "RooflineGpuModel",
+    "CalibratedGpuModel",
+    "gpu_model",
+    "attention_node_kind",
 ]

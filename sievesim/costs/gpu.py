@@ -158,5 +158,6 @@ def non_moe_work(model: Any, layer: int, local_tokens: int) -> GpuWork:
     n_ops = 3 + (1 if shared_params else 0)  # attention projections, router, norms (+ shared experts)
     act_bytes = b * h * dtype * 2.0 * n_ops
     kv_write = b * float(model.kv_bytes_per_token(layer))
-    weight_bytes = (attn_params + router_params) * dtype + shared_params * ebytes
+    wbytes = float(getattr(model, "dense_bytes_per_param", dtype))
+    weight_bytes = (attn_params + router_params) * wbytes + shared_params * ebytes
     return GpuWork(flops, weight_bytes + act_bytes + kv_write)

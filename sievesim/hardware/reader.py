@@ -22,7 +22,11 @@ _TYPE_WORDS = {"float": ("a number", lambda v: _is_number(v)), "int": ("an integ
 
 
 def _closest(key: str, names: Any, prefix: str = "") -> str:
-    close = difflib.get_close_matches(str(key), list(names), n=2, cutoff=0.6)
+    names = list(names)
+    words = sorted(str(key).lower().split("_"))
+    same_words = [n for n in names if sorted(n.split("_")) == words]     # peak_bf16_flops -> peak_flops_bf16
+    close = same_words + [n for n in difflib.get_close_matches(str(key), names, n=3, cutoff=0.6) if n not in same_words]
+    close = close[:3]
     return f" (did you mean {', '.join(prefix + c for c in close)}?)" if close else ""
 
 

@@ -31,7 +31,8 @@ def _is_number(value: Any) -> bool:
 # figures (ridge point, PIM peak) stay finite and a typo is named where it was made.
 _UPPER = {"FLOP/s": 1e21, "bytes/s": 1e18, "bytes/s per direction": 1e18, "bytes": 2.0**50,
           "HBM stacks per GPU": 64, "experts": 1 << 16, "MACs per PU per command": 4096,
-          "internal / external bandwidth": 1e4, "bytes per PIM channel": 2**30, "bytes per weight element": 16}
+          "internal / external bandwidth": 1e4, "bytes per PIM channel": 2**30, "bytes per weight element": 16,
+          "tokens per tile": 4096}
 #: Physical floors of the rates and sizes: far below any machine simulated here (a GPU does 1e14
 #: FLOP/s, an HBM stack 1e12 bytes/s, a link 1e10), so that a typo such as 1e-300 is refused
 #: instead of turning times into inf or nan.
@@ -131,6 +132,32 @@ class GPUSpec:
     #: Power the GPU draws whatever it does (leakage, clocks, what the per-operation figures leave
     #: out), watts, over the whole step.
     static_power_w: float | None = None
+    # --- the calibrated GPU model (docs/hardware.md, "The calibrated GPU model"); None: not given ---
+    #: Dense FP8 tensor-core peak, FLOP/s (None: no FP8 tensor cores; FP8 weights compute in bf16).
+    peak_flops_fp8: float | None = None
+    #: Dense FP4 tensor-core peak, FLOP/s (None: no FP4 tensor cores; FP4 weights are dequantised
+    #: and compute at the next format the GPU has, as deployments on it do).
+    peak_flops_fp4: float | None = None
+    #: Launch cost of one kernel replayed in a CUDA graph (the gap before the next dependent
+    #: kernel starts), seconds.
+    kernel_launch_s: float | None = None
+    #: Time a kernel takes beyond its bytes at the achieved bandwidth (ramp and tail: the first
+    #: bytes wait a DRAM latency, the last wave drains), seconds.
+    kernel_ramp_s: float | None = None
+    #: Bandwidth a large memory-bound kernel (a streaming copy, a weight-bound GEMV) reaches, as a
+    #: share of ``hbm_bandwidth_bytes_per_s``.
+    kernel_bandwidth_fraction: float | None = None
+    #: FLOP/s a large GEMM reaches, as a share of the tensor-core peak of its format.
+    kernel_flops_fraction: float | None = None
+    #: Bandwidth a decode-attention kernel reaches over a long KV cache, as a share of
+    #: ``hbm_bandwidth_bytes_per_s``.
+    attention_bandwidth_fraction: float | None = None
+    #: Tokens of one M tile of a grouped GEMM: an expert with t tokens computes ``ceil(t / tile)``
+    #: tiles (padding), tokens.
+    gemm_tile_tokens: int | None = None
+    #: Time a serving engine adds to every iteration per request in the batch (the host's work
+    #: on each request's output that CUDA graphs do not hide), seconds.
+    step_overhead_s_per_request: float | None = None
 
     def __post_init__(self) -> None:
         name_ok = isinstance(self.name, str) and bool(self.name)
@@ -147,6 +174,23 @@ class GPUSpec:
         """Modelled latency [s] of the worst-case decision over ``experts`` experts: every one
         activated and every move tried (:meth:`decision_time_s`)."""
         return self.decision_time_s(experts, experts)
+
+    def peak_flops(self, tensor_core: str = "bf16") -> float:
+        """Dense tensor-core peak [FLOP/s] for a format's class (``bf16``, ``fp8``, ``fp4``). A class
+        the GPU lacks runs as deployments run it there: weights dequantised in the kernel, the math
+        in the widest class it has below (FP4 on Hopper computes in BF16; vLLM's Marlin MXFP4 and
+        NVFP4 kernels, TensorRT-LLM's weight-only kernels)."""
+        if tensor_core == "fp4" and self.peak_flops_fp4 is not None:
+            return self.peak_flops_fp4
+        if tensor_core == "fp8" and self.peak_flops_fp8 is not None:
+            return self.peak_flops_fp8
+        if tensor_core not in ("bf16", "fp8", "fp4"):
+            raise field_error("tensor_core", tensor_core, "one of ['bf16', 'fp8', 'fp4']")
+        return self.peak_flops_bf16
+
+    def calibration_missing(self) -> list[str]:
+        """Fields the calibrated GPU model needs that this GPU leaves out (empty: it can run)."""
+        return [f for f in GPU_KERNEL_FIELDS if getattr(self, f) is None]
 
     @property
     def effective_flops(self) -> float:
@@ -255,9 +299,46 @@ class InterconnectSpec:
     topology: str = "switch"
     #: Energy of one bit sent over a link, picojoules (None: no energy model; docs/energy.md).
     energy_pj_per_bit: float | None = None
+    # --- measured collective curves (the calibrated GPU model); None: not given ---
+    #: Fixed time of one small all-reduce among the GPUs (NCCL, in a CUDA graph), seconds.
+    allreduce_latency_s: float | None = None
+    #: All-reduce bus bandwidth of large messages (nccl-tests' busbw), bytes/s.
+    allreduce_bandwidth_bytes_per_s: float | None = None
+    #: Fixed time of one expert-parallel dispatch or combine (DeepEP-style all-to-all), seconds.
+    alltoall_latency_s: float | None = None
+    #: Bandwidth one GPU reaches sending (and receiving) in a dispatch or combine, bytes/s.
+    alltoall_bandwidth_bytes_per_s: float | None = None
 
     def __post_init__(self) -> None:
         _check_fields(self, "interconnect")
+
+    def allreduce_time_s(self, num_bytes: float, gpus: int) -> float:
+        """One all-reduce of ``num_bytes`` per GPU among ``gpus`` GPUs on the measured curve:
+        ``latency + 2 (G-1)/G x bytes / busbw`` (nccl-tests' bus-bandwidth convention); 0 on one GPU."""
+        if gpus <= 1 or num_bytes <= 0:
+            return 0.0
+        self._need_collectives("allreduce_latency_s", "allreduce_bandwidth_bytes_per_s")
+        return (max(self.allreduce_latency_s, self.latency_s)
+                + 2.0 * (gpus - 1) / gpus * num_bytes / self.collective_bandwidth("allreduce"))
+
+    def alltoall_time_s(self, num_bytes: float) -> float:
+        """One dispatch or combine in which this GPU sends (and receives) ``num_bytes`` on the
+        measured curve: ``latency + bytes / bandwidth``."""
+        self._need_collectives("alltoall_latency_s", "alltoall_bandwidth_bytes_per_s")
+        return max(self.alltoall_latency_s, self.latency_s) + num_bytes / self.collective_bandwidth("alltoall")
+
+    def collective_bandwidth(self, kind: str) -> float:
+        """Bytes/s a collective reaches: its measured figure, never above the link's line rate
+        (``bandwidth_bytes_per_s_per_direction``: a slower link slows it; a faster one needs a new
+        measurement)."""
+        measured = self.allreduce_bandwidth_bytes_per_s if kind == "allreduce" else self.alltoall_bandwidth_bytes_per_s
+        return min(float(measured), self.bandwidth_bytes_per_s_per_direction)
+
+    def _need_collectives(self, *names: str) -> None:
+        missing = [n for n in names if getattr(self, n) is None]
+        if missing:
+            raise field_error(f"interconnect.{missing[0]}", None, "a measured value for the calibrated GPU model "
+                              f"(also needed: {', '.join(missing[1:]) or 'nothing else'}; docs/hardware.md)")
 
     def transfer_time_s(self, num_bytes: float) -> float:
         """Seconds to send ``num_bytes`` from one GPU: ``latency_s + bytes / bandwidth`` (0 for 0 bytes)."""
@@ -341,7 +422,8 @@ class HardwareSpec:
 
 @dataclass(frozen=True)
 class SystemSpec:
-    """``num_gpus`` identical nodes: attention data-parallel (``"dp"``), routed experts expert-parallel (``"ep"``)."""
+    """``num_gpus`` identical nodes: attention data-parallel (``"dp"``) or tensor-parallel (``"tp"``), routed
+    experts expert-parallel (``"ep"``) or, with tensor-parallel attention, tensor-parallel (``"tp"``)."""
 
     hardware: HardwareSpec
     num_gpus: int
@@ -352,10 +434,14 @@ class SystemSpec:
         if not isinstance(self.hardware, HardwareSpec):
             raise field_error("hardware", self.hardware, "a HardwareSpec", source="system")
         _positive("GPUs in the system", integer=True)("num_gpus", self.num_gpus, "system")
-        if self.attention != "dp":
-            raise field_error("attention", self.attention, "'dp' (data-parallel attention)", source="system")
-        if self.experts != "ep":
-            raise field_error("experts", self.experts, "'ep' (expert parallelism)", source="system")
+        if self.attention not in ("dp", "tp"):
+            raise field_error("attention", self.attention, "'dp' (data-parallel) or 'tp' (tensor-parallel attention)",
+                              source="system")
+        if self.experts not in ("ep", "tp"):
+            raise field_error("experts", self.experts, "'ep' (expert parallelism) or 'tp' (tensor-parallel experts)",
+                              source="system")
+        if self.experts == "tp" and self.attention != "tp":
+            raise field_error("experts", self.experts, "'ep' with data-parallel attention", source="system")
 
     def experts_per_gpu(self, num_experts: int) -> int:
         """Routed experts each GPU owns under EP (``num_experts`` must divide evenly)."""
@@ -389,6 +475,13 @@ def _energy(unit: str, hi: float) -> Any:
     return check
 
 
+#: The GPU fields the calibrated GPU model needs (docs/hardware.md).
+GPU_KERNEL_FIELDS = ("kernel_launch_s", "kernel_ramp_s", "kernel_bandwidth_fraction", "kernel_flops_fraction",
+                     "attention_bandwidth_fraction", "gemm_tile_tokens", "step_overhead_s_per_request")
+#: The interconnect fields the calibrated GPU model needs on more than one GPU.
+COLLECTIVE_FIELDS = ("allreduce_latency_s", "allreduce_bandwidth_bytes_per_s", "alltoall_latency_s",
+                     "alltoall_bandwidth_bytes_per_s")
+
 #: The GPU's energy fields: all of them or none (an energy model needs each one).
 GPU_ENERGY_FIELDS = ("energy_pj_per_flop", "energy_pj_per_hbm_byte", "static_power_w")
 
@@ -418,6 +511,15 @@ _FIELD_CHECKS: dict[type, dict[str, Any]] = {
         "energy_pj_per_flop": _energy("pJ per FLOP", 1e3),
         "energy_pj_per_hbm_byte": _energy("pJ per byte", 1e4),
         "static_power_w": _energy("W", 1e5),
+        "peak_flops_fp8": _optional(_positive("FLOP/s")),
+        "peak_flops_fp4": _optional(_positive("FLOP/s")),
+        "kernel_launch_s": _optional(_latency),
+        "kernel_ramp_s": _optional(_latency),
+        "kernel_bandwidth_fraction": _optional(_fraction),
+        "kernel_flops_fraction": _optional(_fraction),
+        "attention_bandwidth_fraction": _optional(_fraction),
+        "gemm_tile_tokens": _optional(_positive("tokens per tile", integer=True)),
+        "step_overhead_s_per_request": _optional(_latency),
     },
     PIMSpec: {
         "dram_config": _dram_config_name,
@@ -438,6 +540,10 @@ _FIELD_CHECKS: dict[type, dict[str, Any]] = {
         "latency_s": _latency,
         "topology": _one_of(TOPOLOGIES),
         "energy_pj_per_bit": _energy("pJ per bit", 1e3),
+        "allreduce_latency_s": _optional(_latency),
+        "allreduce_bandwidth_bytes_per_s": _optional(_positive("bytes/s per direction")),
+        "alltoall_latency_s": _optional(_latency),
+        "alltoall_bandwidth_bytes_per_s": _optional(_positive("bytes/s per direction")),
     },
 }
 

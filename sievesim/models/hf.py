@@ -99,11 +99,66 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
     _check_unused_keys(hf, model_type, verified)
     hf.raise_if_any()
     spec = _build(kw, source)
+    formats = formats_from_quantization(raw.get("quantization_config", cfg.get("quantization_config")), source)
+    if formats:
+        spec = spec.with_formats(formats)
     if not verified:
         warnings.warn(f"{source}: model_type {model_type or '?'!r} is an unverified family: every structural key "
                       "was understood, but its parameter counts were not checked against published figures",
                       UnverifiedFamilyWarning, stacklevel=2)
     return spec
+
+
+#: ``quant_method`` values read from ``quantization_config`` (others: a warning, weights stay bf16).
+QUANT_METHODS = ("mxfp4", "fp8", "modelopt")
+
+
+class UnknownQuantizationWarning(UserWarning):
+    """A ``quantization_config`` whose method sievesim does not read: the weights stay bf16."""
+
+
+def formats_from_quantization(qc: Any, source: str = "config.json") -> dict[str, str]:
+    """The storage formats a Hugging Face ``quantization_config`` declares, by part (``experts``,
+    ``weights``, ``kv``; :mod:`sievesim.formats`).
+
+    * ``quant_method = "mxfp4"`` (GPT-OSS): the routed experts in MXFP4; attention, router,
+      embedding and LM head stay bf16 (its ``modules_to_not_convert``).
+    * ``quant_method = "fp8"`` (DeepSeek-V3/R1, Qwen3-FP8): every linear weight in FP8, with
+      128 x 128 block scales when ``weight_block_size`` says so.
+    * ``quant_method = "modelopt"`` with ``quant_algo`` NVFP4 or FP8 (NVIDIA's FP4 checkpoints):
+      the experts in that format (and the other linear weights unless ``exclude_modules`` names
+      attention), ``kv_cache_quant_algo = "FP8"``: an FP8 KV cache.
+    """
+    if qc is None:
+        return {}
+    if not isinstance(qc, Mapping):
+        raise field_error("quantization_config", qc, "a table (the checkpoint's quantisation)", source=source)
+    method = str(qc.get("quant_method", "")).lower()
+    if method == "mxfp4":
+        return {"experts": "mxfp4"}
+    if method == "fp8":
+        block = qc.get("weight_block_size")
+        fmt = "fp8-block" if block else "fp8"
+        if block is not None and list(block) != [128, 128]:
+            raise field_error("quantization_config.weight_block_size", block, "[128, 128] (the block scales "
+                              "sievesim's fp8-block format counts)", source=source)
+        return {"experts": fmt, "weights": fmt}
+    if method == "modelopt":
+        algo = str(qc.get("quant_algo", "")).upper()
+        fmt = {"NVFP4": "nvfp4", "FP8": "fp8"}.get(algo)
+        if fmt is None:
+            raise field_error("quantization_config.quant_algo", qc.get("quant_algo"), "NVFP4 or FP8", source=source)
+        out = {"experts": fmt}
+        excluded = " ".join(str(x) for x in qc.get("exclude_modules", qc.get("ignore", [])) or [])
+        if "attn" not in excluded and "attention" not in excluded:
+            out["weights"] = fmt
+        if str(qc.get("kv_cache_quant_algo", "")).upper() == "FP8":
+            out["kv"] = "fp8"
+        return out
+    warnings.warn(f"{source}: quantization_config.quant_method = {qc.get('quant_method')!r} is not read "
+                  f"(one of {list(QUANT_METHODS)}): the weights are taken as bf16; set the formats with "
+                  "--weight-format", UnknownQuantizationWarning, stacklevel=3)
+    return {}
 
 
 # ====================================================================== stages of the reading

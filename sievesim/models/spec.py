@@ -87,6 +87,17 @@ class ModelSpec(WeightCounts, CacheSizes):
     kv_dtype_bytes: float | None = None
     #: Bytes per element of the linear-attention recurrent state (often fp32 = 4); None = dtype_bytes.
     state_dtype_bytes: float | None = None
+    #: Per-part override: bytes per non-expert linear weight (attention projections, dense MLPs,
+    #: router); None = dtype_bytes. Embedding and LM head stay at ``dtype_bytes`` (checkpoints keep
+    #: them unquantised).
+    weight_dtype_bytes: float | None = None
+    #: Storage format of the routed/shared experts (:mod:`sievesim.formats`; e.g. ``"mxfp4"``);
+    #: None = bf16 (or whatever ``expert_dtype_bytes`` says, computed in bf16).
+    expert_format: str | None = None
+    #: Storage format of the non-expert linear weights; None = bf16.
+    weight_format: str | None = None
+    #: Storage format of the KV cache (``"bf16"`` or ``"fp8"``); None = bf16.
+    kv_format: str | None = None
     # --- attention details (parameter counting) ---
     #: q/k/v/o projections carry biases (GPT-OSS).
     attention_bias: bool = False
@@ -187,6 +198,21 @@ class ModelSpec(WeightCounts, CacheSizes):
                     and self.linear_num_value_heads % self.linear_num_key_heads:
                 raise field_error("linear_num_value_heads", self.linear_num_value_heads,
                                   f"a multiple of linear_num_key_heads = {self.linear_num_key_heads}", source=src)
+        for fmt_field, bytes_field in _FORMAT_FIELDS.items():   # a format fixes its bytes
+            fmt = getattr(self, fmt_field)
+            if fmt is None:
+                continue
+            from ..formats import get_format
+            want = get_format(fmt).bytes_per_element
+            have = getattr(self, bytes_field)
+            object.__setattr__(self, fmt_field, get_format(fmt).name)
+            if have is None:
+                object.__setattr__(self, bytes_field, want)
+            else:
+                with problems.check():
+                    if not math.isclose(have, want, rel_tol=1e-12):
+                        raise field_error(bytes_field, have, f"{want:g} bytes per element, as {fmt_field} = "
+                                          f"{fmt!r} stores (or leave {bytes_field} out)", source=src)
         problems.raise_if_any()
 
     # ------------------------------------------------------------------ layers
@@ -218,6 +244,72 @@ class ModelSpec(WeightCounts, CacheSizes):
 
 
     # ------------------------------------------------------------------ variants
+    def with_formats(self, formats: Mapping[str, str]) -> "ModelSpec":
+        """This model with the storage formats of some parts replaced (``{"experts": "mxfp4",
+        "weights": "fp8", "kv": "fp8"}``, :data:`sievesim.formats.FORMAT_PARTS`); the bytes follow."""
+        from ..formats import FORMAT_PARTS, get_format
+        changes: dict[str, Any] = {}
+        for part, fmt in formats.items():
+            if part not in FORMAT_PARTS:
+                raise field_error("formats", part, f"one of {list(FORMAT_PARTS)}")
+            name = get_format(fmt, f"{part} format").name
+            fmt_field = {"experts": "expert_format", "weights": "weight_format", "kv": "kv_format"}[part]
+            changes[fmt_field] = name
+            changes[_FORMAT_FIELDS[fmt_field]] = None
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def expert_tensor_core(self) -> str:
+        """Tensor-core class the experts' format asks for (``bf16``, ``fp8``, ``fp4``)."""
+        from ..formats import get_format
+        return get_format(self.expert_format).tensor_core if self.expert_format else "bf16"
+
+    @property
+    def weight_tensor_core(self) -> str:
+        """Tensor-core class the non-expert weights' format asks for."""
+        from ..formats import get_format
+        return get_format(self.weight_format).tensor_core if self.weight_format else "bf16"
+
+    def tensor_shard(self, shards: int, *, attention: bool = True, experts: bool = False) -> "ModelSpec":
+        """One GPU's share of this model under tensor parallelism over ``shards`` GPUs, as a model of
+        its own: attention split by heads (query heads / shards; KV heads / shards, or one
+        replicated head when there are fewer KV heads than GPUs; MLA's latent and its down
+        projections replicated, as vLLM and SGLang do), dense MLPs and shared experts split by their
+        intermediate size, the vocabulary split (vocabulary-parallel embedding and LM head); with
+        ``experts`` every routed expert split by its intermediate size too. Routing is unchanged.
+        Raises :class:`ConfigError` naming a width that does not divide."""
+        from .._validate import check_int
+        check_int("tensor-parallel shards", shards, "gpus")
+        if shards == 1:
+            return self
+        changes: dict[str, Any] = {"name": f"{self.name} (1/{shards} tensor shard)"}
+
+        def split(fname: str, what: str) -> None:
+            value = getattr(self, fname)
+            if value and value % shards:
+                raise field_error(fname, value, f"a multiple of the {shards} GPUs it is split over ({what})",
+                                  source=f"model {self.name!r}")
+            changes[fname] = value // shards
+
+        if attention:
+            split("num_attention_heads", "tensor-parallel attention splits the query heads")
+            if "mla" not in self.layer_attention:
+                changes["num_kv_heads"] = max(1, self.num_kv_heads // shards) if self.num_kv_heads >= shards else 1
+                if self.num_kv_heads >= shards and self.num_kv_heads % shards:
+                    raise field_error("num_kv_heads", self.num_kv_heads, f"a multiple of the {shards} GPUs, or fewer "
+                                      "(each GPU then keeps one replicated KV head)", source=f"model {self.name!r}")
+            else:
+                changes["num_kv_heads"] = changes["num_attention_heads"]
+            if "linear" in self.layer_attention:
+                split("linear_num_key_heads", "tensor-parallel linear attention splits its heads")
+                split("linear_num_value_heads", "tensor-parallel linear attention splits its heads")
+            split("dense_intermediate_size", "tensor-parallel MLPs split their intermediate size")
+            split("shared_expert_intermediate_size", "tensor-parallel shared experts split their intermediate size")
+            changes["vocab_size"] = -(-self.vocab_size // shards)
+        if experts:
+            split("moe_intermediate_size", "tensor-parallel experts split their intermediate size")
+        return dataclasses.replace(self, **changes)
+
     def with_top_k(self, k: int) -> "ModelSpec":
         """A copy that activates ``k`` routed experts per token (validated: ``1 <= k <= num_experts``)."""
         return dataclasses.replace(self, top_k=k)
@@ -283,7 +375,10 @@ _FIELD_BOUND = {"num_layers": "layers", "num_attention_heads": "heads", "num_kv_
                 "linear_num_value_heads": "heads", "num_mtp_layers": "layers"}
 _BOOL_FIELDS = ("tie_word_embeddings", "attention_bias", "attention_sinks", "qk_norm", "attention_output_gate",
                 "expert_bias", "router_bias", "shared_expert_gate")
-_DTYPE_FIELDS = ("dtype_bytes", "expert_dtype_bytes", "kv_dtype_bytes", "state_dtype_bytes")
+_DTYPE_FIELDS = ("dtype_bytes", "expert_dtype_bytes", "kv_dtype_bytes", "state_dtype_bytes", "weight_dtype_bytes")
+#: Each format field and the bytes field it sets.
+_FORMAT_FIELDS = {"expert_format": "expert_dtype_bytes", "weight_format": "weight_dtype_bytes",
+                  "kv_format": "kv_dtype_bytes"}
 
 
 def _is_number(value: Any) -> bool:
@@ -355,6 +450,18 @@ def _field_problems(values: Mapping[str, Any], problems: Problems, src: str) -> 
         check(fname, boolean(fname))
     for fname in _DTYPE_FIELDS:
         check(fname, dtype(fname))
+    def number_format(fname: str) -> Any:
+        def test(value: Any) -> None:
+            if value is not None:
+                from ..formats import get_format
+                try:
+                    get_format(value, fname)
+                except ConfigError as exc:
+                    raise field_error(fname, value, str(exc).split("expected ", 1)[-1], source=src) from None
+        return test
+
+    for fname in _FORMAT_FIELDS:
+        check(fname, number_format(fname))
     check("sliding_window", tokens_or_none("sliding_window", "window"))
     check("attention_chunk_size", tokens_or_none("attention_chunk_size", "chunk"))
     check("source", source)

@@ -19,6 +19,12 @@ class WeightCounts:
         """Bytes per routed/shared-expert weight (``expert_dtype_bytes`` or ``dtype_bytes``)."""
         return self.dtype_bytes if self.expert_dtype_bytes is None else self.expert_dtype_bytes
 
+    @property
+    def dense_bytes_per_param(self) -> float:
+        """Bytes per non-expert linear weight: attention, dense MLP, router (``weight_dtype_bytes``
+        or ``dtype_bytes``)."""
+        return self.dtype_bytes if self.weight_dtype_bytes is None else self.weight_dtype_bytes
+
     # ------------------------------------------------------------------ experts
     @property
     def params_per_expert(self) -> int:
@@ -164,7 +170,12 @@ class WeightCounts:
 
     @property
     def total_bytes(self) -> float:
-        """Bytes of all weights, experts at ``expert_bytes_per_param``, the rest at ``dtype_bytes``."""
+        """Bytes of all weights: experts at ``expert_bytes_per_param``, the other linear weights at
+        ``dense_bytes_per_param``, embedding, LM head and norms at ``dtype_bytes``."""
         expert = self.num_moe_layers * (self.routed_expert_params_per_layer + self.shared_expert_params)
-        return expert * self.expert_bytes_per_param + (self.total_params - expert) * self.dtype_bytes
+        if self.weight_dtype_bytes is None:
+            return expert * self.expert_bytes_per_param + (self.total_params - expert) * self.dtype_bytes
+        edge = self.embedding_params + (0 if self.tie_word_embeddings else self.lm_head_params)
+        return (expert * self.expert_bytes_per_param + edge * self.dtype_bytes
+                + (self.total_params - expert - edge) * self.weight_dtype_bytes)
 

@@ -48,7 +48,8 @@ def fig6(opts: FigureOptions) -> FigureData:
     records = []
     step = {}
     for label, policy, mbs in _FIG6_STRATEGIES:
-        sim = StepSimulator(model, gpus=1, policy=policy, batch=batch, microbatches=mbs, seed=opts.seed)
+        sim = StepSimulator(model, gpus=1, policy=policy, batch=batch, microbatches=mbs, seed=opts.seed,
+                            gpu_model=opts.gpu_model)
         sim.run_step()
         raw = sim.run_step()
         s = raw["schedule"]

@@ -80,6 +80,8 @@ class FigureOptions:
     out_dir: where the figure's files go (:func:`step_records` keeps its points there too).
     jobs: worker processes for :func:`step_records` (1: in this process).
     progress: a terminal stream for progress bars, or None (quiet).
+    gpu_model: the GPU model of every executed step: "roofline" (the paper's, the default) or
+    "calibrated" (docs/hardware.md); a figure under the calibrated model writes NAME-calibrated.*.
     """
 
     quick: bool = False
@@ -88,6 +90,12 @@ class FigureOptions:
     out_dir: str = "figures"
     jobs: int = 1
     progress: Any = field(default=None, compare=False)
+    gpu_model: str = "roofline"
+
+    @property
+    def suffix(self) -> str:
+        """What a figure's file names carry beside the paper's reading ("" under the roofline)."""
+        return "" if self.gpu_model == "roofline" else f"-{self.gpu_model}"
 
 
 @dataclass(frozen=True)
@@ -181,8 +189,8 @@ def step_records(name: str, points: Sequence[dict[str, Any]], opts: FigureOption
     from ..workers import process_pool
 
     fn = point_fn or step_point
-    pts = expand_grid([{k: [v] for k, v in p.items()} for p in points])
-    out = pathlib.Path(opts.out_dir) / f"{name}-points"
+    pts = expand_grid([{k: [v] for k, v in {"gpu_model": opts.gpu_model, **p}.items()} for p in points])
+    out = pathlib.Path(opts.out_dir) / f"{name}{opts.suffix}-points"
     if opts.jobs > 1 and len(pts) > 1:
         with process_pool(min(opts.jobs, len(pts))) as pool:
             run_grid(pts, out, point_fn=fn, executor=pool, force=_grid_changed(out, pts, fn),
@@ -211,7 +219,7 @@ def _grid_changed(out: pathlib.Path, points: Sequence[dict[str, Any]], fn: Calla
 
 def reproduce(name: str, out_dir: str | os.PathLike[str] = "figures", *, quick: bool = False,
               traces: Sequence[str] = (), seed: int = 0, plot: bool = True, jobs: int = 1,
-              progress: Any = None) -> list[FigureReport]:
+              progress: Any = None, gpu_model: str = "roofline") -> list[FigureReport]:
     """Compute figure ``name`` (or ``all``), write ``NAME.csv`` and ``NAME.png`` into ``out_dir``
     and return the reports. An unknown name is a :class:`~sievesim.errors.SievesimError`.
     ``progress``: a terminal stream for progress bars (figures, and the points of the figures that
@@ -232,8 +240,9 @@ def reproduce(name: str, out_dir: str | os.PathLike[str] = "figures", *, quick: 
     out.mkdir(parents=True, exist_ok=True)
     if jobs < 1:
         raise field_error("--jobs", jobs, "a positive number of worker processes")
+    from ..costs.gpu_model import check_gpu_model_name
     opts = FigureOptions(quick=quick, traces=tuple(traces), seed=seed, out_dir=str(out), jobs=jobs,
-                         progress=progress)
+                         progress=progress, gpu_model=check_gpu_model_name(gpu_model, "--gpu-model"))
     reports = []
     from ..progress import progress_bar
     bar = progress_bar(len(names), "reproduce", progress if len(names) > 1 else None, unit="figure",
@@ -245,14 +254,14 @@ def reproduce(name: str, out_dir: str | os.PathLike[str] = "figures", *, quick: 
         bar.update()
         for r in data.records:
             r.setdefault("figure", n)
-        csv_path = out / f"{n}.csv"
+        csv_path = out / f"{n}{opts.suffix}.csv"
         from .._outputs import write_output
         from ..sweep import csv_bytes
         write_output(csv_path, csv_bytes(data.records), "figure CSV")
         png, message = None, ""
         if plot and fig.plot is not None:
             if _have_matplotlib():
-                png = out / f"{n}.png"
+                png = out / f"{n}{opts.suffix}.png"
                 fig.plot(data, png)
             else:
                 message = "no PNG: matplotlib is not installed (pip install 'sievesim[plot]')"

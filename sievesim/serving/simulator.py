@@ -91,6 +91,16 @@ class ServingSimulator:
         if step_options.get("top_k") is not None:
             self.model = self.model.with_top_k(int(step_options.pop("top_k")))
         step_options.pop("top_k", None)
+        weight_format = step_options.pop("weight_format", None)
+        if weight_format is not None:   # on the model itself, so that KV capacity follows the formats too
+            from ..formats import parse_weight_formats
+            self.model = self.model.with_formats(weight_format if isinstance(weight_format, dict)
+                                                 else parse_weight_formats(weight_format, "weight_format"))
+        for key, only in (("attention", "dp"), ("experts", "ep")):
+            if step_options.get(key, only) != only:
+                raise field_error(key, step_options[key], f"{only!r}: serving prices its iterations with data-parallel "
+                                  "attention and expert parallelism (tensor-parallel serving is not modelled; "
+                                  "sievesim run --attention tp prices single steps)")
         self.hw = get_hardware(hardware) if isinstance(hardware, str) or hasattr(hardware, "__fspath__") else hardware
         self.cfg = scheduler or SchedulerConfig()
         self.slo = slo or SloTargets()

@@ -31,8 +31,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..costs import CostContext, non_moe_work
+from ..costs import CostContext, attention_node_kind, non_moe_work
 from . import gpu_ops
+from . import tensor_parallel as tp
 from .dag import Graph
 
 __all__ = ["StepBuild", "LayerBatch", "LayerRouting", "GpuPartition", "add_embedding", "add_attention",
@@ -61,6 +62,7 @@ class StepBuild:
     link_bw: float                  # bytes/s per direction
     link_lat: float                 # s
     dynamic: bool                   # the policy decides at run time (its decision has a latency)
+    gm: Any = None                  # the GPU model (sievesim.costs.gpu_model) pricing GPU and link nodes
     # accumulators
     prev: dict[tuple[int, int], int] = field(default_factory=dict)      # last node of (micro-batch, GPU)
     layer_est: np.ndarray = field(default=None)                         # Equation-1 estimate per layer [s]
@@ -102,8 +104,16 @@ class StepBuild:
         return out
 
     def roof(self, work: gpu_ops.GpuWork) -> float:
-        """GPU roofline time [s] of ``work``."""
+        """GPU roofline time [s] of ``work`` (the estimates beside the executed graph)."""
         return gpu_ops.roofline_s(work, self.sim.hw)
+
+    @property
+    def roofline(self) -> bool:    # the paper's GPU model: its expressions are kept as they were
+        return self.gm.name == "roofline"
+
+    def kernel(self, work: gpu_ops.GpuWork, kind: str, tensor_core: str = "bf16") -> float:
+        """Duration [s] of a GPU node of ``kind`` doing ``work``, under the step's GPU model."""
+        return gpu_ops.roofline_s(work, self.sim.hw) if self.roofline else self.gm.kernel_s(work, kind, tensor_core)
 
     def work(self, work: gpu_ops.GpuWork) -> dict[str, float]:
         """Node metadata of GPU work: its FLOPs and HBM bytes (``nodes()``, the Chrome trace)."""
@@ -116,13 +126,14 @@ class StepBuild:
             tck = self.memo[("tck",)] = self.sim.engine_times.device._base.tck_ns * 1e-9
         return int(round(seconds / tck))
 
-    def cached_work(self, key: tuple, fn: Callable[[], gpu_ops.GpuWork]) -> tuple[float, dict[str, float]]:
+    def cached_work(self, key: tuple, fn: Callable[[], gpu_ops.GpuWork], kind: str,
+                    tensor_core: str = "bf16") -> tuple[float, dict[str, float]]:
         """GPU work that repeats across the layers of one kind, computed once per step: its
-        roofline time [s] and its node metadata (:meth:`work`)."""
+        time [s] as a node of ``kind`` (:meth:`kernel`) and its node metadata (:meth:`work`)."""
         value = self.memo.get(key)
         if value is None:
             work = fn()
-            value = self.memo[key] = (self.roof(work), self.work(work))
+            value = self.memo[key] = (self.kernel(work, kind, tensor_core), self.work(work))
         return value
 
     def cached(self, key: tuple, fn: Callable[[], float]) -> float:
@@ -181,9 +192,10 @@ def add_embedding(b: StepBuild, mb: int) -> None:
     """The embedding lookup of every GPU for micro-batch ``mb``."""
     sim, m = b.sim, b.sim.model
     for g in range(sim.gpus):
-        tokens = int(np.count_nonzero(b.owner[b.mb_rows[mb]] == g))
+        rows = b.owner[b.mb_rows[mb]]
+        tokens = int(rows.size) if sim.tp_attention else int(np.count_nonzero(rows == g))
         work = gpu_ops.embedding(m, tokens)
-        b.prev[(mb, g)] = b.graph.add(f"embedding g{g} mb{mb}", b.roof(work), b.r_gpu_hbm[g], gpu=g,
+        b.prev[(mb, g)] = b.graph.add(f"embedding g{g} mb{mb}", b.kernel(work, "embedding"), b.r_gpu_hbm[g], gpu=g,
                                       layer=-1, kind="embedding", microbatch=mb, tokens=tokens, **b.work(work))
 
 
@@ -195,19 +207,22 @@ def add_attention(b: StepBuild, lb: LayerBatch) -> list[int]:
     post: list[int] = []
     for g in range(sim.gpus):
         lens, pf_lens, tokens = lb.lens_g[g], lb.pf_g[g], lb.tokens_g[g]
-        t_pre, pre_work = b.cached_work(("pre", kind, is_moe, tokens), lambda: gpu_ops.pre_attention(m, layer, tokens))
+        t_pre, pre_work = b.cached_work(("pre", kind, is_moe, tokens), lambda: gpu_ops.pre_attention(m, layer, tokens),
+                                        attention_node_kind("pre_attention", kind, m.qk_norm), m.weight_tensor_core)
         pre = graph.add(f"L{layer} pre-attention g{g}", t_pre, b.r_gpu_hbm[g], [b.prev[(mb, g)]], gpu=g, layer=layer,
                         kind="pre_attention", microbatch=mb, tokens=tokens, **pre_work)
         deps = [pre]
         if sim.gpu_only:
-            t_att = b.cached(("gpu-attn", kind, mb, g), lambda: b.roof(gpu_ops.decode_attention_on_gpu(m, layer, lens)))
+            t_att = b.cached(("gpu-attn", kind, mb, g), lambda: b.roof(gpu_ops.decode_attention_on_gpu(m, layer, lens))
+                             if b.roofline else b.gm.attention_s(gpu_ops.decode_attention_on_gpu(m, layer, lens)))
             deps.append(graph.add(f"L{layer} attention g{g}", t_att, b.r_gpu_hbm[g], [pre],
                                   gpu=g, layer=layer, kind="attention", microbatch=mb, tokens=int(lens.size),
                                   context_tokens=int(lens.sum()),
                                   **b.work(gpu_ops.decode_attention_on_gpu(m, layer, lens))))
         elif lens.size:
             t_att = b.cached(("pim-attn", kind, mb, g), lambda: sim.engine_times.attention_s(kind, lens))
-            node = graph.add(f"L{layer} attention (PIM) g{g}", t_att, b.r_pim[g], [pre],
+            t_att_node = t_att + b.gm.fixed_s("pim_attention")
+            node = graph.add(f"L{layer} attention (PIM) g{g}", t_att_node, b.r_pim[g], [pre],
                              gpu=g, layer=layer, kind="attention", microbatch=mb, tokens=int(lens.size),
                              context_tokens=int(lens.sum()), engine_cycles=b.engine_cycles(t_att),
                              context_lens=lens, attention_kind=kind)
@@ -218,14 +233,15 @@ def add_attention(b: StepBuild, lb: LayerBatch) -> list[int]:
                 b.attn_ratio.setdefault(kind, []).append(t_att / roof_att)
         if pf_lens:
             pf_work = gpu_ops.prefill_attention(m, layer, pf_lens)
-            deps.append(graph.add(f"L{layer} prefill attention g{g}", b.roof(pf_work), b.r_gpu[g],
+            deps.append(graph.add(f"L{layer} prefill attention g{g}", b.kernel(pf_work, "prefill_attention"), b.r_gpu[g],
                                   [pre], gpu=g, layer=layer, kind="prefill_attention", microbatch=mb,
                                   tokens=int(sum(pf_lens)), **b.work(pf_work)))
         t_post, post_work = b.cached_work(("post", kind, is_moe, tokens),
-                                          lambda: gpu_ops.post_attention(m, layer, tokens))
+                                          lambda: gpu_ops.post_attention(m, layer, tokens),
+                                          attention_node_kind("post_attention", kind), m.weight_tensor_core)
         post.append(graph.add(f"L{layer} o-proj+router g{g}", t_post, b.r_gpu_hbm[g], deps, gpu=g, layer=layer,
                               kind="post_attention", microbatch=mb, tokens=tokens, **post_work))
-    return post
+    return tp.add_allreduce(b, lb, post, "attention") if sim.tp_attention else post
 
 
 def add_dense_mlp(b: StepBuild, lb: LayerBatch, post: list[int]) -> None:
@@ -235,10 +251,12 @@ def add_dense_mlp(b: StepBuild, lb: LayerBatch, post: list[int]) -> None:
     for g in range(sim.gpus):
         tokens = lb.tokens_g[g]
         mlp = gpu_ops.dense_mlp(m, tokens)
-        node = b.graph.add(f"L{layer} dense MLP g{g}", b.roof(mlp), b.r_gpu_hbm[g], [post[g]], gpu=g,
+        node = b.graph.add(f"L{layer} dense MLP g{g}", b.kernel(mlp, "dense_mlp", m.weight_tensor_core),
+                           b.r_gpu_hbm[g], [post[g]], gpu=g,
                            layer=layer, kind="dense_mlp", microbatch=mb, tokens=tokens, **b.work(mlp))
         b.prev[(mb, g)] = node
-        b.agg_nodes[layer].append(node)
+        if not sim.tp_attention:
+            b.agg_nodes[layer].append(node)
         work = (gpu_ops.pre_attention(m, layer, tokens) + gpu_ops.post_attention(m, layer, tokens)
                 + gpu_ops.dense_mlp(m, tokens))
         if sim.gpu_only:
@@ -246,6 +264,11 @@ def add_dense_mlp(b: StepBuild, lb: LayerBatch, post: list[int]) -> None:
         else:
             est = max(b.roof(work), sim._learned[lb.kind].attention_time_s(lb.lens_g[g]))
         b.layer_est[layer] = max(b.layer_est[layer], est)
+    if sim.tp_attention:
+        ends = tp.add_allreduce(b, lb, [b.prev[(mb, g)] for g in range(sim.gpus)], "MLP")
+        for g in range(sim.gpus):
+            b.prev[(mb, g)] = ends[g]
+            b.agg_nodes[layer].append(ends[g])
 
 
 def route(b: StepBuild, lb: LayerBatch) -> LayerRouting:
@@ -256,6 +279,9 @@ def route(b: StepBuild, lb: LayerBatch) -> LayerRouting:
     rows = lb.rows
     li = sim._moe_index[lb.layer]
     mb_tokens = int(rows.size)
+    if sim.tp_attention:    # every GPU holds every token: no dispatch
+        counts, lid, own = tp.routing(b, lb, li)
+        return LayerRouting(counts, lid, np.zeros(G), np.zeros(G), 0.0, [0.0] * G, own, mb_tokens)
     if b.ids is not None:
         ids_mb, send_all, recv_all, own_all = _routing_of_microbatch(b, lb)
         lid = ids_mb[:, li, :]
@@ -272,8 +298,12 @@ def route(b: StepBuild, lb: LayerBatch) -> LayerRouting:
         pairs = counts.reshape(G, El).sum(axis=1).astype(np.float64)
         send = recv = pairs * (G - 1) / G
     vec_bytes = m.hidden_size * m.dtype_bytes
-    comm_ag = b.link_lat + (G - 1) * (mb_tokens / G) * K * 8.0 / b.link_bw if G > 1 else 0.0
-    t_disp = [b.link_lat + max(send[g], recv[g]) * vec_bytes / b.link_bw if G > 1 else 0.0 for g in range(G)]
+    if b.roofline:
+        comm_ag = b.link_lat + (G - 1) * (mb_tokens / G) * K * 8.0 / b.link_bw if G > 1 else 0.0
+        t_disp = [b.link_lat + max(send[g], recv[g]) * vec_bytes / b.link_bw if G > 1 else 0.0 for g in range(G)]
+    else:
+        comm_ag = b.gm.allgather_s((mb_tokens / G) * K * 8.0, G)
+        t_disp = [b.gm.alltoall_s(max(send[g], recv[g]) * vec_bytes) if G > 1 else 0.0 for g in range(G)]
     return LayerRouting(counts, lid, send, recv, comm_ag, t_disp, own_counts, mb_tokens)
 
 
@@ -318,12 +348,14 @@ def _routing_of_microbatch(b: StepBuild, lb: LayerBatch) -> tuple[np.ndarray, np
 def add_allgather(b: StepBuild, lb: LayerBatch, post: list[int]) -> list[int]:
     """AllGather of every GPU's routing map after all routers (none on one GPU)."""
     sim, K = b.sim, b.sim.model.top_k
-    if sim.gpus == 1:
+    if sim.gpus == 1 or sim.tp_attention:
         return []
     nodes = []
     for g in range(sim.gpus):
         local_map = lb.tokens_g[g] * K * 8.0
-        nodes.append(b.graph.add(f"L{lb.layer} allgather g{g}", b.link_lat + (sim.gpus - 1) * local_map / b.link_bw,
+        t_ag = (b.link_lat + (sim.gpus - 1) * local_map / b.link_bw if b.roofline
+                else b.gm.allgather_s(local_map, sim.gpus))
+        nodes.append(b.graph.add(f"L{lb.layer} allgather g{g}", t_ag,
                                  b.r_link[g], post, gpu=g, layer=lb.layer, kind="allgather",
                                  microbatch=lb.mb, bytes=(sim.gpus - 1) * local_map))
     return nodes
@@ -331,8 +363,8 @@ def add_allgather(b: StepBuild, lb: LayerBatch, post: list[int]) -> list[int]:
 
 def add_metadata(b: StepBuild, lb: LayerBatch, r: LayerRouting, after: list[int]) -> list[int]:
     """Dispatch metadata of every GPU (after its AllGather, or its router on one GPU)."""
-    sim, m = b.sim, b.sim.model
-    t_meta, work = b.cached_work(("metadata", r.mb_tokens), lambda: gpu_ops.metadata(m, r.mb_tokens, sim.local_experts))
+    sim, m, El = b.sim, b.sim.model, b.sim.local_experts
+    t_meta, work = b.cached_work(("metadata", r.mb_tokens), lambda: gpu_ops.metadata(m, r.mb_tokens, El), "metadata")
     return [b.graph.add(f"L{lb.layer} metadata g{g}", t_meta, b.r_gpu[g], [after[g]], gpu=g,
                         layer=lb.layer, kind="metadata", microbatch=lb.mb, tokens=r.mb_tokens, **work)
             for g in range(sim.gpus)]
@@ -341,7 +373,7 @@ def add_metadata(b: StepBuild, lb: LayerBatch, r: LayerRouting, after: list[int]
 def add_dispatch(b: StepBuild, lb: LayerBatch, r: LayerRouting, meta: list[int]) -> list[int | None]:
     """Token dispatch of every GPU after all metadata (none on one GPU)."""
     G = b.sim.gpus
-    if G == 1:
+    if G == 1 or b.sim.tp_attention:
         return [None] * G
     vec = b.sim.model.hidden_size * b.sim.model.dtype_bytes
     return [b.graph.add(f"L{lb.layer} dispatch g{g}", r.t_disp[g], b.r_link[g], meta, gpu=g,
@@ -355,7 +387,8 @@ def decide(b: StepBuild, lb: LayerBatch, r: LayerRouting, g: int) -> GpuPartitio
     sim, m = b.sim, b.sim.model
     El = sim.local_experts
     layer, kind, mb = lb.layer, lb.kind, lb.mb
-    c = np.asarray(r.counts[g * El:(g + 1) * El], dtype=np.int64)
+    lo = sim.expert_offset(g)
+    c = np.asarray(r.counts[lo:lo + El], dtype=np.int64)
     base = b.memo.get(("ctx", kind, mb, g))
     if base is None:    # the same at every layer of this kind but for T_comm and the layer index
         fixed = non_moe_work(m, layer, lb.tokens_g[g])
@@ -418,7 +451,8 @@ def add_shared_expert(b: StepBuild, lb: LayerBatch, g: int, post: list[int]) -> 
                        b.r_hbm[g], [post[g]], gpu=g, layer=lb.layer, kind="shared_load", microbatch=lb.mb,
                        bytes=float(m.shared_expert_bytes))
     tokens = lb.tokens_g[g]
-    t_gemm, work = b.cached_work(("shared", tokens), lambda: gpu_ops.shared_expert_gemm(m, tokens))
+    t_gemm, work = b.cached_work(("shared", tokens), lambda: gpu_ops.shared_expert_gemm(m, tokens), "shared_gemm",
+                                 m.expert_tensor_core)
     return b.graph.add(f"L{lb.layer} shared-expert GEMM g{g}", t_gemm, b.r_gpu[g],
                        [load], gpu=g, layer=lb.layer, kind="shared_gemm", microbatch=lb.mb, tokens=tokens, **work)
 
@@ -438,7 +472,8 @@ def add_early_load(b: StepBuild, lb: LayerBatch, r: LayerRouting, g: int, p: Gpu
     early = np.zeros(El, dtype=bool)
     if r.own_counts is None:
         return early, None
-    local = r.own_counts[g, g * El:(g + 1) * El]
+    lo = b.sim.expert_offset(g)
+    local = r.own_counts[g, lo:lo + El]
     if b.sim.static_placement == "gpu":     # NoExp, GPU-only: every local expert runs on the GPU
         early = local > 0
     elif b.sim.early_loads == "paper":
@@ -483,8 +518,12 @@ def add_gpu_path(b: StepBuild, lb: LayerBatch, g: int, p: GpuPartition, dec: int
     layer, mb = lb.layer, lb.mb
     flops, io = 2.0 * m.params_per_expert, _expert_io_bytes_per_token(m)
 
-    def compute_s(tokens: float) -> float:
-        return max(flops * tokens / b.flops_s, io * tokens / b.bytes_s)
+    if b.roofline:
+        def compute_s(tokens: float) -> float:
+            return max(flops * tokens / b.flops_s, io * tokens / b.bytes_s)
+    else:   # tile padding per expert, the fused MoE's fixed cost on its first node
+        def compute_s(tokens: float) -> float:
+            return b.gm.grouped_gemm_s(np.array([tokens]), flops, io)
 
     def gemm_work(tokens: int) -> dict[str, float]:
         return {"tokens": tokens, "flops": flops * float(tokens), "bytes": io * float(tokens)}
@@ -492,7 +531,8 @@ def add_gpu_path(b: StepBuild, lb: LayerBatch, g: int, p: GpuPartition, dec: int
     late = p.on_gpu & ~early
     late_ids = np.flatnonzero(late)
     n_late = late_ids.size
-    total_s = compute_s(p.gpu_tokens)
+    total_s = (compute_s(p.gpu_tokens) if b.roofline
+               else b.gm.grouped_gemm_s(p.counts[p.on_gpu], flops, io) + b.gm.fixed_s("gemm"))
     deps = list(after_dispatch)
     if n_late < p.n_gpu:     # some GPU experts were loaded early: the GEMM starts on them
         deps.append(early_node)
@@ -549,20 +589,21 @@ def add_pim_path(b: StepBuild, lb: LayerBatch, g: int, p: GpuPartition, after_di
     part = p.part
     if part.unit is None:
         times = sim.engine_times.experts_s(n_e, None)
-        t_pim = float(_sum(times)) + sim._hand_over_s
+        t_pim = float(_sum(times)) + sim._hand_over_s + b.gm.fixed_s("pim_experts")
         share = None
         b.observed[None].append(n_e)
     else:
         times = sim.engine_times.experts_s(n_e, part.unit)
         busy = np.bincount(np.asarray(part.unit_of)[p.on_pim], weights=times, minlength=sim.org.count(part.unit))
-        t_pim = float(busy.max()) + sim._hand_over_s
+        t_pim = float(busy.max()) + sim._hand_over_s + b.gm.fixed_s("pim_experts")
         share = busy / t_pim if t_pim > 0 else busy
         b.observed.setdefault(part.unit, []).append(n_e)
     tokens = int(_sum(n_e))
     node = b.graph.add(f"L{lb.layer} experts on PIM g{g}", t_pim, b.r_pim[g], after_dispatch,
                        gpu=g, layer=lb.layer, kind="pim_experts", experts=p.on_pim, microbatch=lb.mb, tokens=tokens,
                        flops=2.0 * sim.model.params_per_expert * tokens,
-                       engine_cycles=b.engine_cycles(t_pim - sim._hand_over_s), token_counts=n_e, pim_unit=part.unit)
+                       engine_cycles=b.engine_cycles(t_pim - sim._hand_over_s - b.gm.fixed_s("pim_experts")),
+                       token_counts=n_e, pim_unit=part.unit)
     b.unit_expert_nodes.append((g, node, share))
     return node
 
@@ -573,8 +614,11 @@ def add_combine_aggregate(b: StepBuild, lb: LayerBatch, r: LayerRouting, outs: l
     sim, m = b.sim, b.sim.model
     G, layer, mb = sim.gpus, lb.layer, lb.mb
     all_outs = [n for o in outs for n in o]
+    reduced = tp.add_allreduce(b, lb, all_outs, "experts") if sim.tp_attention and G > 1 else None
     for g in range(G):
-        if G > 1:
+        if reduced is not None:
+            deps = [reduced[g]]
+        elif G > 1:
             comb = b.graph.add(f"L{layer} combine g{g}", r.t_disp[g], b.r_link[g], all_outs, gpu=g,
                                layer=layer, kind="combine", microbatch=mb,
                                bytes=float(max(r.send[g], r.recv[g]) * m.hidden_size * m.dtype_bytes))
@@ -584,7 +628,7 @@ def add_combine_aggregate(b: StepBuild, lb: LayerBatch, r: LayerRouting, outs: l
         if shared_out[g] is not None:
             deps.append(shared_out[g])
         tokens = lb.tokens_g[g]
-        t_agg, agg = b.cached_work(("aggregate", tokens), lambda: gpu_ops.aggregate(m, tokens))
+        t_agg, agg = b.cached_work(("aggregate", tokens), lambda: gpu_ops.aggregate(m, tokens), "aggregate")
         node = b.graph.add(f"L{layer} aggregate g{g}", t_agg, b.r_gpu[g], deps, gpu=g, layer=layer,
                            kind="aggregate", microbatch=mb, tokens=tokens, **agg)
         b.prev[(mb, g)] = node
@@ -597,6 +641,10 @@ def add_lm_head(b: StepBuild, decode_owner: np.ndarray, pf_owner: np.ndarray) ->
     for g in range(sim.gpus):
         logits = int(np.count_nonzero(decode_owner == g)) + int(np.count_nonzero(pf_owner == g))
         head = gpu_ops.lm_head(m, logits)
-        b.graph.add(f"LM head g{g}", b.roof(head), b.r_gpu_hbm[g],
-                    [b.prev[(mb, g)] for mb in range(sim.microbatches)], gpu=g, layer=m.num_layers, kind="lm_head",
-                    tokens=logits, **b.work(head))
+        node = b.graph.add(f"LM head g{g}", b.kernel(head, "lm_head"), b.r_gpu_hbm[g],
+                           [b.prev[(mb, g)] for mb in range(sim.microbatches)], gpu=g, layer=m.num_layers,
+                           kind="lm_head", tokens=logits, **b.work(head))
+        overhead = b.gm.step_overhead_s(logits)
+        if overhead > 0:    # the serving engine's host work of the iteration (calibrated GPU model)
+            b.graph.add(f"engine step overhead g{g}", overhead, b.r_gpu[g], [node], gpu=g, layer=m.num_layers,
+                        kind="step_overhead")

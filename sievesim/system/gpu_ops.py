@@ -2,7 +2,8 @@
 
 Every function returns a :class:`~sievesim.costs.GpuWork` (FLOPs, bytes moved between HBM and
 the GPU) for ``tokens`` tokens on one GPU; :func:`roofline_s` turns it into seconds. Weights
-are read once per kernel; activations are read and written once (``dtype_bytes`` each).
+are read once per kernel (``dense_bytes_per_param``: the non-expert weights' format; the LM head
+at ``dtype_bytes``); activations are read and written once (``dtype_bytes`` each).
 """
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ def pre_attention(model: Any, layer: int, tokens: int) -> GpuWork:
     and convolution), plus the new tokens' KV-cache write."""
     params = model.attention_params_per_layer(layer) - attention_out_params(model, layer)
     flops = 2.0 * tokens * params + 4.0 * tokens * model.hidden_size
-    nbytes = params * model.dtype_bytes + _act(model, tokens, 4.0) + tokens * model.kv_bytes_per_token(layer)
+    nbytes = params * model.dense_bytes_per_param + _act(model, tokens, 4.0) + tokens * model.kv_bytes_per_token(layer)
     return GpuWork(flops, nbytes)
 
 
@@ -52,14 +53,14 @@ def post_attention(model: Any, layer: int, tokens: int) -> GpuWork:
     if model.layer_mlp[layer] == "moe":
         params += model.router_params
     flops = 2.0 * tokens * params + 4.0 * tokens * model.hidden_size
-    return GpuWork(flops, params * model.dtype_bytes + _act(model, tokens, 4.0))
+    return GpuWork(flops, params * model.dense_bytes_per_param + _act(model, tokens, 4.0))
 
 
 def dense_mlp(model: Any, tokens: int) -> GpuWork:
     """The dense SwiGLU FFN of a non-MoE layer (weights read once)."""
     params = model.dense_mlp_params
     inter = 2.0 * tokens * model.dense_intermediate_size * model.dtype_bytes * 2
-    return GpuWork(2.0 * tokens * params, params * model.dtype_bytes + _act(model, tokens) + inter)
+    return GpuWork(2.0 * tokens * params, params * model.dense_bytes_per_param + _act(model, tokens) + inter)
 
 
 def shared_expert_gemm(model: Any, tokens: int) -> GpuWork:

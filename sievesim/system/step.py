@@ -29,7 +29,9 @@ from ..errors import field_error
 from . import figure8 as f8
 from .dag import Contention, Schedule, execute
 from .options import parse_policy_options, parse_prefill
+from .parallelism import ATTENTION_MODES, EXPERT_MODES, check_parallelism, check_pim_formats
 from .pim_costs import EngineTimes, LearnedPimCost, _Ema
+from .budget import _BYTES_PER_GPU_LAYER, StepBudget, step_work_s
 from .result import StepResult
 
 if TYPE_CHECKING:
@@ -62,7 +64,7 @@ def _early_load_rule(value: Any) -> str:
     raise field_error("early_loads", value, f"true, false or one of {', '.join(EARLY_LOAD_RULES)}")
 
 
-class StepSimulator:
+class StepSimulator(StepBudget):
     """Decode steps of ``model`` on ``gpus`` GPUs of ``hardware`` under one policy.
 
     Parameters
@@ -114,6 +116,22 @@ class StepSimulator:
         True (default): the grouped GEMM streams the next expert's weights while it computes (about
         max(loads, compute) plus one expert's tail); False: all weights, then the GEMM (their sum),
         for comparison.
+    attention, experts:
+        How the GPUs split the work: attention ``"dp"`` (data-parallel, the paper's: B/G requests
+        per GPU, each with every head) or ``"tp"`` (tensor-parallel: every GPU sees every request
+        and holds 1/G of the heads, :meth:`~sievesim.models.ModelSpec.tensor_shard`, with an
+        all-reduce after the attention and after the MoE); experts ``"ep"`` (expert parallelism,
+        E/G experts per GPU) or ``"tp"`` (every expert split over the GPUs by its intermediate
+        size; only with tensor-parallel attention).
+    gpu_model:
+        ``"roofline"`` (the Sieve paper's: every GPU op at ``max(flops / peak, bytes / bw)``, links at
+        ``latency + bytes / bw``) or ``"calibrated"`` (the default: kernels priced from their shape
+        on a real GPU with fixed costs, format peaks and measured collective curves;
+        :mod:`sievesim.costs.gpu_model`, docs/hardware.md).
+    weight_format:
+        Storage formats overriding the model's: ``"fp8"`` (every linear weight) or parts such as
+        ``"experts=mxfp4"``, ``"experts=nvfp4,weights=fp8,kv=fp8"`` (:mod:`sievesim.formats`), or a
+        dict of parts. Capacity and HBM traffic follow the bytes, GEMMs the format's tensor cores.
     top_k:
         Routed experts per token, overriding the model's (``None``: the model's). The Sieve paper
         evaluates Qwen3-30B-A3B with 4 where its ``config.json`` says 8; the calibrated synthetic
@@ -127,7 +145,9 @@ class StepSimulator:
                  contention: bool = True, alpha: float = 0.5,
                  policy_options: dict[str, Any] | None = None,
                  scheduler_latency_s: float | None = None, exact_tokens: int = 256,
-                 top_k: int | None = None, pipelined_gemm: bool = True, energy: bool = True) -> None:
+                 top_k: int | None = None, pipelined_gemm: bool = True, energy: bool = True,
+                 gpu_model: str | None = None, weight_format: Any = None, attention: str = "dp",
+                 experts: str = "ep") -> None:
         from ..hardware import get_hardware
         from ..models import get_model
 
@@ -138,6 +158,11 @@ class StepSimulator:
             from .._validate import check_int
             check_int("top_k", top_k, "experts", hi=self.model.num_experts)
             self.model = self.model.with_top_k(int(top_k))
+        if weight_format is not None:
+            from ..formats import parse_weight_formats
+            parts = weight_format if isinstance(weight_format, dict) else parse_weight_formats(weight_format,
+                                                                                               "weight_format")
+            self.model = self.model.with_formats(parts)
         self.hw = get_hardware(hardware)   # a HardwareSpec, a preset name or a path
         check_optional_str("context_preset", context_preset, "a request-length preset name")
         contention = check_strict_bool("contention", contention)
@@ -151,11 +176,22 @@ class StepSimulator:
                 raise field_error("scheduler_latency_s", scheduler_latency_s, "a latency in seconds, >= 0 and < 1")
             self.hw = dataclasses.replace(self.hw, gpu=dataclasses.replace(
                 self.hw.gpu, scheduler_latency_s=float(scheduler_latency_s)))
+        self.attention_mode, self.expert_mode = check_parallelism(attention, experts)
+        self.tp_attention = self.attention_mode == "tp"
         self._check_sizes(gpus, batch, microbatches, seed, exact_tokens)
+        #: The whole model (routing, settings); ``self.model`` is one GPU's share of it under
+        #: tensor parallelism (the same object otherwise).
+        self.full_model = self.model
+        if self.tp_attention:
+            self.model = self.full_model.tensor_shard(self.gpus, experts=self.expert_mode == "tp")
         if not isinstance(pipelined_gemm, bool):
             raise field_error("pipelined_gemm", pipelined_gemm, "true or false")
         self.pipelined_gemm = pipelined_gemm
         self._choose_policy(policy, pimoe_unit, policy_options, early_loads, contention)
+        from ..costs.gpu_model import DEFAULT_GPU_MODEL, gpu_model as _gpu_model
+        self.gpu_model = _gpu_model(DEFAULT_GPU_MODEL if gpu_model is None else gpu_model, self.hw,
+                                    self.model.expert_tensor_core)
+        check_pim_formats(self.model, self.hw, self.gpu_only)
         self._open_routing(trace)
         self._request_lengths(context_len, context_preset, prefill)
         self._step_index = 0
@@ -172,6 +208,11 @@ class StepSimulator:
         self._step_index = 0
 
     # ------------------------------------------------------------------ construction
+    def expert_offset(self, g: int) -> int:
+        """Global id of GPU ``g``'s first local expert (every GPU holds every expert's shard under
+        tensor-parallel experts)."""
+        return 0 if self.expert_mode == "tp" else g * self.local_experts
+
     def _check_sizes(self, gpus: int, batch: int, microbatches: int, seed: int, exact_tokens: int) -> None:
         """G, B, micro-batches, seed and the exact-token limit, checked against the model."""
         from .._validate import check_int
@@ -182,23 +223,24 @@ class StepSimulator:
                 raise field_error(name, value, f"an integer >= {low}")
         check_int("batch", batch, "batch")
         check_int("gpus", gpus, "gpus")
-        if m.num_experts % gpus:
+        if m.num_experts % gpus and self.expert_mode == "ep":
             raise field_error("gpus", gpus, f"a divisor of the model's {m.num_experts} routed experts "
                                             f"(expert parallelism puts E/G experts on each GPU)")
-        if batch % gpus:
+        if batch % gpus and not self.tp_attention:
             raise field_error("batch", batch, f"a multiple of gpus = {gpus} (data-parallel attention "
                                               f"puts B/G requests on each GPU)")
         if microbatches not in (1, 2):
             raise field_error("microbatches", microbatches, "1 or 2")
-        if microbatches == 2 and batch // gpus < 2:
-            raise field_error("microbatches", microbatches, f"1 when a GPU has fewer than 2 requests (B/G = {batch // gpus})")
+        per_gpu = batch if self.tp_attention else batch // gpus
+        if microbatches == 2 and per_gpu < 2:
+            raise field_error("microbatches", microbatches, f"1 when a GPU has fewer than 2 requests ({per_gpu})")
         if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
             raise field_error("seed", seed, "a non-negative integer")
         self.gpus, self.batch, self.seed, self.microbatches = int(gpus), int(batch), int(seed), int(microbatches)
         if not isinstance(exact_tokens, (int, np.integer)) or isinstance(exact_tokens, bool) or exact_tokens < 2:
             raise field_error("exact_tokens", exact_tokens, "an integer >= 2")
         self.exact_tokens = int(exact_tokens)
-        self.local_experts = m.num_experts // self.gpus
+        self.local_experts = m.num_experts if self.expert_mode == "tp" else m.num_experts // self.gpus
 
     def _choose_policy(self, policy: str, pimoe_unit: str | None, policy_options: dict[str, Any] | None,
                        early_loads: bool | str | None, contention: bool) -> None:
@@ -316,13 +358,18 @@ class StepSimulator:
     # ------------------------------------------------------------------ settings
     def settings(self, steps: int, warmup: int) -> dict[str, Any]:
         return {
-            "model": self.model.name, "top_k": self.model.top_k, "hardware": self.hw.name, "gpus": self.gpus,
+            "model": self.full_model.name, "top_k": self.model.top_k, "hardware": self.hw.name, "gpus": self.gpus,
             "policy": self.policy_name,
             "pimoe_unit": self.pimoe_unit, "policy_options": dict(self.policy_options), "batch": self.batch, "prefill_requests": self.prefill_requests,
             "prefill_len": self.prefill_len, "context": self.context_desc, "routing": self.routing,
             "seed": self.seed, "steps": steps, "warmup": warmup, "microbatches": self.microbatches,
             "early_loads": self.early_loads, "contention": self.contention_on,
             "pipelined_gemm": self.pipelined_gemm,
+            "attention": self.attention_mode, "experts": self.expert_mode,
+            "gpu_model": self.gpu_model.name,
+            "expert_format": self.model.expert_format or "bf16",
+            "weight_format": self.model.weight_format or "bf16",
+            "kv_format": self.model.kv_format or "bf16",
             "scheduler_latency_us_per_256_experts": self.hw.gpu.scheduler_latency_s * 1e6,
             "sievesim_version": __version__,
         }
@@ -334,15 +381,15 @@ class StepSimulator:
         step = self.stream.step()
         ids = step.topk_ids
         b, g = self.batch, self.gpus
-        local = b // g
-        owner = np.arange(b, dtype=np.int64) // local
+        local = b if self.tp_attention else b // g
+        owner = np.arange(b, dtype=np.int64) // local     # tensor-parallel attention: every row "on GPU 0"
         mb = (np.arange(b) % local) * self.microbatches // local
         if self.prefill_requests:
             n_pf = self.prefill_requests * self.prefill_len
             pf_ids = self.source.sample_tokens(self._prefill_rng, n_pf)
             ids = np.concatenate([ids, pf_ids]) if ids is not None else None
             req = np.repeat(np.arange(self.prefill_requests), self.prefill_len)
-            owner = np.concatenate([owner, req % g])
+            owner = np.concatenate([owner, req % g if not self.tp_attention else np.zeros_like(req)])
             mb = np.concatenate([mb, req % self.microbatches])
         if ids is None:
             if self.microbatches > 1:
@@ -390,6 +437,8 @@ class StepSimulator:
             f8.add_combine_aggregate(b, lb, r, outs, shared_out)
         decode_owner = b.owner[:self.batch]
         pf_owner = np.arange(self.prefill_requests) % G
+        if self.tp_attention:
+            decode_owner, pf_owner = np.zeros_like(decode_owner), np.zeros_like(pf_owner)
         f8.add_lm_head(b, decode_owner, pf_owner)
         schedule = execute(b.graph, self.contention)
         out = self._step_results(b, schedule, decode_owner)
@@ -406,11 +455,13 @@ class StepSimulator:
         return f8.StepBuild(
             sim=self, graph=f8.Graph(), ids=ids, counts_all=counts_all, owner=owner, mb_rows=mb_rows,
             ctx_lens=self.context + self._step_index,
-            flops_s=gpu.peak_flops_bf16 * gpu.compute_efficiency,
-            bytes_s=gpu.hbm_bandwidth_bytes_per_s * gpu.memory_efficiency,
+            flops_s=(gpu.peak_flops_bf16 * gpu.compute_efficiency if self.gpu_model.name == "roofline"
+                     else self.gpu_model.expert_flops_s),
+            bytes_s=(gpu.hbm_bandwidth_bytes_per_s * gpu.memory_efficiency if self.gpu_model.name == "roofline"
+                     else self.gpu_model.stream_bytes_s),
             link_bw=float(hw.interconnect.bandwidth_bytes_per_s_per_direction),
             link_lat=float(hw.interconnect.latency_s),
-            dynamic=self.dynamic)
+            dynamic=self.dynamic, gm=self.gpu_model)
 
     def _layer_batches(self, b: f8.StepBuild):
         """Every (layer, micro-batch) of the step in execution order, with its per-GPU tokens and lengths."""
@@ -422,8 +473,12 @@ class StepSimulator:
         for mb in range(self.microbatches):
             rows = b.mb_rows[mb]
             dec_rows = rows[rows < self.batch]
-            lens_g = [b.ctx_lens[dec_rows[decode_owner[dec_rows] == g]] for g in range(G)]
-            pf_g = [[self.prefill_len] * int(np.count_nonzero((pf_owner == g) & (pf_mb == mb))) for g in range(G)]
+            if self.tp_attention:   # every GPU sees every request (with its share of the heads)
+                lens_g = [b.ctx_lens[dec_rows]] * G
+                pf_g = [[self.prefill_len] * int(np.count_nonzero(pf_mb == mb))] * G
+            else:
+                lens_g = [b.ctx_lens[dec_rows[decode_owner[dec_rows] == g]] for g in range(G)]
+                pf_g = [[self.prefill_len] * int(np.count_nonzero((pf_owner == g) & (pf_mb == mb))) for g in range(G)]
             tokens_g = [int(lens_g[g].size) + sum(pf_g[g]) for g in range(G)]
             per_mb.append((rows, b.owner[rows], tokens_g, lens_g, pf_g))
         for layer in range(m.num_layers):
@@ -488,51 +543,6 @@ class StepSimulator:
         for k, ratios in b.attn_ratio.items():
             self._attn_factor[k].update(float(np.mean(ratios)))
 
-    def memory_use(self, steps: int = 0) -> "MemoryUse":
-        """HBM use of the most loaded GPU [bytes] with contexts ``steps`` tokens longer than now
-        (:mod:`sievesim.capacity`)."""
-        from ..capacity import memory_per_gpu
-
-        per_gpu = self.batch // self.gpus
-        ctx = self.context + self._step_index + steps
-        pf_owner = np.arange(self.prefill_requests) % self.gpus
-        uses = [memory_per_gpu(self.model, self.hw, self.gpus, ctx[g * per_gpu:(g + 1) * per_gpu],
-                               [self.prefill_len] * int(np.count_nonzero(pf_owner == g)))
-                for g in range(self.gpus)]
-        return max(uses, key=lambda u: u.total)
-
-    def check_capacity(self, steps: int = 0) -> None:
-        """Refuse (:class:`~sievesim.errors.ConfigError`) a configuration whose most loaded GPU cannot
-        hold its weights, KV cache and activations after ``steps`` more steps."""
-        from ..capacity import check_capacity
-
-        check_capacity(self.memory_use(steps), f"{self.model.name} on {self.gpus} x {self.hw.name} with "
-                                               f"batch {self.batch} at context {self.context_desc}")
-
-    def memory_estimate_bytes(self, steps: int = 1) -> float:
-        """Bytes the largest PIM attention program of a step needs (program arrays and the engine's
-        per-command state, about 32 bytes per MAC command), plus the step's routing arrays, with
-        contexts ``steps`` tokens longer than now. Checked before running (``--max-memory``)."""
-        m = self.model
-        per_gpu = self.batch // self.gpus
-        longest = float(self.context.max(initial=0)) + self._step_index + steps
-        kv = max((m.kv_bytes_per_token(layer) for layer in range(m.num_layers)), default=0.0)
-        if m.sliding_window and all(k == "sliding" for k in m.layer_attention):
-            longest = min(longest, float(m.sliding_window))
-        q_per_kv = max(1, m.num_attention_heads // max(1, m.num_kv_heads))
-        macs = per_gpu * longest * kv / m.kv_bytes_per_element * q_per_kv
-        pcs = self.org.count("pseudo_channel")
-        commands = macs / pcs / (48 * 16) * 2       # 48 bank PUs x 16 MACs per all-bank command
-        routing = (self.batch + self.prefill_requests * self.prefill_len) * m.num_moe_layers * m.top_k * 4 * 6
-        graphs = _BYTES_PER_GPU_LAYER * self.gpus * m.num_layers   # the layer graphs of every GPU
-        return 32.0 * commands + routing + graphs
-
-    def work_estimate_s(self, steps: int) -> float:
-        """Estimated seconds of simulator time for ``steps`` steps: per layer, a part per GPU (its
-        graph, its decision, its PIM nodes) and a part per routed (token, top-k slot). Constants
-        measured on a 2-core x86-64 machine (docs/architecture.md, "Work estimate")."""
-        return step_work_s(self.model, self.gpus, self.batch + self.prefill_requests * self.prefill_len, steps)
-
     def run(self, steps: int = 1, warmup: int = 2, *, on_step: Any = None) -> StepResult:
         """Run ``warmup`` steps (the cost table learns; not reported), then ``steps`` measured steps;
         ``on_step()`` is called after each (a progress bar's ``update``)."""
@@ -583,22 +593,6 @@ class StepSimulator:
             energy_j=({k: float(np.mean([r["energy_j"][k] for r in raws])) for k in raws[0]["energy_j"]}
                       if raws[0]["energy_j"] is not None else None),
         )
-
-
-#: Simulator cost per (GPU, layer) of a step and per routed (token, top-k slot) and layer, in
-#: seconds and bytes: ``run --model qwen3.5-397b-a17b --context-len 16 --warmup 0 --policy sieve``
-#: at 256 vs 128 GPUs (B = 1024) took 10.9 vs 6.2 s and 404 vs 193 MB peak RSS (36 us and 27 KB
-#: per GPU-layer); ``qwen3-30b-a3b`` at B = 16384 took 1.3 s per step (1.7e-7 s per slot-layer).
-#: Taken about 1.5x for a margin.
-_SECONDS_PER_GPU_LAYER = 6e-4
-_SECONDS_PER_TOKEN_SLOT = 2.5e-7
-_BYTES_PER_GPU_LAYER = 40_000
-
-
-def step_work_s(model: Any, gpus: int, tokens: int, steps: int) -> float:
-    """Estimated simulator seconds of ``steps`` executed steps of ``model`` on ``gpus`` GPUs with
-    ``tokens`` routed tokens per step (decode requests plus prefill tokens)."""
-    return steps * model.num_layers * (_SECONDS_PER_GPU_LAYER * gpus + _SECONDS_PER_TOKEN_SLOT * tokens * model.top_k)
 
 
 def simulate_step(model: ModelLike, hardware: HardwareLike = "b200", *, gpus: int = 1, policy: str = "sieve", batch: int = 1,

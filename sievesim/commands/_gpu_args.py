@@ -1,0 +1,45 @@
+"""The options that choose the GPU model, the parallelism and the weight formats, shared by ``run``,
+``serve`` and ``sweep`` (one definition, so their help and their checks agree)."""
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..costs.gpu_model import DEFAULT_GPU_MODEL, GPU_MODELS, check_gpu_model_name
+
+
+def _gpu_model_arg(text: str) -> str:
+    return check_gpu_model_name(text, "--gpu-model")
+
+
+def _weight_format_arg(text: str) -> str:
+    from ..formats import parse_weight_formats
+    parse_weight_formats(text, "--weight-format")     # refuses a bad one here (exit 2)
+    return text
+
+
+def add_gpu_args(p: argparse.ArgumentParser, *, parallelism: bool = True) -> None:
+    """``--gpu-model``, ``--weight-format`` and (with ``parallelism``) ``--attention``, ``--experts``."""
+    p.add_argument("--gpu-model", type=_gpu_model_arg, default=DEFAULT_GPU_MODEL, metavar="NAME",
+                   help=f"GPU timing model: {' or '.join(GPU_MODELS)} (default {DEFAULT_GPU_MODEL}: kernels priced "
+                        "from published measurements with fixed costs, format peaks and measured collectives; "
+                        "roofline: the Sieve paper's max(flops/peak, bytes/bw))")
+    p.add_argument("--weight-format", type=_weight_format_arg, default=None, metavar="SPEC",
+                   help="storage formats overriding the model's: a format (bf16, fp8, fp8-block, mxfp8, mxfp4, "
+                        "nvfp4) for every linear weight, or parts, e.g. experts=mxfp4 or experts=nvfp4,kv=fp8 "
+                        "(default: the model's; a Hugging Face config's quantization_config is read)")
+    if parallelism:
+        p.add_argument("--attention", default="dp", choices=("dp", "tp"),
+                       help="attention data-parallel (dp, B/G requests per GPU; default) or tensor-parallel "
+                            "(tp, 1/G of the heads of every request, all-reduced)")
+        p.add_argument("--experts", default="ep", choices=("ep", "tp"),
+                       help="routed experts expert-parallel (ep, E/G per GPU; default) or tensor-parallel "
+                            "(tp, every expert split by its intermediate size; with --attention tp)")
+
+
+def gpu_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The StepSimulator keywords these options give."""
+    out: dict[str, Any] = {"gpu_model": args.gpu_model, "weight_format": args.weight_format}
+    if hasattr(args, "attention"):
+        out.update(attention=args.attention, experts=args.experts)
+    return out

@@ -1,0 +1,82 @@
+"""What a step needs before it runs: the HBM each GPU holds (weights, KV cache, activations: the
+capacity check), the simulator's own memory and time (``--max-memory``, ``--max-work``).
+:class:`StepBudget` is mixed into :class:`~sievesim.system.step.StepSimulator` and reads its fields.
+Sizes in bytes, times in seconds."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from ..capacity import MemoryUse
+
+__all__ = ["StepBudget", "step_work_s"]
+
+
+class StepBudget:
+    """The capacity check and the simulator's work estimates of a ``StepSimulator`` (a mixin)."""
+
+    def memory_use(self, steps: int = 0) -> "MemoryUse":
+        """HBM use of the most loaded GPU [bytes] with contexts ``steps`` tokens longer than now
+        (:mod:`sievesim.capacity`)."""
+        from ..capacity import memory_per_gpu
+
+        ctx = self.context + self._step_index + steps
+        if self.tp_attention:   # every GPU holds every request's share of the KV cache
+            return memory_per_gpu(self.model, self.hw, 1 if self.expert_mode == "tp" else self.gpus, ctx,
+                                  [self.prefill_len] * self.prefill_requests)
+        per_gpu = self.batch // self.gpus
+        pf_owner = np.arange(self.prefill_requests) % self.gpus
+        uses = [memory_per_gpu(self.model, self.hw, self.gpus, ctx[g * per_gpu:(g + 1) * per_gpu],
+                               [self.prefill_len] * int(np.count_nonzero(pf_owner == g)))
+                for g in range(self.gpus)]
+        return max(uses, key=lambda u: u.total)
+
+    def check_capacity(self, steps: int = 0) -> None:
+        """Refuse (:class:`~sievesim.errors.ConfigError`) a configuration whose most loaded GPU cannot
+        hold its weights, KV cache and activations after ``steps`` more steps."""
+        from ..capacity import check_capacity
+
+        check_capacity(self.memory_use(steps), f"{self.model.name} on {self.gpus} x {self.hw.name} with "
+                                               f"batch {self.batch} at context {self.context_desc}")
+
+    def memory_estimate_bytes(self, steps: int = 1) -> float:
+        """Bytes the largest PIM attention program of a step needs (program arrays and the engine's
+        per-command state, about 32 bytes per MAC command), plus the step's routing arrays, with
+        contexts ``steps`` tokens longer than now. Checked before running (``--max-memory``)."""
+        m = self.model
+        per_gpu = self.batch // self.gpus
+        longest = float(self.context.max(initial=0)) + self._step_index + steps
+        kv = max((m.kv_bytes_per_token(layer) for layer in range(m.num_layers)), default=0.0)
+        if m.sliding_window and all(k == "sliding" for k in m.layer_attention):
+            longest = min(longest, float(m.sliding_window))
+        q_per_kv = max(1, m.num_attention_heads // max(1, m.num_kv_heads))
+        macs = per_gpu * longest * kv / m.kv_bytes_per_element * q_per_kv
+        pcs = self.org.count("pseudo_channel")
+        commands = macs / pcs / (48 * 16) * 2       # 48 bank PUs x 16 MACs per all-bank command
+        routing = (self.batch + self.prefill_requests * self.prefill_len) * m.num_moe_layers * m.top_k * 4 * 6
+        graphs = _BYTES_PER_GPU_LAYER * self.gpus * m.num_layers   # the layer graphs of every GPU
+        return 32.0 * commands + routing + graphs
+
+    def work_estimate_s(self, steps: int) -> float:
+        """Estimated seconds of simulator time for ``steps`` steps: per layer, a part per GPU (its
+        graph, its decision, its PIM nodes) and a part per routed (token, top-k slot). Constants
+        measured on a 2-core x86-64 machine (docs/architecture.md, "Work estimate")."""
+        return step_work_s(self.model, self.gpus, self.batch + self.prefill_requests * self.prefill_len, steps)
+
+
+#: Simulator cost per (GPU, layer) of a step and per routed (token, top-k slot) and layer, in
+#: seconds and bytes: ``run --model qwen3.5-397b-a17b --context-len 16 --warmup 0 --policy sieve``
+#: at 256 vs 128 GPUs (B = 1024) took 10.9 vs 6.2 s and 404 vs 193 MB peak RSS (36 us and 27 KB
+#: per GPU-layer); ``qwen3-30b-a3b`` at B = 16384 took 1.3 s per step (1.7e-7 s per slot-layer).
+#: Taken about 1.5x for a margin.
+_SECONDS_PER_GPU_LAYER = 6e-4
+_SECONDS_PER_TOKEN_SLOT = 2.5e-7
+_BYTES_PER_GPU_LAYER = 40_000
+
+
+def step_work_s(model: Any, gpus: int, tokens: int, steps: int) -> float:
+    """Estimated simulator seconds of ``steps`` executed steps of ``model`` on ``gpus`` GPUs with
+    ``tokens`` routed tokens per step (decode requests plus prefill tokens)."""
+    return steps * model.num_layers * (_SECONDS_PER_GPU_LAYER * gpus + _SECONDS_PER_TOKEN_SLOT * tokens * model.top_k)

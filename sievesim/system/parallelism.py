@@ -1,0 +1,49 @@
+"""How a step splits its work over the GPUs, and what the hardware lets it run: the parallelism of
+attention and experts, and the check that the PIM can compute on the experts as stored.
+
+Attention is data-parallel (``dp``, the Sieve paper's: B/G requests per GPU) or tensor-parallel
+(``tp``: every request, 1/G of the heads, :meth:`sievesim.models.ModelSpec.tensor_shard`); routed
+experts are expert-parallel (``ep``: E/G whole experts per GPU) or, with tensor-parallel
+attention, tensor-parallel (``tp``: every expert split by its intermediate size). The graph of a
+tensor-parallel step is in :mod:`sievesim.system.tensor_parallel`.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import field_error
+
+__all__ = ["ATTENTION_MODES", "EXPERT_MODES", "check_parallelism", "check_pim_formats"]
+
+#: How attention and the routed experts are split over the GPUs (``StepSimulator``'s ``attention``
+#: and ``experts``): data-, tensor- and expert-parallel.
+ATTENTION_MODES = ("dp", "tp")
+EXPERT_MODES = ("ep", "tp")
+
+
+def check_parallelism(attention: Any, experts: Any) -> tuple[str, str]:
+    """Attention ``dp`` or ``tp``, experts ``ep`` or ``tp`` (the latter with ``tp`` attention)."""
+    if attention not in ATTENTION_MODES:
+        raise field_error("attention", attention, f"one of {list(ATTENTION_MODES)} (data- or tensor-parallel)")
+    if experts not in EXPERT_MODES:
+        raise field_error("experts", experts, f"one of {list(EXPERT_MODES)} (expert- or tensor-parallel)")
+    if experts == "tp" and attention != "tp":
+        raise field_error("experts", experts, "'ep' with data-parallel attention (tensor-parallel experts "
+                                              "need tensor-parallel attention: --attention tp)")
+    return attention, experts
+
+
+def check_pim_formats(model: Any, hardware: Any, gpu_only: bool) -> None:
+    """A PIM computes on the operand width it was built for: experts stored narrower (FP8, FP4)
+    would need a dequantising PU, which no PIM preset has (docs/pim.md)."""
+    if gpu_only or hardware.pim is None:
+        return
+    pim = hardware.pim
+    if not np.isclose(model.expert_bytes_per_param, pim.operand_bytes):
+        fmt = model.expert_format or f"{model.expert_bytes_per_param:g} bytes per weight"
+        raise field_error("weight_format", f"experts={fmt}",
+                          f"experts stored as the PIM computes them ({pim.operand_bytes:g}-byte operands, "
+                          f"pim.operand_bytes of {hardware.name!r}): a PIM reads its weights where they lie and "
+                          "has no dequantiser; use --weight-format experts=bf16, or policy gpu-only")
