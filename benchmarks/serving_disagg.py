@@ -28,7 +28,8 @@ def run(model: str, gpus: int, splits: list[int], policy: str, rates: list[float
     records = []
     for prefill in [None] + splits:
         t0 = time.perf_counter()
-        sim = ServingSimulator(model, gpus=gpus, policy=policy, seed=seed, prefill_gpus=prefill)
+        sim = ServingSimulator(model, gpus=gpus, policy=policy, seed=seed, prefill_gpus=prefill,
+                               gpu_model="roofline")     # docs/serving.md: the paper's GPU
         for rate in rates:
             n = requests_for(rate, requests, window)
             d = sim.run(poisson_requests(rate, n, seed=seed), rate).to_dict()

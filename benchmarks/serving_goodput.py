@@ -33,7 +33,8 @@ POLICIES = ("noexp", "allexp", "pimoe", "pimoe@stack", "sieve")
 def _simulator(model: str, gpus: int, spec: str, seed: int) -> ServingSimulator:
     """The simulator of a policy spec: a policy name, or ``pimoe@UNIT``."""
     name, _, unit = spec.partition("@")
-    return ServingSimulator(model, gpus=gpus, policy=name, seed=seed, **({"pimoe_unit": unit} if unit else {}))
+    return ServingSimulator(model, gpus=gpus, policy=name, seed=seed, gpu_model="roofline",   # the paper's GPU
+                            **({"pimoe_unit": unit} if unit else {}))
 
 
 def run(models: list[str], policies: list[str], requests: int, steps: int, seed: int,

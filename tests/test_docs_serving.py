@@ -30,7 +30,7 @@ def test_the_first_goodput_row_of_qwen3_30b(policy):
     script = load_script(ROOT / "benchmarks" / "serving_goodput.py")
     model, rate = "qwen3-30b-a3b", 10
     gpus = script.MODELS[model][0]
-    sim = ServingSimulator(model, gpus=gpus, policy=policy, seed=0)
+    sim = ServingSimulator(model, gpus=gpus, policy=policy, seed=0, gpu_model="roofline")
     d = sim.run(poisson_requests(float(rate), requests_for(float(rate), 1000, 30.0), seed=0), float(rate)).to_dict()
     d["arrival_window_s"] = 30.0
     ours = [line for line in script.render([d]).splitlines() if line.startswith(f"| {rate} |")]

@@ -128,6 +128,10 @@ def _request_trace() -> list:
     return ["arrival_s,prompt_tokens,output_tokens"] + [f"{0.25 * i},{8 + i},2" for i in range(4)]
 
 
+def _measurements_csv() -> list:
+    return ["id,model,gpus,batch,context_len,measured_tpot_ms", "a,qwen3-30b-a3b,1,1,16,6.0"]
+
+
 def _loadstore() -> list:
     return [f"{'ST' if i % 3 == 0 else 'LD'} 0x{i * 64:x}" for i in range(24)]
 
@@ -192,6 +196,7 @@ FORMATS: dict[str, Format] = {
     "results_jsonl": Format(_results_jsonl, _jsonl_bytes, ".jsonl"),
     "request_trace": Format(_request_trace, _lines_bytes, ".csv"),
     "serve_grid_toml": Format(_serve_grid_toml, _toml_bytes, ".toml"),
+    "measurements_csv": Format(_measurements_csv, _lines_bytes, ".csv"),
 }
 
 # ------------------------------------------------------------------------------------------
@@ -251,6 +256,8 @@ COMMANDS: dict[str, Command] = {
                                           + _SWEEP_SERVE, "request_trace"),
     "sweep --grid (serve)": Command(("sweep", "--grid", "{file}", "--jobs", "1", "--quiet", "--force", "--out",
                                      "{outdir}"), "serve_grid_toml"),
+    "calibrate": Command(("calibrate", "{file}", "--hardware", "h100", "--fit", "kernel_launch_s", "-o",
+                          "{outdir}.toml"), "measurements_csv"),
     "reproduce --trace": Command(("reproduce", "fig5", "--quick", "--trace", "{file}", "--out", "{outdir}"),
                                  "routing_npz"),
 }

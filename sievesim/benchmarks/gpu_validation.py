@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import math
 import os
 import pathlib
@@ -84,9 +85,12 @@ def _int(row: dict[str, str], key: str, line: int, path: str, lo: int = 1) -> in
 def read_points(path: str | os.PathLike[str] = POINTS_CSV) -> list[DecodePoint]:
     """The measured points of a CSV file (columns :data:`REQUIRED_COLUMNS`, and any of
     :data:`OPTIONAL_COLUMNS`); a clear error naming the file, line, column and value otherwise."""
+    from .._inputs import read_text
+
     path = str(path)
+    text = read_text(path, "measurements CSV", "config")   # a regular, bounded, UTF-8 file
     try:
-        with open(path, newline="", encoding="utf-8") as fh:
+        with io.StringIO(text, newline="") as fh:
             reader = csv.DictReader(fh)
             header = [h.strip() for h in (reader.fieldnames or [])]
             missing = [c for c in REQUIRED_COLUMNS if c not in header]
@@ -99,10 +103,8 @@ def read_points(path: str | os.PathLike[str] = POINTS_CSV) -> list[DecodePoint]:
                 raise field_error("columns", unknown[0], "one of " + ", ".join(REQUIRED_COLUMNS + OPTIONAL_COLUMNS),
                                   source=path)
             points = [_point(row, n, path) for n, row in enumerate(reader, start=2)]
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the measurements ({exc.strerror})") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not a UTF-8 text file (a CSV of measurements was expected)") from None
+    except csv.Error as exc:
+        raise ConfigError(f"{path}: not a CSV of measurements ({exc})") from None
     if not points:
         raise field_error("rows", 0, "at least one measured point", source=path)
     return points

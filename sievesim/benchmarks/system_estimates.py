@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
             b = max(gpus, b - b % gpus)
             cells = []
             for p in POLICIES:
-                r = simulate_step(model, gpus=gpus, policy=p, batch=b)
+                r = simulate_step(model, gpus=gpus, policy=p, batch=b, gpu_model="roofline")
                 cells += [f"{r.estimated_step_time_s * 1e3:.3f}", f"{r.step_time_s * 1e3:.3f}"]
             print(f"| {b} | " + " | ".join(cells) + " |", flush=True)
     return 0

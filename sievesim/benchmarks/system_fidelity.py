@@ -28,7 +28,8 @@ def policy_table(batches: list[int], models: dict[str, int] = MODELS) -> list[st
                 continue
             res = {}
             for pol, unit in POLICIES:
-                res[(pol, unit)] = simulate_step(model, gpus=gpus, policy=pol, batch=b, pimoe_unit=unit)
+                res[(pol, unit)] = simulate_step(model, gpus=gpus, policy=pol, batch=b, pimoe_unit=unit,
+                                                 gpu_model="roofline")
             sieve = res[("sieve", None)]
             best = min(r.step_time_s for k, r in res.items() if k[0] != "sieve")
             lines.append(f"| {model} | {b} | " + " | ".join(f"{r.step_time_s * 1e3:.3f}" for r in res.values())
@@ -43,8 +44,9 @@ def gemm_table(batches: list[int], models: dict[str, int] = MODELS) -> list[str]
     for model, gpus in models.items():
         for b in batches:
             for pol in ("noexp", "sieve"):
-                seq = simulate_step(model, gpus=gpus, policy=pol, batch=b, pipelined_gemm=False).step_time_s
-                pip = simulate_step(model, gpus=gpus, policy=pol, batch=b).step_time_s
+                seq = simulate_step(model, gpus=gpus, policy=pol, batch=b, pipelined_gemm=False,
+                                    gpu_model="roofline").step_time_s
+                pip = simulate_step(model, gpus=gpus, policy=pol, batch=b, gpu_model="roofline").step_time_s
                 lines.append(f"| {model} | {b} | {pol} | {seq * 1e3:.3f} | {pip * 1e3:.3f} | {seq / pip:.3f} |")
     return lines
 

@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
             cells = []
             for _, pol, opts, h, early in cols:
                 r = simulate_step(model, h, gpus=gpus, policy=pol, batch=b, steps=args.steps, warmup=args.warmup,
-                                  early_loads=early, policy_options=opts)
+                                  early_loads=early, policy_options=opts, gpu_model="roofline")
                 cells.append(f"{r.throughput_tokens_per_s_per_gpu:.0f}")
             print(f"| {b} | " + " | ".join(cells) + " |", flush=True)
     return 0
