@@ -25,7 +25,7 @@ from ..errors import field_error
 # int64 step indices, rows and stacked pairs in between.
 BYTES_PER_PROGRAM_COMMAND = 64
 
-__all__ = ["PIMGeometry", "GemvPlan", "plan_gemv", "gemv_program", "GroupedPlan", "plan_grouped_gemv",
+__all__ = ["PIMGeometry", "GemvPlan", "plan_gemv", "gemv_program", "gemv_rows_per_pass", "gemv_row_openings", "GroupedPlan", "plan_grouped_gemv",
            "grouped_gemv_program", "OP_MACAB", "OP_GWRITE", "OP_RDRES", "OP_PREAB"]
 
 OP_MACAB, OP_GWRITE, OP_RDRES, OP_PREAB = 0, 1, 2, 3
@@ -99,12 +99,29 @@ class GemvPlan:
                               + results) + 1
 
 
+def gemv_rows_per_pass(slots: int, steps: int, geo: PIMGeometry) -> int:
+    """PIM rows [count] one pass of a GEMV opens, each once: the ``slots x steps`` MAC columns of
+    a PU are laid out in the order the program reads them (:func:`gemv_program`), so a pass sweeps
+    ``ceil(slots x steps / steps_per_row)`` consecutive rows whatever the global buffer's size."""
+    return math.ceil(slots * steps / geo.steps_per_row)
+
+
+def gemv_row_openings(plan: "GemvPlan", geo: PIMGeometry) -> int:
+    """ACTABs [count] of :func:`gemv_program`'s program for ``plan`` without refresh: every pass
+    (a token, or ``tokens_per_pass`` tokens sharing rows) opens its rows once; a matrix of one row
+    stays open from pass to pass."""
+    rows = gemv_rows_per_pass(plan.slots, plan.steps_per_output, geo)
+    passes = math.ceil(plan.tokens / plan.tokens_per_pass)
+    return rows if rows == 1 else rows * passes
+
+
 def plan_gemv(d_in: int, d_out: int, tokens: int, pcs: int, geo: PIMGeometry,
               timings: dict[str, int] | None = None) -> GemvPlan:
     """Choose ``pcs_in`` (a divisor of ``pcs``) minimising an issue-time estimate.
 
-    The estimate counts MACABs x nCCDAB, bursts x nBL and row switches x (nRCDRD + nRP). An input
-    slice larger than the global buffer is streamed in segments, re-written for every slot block.
+    The estimate counts MACABs x nCCDAB, bursts x nBL, the rows the layout opens
+    (:func:`gemv_rows_per_pass`: each once, for every buffer size) x (nRCDRD + nRP). An input slice
+    larger than the global buffer is streamed in segments, re-written for every slot block.
     """
     for name, v in (("d_in", d_in), ("d_out", d_out), ("tokens", tokens), ("pcs", pcs)):
         if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
@@ -121,7 +138,7 @@ def plan_gemv(d_in: int, d_out: int, tokens: int, pcs: int, geo: PIMGeometry,
         o = math.ceil(d_out / (pcs // pcs_in))
         slots = math.ceil(o / geo.pus)
         steps = math.ceil(k / geo.macs_per_command)
-        rows = math.ceil(slots * steps / geo.steps_per_row)
+        rows = gemv_rows_per_pass(slots, steps, geo)
         result = math.ceil(o * geo.result_bytes / geo.burst_bytes)
         blocks = math.ceil(slots / geo.accumulators) if segments > 1 else 1
         est = (slots * steps * t["nCCDAB"] + (bursts * blocks + result) * t["nBL"]
@@ -142,9 +159,18 @@ def gemv_program(plan: GemvPlan, geo: PIMGeometry, *, row_base: int = 0, write_i
 
     Per pass of ``g`` tokens: GWRITE their inputs; then, slot block by slot block (``accumulators //
     g`` slots per block), every MAC step of the block for each of the g tokens back to back (the
-    row stays open across tokens), and RDRES of the block's results. A final PREAB closes the row.
-    ``write_inputs=False`` / ``read_results=False`` leave out the GWRITEs / RDRESs (inputs produced
-    and results consumed inside the PIM, e.g. an activation computed by the PUs).
+    row stays open across tokens), and RDRES of the block's results. An input longer than the
+    global buffer (``segments`` > 1, one token per pass) is streamed: per slot block, per segment,
+    GWRITE the segment, then every MAC step of that segment for each slot of the block (Samsung's
+    order: the segment stays in the buffer while the weights it meets go by).
+
+    Layout: the weights are written in the order a pass reads them (the ``i``-th MAC column of a
+    pass sits at row ``i // steps_per_row``, column ``i % steps_per_row``), the same order for every
+    buffer size, so each pass opens every row once (:func:`gemv_row_openings`). With the input in
+    one segment this is the slot-major layout (slot ``s``, step ``j`` at ``s x steps + j``).
+    A final PREAB closes the row. ``write_inputs=False`` / ``read_results=False`` leave out the
+    GWRITEs / RDRESs (inputs produced and results consumed inside the PIM, e.g. an activation
+    computed by the PUs).
     """
     check_memory(plan.commands * BYTES_PER_PROGRAM_COMMAND, f"a PIM program of about {plan.commands:,} commands",
                  "GEMV d_in x d_out x tokens", f"{plan.d_in} x {plan.d_out} x {plan.tokens}")
@@ -158,10 +184,10 @@ def gemv_program(plan: GemvPlan, geo: PIMGeometry, *, row_base: int = 0, write_i
         ops_parts.append(np.full(n, OP_GWRITE, dtype=np.int32))
         rc_parts.append(np.zeros((n, 2), dtype=np.int32))
 
-    def macs(step_idx: np.ndarray) -> None:
-        rows = row_base + step_idx // geo.steps_per_row
-        ops_parts.append(np.full(step_idx.size, OP_MACAB, dtype=np.int32))
-        rc_parts.append(np.column_stack([rows, step_idx % geo.steps_per_row]).astype(np.int32))
+    def macs(column_idx: np.ndarray) -> None:
+        rows = row_base + column_idx // geo.steps_per_row
+        ops_parts.append(np.full(column_idx.size, OP_MACAB, dtype=np.int32))
+        rc_parts.append(np.column_stack([rows, column_idx % geo.steps_per_row]).astype(np.int32))
 
     seg_bursts = math.ceil(plan.input_bursts / plan.segments)
     seg_steps = math.ceil(steps / plan.segments)
@@ -172,19 +198,22 @@ def gemv_program(plan: GemvPlan, geo: PIMGeometry, *, row_base: int = 0, write_i
         if plan.segments == 1:
             gwrite(g * plan.input_bursts)
         block = max(1, geo.accumulators // g)
+        read = 0                                                   # MAC columns of this pass read so far
         for s0 in range(0, plan.slots, block):
             s1 = min(plan.slots, s0 + block)
             if plan.segments == 1:
-                step_idx = np.arange(s0 * steps, s1 * steps, dtype=np.int64)
-                macs(np.repeat(step_idx, g))                       # token innermost: row reuse
+                column_idx = np.arange(read, read + (s1 - s0) * steps, dtype=np.int64)
+                read += column_idx.size
+                macs(np.repeat(column_idx, g))                     # token innermost: row reuse
             else:                                                  # g == 1: stream the input in segments
                 for seg in range(plan.segments):
                     lo, hi = seg * seg_steps, min(steps, (seg + 1) * seg_steps)
                     if lo >= hi:
                         break
                     gwrite(min(seg_bursts, plan.input_bursts - seg * seg_bursts))
-                    slot_base = np.arange(s0, s1, dtype=np.int64)[:, None] * steps
-                    macs((slot_base + np.arange(lo, hi, dtype=np.int64)[None, :]).ravel())
+                    n = (s1 - s0) * (hi - lo)                      # the block's slots x the segment's steps
+                    macs(np.arange(read, read + n, dtype=np.int64))
+                    read += n
             outputs = min((s1 - s0) * geo.pus, plan.outputs_per_pc - s0 * geo.pus) * g
             n_res = math.ceil(outputs * geo.result_bytes / geo.burst_bytes) if read_results else 0
             ops_parts.append(np.full(n_res, OP_RDRES, dtype=np.int32))
