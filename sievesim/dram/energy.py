@@ -98,6 +98,7 @@ _STANDBY_HBM2 = dict(precharge_standby_mw=39.6, active_standby_mw=round(39.6 * 4
 ENERGY_PARAMS: dict[str, EnergyParams] = {
     "hbm3": EnergyParams(**_HBM_PATH, **_STANDBY_HBM3),
     "hbm2": EnergyParams(**_HBM_PATH, **_STANDBY_HBM2),
+    "hbm2-pim": EnergyParams(**_HBM_PATH, **_STANDBY_HBM2),
     "ramulator2-hbm3": EnergyParams(**_HBM_PATH, **_STANDBY_HBM3),
     "ramulator2-hbm2": EnergyParams(**_HBM_PATH, **_STANDBY_HBM2),
 }

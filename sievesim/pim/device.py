@@ -17,7 +17,8 @@ import numpy as np
 from .._units import BASE_UNITS, split_unit
 from ..dram.config import BUILTIN_CONFIGS, DRAMConfig, get_config
 from ..errors import field_error
-from .engine import PIMResult, even_phases, geometry_for, pim_config, run_phases, run_programs, stratified_phases
+from .engine import (PIMResult, even_phases, geometry_for, pim_config, run_phases, run_programs, stratified_phases,
+                     with_pim_timing)
 from .program import (OP_MACAB, PIMGeometry, _grouped_estimate, gemv_program, grouped_gemv_program, plan_gemv,
                       plan_grouped_gemv)
 
@@ -59,6 +60,12 @@ class PIMDevice:
     preset; more is a what-if PU with that many times the multipliers, used where vectors share
     a matrix: the query heads of a GQA group in :class:`AttentionLayer`).
 
+    PIM timing of a given device (command-clock cycles; 0, the default, keeps the DRAM standard's
+    rules; :func:`sievesim.pim.engine.with_pim_timing`): ``input_write_to_mac_cycles`` (GWRITE ->
+    MACAB), ``input_write_interval_cycles`` (GWRITE -> GWRITE), ``pu_clock_divider`` (command-clock
+    cycles per PU clock: MAC commands at least this far apart); ``mode_switch_cycles``: entering
+    and leaving PIM mode, added once to every program's (kernel's) duration.
+
     A device reads its DRAM configuration once, when it is made; ``config_key`` (a digest of the
     configuration's contents) is part of its identity, so the cost caches (keyed by device) give a
     new time after a configuration file changes and the same time for the same contents.
@@ -82,6 +89,10 @@ class PIMDevice:
     macab_interval_cycles: int = 0
     gpu_step_via_hbm: bool = False
     vectors_per_mac: int = 1
+    input_write_to_mac_cycles: int = 0
+    input_write_interval_cycles: int = 0
+    pu_clock_divider: int = 0
+    mode_switch_cycles: int = 0
     config_key: str = dataclasses.field(init=False, default="")
     _base: DRAMConfig = dataclasses.field(init=False, compare=False, repr=False, default=None)
 
@@ -92,6 +103,13 @@ class PIMDevice:
                               "cycles between all-bank MACs (0: the configuration's nCCDAB)")
         if self.macab_interval_cycles:          # a power-limited all-bank MAC rate
             base = base.replace(timings=dict(base.timings, nCCDAB=self.macab_interval_cycles))
+        base = with_pim_timing(base, input_write_to_mac_cycles=self.input_write_to_mac_cycles,
+                               input_write_interval_cycles=self.input_write_interval_cycles,
+                               pu_clock_divider=self.pu_clock_divider)
+        if not isinstance(self.mode_switch_cycles, (int, np.integer)) or isinstance(self.mode_switch_cycles, bool) \
+                or self.mode_switch_cycles < 0:
+            raise field_error("mode_switch_cycles", self.mode_switch_cycles,
+                              "a whole number of command-clock cycles >= 0 per PIM kernel (0: none)")
         object.__setattr__(self, "_base", base)
         object.__setattr__(self, "config_key", hashlib.sha256(repr(base).encode()).hexdigest()[:16])
         for name in ("vectors_per_mac", "accumulators", "macs_per_command", "global_buffer_bytes"):
@@ -126,7 +144,11 @@ class PIMDevice:
                    gpu_flops_per_s=float(hw.gpu.effective_flops),
                    gpu_bytes_per_s=float(hw.gpu.effective_bandwidth_bytes_per_s),
                    sync_latency_s=float(getattr(p, "sync_latency_s", cls.sync_latency_s)),
-                   macab_interval_cycles=int(getattr(p, "macab_interval_cycles", 0)))
+                   macab_interval_cycles=int(getattr(p, "macab_interval_cycles", 0)),
+                   input_write_to_mac_cycles=int(getattr(p, "input_write_to_mac_cycles", 0)),
+                   input_write_interval_cycles=int(getattr(p, "input_write_interval_cycles", 0)),
+                   pu_clock_divider=int(getattr(p, "pu_clock_divider", 0)),
+                   mode_switch_cycles=int(getattr(p, "mode_switch_cycles", 0)))
 
     def gpu_step_s(self, flops: float, bytes_moved: float) -> float:
         """Roofline time of a GPU step between PIM GEMVs [s]: ``max(FLOPs / rate, bytes / rate)``,
@@ -189,12 +211,12 @@ class PIMDevice:
     def program_cycles(self, result: PIMResult, pcs: int) -> float:
         """Duration [cycles] of a job on ``pcs`` pseudo-channels whose program ran as ``result``:
         the mean over refresh phases, their maximum (``"staggered"`` over several pseudo-channels),
-        or the single aligned run."""
+        or the single aligned run; plus ``mode_switch_cycles`` (entering and leaving PIM mode)."""
         if not result.phase_cycles:
-            return float(result.cycles)
+            return float(result.cycles) + self.mode_switch_cycles
         if self.refresh == "staggered" and pcs > 1:
-            return float(max(result.phase_cycles))
-        return result.mean_phase_cycles
+            return float(max(result.phase_cycles)) + self.mode_switch_cycles
+        return result.mean_phase_cycles + self.mode_switch_cycles
 
     @functools.cached_property
     def geometry(self) -> PIMGeometry:

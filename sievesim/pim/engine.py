@@ -9,12 +9,13 @@ from typing import Any
 import numpy as np
 
 from ..dram.config import DRAMConfig, check_engine_memory, get_config
+from ..dram.standards import TimingConstraint
 from ..dram.engine import _to_vectors
 from ..dram.traces import RequestTrace
 from ..errors import field_error
 from .program import OP_GWRITE, OP_MACAB, OP_PREAB, OP_RDRES, PIMGeometry
 
-__all__ = ["PIMResult", "pim_config", "geometry_for", "run_programs", "run_phases", "even_phases",
+__all__ = ["PIMResult", "pim_config", "with_pim_timing", "geometry_for", "run_programs", "run_phases", "even_phases",
            "stratified_phases"]
 
 
@@ -66,10 +67,43 @@ def pim_config(dram_config: str | DRAMConfig, units: int = 1, *, dual_row_buffer
     """
     base = get_config(dram_config) if isinstance(dram_config, str) else dram_config
     if "ACTAB" not in [c.name for c in base.standard.commands]:
-        raise field_error("dram_config", base.name, "a configuration whose standard has PIM commands (hbm3-6400, hbm3e-8000)")
+        raise field_error("dram_config", base.name, "a configuration whose standard has PIM commands (hbm3-6400, hbm3e-8000, hbm2-pim-2400)")
     org = dict(base.org)
     org["channel"], org["pseudochannel"] = units, 1
     return base.replace(org=org, dual_row_buffer=dual_row_buffer, end="completed", name=f"{base.name}-pim")
+
+
+def with_pim_timing(config: DRAMConfig, *, input_write_to_mac_cycles: int = 0, input_write_interval_cycles: int = 0,
+                    pu_clock_divider: int = 0) -> DRAMConfig:
+    """``config`` with the PIM timing of a given device added as rules of its standard (each a
+    minimum gap in command-clock cycles; 0 adds nothing, so the standard's own rules stand):
+
+    * ``input_write_to_mac_cycles``: GWRITE -> MACAB (the standard's is nCWL + nBL; Samsung's
+      Aquabolt-XL writes its input registers with ordinary writes, so the MAC read waits the write
+      to read turnaround WL + BL/2 + tWTRL = 19 cycles in PIMSimulator);
+    * ``input_write_interval_cycles``: GWRITE -> GWRITE (the standard's is nBL; writes to one bank
+      group are tCCDL apart, 4 cycles on Aquabolt-XL);
+    * ``pu_clock_divider``: command-clock cycles per PU clock; a PU takes one MAC command per PU
+      clock, so MACAB -> MACAB and MACAB -> RDRES are at least this (Aquabolt-XL: 300 MHz PUs on a
+      1.2 GHz command clock, 4).
+
+    The engine takes the largest latency of the rules between two commands, so a gap shorter than
+    the standard's changes nothing."""
+    added = []
+    for name, value, pre, fol in (("input_write_to_mac_cycles", input_write_to_mac_cycles, "GWRITE", "MACAB"),
+                                  ("input_write_interval_cycles", input_write_interval_cycles, "GWRITE", "GWRITE"),
+                                  ("pu_clock_divider", pu_clock_divider, "MACAB", "MACAB RDRES")):
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
+            raise field_error(name, value, "a whole number of command-clock cycles >= 0 (0: the standard's timing)")
+        if value:
+            added.append(TimingConstraint("pseudochannel", (pre,), tuple(fol.split()), str(int(value))))
+    if not added:
+        return config
+    if "ACTAB" not in [c.name for c in config.standard.commands]:
+        raise field_error("dram_config", config.name, "a configuration whose standard has PIM commands "
+                          "(hbm3-6400, hbm3e-8000, hbm2-pim-2400)")
+    std = dataclasses.replace(config.standard, constraints=config.standard.constraints + tuple(added))
+    return config.replace(standard=std)
 
 
 def geometry_for(config: DRAMConfig, *, banks_per_pu: int = 1, macs_per_command: int = 16, operand_bytes: int = 2,
