@@ -116,8 +116,9 @@ def gemv_row_openings(plan: "GemvPlan", geo: PIMGeometry) -> int:
 
 
 def plan_gemv(d_in: int, d_out: int, tokens: int, pcs: int, geo: PIMGeometry,
-              timings: dict[str, int] | None = None) -> GemvPlan:
-    """Choose ``pcs_in`` (a divisor of ``pcs``) minimising an issue-time estimate.
+              timings: dict[str, int] | None = None, *, pcs_in: int | None = None) -> GemvPlan:
+    """Choose ``pcs_in`` (a divisor of ``pcs``) minimising an issue-time estimate; ``pcs_in``
+    given: that split (1: outputs only across the pseudo-channels, as Samsung's GEMV kernel).
 
     The estimate counts MACABs x nCCDAB, bursts x nBL, the rows the layout opens
     (:func:`gemv_rows_per_pass`: each once, for every buffer size) x (nRCDRD + nRP). An input slice
@@ -127,8 +128,11 @@ def plan_gemv(d_in: int, d_out: int, tokens: int, pcs: int, geo: PIMGeometry,
         if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
             raise field_error(name, v, "a positive integer")
     t = timings or {"nCCDAB": 6, "nBL": 2, "nRCDRD": 28, "nRP": 28}
+    if pcs_in is not None and (not isinstance(pcs_in, (int, np.integer)) or isinstance(pcs_in, bool)
+                               or pcs_in < 1 or pcs % pcs_in):
+        raise field_error("pcs_in", pcs_in, f"a divisor of pcs = {pcs}")
     best = None
-    for pcs_in in (d for d in range(1, pcs + 1) if pcs % d == 0):
+    for pcs_in in ((pcs_in,) if pcs_in is not None else (d for d in range(1, pcs + 1) if pcs % d == 0)):
         k = math.ceil(d_in / pcs_in)
         bursts = math.ceil(k * geo.operand_bytes / geo.burst_bytes)
         gb_bursts = geo.global_buffer_bytes // geo.burst_bytes

@@ -1,0 +1,51 @@
+"""The numbers of docs/pim.md (section 8, Aquabolt-XL) and of docs/validation.md's section "PIM
+against silicon" are what their marked blocks print now (tests/docblocks.py runs them)."""
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+import sys
+
+_spec = importlib.util.spec_from_file_location("docblocks", pathlib.Path(__file__).with_name("docblocks.py"))
+docblocks = importlib.util.module_from_spec(_spec)
+sys.modules.setdefault("docblocks", docblocks)
+_spec.loader.exec_module(docblocks)
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _problems(name: str, after_heading: str | None = None) -> list[str]:
+    path = ROOT / name
+    first = 0
+    if after_heading is not None:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        first = lines.index(after_heading) + 1
+    results = [r for r in docblocks.check_file(path) if r.line > first]
+    assert results, f"{name}: no block ran after line {first}"
+    return [f"{r.file}:{r.line} {r.kind}: " + "; ".join(r.problems) for r in results if r.problems]
+
+
+def test_pim_md_blocks_print_what_the_page_shows():
+    assert _problems("docs/pim.md") == []
+
+
+def test_validation_md_pim_against_silicon_prints_what_the_page_shows():
+    assert _problems("docs/validation.md", "## PIM against silicon") == []
+
+
+def test_the_comparison_table_flags_a_reference_and_refuses_a_bad_one():
+    from sievesim.pim.silicon import gemv_table
+    rows = gemv_table("aquabolt-xl", shapes=((4096, 4096),), theirs={(4096, 4096): 20000})
+    cells = [c.strip() for c in rows[-1].strip("|").split("|")]
+    assert cells[0] == "4096 x 4096" and cells[-2] == "20000"
+    assert float(cells[-1]) == round(float(cells[1]) / 20000, 2)
+    spec = importlib.util.spec_from_file_location("pimsim_bench", ROOT / "benchmarks" / "pimsimulator_side_by_side.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    import argparse
+
+    import pytest
+    with pytest.raises(argparse.ArgumentTypeError, match="OUTxIN=CYCLES"):
+        bench._reference("4096x4096=lots")
+    with pytest.raises(SystemExit, match="--pimsim"):
+        bench.pimsimulator_cycles(ROOT / "no-such-build")
