@@ -2,6 +2,7 @@
 (Samsung's order), counted by hand; the planner's estimate sees the same rows."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -110,3 +111,46 @@ def test_gpt_oss_experts_on_one_channel_open_each_row_once():
     plan = _plan(dev, 2880, 5760, 1, 2)
     assert (plan.pcs_in, plan.slots, plan.steps_per_output, plan.segments) == (1, 60, 180, 3)
     assert _row_openings(_program(dev, 2880, 5760, 1, 2)) == 338 == gemv_row_openings(plan, dev.geometry)
+
+
+def _openings_with_closes(program) -> int:
+    """ACTABs without refresh when explicit PREABs (input writes through a reserved row) close the row."""
+    ops, rc = program
+    open_row, n = None, 0
+    for op, (row, _) in zip(ops.tolist(), rc.tolist()):
+        if op == 3:                                   # OP_PREAB
+            open_row = None
+        elif op == OP_MACAB and row != open_row:
+            n, open_row = n + 1, row
+    return n
+
+
+def test_input_writes_that_close_the_row_reopen_the_rows_their_chunk_meets():
+    # 3000 inputs (188 MAC steps; a 256 B buffer holds 8: 24 segments, the last of 4 steps) x 128
+    # outputs on one 16-bank pseudo-channel: 16 slots in 2 blocks of 8; 64-step rows. Each
+    # (block, segment) chunk is 8 x 8 = 64 columns (the last 32). Block 1 starts at column 0: its 24
+    # chunks each sit in one row (24 openings). Block 2 starts at column 1504 (= 23.5 rows): its 23
+    # full chunks each straddle two rows (46) and its last (columns 2976-3007) sits in one: 47.
+    # By hand 24 + 47 = 71; without the closing writes the pass sweeps ceil(3008 / 64) = 47 rows.
+    geo = PIMGeometry(global_buffer_bytes=256, input_write_closes_row=True, **AQUABOLT_PC)
+    plan = plan_gemv(3000, 128, 1, 1, geo)
+    assert (plan.slots, plan.steps_per_output, plan.segments) == (16, 188, 24)
+    program = gemv_program(plan, geo)
+    assert _openings_with_closes(program) == 71 == gemv_row_openings(plan, geo)
+    assert np.count_nonzero(program[0] == 3) == 48      # before each of the 47 writes after the first, and the last
+    plain = dataclasses.replace(geo, input_write_closes_row=False)
+    assert gemv_row_openings(plan_gemv(3000, 128, 1, 1, plain), plain) == 47
+
+
+@pytest.mark.parametrize("buffer", BUFFERS)
+def test_one_bank_per_opened_row_halves_the_steps_of_a_bank_pair_row(buffer):
+    # Samsung's kernel: an input tile's weights in two 1 KB rows of one bank of the pair. 4096 x 256
+    # on one pseudo-channel: 32 slots x 256 steps / 32 steps per row = 256 rows, twice the 128 of a
+    # layout that uses both banks of an opened row.
+    geo = PIMGeometry(global_buffer_bytes=buffer, banks_per_row_opening=1, **AQUABOLT_PC)
+    assert geo.steps_per_row == 32
+    plan = plan_gemv(4096, 256, 1, 1, geo)
+    assert _row_openings(gemv_program(plan, geo)) == 256 == gemv_row_openings(plan, geo)
+    closing = dataclasses.replace(geo, input_write_closes_row=True)
+    # the chunks (8 slots x buffer/32 steps) are whole rows, so closing the row at each write adds none
+    assert _openings_with_closes(gemv_program(plan, closing)) == 256 == gemv_row_openings(plan, closing)

@@ -49,3 +49,21 @@ def test_the_comparison_table_flags_a_reference_and_refuses_a_bad_one():
         bench._reference("4096x4096=lots")
     with pytest.raises(SystemExit, match="--pimsim"):
         bench.pimsimulator_cycles(ROOT / "no-such-build")
+
+
+def test_samsungs_row_order_costs_what_section_8_says():
+    import dataclasses
+
+    import pytest
+
+    from sievesim.hardware import get_hardware
+    from sievesim.pim.device import PIMDevice
+    from sievesim.pim.silicon import samsung_tiled_gemv
+
+    preset = PIMDevice.from_hardware(get_hardware("aquabolt-xl"))
+    both_banks = dataclasses.replace(preset, banks_per_row_opening=0, input_write_closes_row=False)
+    samsung, ours = samsung_tiled_gemv(preset, 4096, 4096), samsung_tiled_gemv(both_banks, 4096, 4096)
+    assert (samsung["rows"], ours["rows"]) == (64, 32)
+    assert samsung["cycles"] == pytest.approx(13876, rel=0.005)
+    assert ours["cycles"] == pytest.approx(10990, rel=0.005)
+    assert 1 - ours["cycles"] / samsung["cycles"] == pytest.approx(0.21, abs=0.005)

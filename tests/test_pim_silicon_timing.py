@@ -71,7 +71,7 @@ def test_the_b200_presets_keep_the_standards_pim_timing():
     for name in ("b200", "b200-pim4x", "b200-pim8x", "b200-power"):
         dev = PIMDevice.from_hardware(get_hardware(name))
         assert (dev.input_write_to_mac_cycles, dev.input_write_interval_cycles, dev.pu_clock_divider,
-                dev.mode_switch_cycles) == (0, 0, 0, 0)
+                dev.mode_switch_cycles, dev.banks_per_row_opening, dev.input_write_closes_row) == (0, 0, 0, 0, 0, False)
         assert dev._base.standard.constraints == get_config(dev.dram_config).standard.constraints
 
 
@@ -80,6 +80,7 @@ def test_the_aquabolt_preset_carries_the_device_timing():
     hw = get_hardware("aquabolt-xl")
     dev = PIMDevice.from_hardware(hw)
     assert (dev.input_write_to_mac_cycles, dev.input_write_interval_cycles, dev.pu_clock_divider) == (19, 4, 4)
+    assert (dev.input_write_closes_row, dev.banks_per_row_opening, dev.geometry.steps_per_row) == (True, 1, 32)
     assert (dev.banks_per_pu, dev.macs_per_command, dev.global_buffer_bytes, dev.stacks) == (2, 16, 256, 4)
     # peaks (ISSCC 2021): 128 PUs x 16 lanes x 2 FLOP x 300 MHz = 1.2288 TFLOP/s per cube; 4x the
     # cube's 307.2 GB/s
@@ -103,3 +104,18 @@ def test_device_timing_needs_pim_commands():
         with_pim_timing(get_config("hbm2-2000"), pu_clock_divider=4)
     cfg = pim_config("hbm2-pim-2400", 1)
     assert with_pim_timing(cfg) is cfg
+
+
+def test_input_writes_through_a_reserved_row_wait_for_its_activation_and_recovery():
+    # hbm2-pim-2400: nRP 14 + nRCDWR 10 from the weight row's precharge to the first input write;
+    # nCWL 8 + nBL 2 + nWR 16 + nRP 14 from the last input write to the weight row's activation
+    dev = PIMDevice(**AQUABOLT, input_write_closes_row=True, input_write_to_mac_cycles=19,
+                    input_write_interval_cycles=4, pu_clock_divider=4)
+    res = _run(dev, 4096, 64)
+    assert _gaps(res, "PREAB", "GWRITE").min() == 14 + 10
+    assert _gaps(res, "GWRITE", "ACTAB").min() == 8 + 2 + 16 + 14         # from the last write of a tile
+    plain = _run(PIMDevice(**AQUABOLT, input_write_to_mac_cycles=19, input_write_interval_cycles=4,
+                           pu_clock_divider=4), 4096, 64)
+    assert res.cycles > plain.cycles
+    with pytest.raises(ValueError, match="banks_per_row_opening"):
+        PIMDevice(**AQUABOLT, banks_per_row_opening=4)      # more banks than the pair

@@ -64,7 +64,9 @@ class PIMDevice:
     rules; :func:`sievesim.pim.engine.with_pim_timing`): ``input_write_to_mac_cycles`` (GWRITE ->
     MACAB), ``input_write_interval_cycles`` (GWRITE -> GWRITE), ``pu_clock_divider`` (command-clock
     cycles per PU clock: MAC commands at least this far apart); ``mode_switch_cycles``: entering
-    and leaving PIM mode, added once to every program's (kernel's) duration.
+    and leaving PIM mode, added once to every program's (kernel's) duration. The order of a given
+    device's kernel: ``banks_per_row_opening`` (banks of a PU one opened row feeds, 0: all) and
+    ``input_write_closes_row`` (input writes close the PIM row) (:class:`PIMGeometry`).
 
     A device reads its DRAM configuration once, when it is made; ``config_key`` (a digest of the
     configuration's contents) is part of its identity, so the cost caches (keyed by device) give a
@@ -93,6 +95,8 @@ class PIMDevice:
     input_write_interval_cycles: int = 0
     pu_clock_divider: int = 0
     mode_switch_cycles: int = 0
+    banks_per_row_opening: int = 0
+    input_write_closes_row: bool = False
     config_key: str = dataclasses.field(init=False, default="")
     _base: DRAMConfig = dataclasses.field(init=False, compare=False, repr=False, default=None)
 
@@ -105,11 +109,18 @@ class PIMDevice:
             base = base.replace(timings=dict(base.timings, nCCDAB=self.macab_interval_cycles))
         base = with_pim_timing(base, input_write_to_mac_cycles=self.input_write_to_mac_cycles,
                                input_write_interval_cycles=self.input_write_interval_cycles,
-                               pu_clock_divider=self.pu_clock_divider)
+                               pu_clock_divider=self.pu_clock_divider,
+                               input_write_closes_row=bool(self.input_write_closes_row))
         if not isinstance(self.mode_switch_cycles, (int, np.integer)) or isinstance(self.mode_switch_cycles, bool) \
                 or self.mode_switch_cycles < 0:
             raise field_error("mode_switch_cycles", self.mode_switch_cycles,
                               "a whole number of command-clock cycles >= 0 per PIM kernel (0: none)")
+        if self.banks_per_row_opening not in (0, 1, 2, 4) or isinstance(self.banks_per_row_opening, bool) \
+                or self.banks_per_row_opening > self.banks_per_pu:
+            raise field_error("banks_per_row_opening", self.banks_per_row_opening,
+                              f"0 (all of a PU's banks) or 1, 2, 4 up to banks_per_pu = {self.banks_per_pu}")
+        if not isinstance(self.input_write_closes_row, bool):
+            raise field_error("input_write_closes_row", self.input_write_closes_row, "true or false")
         object.__setattr__(self, "_base", base)
         object.__setattr__(self, "config_key", hashlib.sha256(repr(base).encode()).hexdigest()[:16])
         for name in ("vectors_per_mac", "accumulators", "macs_per_command", "global_buffer_bytes"):
@@ -148,7 +159,9 @@ class PIMDevice:
                    input_write_to_mac_cycles=int(getattr(p, "input_write_to_mac_cycles", 0)),
                    input_write_interval_cycles=int(getattr(p, "input_write_interval_cycles", 0)),
                    pu_clock_divider=int(getattr(p, "pu_clock_divider", 0)),
-                   mode_switch_cycles=int(getattr(p, "mode_switch_cycles", 0)))
+                   mode_switch_cycles=int(getattr(p, "mode_switch_cycles", 0)),
+                   banks_per_row_opening=int(getattr(p, "banks_per_row_opening", 0)),
+                   input_write_closes_row=bool(getattr(p, "input_write_closes_row", False)))
 
     def gpu_step_s(self, flops: float, bytes_moved: float) -> float:
         """Roofline time of a GPU step between PIM GEMVs [s]: ``max(FLOPs / rate, bytes / rate)``,
@@ -223,7 +236,9 @@ class PIMDevice:
         return geometry_for(self.config, banks_per_pu=self.banks_per_pu, macs_per_command=self.macs_per_command,
                             operand_bytes=self.operand_bytes, global_buffer_bytes=self.global_buffer_bytes,
                             accumulators=self.accumulators, multi_vector=self.multi_vector_pu,
-                            vectors_per_mac=self.vectors_per_mac)
+                            vectors_per_mac=self.vectors_per_mac,
+                            banks_per_row_opening=self.banks_per_row_opening,
+                            input_write_closes_row=self.input_write_closes_row)
 
     @property
     def pcs_per_stack(self) -> int:

@@ -45,6 +45,11 @@ class PIMGeometry:
     ``vectors_per_mac``: input vectors one MACAB multiplies the same column with (1: one vector per
     command; more is a what-if PU with ``macs_per_command x vectors_per_mac`` multipliers, used by
     :func:`grouped_gemv_program`).
+    ``banks_per_row_opening``: banks of a PU whose rows one opening feeds its MACs (0: all of its
+    ``banks_per_pu``, as the all-bank activation allows; 1: one bank of the pair per opened row, as
+    Samsung's GEMV kernel reads them). ``input_write_closes_row``: an input write (GWRITE) closes
+    the open PIM row (Samsung's Aquabolt-XL writes its input registers through a reserved row), so a
+    streamed input re-opens the weights after every segment.
     """
 
     banks: int
@@ -58,6 +63,8 @@ class PIMGeometry:
     result_bytes: int = 4
     multi_vector: bool = True
     vectors_per_mac: int = 1
+    banks_per_row_opening: int = 0
+    input_write_closes_row: bool = False
 
     @property
     def pus(self) -> int:
@@ -65,8 +72,10 @@ class PIMGeometry:
 
     @property
     def steps_per_row(self) -> int:
-        """MACABs one opened row feeds a PU (all banks of the PU's group hold that row open)."""
-        return self.row_bytes * self.banks_per_pu // (self.macs_per_command * self.operand_bytes)
+        """MACABs one opened row feeds a PU (``banks_per_row_opening`` of its banks, by default all of
+        them: every bank of the PU's group holds that row open)."""
+        banks = self.banks_per_row_opening or self.banks_per_pu
+        return self.row_bytes * banks // (self.macs_per_command * self.operand_bytes)
 
 
 @dataclass(frozen=True)
@@ -99,20 +108,37 @@ class GemvPlan:
                               + results) + 1
 
 
-def gemv_rows_per_pass(slots: int, steps: int, geo: PIMGeometry) -> int:
-    """PIM rows [count] one pass of a GEMV opens, each once: the ``slots x steps`` MAC columns of
-    a PU are laid out in the order the program reads them (:func:`gemv_program`), so a pass sweeps
-    ``ceil(slots x steps / steps_per_row)`` consecutive rows whatever the global buffer's size."""
-    return math.ceil(slots * steps / geo.steps_per_row)
+def gemv_rows_per_pass(slots: int, steps: int, geo: PIMGeometry, segments: int = 1, block: int | None = None) -> int:
+    """PIM rows [count] one pass of a GEMV opens. The ``slots x steps`` MAC columns of a PU are
+    laid out in the order the program reads them (:func:`gemv_program`), so a pass sweeps
+    ``ceil(slots x steps / steps_per_row)`` consecutive rows, each opened once, whatever the global
+    buffer's size. With ``input_write_closes_row`` and an input streamed in ``segments`` (per
+    ``block`` slots, default ``accumulators``), each segment's write closes the row: every
+    (block, segment) chunk opens the rows it touches."""
+    spr = geo.steps_per_row
+    if segments <= 1 or not geo.input_write_closes_row:
+        return math.ceil(slots * steps / spr)
+    block = block or geo.accumulators
+    seg_steps = math.ceil(steps / segments)
+    rows, read = 0, 0
+    for s0 in range(0, slots, block):
+        width = min(slots, s0 + block) - s0
+        for lo in range(0, steps, seg_steps):
+            n = width * (min(steps, lo + seg_steps) - lo)
+            rows += (read + n - 1) // spr - read // spr + 1
+            read += n
+    return rows
 
 
 def gemv_row_openings(plan: "GemvPlan", geo: PIMGeometry) -> int:
     """ACTABs [count] of :func:`gemv_program`'s program for ``plan`` without refresh: every pass
-    (a token, or ``tokens_per_pass`` tokens sharing rows) opens its rows once; a matrix of one row
-    stays open from pass to pass."""
-    rows = gemv_rows_per_pass(plan.slots, plan.steps_per_output, geo)
+    (a token, or ``tokens_per_pass`` tokens sharing rows) opens its rows once (with
+    ``input_write_closes_row``: once per input write that meets them); a matrix of one row stays
+    open from pass to pass unless an input write closes it."""
+    block = max(1, geo.accumulators // plan.tokens_per_pass)
+    rows = gemv_rows_per_pass(plan.slots, plan.steps_per_output, geo, plan.segments, block)
     passes = math.ceil(plan.tokens / plan.tokens_per_pass)
-    return rows if rows == 1 else rows * passes
+    return rows if rows == 1 and not geo.input_write_closes_row else rows * passes
 
 
 def plan_gemv(d_in: int, d_out: int, tokens: int, pcs: int, geo: PIMGeometry,
@@ -142,7 +168,7 @@ def plan_gemv(d_in: int, d_out: int, tokens: int, pcs: int, geo: PIMGeometry,
         o = math.ceil(d_out / (pcs // pcs_in))
         slots = math.ceil(o / geo.pus)
         steps = math.ceil(k / geo.macs_per_command)
-        rows = gemv_rows_per_pass(slots, steps, geo)
+        rows = gemv_rows_per_pass(slots, steps, geo, segments)
         result = math.ceil(o * geo.result_bytes / geo.burst_bytes)
         blocks = math.ceil(slots / geo.accumulators) if segments > 1 else 1
         est = (slots * steps * t["nCCDAB"] + (bursts * blocks + result) * t["nBL"]
@@ -182,14 +208,21 @@ def gemv_program(plan: GemvPlan, geo: PIMGeometry, *, row_base: int = 0, write_i
     ops_parts: list[np.ndarray] = []
     rc_parts: list[np.ndarray] = []
 
+    closes = geo.input_write_closes_row
+    macs_before = [False]
+
     def gwrite(n: int) -> None:
         if not write_inputs:
             return
+        if closes and macs_before[0]:                              # the input goes through a reserved row
+            ops_parts.append(np.array([OP_PREAB], dtype=np.int32))
+            rc_parts.append(np.zeros((1, 2), dtype=np.int32))
         ops_parts.append(np.full(n, OP_GWRITE, dtype=np.int32))
         rc_parts.append(np.zeros((n, 2), dtype=np.int32))
 
     def macs(column_idx: np.ndarray) -> None:
         rows = row_base + column_idx // geo.steps_per_row
+        macs_before[0] = macs_before[0] or column_idx.size > 0
         ops_parts.append(np.full(column_idx.size, OP_MACAB, dtype=np.int32))
         rc_parts.append(np.column_stack([rows, column_idx % geo.steps_per_row]).astype(np.int32))
 
