@@ -4,22 +4,19 @@ shape by shape (docs/validation.md, "PIM against silicon").
 Ours (:func:`sievesim.pim.silicon.gemv_table`): one GEMV ``y = W x`` (W of OUT x IN, FP16, one
 input vector) on the 64 PIM pseudo-channels of four Aquabolt-XL cubes, tiled as Samsung's kernel
 tiles it (outputs only across the pseudo-channels), at the expected refresh phase; its cycles
-(command clock), row openings (ACTAB per pseudo-channel) and MAC commands. Theirs, when you give a PIMSimulator you built
-(this script builds nothing): its ``PIMBenchFixture`` GEMV tests, run from that directory::
+(command clock), row openings (ACTAB per pseudo-channel) and MAC commands. Theirs, when you give a
+PIMSimulator you built (this script builds nothing): its ``PIMBenchFixture`` GEMV tests, run from
+that directory::
 
     python benchmarks/pimsimulator_side_by_side.py                           # ours only
     python benchmarks/pimsimulator_side_by_side.py --pimsim ~/PIMSimulator   # beside ./sim's tests
     python benchmarks/pimsimulator_side_by_side.py --reference 4096x4096=NNNN
 
 PIMSimulator's ``PIMBenchFixture.gemv`` is 4096 x 4096 (OUT x IN; src/tests/PIMBenchTestCases.cpp,
-64 PIM channels). For another shape add a test of the same form to that file and rebuild (scons)::
-
-    TEST_F(PIMBenchFixture, gemv_1024x4096)
-    {
-        setPIMBenchTestCase(KernelType::GEMV, 1024, 4096);  // (KernelType, out_vec, in_vec)
-        executeKernel();
-        executePIMKernel();
-    }
+64 PIM channels). For another shape, add to that file a test ``gemv_OUTxIN`` of the fixture
+``PIMBenchFixture`` that does what its ``gemv`` test does with ``OUT, IN`` in place of ``4096, 4096``
+(``setPIMBenchTestCase(KernelType::GEMV, OUT, IN)``, then the runs without and with PIM), and rebuild
+it (scons).
 
 The script runs every ``PIMBenchFixture.gemv`` / ``gemv_OUTxIN`` test ``./sim --gtest_list_tests``
 lists and reads the PIM run's ``> Cycle :`` line (the second; the first is the run without PIM).

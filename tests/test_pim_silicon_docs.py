@@ -67,3 +67,26 @@ def test_samsungs_row_order_costs_what_section_8_says():
     assert samsung["cycles"] == pytest.approx(13876, rel=0.005)
     assert ours["cycles"] == pytest.approx(10990, rel=0.005)
     assert 1 - ours["cycles"] / samsung["cycles"] == pytest.approx(0.21, abs=0.005)
+
+
+def test_the_benchmark_reads_the_pim_cycles_of_each_gemv_bench_test(tmp_path, capsys):
+    # a stand-in for a PIMSimulator build: ./sim lists its tests and prints gtest's output
+    sim = tmp_path / "sim"
+    sim.write_text("""#!/bin/sh
+case "$1" in
+  --gtest_list_tests) printf 'PIMKernelFixture.\\n  gemv\\nPIMBenchFixture.\\n  gemv\\n  gemv_1024x4096\\n  add\\n' ;;
+  --gtest_filter=PIMBenchFixture.gemv) printf '> Cycle : 90000\\n> Cycle : 30000\\n> Speed-up : 3\\n' ;;
+  --gtest_filter=PIMBenchFixture.gemv_1024x4096) printf '> Cycle : 22000\\n> Cycle : 8000\\n' ;;
+  *) exit 1 ;;
+esac
+""")
+    sim.chmod(0o755)
+    spec = importlib.util.spec_from_file_location("pimsim_bench2", ROOT / "benchmarks" / "pimsimulator_side_by_side.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.pimsimulator_cycles(tmp_path) == {(4096, 4096): 30000, (1024, 4096): 8000}
+    assert bench.main(["--pimsim", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("| 1024 x 4096 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[-2] == "8000" and float(cells[-1]) == round(float(cells[1]) / 8000, 2)

@@ -25,8 +25,8 @@ from ..errors import field_error
 # int64 step indices, rows and stacked pairs in between.
 BYTES_PER_PROGRAM_COMMAND = 64
 
-__all__ = ["PIMGeometry", "GemvPlan", "plan_gemv", "gemv_program", "gemv_rows_per_pass", "gemv_row_openings", "GroupedPlan", "plan_grouped_gemv",
-           "grouped_gemv_program", "OP_MACAB", "OP_GWRITE", "OP_RDRES", "OP_PREAB"]
+__all__ = ["PIMGeometry", "GemvPlan", "plan_gemv", "gemv_program", "gemv_rows_per_pass", "gemv_row_openings",
+           "GroupedPlan", "plan_grouped_gemv", "grouped_gemv_program", "OP_MACAB", "OP_GWRITE", "OP_RDRES", "OP_PREAB"]
 
 OP_MACAB, OP_GWRITE, OP_RDRES, OP_PREAB = 0, 1, 2, 3
 
@@ -108,7 +108,8 @@ class GemvPlan:
                               + results) + 1
 
 
-def gemv_rows_per_pass(slots: int, steps: int, geo: PIMGeometry, segments: int = 1, block: int | None = None) -> int:
+def gemv_rows_per_pass(slots: int, steps: int, geo: PIMGeometry, segments: int = 1,
+                       block: int | None = None) -> int:
     """PIM rows [count] one pass of a GEMV opens. The ``slots x steps`` MAC columns of a PU are
     laid out in the order the program reads them (:func:`gemv_program`), so a pass sweeps
     ``ceil(slots x steps / steps_per_row)`` consecutive rows, each opened once, whatever the global
