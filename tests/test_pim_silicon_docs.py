@@ -90,3 +90,12 @@ esac
     row = next(line for line in out.splitlines() if line.startswith("| 1024 x 4096 |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[-2] == "8000" and float(cells[-1]) == round(float(cells[1]) / 8000, 2)
+
+
+def test_the_planner_splits_the_input_of_a_4096_gemv_on_the_aquabolt_preset():
+    # docs/pim.md section 8: 32 input splits of 128 inputs (one 256 B tile each), 2 output groups
+    from sievesim.hardware import get_hardware
+    from sievesim.pim.device import PIMDevice, _plan
+
+    plan = _plan(PIMDevice.from_hardware(get_hardware("aquabolt-xl")), 4096, 4096, 1, 64)
+    assert (plan.pcs_in, plan.inputs_per_pc, plan.segments) == (32, 128, 1)

@@ -149,7 +149,9 @@ def plan_gemv(d_in: int, d_out: int, tokens: int, pcs: int, geo: PIMGeometry,
 
     The estimate counts MACABs x nCCDAB, bursts x nBL, the rows the layout opens
     (:func:`gemv_rows_per_pass`: each once, for every buffer size) x (nRCDRD + nRP). An input slice
-    larger than the global buffer is streamed in segments, re-written for every slot block.
+    larger than the global buffer is streamed in segments, re-written for every slot block; with
+    ``input_write_closes_row`` each written segment adds its reserved row's activation, write
+    recovery and precharge (nRCDWR + nCWL + nBL + nWR + nRP).
     """
     for name, v in (("d_in", d_in), ("d_out", d_out), ("tokens", tokens), ("pcs", pcs)):
         if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
@@ -174,6 +176,8 @@ def plan_gemv(d_in: int, d_out: int, tokens: int, pcs: int, geo: PIMGeometry,
         blocks = math.ceil(slots / geo.accumulators) if segments > 1 else 1
         est = (slots * steps * t["nCCDAB"] + (bursts * blocks + result) * t["nBL"]
                + rows * (t["nRCDRD"] + t["nRP"]))
+        if geo.input_write_closes_row and segments > 1:      # each written segment: the reserved row's cycle
+            est += blocks * segments * (t.get("nRCDWR", 0) + t.get("nCWL", 0) + t["nBL"] + t.get("nWR", 0) + t["nRP"])
         if best is None or est < best[0]:
             best = (est, pcs_in, o, k, slots, steps, bursts, segments)
     _, pcs_in, o, k, slots, steps, bursts, segments = best
