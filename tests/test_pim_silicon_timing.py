@@ -119,3 +119,27 @@ def test_input_writes_through_a_reserved_row_wait_for_its_activation_and_recover
     assert res.cycles > plain.cycles
     with pytest.raises(ValueError, match="banks_per_row_opening"):
         PIMDevice(**AQUABOLT, banks_per_row_opening=4)      # more banks than the pair
+
+
+@pytest.mark.parametrize("single", [False, True])
+@pytest.mark.parametrize("d_in, d_out, tokens", [(3000, 100, 1), (1000, 700, 2), (4096, 64, 1)])
+def test_samsungs_row_order_obeys_every_rule_of_the_standard(tmp_path, single, d_in, d_out, tokens):
+    # the PREABs before input writes and one bank per opened row, replayed by the independent checker
+    from dram_checker import check, read_log
+    from sievesim.dram.engine import write_command_log
+    from sievesim.pim import geometry_for
+
+    cfg = pim_config("hbm3-6400", 1, dual_row_buffer=not single)
+    geo = geometry_for(cfg, banks_per_pu=2, global_buffer_bytes=256, multi_vector=False, banks_per_row_opening=1,
+                       input_write_closes_row=True)
+    cfg = with_pim_timing(cfg, input_write_closes_row=True, input_write_to_mac_cycles=19)
+    plan = plan_gemv(d_in, d_out, tokens, 1, geo, dict(cfg.timings))
+    res = run_programs(cfg, [gemv_program(plan, geo)], log_commands=True)
+
+    class _Logged:
+        command_log = res.command_log
+
+    path = tmp_path / "pim.csv"
+    write_command_log(_Logged(), cfg, path)
+    assert check(read_log(path), "jedec", single_buffer=single) == []
+    assert res.macabs == plan.tokens * plan.macs_per_token
