@@ -11,9 +11,11 @@ path (O'Connor et al., "Fine-Grained DRAM", MICRO 2017, as tabulated in the AttA
   global I/O and the TSVs; ``io``: the same burst over the interposer to the GPU (its own line);
 * ``REFab``: the rows it refreshes in every bank of the pseudo-channel (rows / 8192: JEDEC's 8192
   refresh commands per retention window) x the activation energy of a row;
-* PIM: ``ACTAB`` opens one row in every bank; ``PREAB`` 0; ``MACAB`` reads one burst per bank out
-  of its row buffer into its PU (cell segment only; a bank-group PU adds the column path) and
-  does ``macs_per_command`` MACs per PU at ``mac_pj``; ``GWRITE`` and ``RDRES`` move one burst
+* PIM: ``ACTAB`` opens one row in every bank; ``PREAB`` 0; ``MACAB``: each PU reads the
+  ``macs_per_command x operand_bytes`` bytes it multiplies out of the row buffer of one of its
+  banks (a PU per bank: every bank; per bank pair or bank group: one bank in 2 or 4; cell
+  segment only, a bank-group PU adds the column path) and does ``macs_per_command`` MACs at
+  ``mac_pj``; ``GWRITE`` and ``RDRES`` move one burst
   between the GPU and the pseudo-channel's global buffer (interposer, TSV, global I/O, buffer);
 * background (DRAMPower's split by bank state): ``active_standby_mw`` per pseudo-channel while it
   has a row open or is refreshing (tRFC after each REFab), ``precharge_standby_mw`` for the rest
@@ -38,7 +40,7 @@ from .._validate import Problems
 from ..errors import field_error
 
 __all__ = ["EnergyParams", "ENERGY_PARAMS", "ENERGY_SOURCES", "energy_params", "check_energy_table",
-           "CommandEnergies", "command_energies", "energy_of_counts", "dram_energy", "pim_energy",
+           "CommandEnergies", "command_energies", "macab_cell_bits", "energy_of_counts", "dram_energy", "pim_energy",
            "REFRESH_COMMANDS_PER_WINDOW"]
 
 #: JEDEC: 8192 refresh commands per retention window (tREFW = 8192 x tREFI), so one REFab
@@ -96,6 +98,7 @@ _STANDBY_HBM2 = dict(precharge_standby_mw=39.6, active_standby_mw=round(39.6 * 4
 ENERGY_PARAMS: dict[str, EnergyParams] = {
     "hbm3": EnergyParams(**_HBM_PATH, **_STANDBY_HBM3),
     "hbm2": EnergyParams(**_HBM_PATH, **_STANDBY_HBM2),
+    "hbm2-pim": EnergyParams(**_HBM_PATH, **_STANDBY_HBM2),
     "ramulator2-hbm3": EnergyParams(**_HBM_PATH, **_STANDBY_HBM3),
     "ramulator2-hbm2": EnergyParams(**_HBM_PATH, **_STANDBY_HBM2),
 }
@@ -188,18 +191,37 @@ def _geometry(config: Any) -> tuple[int, int, int, int]:
     return row_bits, burst_bits, banks, int(config.org["row"])
 
 
+def macab_cell_bits(config: Any, *, banks_per_pu: int = 1, macs_per_command: int = 16,
+                    operand_bytes: float = 2.0) -> float:
+    """Bits one all-bank MAC command reads out of the cells [bits]: each PU reads the
+    ``macs_per_command x operand_bytes`` bytes it multiplies from one of its ``banks_per_pu`` banks,
+    so a PU per bank reads every bank, a bank-pair PU one bank in 2, a bank-group PU one in 4.
+    (16 bf16 MACs per PU read one 32 B burst: per bank, the whole pseudo-channel's banks.)"""
+    _, _, banks, _ = _geometry(config)
+    pus = max(1, banks // max(1, banks_per_pu))
+    return pus * macs_per_command * operand_bytes * 8
+
+
 def command_energies(config: Any, *, banks_per_pu: int = 1, macs_per_command: int = 16,
-                     params: EnergyParams | None = None) -> CommandEnergies:
+                     operand_bytes: float = 2.0, params: EnergyParams | None = None) -> CommandEnergies:
     """Per-command energies [pJ] of ``config`` (see the module's docstring for each command).
-    ``banks_per_pu``/``macs_per_command``: the PIM processing units (PIM commands only)."""
+    ``banks_per_pu``/``macs_per_command``/``operand_bytes`` (bytes per weight): the PIM processing
+    units (PIM commands only)."""
+    for name, v, ok in (("banks_per_pu", banks_per_pu, (1, 2, 4)),):
+        if v not in ok:
+            raise field_error(name, v, f"one of {list(ok)} (a PU per bank, bank pair or bank group)")
+    if isinstance(operand_bytes, bool) or not isinstance(operand_bytes, (int, float)) or not 0 < operand_bytes <= 8:
+        raise field_error("operand_bytes", operand_bytes, "bytes per weight element, > 0 and <= 8")
     p = energy_params(config) if params is None else params
     row_bits, burst_bits, banks, rows = _geometry(config)
     act = p.act_pj_per_bit * row_bits
     access = burst_bits * (p.cell_pj_per_bit + p.column_pj_per_bit + p.global_io_pj_per_bit + p.tsv_pj_per_bit)
     ref = banks * max(1.0, rows / REFRESH_COMMANDS_PER_WINDOW) * act
-    pus = max(1, banks // max(1, banks_per_pu))
+    pus = max(1, banks // banks_per_pu)
     in_bank = p.cell_pj_per_bit + (p.column_pj_per_bit if banks_per_pu >= 4 else 0.0)
-    macab = banks * burst_bits * in_bank + pus * macs_per_command * p.mac_pj
+    cell_bits = macab_cell_bits(config, banks_per_pu=banks_per_pu, macs_per_command=macs_per_command,
+                                operand_bytes=operand_bytes)
+    macab = cell_bits * in_bank + pus * macs_per_command * p.mac_pj
     host = burst_bits * (p.interposer_pj_per_bit + p.tsv_pj_per_bit + p.global_io_pj_per_bit) \
         + burst_bits / 8 * p.buffer_pj_per_byte
     per = {"ACT": act, "PRE": 0.0, "PREA": 0.0, "RD": access, "WR": access, "RDA": access, "WRA": access,
@@ -292,7 +314,7 @@ def pim_counts(result: Any) -> dict[str, int]:
 
 
 def pim_energy(result: Any, config: Any, *, pcs: int, banks_per_pu: int = 1, macs_per_command: int = 16,
-               duration_s: float | None = None) -> dict[str, Any]:
+               duration_s: float | None = None, operand_bytes: float = 2.0) -> dict[str, Any]:
     """Energy of a PIM job spread over ``pcs`` pseudo-channels whose one-channel program ran as
     ``result`` (the engine runs the program once per refresh phase: counts are divided by the
     copies, then multiplied by ``pcs``; refresh at its average rate, one REFab per nREFI per
@@ -300,7 +322,8 @@ def pim_energy(result: Any, config: Any, *, pcs: int, banks_per_pu: int = 1, mac
     for ``duration_s`` (default: the result's time). Returns as :func:`dram_energy` plus
     ``mac_ops`` (multiply-accumulates done)."""
     copies = max(1, len(result.per_unit_busy_cycles))
-    e = command_energies(config, banks_per_pu=banks_per_pu, macs_per_command=macs_per_command)
+    e = command_energies(config, banks_per_pu=banks_per_pu, macs_per_command=macs_per_command,
+                         operand_bytes=operand_bytes)
     counts = {k: v * pcs / copies for k, v in pim_counts(result).items() if k != "REFab"}
     time_s = result.time_ns * 1e-9 if duration_s is None else duration_s
     # refresh at its average rate (one REFab per nREFI per pseudo-channel): the copies start at

@@ -468,6 +468,7 @@ BUILTIN_CONFIGS: dict[str, callable] = {
     "hbm3-6400": lambda: _jedec("hbm3-6400", "hbm3", "HBM3_16Gb_8hi", "HBM3_6400"),
     "hbm3e-8000": lambda: _jedec("hbm3e-8000", "hbm3", "HBM3E_24Gb_12hi", "HBM3E_8000"),
     "hbm2-2000": lambda: _jedec("hbm2-2000", "hbm2", "HBM2_8Gb", "HBM2_2000"),
+    "hbm2-pim-2400": lambda: _jedec("hbm2-pim-2400", "hbm2-pim", "HBM2_PIM_32Gb", "HBM2_PIM_2400"),
     "ramulator2-hbm3": lambda: _ramulator("ramulator2-hbm3", "ramulator2-hbm3", "HBM3_8Gb", "HBM3_2Gbps", 8),
     "ramulator2-hbm2": lambda: _ramulator("ramulator2-hbm2", "ramulator2-hbm2", "HBM2_8Gb", "HBM2_2Gbps", 8),
 }

@@ -442,11 +442,43 @@ HBM2 = Standard(
     channel_width_bits=256,
 )
 
-STANDARDS: dict[str, Standard] = {s.name: s for s in (HBM3, HBM2, R2_HBM3, R2_HBM2)}
+HBM2_PIM = Standard(
+    name="hbm2-pim",
+    description="HBM2 (JESD235, pseudo-channel mode) with bank-level PIM commands, as Samsung's HBM2-PIM "
+                "(Aquabolt-XL) drives them in all-bank mode",
+    levels=HBM2.levels,
+    commands=_JEDEC_COMMANDS + _PIM_COMMANDS,
+    timing_names=HBM2.timing_names + ("nCCDAB",),
+    constraints=tuple(_pim_constraints()) + _jedec_constraints(with_sid=False),
+    org_presets={
+        # the PIM dies' 16 pseudo-channels per cube: 16 banks x 16384 rows x 32 columns of 32 B
+        # (SAITPublic/PIMSimulator ini/HBM2_samsung_2M_16B_x64.ini: NUM_BANKS 16, NUM_ROWS 16384,
+        # NUM_COLS 128 of 64 bits at BL4 = 32 bursts of 32 B per 1 KB row)
+        "HBM2_PIM_32Gb": dict(channel=8, pseudochannel=2, bankgroup=4, bank=4, row=1 << 14, column=1 << 5),
+    },
+    timing_presets={
+        # Aquabolt-XL at 2.4 Gb/s (ISSCC 2021, Kwon et al.: tCK 833 ps), cycle counts of Samsung's
+        # PIMSimulator (ini/HBM2_samsung_2M_16B_x64.ini): RL 20, WL 8, BL4 (2 CK), tRCDRD 14,
+        # tRCDWR 10, tRP 14, tRAS 33, tRC 47, tWR 16, tRTPS 4, tRTPL 5, tCCDS 2, tCCDL 4, tRRDS 4,
+        # tRRDL 6, tWTRS 4, tWTRL 9, tXAW 16, tRFC 350, tREFI 3900. nRTW = RL + BL/2 + tRTRS - WL
+        # = 15 (DRAMSim2's READ_TO_WRITE_DELAY, tRTRS 1); nPPD 2 as hbm2-2000. nCCDAB = tCCDL = 4:
+        # PIMSimulator's MAC column commands go to one bank group (PIMKernel::computeGemv).
+        "HBM2_PIM_2400": dict(rate=2400, tCK_ps=833, nBL=2, nCL=20, nCWL=8, nRCDRD=14, nRCDWR=10, nRP=14,
+                              nRAS=33, nRC=47, nWR=16, nRTPS=4, nRTPL=5, nCCDS=2, nCCDL=4, nRRDS=4,
+                              nRRDL=6, nWTRS=4, nWTRL=9, nRTW=15, nFAW=16, nPPD=2, nRFC=350, nREFI=3900,
+                              nCCDAB=4),
+    },
+    controller_level="pseudochannel",
+    refresh=True,
+    prefetch=1,
+    channel_width_bits=256,
+)
+
+STANDARDS: dict[str, Standard] = {s.name: s for s in (HBM3, HBM2, HBM2_PIM, R2_HBM3, R2_HBM2)}
 
 
 def get_standard(name: str) -> Standard:
-    """Look up a standard by name (``hbm3``, ``hbm2``, ``ramulator2-hbm3``, ``ramulator2-hbm2``)."""
+    """Look up a standard by name (``hbm3``, ``hbm2``, ``hbm2-pim``, ``ramulator2-hbm3``, ``ramulator2-hbm2``)."""
     if not isinstance(name, str) or name not in STANDARDS:
         raise field_error("standard", name, f"one of {sorted(STANDARDS)}")
     return STANDARDS[name]

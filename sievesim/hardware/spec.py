@@ -252,6 +252,24 @@ class PIMSpec:
     #: External bandwidth of one stack, bytes/s; set by :class:`HardwareSpec` from the GPU
     #: (``hbm_bandwidth_bytes_per_s / num_hbm_stacks``); None for a PIMSpec on its own.
     external_bandwidth_bytes_per_s_per_stack: float | None = None
+    #: Command-clock cycles from an input write (GWRITE) to the MAC command that uses it; 0 = the
+    #: DRAM standard's nCWL + nBL. Samsung's Aquabolt-XL: 19 (docs/pim.md, section 8).
+    input_write_to_mac_cycles: int = 0
+    #: Command-clock cycles between input writes (GWRITE -> GWRITE); 0 = the standard's nBL.
+    input_write_interval_cycles: int = 0
+    #: Command-clock cycles per PU clock: MAC commands at least this far apart; 0 = no PU clock
+    #: limit beyond nCCDAB. Aquabolt-XL: 300 MHz PUs on a 1.2 GHz command clock, 4.
+    pu_clock_divider: int = 0
+    #: Command-clock cycles a PIM kernel spends entering and leaving PIM mode, added once to every
+    #: PIM program; 0 = none.
+    mode_switch_cycles: int = 0
+    #: Banks of a PU whose rows one opened row feeds its MACs; 0 = all of the PU's banks (the
+    #: all-bank activation opens them all). Samsung's GEMV kernel reads one bank of the pair per
+    #: opened row: 1.
+    banks_per_row_opening: int = 0
+    #: True when an input write closes the open PIM row (Aquabolt-XL writes its input registers
+    #: through a reserved row), so the weights are re-opened after every input write.
+    input_write_closes_row: bool = False
 
     def __post_init__(self) -> None:
         _check_fields(self, "pim")
@@ -468,6 +486,18 @@ def _macab_interval(fname: str, value: Any, src: str | None) -> None:
                           source=src)
 
 
+def _pim_cycles(expected: str) -> Any:
+    def check(fname: str, value: Any, src: str | None) -> None:
+        if not _is_int(value) or value < 0 or value > 1_000_000:
+            raise field_error(fname, value, f"{expected}; a whole number up to 1000000", source=src)
+    return check
+
+
+def _banks_per_row_opening(fname: str, value: Any, src: str | None) -> None:
+    if not _is_int(value) or value not in (0, 1, 2, 4):
+        raise field_error(fname, value, "0 (all of a PU's banks), 1, 2 or 4 banks per opened row", source=src)
+
+
 def _energy(unit: str, hi: float) -> Any:
     def check(fname: str, value: Any, src: str | None) -> None:
         if value is not None and not (_is_number(value) and 0 <= value <= hi):
@@ -534,6 +564,13 @@ _FIELD_CHECKS: dict[type, dict[str, Any]] = {
         "sync_latency_s": _latency,
         "macab_interval_cycles": _macab_interval,
         "external_bandwidth_bytes_per_s_per_stack": _optional(_positive("bytes/s")),
+        "input_write_to_mac_cycles": _pim_cycles("cycles from an input write to its MAC, >= 0 (0: the DRAM "
+                                                 "standard's nCWL + nBL)"),
+        "input_write_interval_cycles": _pim_cycles("cycles between input writes, >= 0 (0: the DRAM standard's nBL)"),
+        "pu_clock_divider": _pim_cycles("command-clock cycles per PU clock, >= 0 (0: no PU clock limit)"),
+        "mode_switch_cycles": _pim_cycles("cycles a PIM kernel spends entering and leaving PIM mode, >= 0"),
+        "banks_per_row_opening": _banks_per_row_opening,
+        "input_write_closes_row": _boolean,
     },
     InterconnectSpec: {
         "bandwidth_bytes_per_s_per_direction": _positive("bytes/s per direction"),

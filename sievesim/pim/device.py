@@ -17,7 +17,8 @@ import numpy as np
 from .._units import BASE_UNITS, split_unit
 from ..dram.config import BUILTIN_CONFIGS, DRAMConfig, get_config
 from ..errors import field_error
-from .engine import PIMResult, even_phases, geometry_for, pim_config, run_phases, run_programs, stratified_phases
+from .engine import (PIMResult, even_phases, geometry_for, pim_config, run_phases, run_programs, stratified_phases,
+                     with_pim_timing)
 from .program import (OP_MACAB, PIMGeometry, _grouped_estimate, gemv_program, grouped_gemv_program, plan_gemv,
                       plan_grouped_gemv)
 
@@ -59,6 +60,14 @@ class PIMDevice:
     preset; more is a what-if PU with that many times the multipliers, used where vectors share
     a matrix: the query heads of a GQA group in :class:`AttentionLayer`).
 
+    PIM timing of a given device (command-clock cycles; 0, the default, keeps the DRAM standard's
+    rules; :func:`sievesim.pim.engine.with_pim_timing`): ``input_write_to_mac_cycles`` (GWRITE ->
+    MACAB), ``input_write_interval_cycles`` (GWRITE -> GWRITE), ``pu_clock_divider`` (command-clock
+    cycles per PU clock: MAC commands at least this far apart); ``mode_switch_cycles``: entering
+    and leaving PIM mode, added once to every program's (kernel's) duration. The order of a given
+    device's kernel: ``banks_per_row_opening`` (banks of a PU one opened row feeds, 0: all) and
+    ``input_write_closes_row`` (input writes close the PIM row) (:class:`PIMGeometry`).
+
     A device reads its DRAM configuration once, when it is made; ``config_key`` (a digest of the
     configuration's contents) is part of its identity, so the cost caches (keyed by device) give a
     new time after a configuration file changes and the same time for the same contents.
@@ -82,6 +91,12 @@ class PIMDevice:
     macab_interval_cycles: int = 0
     gpu_step_via_hbm: bool = False
     vectors_per_mac: int = 1
+    input_write_to_mac_cycles: int = 0
+    input_write_interval_cycles: int = 0
+    pu_clock_divider: int = 0
+    mode_switch_cycles: int = 0
+    banks_per_row_opening: int = 0
+    input_write_closes_row: bool = False
     config_key: str = dataclasses.field(init=False, default="")
     _base: DRAMConfig = dataclasses.field(init=False, compare=False, repr=False, default=None)
 
@@ -92,6 +107,20 @@ class PIMDevice:
                               "cycles between all-bank MACs (0: the configuration's nCCDAB)")
         if self.macab_interval_cycles:          # a power-limited all-bank MAC rate
             base = base.replace(timings=dict(base.timings, nCCDAB=self.macab_interval_cycles))
+        base = with_pim_timing(base, input_write_to_mac_cycles=self.input_write_to_mac_cycles,
+                               input_write_interval_cycles=self.input_write_interval_cycles,
+                               pu_clock_divider=self.pu_clock_divider,
+                               input_write_closes_row=bool(self.input_write_closes_row))
+        if not isinstance(self.mode_switch_cycles, (int, np.integer)) or isinstance(self.mode_switch_cycles, bool) \
+                or self.mode_switch_cycles < 0:
+            raise field_error("mode_switch_cycles", self.mode_switch_cycles,
+                              "a whole number of command-clock cycles >= 0 per PIM kernel (0: none)")
+        if self.banks_per_row_opening not in (0, 1, 2, 4) or isinstance(self.banks_per_row_opening, bool) \
+                or self.banks_per_row_opening > self.banks_per_pu:
+            raise field_error("banks_per_row_opening", self.banks_per_row_opening,
+                              f"0 (all of a PU's banks) or 1, 2, 4 up to banks_per_pu = {self.banks_per_pu}")
+        if not isinstance(self.input_write_closes_row, bool):
+            raise field_error("input_write_closes_row", self.input_write_closes_row, "true or false")
         object.__setattr__(self, "_base", base)
         object.__setattr__(self, "config_key", hashlib.sha256(repr(base).encode()).hexdigest()[:16])
         for name in ("vectors_per_mac", "accumulators", "macs_per_command", "global_buffer_bytes"):
@@ -126,7 +155,13 @@ class PIMDevice:
                    gpu_flops_per_s=float(hw.gpu.effective_flops),
                    gpu_bytes_per_s=float(hw.gpu.effective_bandwidth_bytes_per_s),
                    sync_latency_s=float(getattr(p, "sync_latency_s", cls.sync_latency_s)),
-                   macab_interval_cycles=int(getattr(p, "macab_interval_cycles", 0)))
+                   macab_interval_cycles=int(getattr(p, "macab_interval_cycles", 0)),
+                   input_write_to_mac_cycles=int(getattr(p, "input_write_to_mac_cycles", 0)),
+                   input_write_interval_cycles=int(getattr(p, "input_write_interval_cycles", 0)),
+                   pu_clock_divider=int(getattr(p, "pu_clock_divider", 0)),
+                   mode_switch_cycles=int(getattr(p, "mode_switch_cycles", 0)),
+                   banks_per_row_opening=int(getattr(p, "banks_per_row_opening", 0)),
+                   input_write_closes_row=bool(getattr(p, "input_write_closes_row", False)))
 
     def gpu_step_s(self, flops: float, bytes_moved: float) -> float:
         """Roofline time of a GPU step between PIM GEMVs [s]: ``max(FLOPs / rate, bytes / rate)``,
@@ -189,19 +224,21 @@ class PIMDevice:
     def program_cycles(self, result: PIMResult, pcs: int) -> float:
         """Duration [cycles] of a job on ``pcs`` pseudo-channels whose program ran as ``result``:
         the mean over refresh phases, their maximum (``"staggered"`` over several pseudo-channels),
-        or the single aligned run."""
+        or the single aligned run; plus ``mode_switch_cycles`` (entering and leaving PIM mode)."""
         if not result.phase_cycles:
-            return float(result.cycles)
+            return float(result.cycles) + self.mode_switch_cycles
         if self.refresh == "staggered" and pcs > 1:
-            return float(max(result.phase_cycles))
-        return result.mean_phase_cycles
+            return float(max(result.phase_cycles)) + self.mode_switch_cycles
+        return result.mean_phase_cycles + self.mode_switch_cycles
 
     @functools.cached_property
     def geometry(self) -> PIMGeometry:
         return geometry_for(self.config, banks_per_pu=self.banks_per_pu, macs_per_command=self.macs_per_command,
                             operand_bytes=self.operand_bytes, global_buffer_bytes=self.global_buffer_bytes,
                             accumulators=self.accumulators, multi_vector=self.multi_vector_pu,
-                            vectors_per_mac=self.vectors_per_mac)
+                            vectors_per_mac=self.vectors_per_mac,
+                            banks_per_row_opening=self.banks_per_row_opening,
+                            input_write_closes_row=self.input_write_closes_row)
 
     @property
     def pcs_per_stack(self) -> int:

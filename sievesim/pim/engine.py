@@ -9,12 +9,13 @@ from typing import Any
 import numpy as np
 
 from ..dram.config import DRAMConfig, check_engine_memory, get_config
+from ..dram.standards import TimingConstraint
 from ..dram.engine import _to_vectors
 from ..dram.traces import RequestTrace
 from ..errors import field_error
 from .program import OP_GWRITE, OP_MACAB, OP_PREAB, OP_RDRES, PIMGeometry
 
-__all__ = ["PIMResult", "pim_config", "geometry_for", "run_programs", "run_phases", "even_phases",
+__all__ = ["PIMResult", "pim_config", "with_pim_timing", "geometry_for", "run_programs", "run_phases", "even_phases",
            "stratified_phases"]
 
 
@@ -66,21 +67,65 @@ def pim_config(dram_config: str | DRAMConfig, units: int = 1, *, dual_row_buffer
     """
     base = get_config(dram_config) if isinstance(dram_config, str) else dram_config
     if "ACTAB" not in [c.name for c in base.standard.commands]:
-        raise field_error("dram_config", base.name, "a configuration whose standard has PIM commands (hbm3-6400, hbm3e-8000)")
+        raise field_error("dram_config", base.name, "a configuration whose standard has PIM commands (hbm3-6400, hbm3e-8000, hbm2-pim-2400)")
     org = dict(base.org)
     org["channel"], org["pseudochannel"] = units, 1
     return base.replace(org=org, dual_row_buffer=dual_row_buffer, end="completed", name=f"{base.name}-pim")
 
 
+def with_pim_timing(config: DRAMConfig, *, input_write_to_mac_cycles: int = 0, input_write_interval_cycles: int = 0,
+                    pu_clock_divider: int = 0, input_write_closes_row: bool = False) -> DRAMConfig:
+    """``config`` with the PIM timing of a given device added as rules of its standard (each a
+    minimum gap in command-clock cycles; 0 adds nothing, so the standard's own rules stand):
+
+    * ``input_write_to_mac_cycles``: GWRITE -> MACAB (the standard's is nCWL + nBL; Samsung's
+      Aquabolt-XL writes its input registers with ordinary writes, so the MAC read waits the write
+      to read turnaround WL + BL/2 + tWTRL = 19 cycles in PIMSimulator);
+    * ``input_write_interval_cycles``: GWRITE -> GWRITE (the standard's is nBL; writes to one bank
+      group are tCCDL apart, 4 cycles on Aquabolt-XL);
+    * ``pu_clock_divider``: command-clock cycles per PU clock; a PU takes one MAC command per PU
+      clock, so MACAB -> MACAB and MACAB -> RDRES are at least this (Aquabolt-XL: 300 MHz PUs on a
+      1.2 GHz command clock, 4);
+    * ``input_write_closes_row``: the input goes through a reserved row (Aquabolt-XL: row 0x3fff in
+      all-bank mode, PIMSimulator ``PIMKernel::computeGemv``), opened after the weight row's
+      precharge and closed before the weight row opens again: PREAB -> GWRITE nRP + nRCDWR, GWRITE
+      -> ACTAB nCWL + nBL + nWR + nRP (the program closes the weight row before each input write).
+
+    The engine takes the largest latency of the rules between two commands, so a gap shorter than
+    the standard's changes nothing."""
+    added = []
+    for name, value, pre, fol in (("input_write_to_mac_cycles", input_write_to_mac_cycles, "GWRITE", "MACAB"),
+                                  ("input_write_interval_cycles", input_write_interval_cycles, "GWRITE", "GWRITE"),
+                                  ("pu_clock_divider", pu_clock_divider, "MACAB", "MACAB RDRES")):
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
+            raise field_error(name, value, "a whole number of command-clock cycles >= 0 (0: the standard's timing)")
+        if value:
+            added.append(TimingConstraint("pseudochannel", (pre,), tuple(fol.split()), str(int(value))))
+    if not isinstance(input_write_closes_row, bool):
+        raise field_error("input_write_closes_row", input_write_closes_row, "true or false")
+    if input_write_closes_row:
+        added += [TimingConstraint("pseudochannel", ("PREAB",), ("GWRITE",), "nRP + nRCDWR"),
+                  TimingConstraint("pseudochannel", ("GWRITE",), ("ACTAB",), "nCWL + nBL + nWR + nRP")]
+    if not added:
+        return config
+    if "ACTAB" not in [c.name for c in config.standard.commands]:
+        raise field_error("dram_config", config.name, "a configuration whose standard has PIM commands "
+                          "(hbm3-6400, hbm3e-8000, hbm2-pim-2400)")
+    std = dataclasses.replace(config.standard, constraints=config.standard.constraints + tuple(added))
+    return config.replace(standard=std)
+
+
 def geometry_for(config: DRAMConfig, *, banks_per_pu: int = 1, macs_per_command: int = 16, operand_bytes: int = 2,
                  global_buffer_bytes: int = 2048, accumulators: int = 8, multi_vector: bool = True,
-                 vectors_per_mac: int = 1) -> PIMGeometry:
+                 vectors_per_mac: int = 1, banks_per_row_opening: int = 0,
+                 input_write_closes_row: bool = False) -> PIMGeometry:
     levels = config.standard.levels
     banks = int(np.prod([config.org[l] for l in levels[levels.index("pseudochannel") + 1: levels.index("row")]]))
     return PIMGeometry(banks=banks, banks_per_pu=banks_per_pu, macs_per_command=macs_per_command,
                        operand_bytes=operand_bytes, row_bytes=config.org["column"] * config.tx_bytes,
                        burst_bytes=config.tx_bytes, global_buffer_bytes=global_buffer_bytes,
-                       accumulators=accumulators, multi_vector=multi_vector, vectors_per_mac=vectors_per_mac)
+                       accumulators=accumulators, multi_vector=multi_vector, vectors_per_mac=vectors_per_mac,
+                       banks_per_row_opening=banks_per_row_opening, input_write_closes_row=input_write_closes_row)
 
 
 def _check_programs(config: Any, programs: Any, background: Any) -> tuple[list, Any]:

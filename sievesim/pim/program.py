@@ -25,8 +25,8 @@ from ..errors import field_error
 # int64 step indices, rows and stacked pairs in between.
 BYTES_PER_PROGRAM_COMMAND = 64
 
-__all__ = ["PIMGeometry", "GemvPlan", "plan_gemv", "gemv_program", "GroupedPlan", "plan_grouped_gemv",
-           "grouped_gemv_program", "OP_MACAB", "OP_GWRITE", "OP_RDRES", "OP_PREAB"]
+__all__ = ["PIMGeometry", "GemvPlan", "plan_gemv", "gemv_program", "gemv_rows_per_pass", "gemv_row_openings",
+           "GroupedPlan", "plan_grouped_gemv", "grouped_gemv_program", "OP_MACAB", "OP_GWRITE", "OP_RDRES", "OP_PREAB"]
 
 OP_MACAB, OP_GWRITE, OP_RDRES, OP_PREAB = 0, 1, 2, 3
 
@@ -45,6 +45,11 @@ class PIMGeometry:
     ``vectors_per_mac``: input vectors one MACAB multiplies the same column with (1: one vector per
     command; more is a what-if PU with ``macs_per_command x vectors_per_mac`` multipliers, used by
     :func:`grouped_gemv_program`).
+    ``banks_per_row_opening``: banks of a PU whose rows one opening feeds its MACs (0: all of its
+    ``banks_per_pu``, as the all-bank activation allows; 1: one bank of the pair per opened row, as
+    Samsung's GEMV kernel reads them). ``input_write_closes_row``: an input write (GWRITE) closes
+    the open PIM row (Samsung's Aquabolt-XL writes its input registers through a reserved row), so a
+    streamed input re-opens the weights after every segment.
     """
 
     banks: int
@@ -58,6 +63,8 @@ class PIMGeometry:
     result_bytes: int = 4
     multi_vector: bool = True
     vectors_per_mac: int = 1
+    banks_per_row_opening: int = 0
+    input_write_closes_row: bool = False
 
     @property
     def pus(self) -> int:
@@ -65,8 +72,10 @@ class PIMGeometry:
 
     @property
     def steps_per_row(self) -> int:
-        """MACABs one opened row feeds a PU (all banks of the PU's group hold that row open)."""
-        return self.row_bytes * self.banks_per_pu // (self.macs_per_command * self.operand_bytes)
+        """MACABs one opened row feeds a PU (``banks_per_row_opening`` of its banks, by default all of
+        them: every bank of the PU's group holds that row open)."""
+        banks = self.banks_per_row_opening or self.banks_per_pu
+        return self.row_bytes * banks // (self.macs_per_command * self.operand_bytes)
 
 
 @dataclass(frozen=True)
@@ -99,19 +108,60 @@ class GemvPlan:
                               + results) + 1
 
 
-def plan_gemv(d_in: int, d_out: int, tokens: int, pcs: int, geo: PIMGeometry,
-              timings: dict[str, int] | None = None) -> GemvPlan:
-    """Choose ``pcs_in`` (a divisor of ``pcs``) minimising an issue-time estimate.
+def gemv_rows_per_pass(slots: int, steps: int, geo: PIMGeometry, segments: int = 1,
+                       block: int | None = None) -> int:
+    """PIM rows [count] one pass of a GEMV opens. The ``slots x steps`` MAC columns of a PU are
+    laid out in the order the program reads them (:func:`gemv_program`), so a pass sweeps
+    ``ceil(slots x steps / steps_per_row)`` consecutive rows, each opened once, whatever the global
+    buffer's size. With ``input_write_closes_row`` and an input streamed in ``segments`` (per
+    ``block`` slots, default ``accumulators``), each segment's write closes the row: every
+    (block, segment) chunk opens the rows it touches."""
+    spr = geo.steps_per_row
+    if segments <= 1 or not geo.input_write_closes_row:
+        return math.ceil(slots * steps / spr)
+    block = block or geo.accumulators
+    seg_steps = math.ceil(steps / segments)
+    rows, read = 0, 0
+    for s0 in range(0, slots, block):
+        width = min(slots, s0 + block) - s0
+        for lo in range(0, steps, seg_steps):
+            n = width * (min(steps, lo + seg_steps) - lo)
+            rows += (read + n - 1) // spr - read // spr + 1
+            read += n
+    return rows
 
-    The estimate counts MACABs x nCCDAB, bursts x nBL and row switches x (nRCDRD + nRP). An input
-    slice larger than the global buffer is streamed in segments, re-written for every slot block.
+
+def gemv_row_openings(plan: "GemvPlan", geo: PIMGeometry) -> int:
+    """ACTABs [count] of :func:`gemv_program`'s program for ``plan`` without refresh: every pass
+    (a token, or ``tokens_per_pass`` tokens sharing rows) opens its rows once (with
+    ``input_write_closes_row``: once per input write that meets them); a matrix of one row stays
+    open from pass to pass unless an input write closes it."""
+    block = max(1, geo.accumulators // plan.tokens_per_pass)
+    rows = gemv_rows_per_pass(plan.slots, plan.steps_per_output, geo, plan.segments, block)
+    passes = math.ceil(plan.tokens / plan.tokens_per_pass)
+    return rows if rows == 1 and not geo.input_write_closes_row else rows * passes
+
+
+def plan_gemv(d_in: int, d_out: int, tokens: int, pcs: int, geo: PIMGeometry,
+              timings: dict[str, int] | None = None, *, pcs_in: int | None = None) -> GemvPlan:
+    """Choose ``pcs_in`` (a divisor of ``pcs``) minimising an issue-time estimate; ``pcs_in``
+    given: that split (1: outputs only across the pseudo-channels, as Samsung's GEMV kernel).
+
+    The estimate counts MACABs x nCCDAB, bursts x nBL, the rows the layout opens
+    (:func:`gemv_rows_per_pass`: each once, for every buffer size) x (nRCDRD + nRP). An input slice
+    larger than the global buffer is streamed in segments, re-written for every slot block; with
+    ``input_write_closes_row`` each written segment adds its reserved row's activation, write
+    recovery and precharge (nRCDWR + nCWL + nBL + nWR + nRP).
     """
     for name, v in (("d_in", d_in), ("d_out", d_out), ("tokens", tokens), ("pcs", pcs)):
         if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
             raise field_error(name, v, "a positive integer")
     t = timings or {"nCCDAB": 6, "nBL": 2, "nRCDRD": 28, "nRP": 28}
+    if pcs_in is not None and (not isinstance(pcs_in, (int, np.integer)) or isinstance(pcs_in, bool)
+                               or pcs_in < 1 or pcs % pcs_in):
+        raise field_error("pcs_in", pcs_in, f"a divisor of pcs = {pcs}")
     best = None
-    for pcs_in in (d for d in range(1, pcs + 1) if pcs % d == 0):
+    for pcs_in in ((pcs_in,) if pcs_in is not None else (d for d in range(1, pcs + 1) if pcs % d == 0)):
         k = math.ceil(d_in / pcs_in)
         bursts = math.ceil(k * geo.operand_bytes / geo.burst_bytes)
         gb_bursts = geo.global_buffer_bytes // geo.burst_bytes
@@ -121,11 +171,13 @@ def plan_gemv(d_in: int, d_out: int, tokens: int, pcs: int, geo: PIMGeometry,
         o = math.ceil(d_out / (pcs // pcs_in))
         slots = math.ceil(o / geo.pus)
         steps = math.ceil(k / geo.macs_per_command)
-        rows = math.ceil(slots * steps / geo.steps_per_row)
+        rows = gemv_rows_per_pass(slots, steps, geo, segments)
         result = math.ceil(o * geo.result_bytes / geo.burst_bytes)
         blocks = math.ceil(slots / geo.accumulators) if segments > 1 else 1
         est = (slots * steps * t["nCCDAB"] + (bursts * blocks + result) * t["nBL"]
                + rows * (t["nRCDRD"] + t["nRP"]))
+        if geo.input_write_closes_row and segments > 1:      # each written segment: the reserved row's cycle
+            est += blocks * segments * (t.get("nRCDWR", 0) + t.get("nCWL", 0) + t["nBL"] + t.get("nWR", 0) + t["nRP"])
         if best is None or est < best[0]:
             best = (est, pcs_in, o, k, slots, steps, bursts, segments)
     _, pcs_in, o, k, slots, steps, bursts, segments = best
@@ -142,9 +194,18 @@ def gemv_program(plan: GemvPlan, geo: PIMGeometry, *, row_base: int = 0, write_i
 
     Per pass of ``g`` tokens: GWRITE their inputs; then, slot block by slot block (``accumulators //
     g`` slots per block), every MAC step of the block for each of the g tokens back to back (the
-    row stays open across tokens), and RDRES of the block's results. A final PREAB closes the row.
-    ``write_inputs=False`` / ``read_results=False`` leave out the GWRITEs / RDRESs (inputs produced
-    and results consumed inside the PIM, e.g. an activation computed by the PUs).
+    row stays open across tokens), and RDRES of the block's results. An input longer than the
+    global buffer (``segments`` > 1, one token per pass) is streamed: per slot block, per segment,
+    GWRITE the segment, then every MAC step of that segment for each slot of the block (Samsung's
+    order: the segment stays in the buffer while the weights it meets go by).
+
+    Layout: the weights are written in the order a pass reads them (the ``i``-th MAC column of a
+    pass sits at row ``i // steps_per_row``, column ``i % steps_per_row``), the same order for every
+    buffer size, so each pass opens every row once (:func:`gemv_row_openings`). With the input in
+    one segment this is the slot-major layout (slot ``s``, step ``j`` at ``s x steps + j``).
+    A final PREAB closes the row. ``write_inputs=False`` / ``read_results=False`` leave out the
+    GWRITEs / RDRESs (inputs produced and results consumed inside the PIM, e.g. an activation
+    computed by the PUs).
     """
     check_memory(plan.commands * BYTES_PER_PROGRAM_COMMAND, f"a PIM program of about {plan.commands:,} commands",
                  "GEMV d_in x d_out x tokens", f"{plan.d_in} x {plan.d_out} x {plan.tokens}")
@@ -152,16 +213,23 @@ def gemv_program(plan: GemvPlan, geo: PIMGeometry, *, row_base: int = 0, write_i
     ops_parts: list[np.ndarray] = []
     rc_parts: list[np.ndarray] = []
 
+    closes = geo.input_write_closes_row
+    macs_before = [False]
+
     def gwrite(n: int) -> None:
         if not write_inputs:
             return
+        if closes and macs_before[0]:                              # the input goes through a reserved row
+            ops_parts.append(np.array([OP_PREAB], dtype=np.int32))
+            rc_parts.append(np.zeros((1, 2), dtype=np.int32))
         ops_parts.append(np.full(n, OP_GWRITE, dtype=np.int32))
         rc_parts.append(np.zeros((n, 2), dtype=np.int32))
 
-    def macs(step_idx: np.ndarray) -> None:
-        rows = row_base + step_idx // geo.steps_per_row
-        ops_parts.append(np.full(step_idx.size, OP_MACAB, dtype=np.int32))
-        rc_parts.append(np.column_stack([rows, step_idx % geo.steps_per_row]).astype(np.int32))
+    def macs(column_idx: np.ndarray) -> None:
+        rows = row_base + column_idx // geo.steps_per_row
+        macs_before[0] = macs_before[0] or column_idx.size > 0
+        ops_parts.append(np.full(column_idx.size, OP_MACAB, dtype=np.int32))
+        rc_parts.append(np.column_stack([rows, column_idx % geo.steps_per_row]).astype(np.int32))
 
     seg_bursts = math.ceil(plan.input_bursts / plan.segments)
     seg_steps = math.ceil(steps / plan.segments)
@@ -172,19 +240,22 @@ def gemv_program(plan: GemvPlan, geo: PIMGeometry, *, row_base: int = 0, write_i
         if plan.segments == 1:
             gwrite(g * plan.input_bursts)
         block = max(1, geo.accumulators // g)
+        read = 0                                                   # MAC columns of this pass read so far
         for s0 in range(0, plan.slots, block):
             s1 = min(plan.slots, s0 + block)
             if plan.segments == 1:
-                step_idx = np.arange(s0 * steps, s1 * steps, dtype=np.int64)
-                macs(np.repeat(step_idx, g))                       # token innermost: row reuse
+                column_idx = np.arange(read, read + (s1 - s0) * steps, dtype=np.int64)
+                read += column_idx.size
+                macs(np.repeat(column_idx, g))                     # token innermost: row reuse
             else:                                                  # g == 1: stream the input in segments
                 for seg in range(plan.segments):
                     lo, hi = seg * seg_steps, min(steps, (seg + 1) * seg_steps)
                     if lo >= hi:
                         break
                     gwrite(min(seg_bursts, plan.input_bursts - seg * seg_bursts))
-                    slot_base = np.arange(s0, s1, dtype=np.int64)[:, None] * steps
-                    macs((slot_base + np.arange(lo, hi, dtype=np.int64)[None, :]).ravel())
+                    n = (s1 - s0) * (hi - lo)                      # the block's slots x the segment's steps
+                    macs(np.arange(read, read + n, dtype=np.int64))
+                    read += n
             outputs = min((s1 - s0) * geo.pus, plan.outputs_per_pc - s0 * geo.pus) * g
             n_res = math.ceil(outputs * geo.result_bytes / geo.burst_bytes) if read_results else 0
             ops_parts.append(np.full(n_res, OP_RDRES, dtype=np.int32))
