@@ -169,6 +169,7 @@ def _serve(args: argparse.Namespace) -> int:
                                         prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
                                         arrival_window_s=args.arrival_window)
             records.append({"model": sim.model.name, "gpus": sim.gpus, "hardware": sim.hw.name, "policy": name,
+                            "gpu_model": args.gpu_model,
                             "slo": sim.slo.as_dict(), "requests": args.requests or 100, "seed": args.seed,
                             **({} if sim.pools is None else {"prefill_gpus": sim.pools[0].gpus,
                                                              "decode_gpus": sim.pools[1].gpus}), **found})
@@ -265,7 +266,8 @@ def _print(records: list[dict[str, Any]], bisect: bool) -> None:
     pools = (f" ({split} prefill + {r0.get('decode_gpus', r0['gpus'] - split)} decode, disaggregated)"
              if split else "")
     print(f"{r0['model']} on {r0['gpus']} x {r0['hardware']}{pools}; SLOs: TTFT <= {slo['ttft_s']} s, TPOT <= "
-          f"{slo['tpot_s']} s, e2e <= {slo['e2e_s']} s, met by {slo['attainment']:.0%} of the requests")
+          f"{slo['tpot_s']} s, e2e <= {slo['e2e_s']} s, met by {slo['attainment']:.0%} of the requests"
+          + (f"; GPU model: {r0['gpu_model']}" if r0.get("gpu_model") else ""))
     if bisect:
         for r in records:
             found = "none in the bracket" if r["max_rate"] is None else f"{r['max_rate']:.4g} requests/s"

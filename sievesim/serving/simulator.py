@@ -168,6 +168,8 @@ class ServingSimulator:
             "horizon_s": c.horizon_s, "block_size": self.block_size,
             "memory_utilization": self.memory_utilization, "max_model_len": self.max_model_len,
             "slo": self.slo.as_dict(), "iteration_pricing": "exact" if self.exact else "memo",
+            "gpu_model": self.pricer.sim.gpu_model.name, "expert_format": self.model.expert_format or "bf16",
+            "weight_format": self.model.weight_format or "bf16", "kv_format": self.model.kv_format or "bf16",
             "sievesim_version": __version__}
         if self.pools is not None:
             link = self.hw.interconnect
