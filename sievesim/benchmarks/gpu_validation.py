@@ -27,7 +27,7 @@ POINTS_CSV = pathlib.Path(__file__).resolve().parent.parent / "data" / "validati
 #: Columns a measurements file must have (``sievesim calibrate`` reads the same layout).
 REQUIRED_COLUMNS = ("model", "gpus", "batch", "context_len", "measured_tpot_ms")
 #: Columns that may be left out (their default in brackets in :class:`DecodePoint`).
-OPTIONAL_COLUMNS = ("id", "hardware", "attention", "experts", "weight_format", "engine", "reported", "source")
+OPTIONAL_COLUMNS = ("id", "hardware", "attention", "experts", "weight_format", "nodes", "engine", "reported", "source")
 #: The band of simulated / measured that counts as agreeing, and the share of points that must.
 BAND = (0.75, 1.33)
 
@@ -49,11 +49,14 @@ class DecodePoint:
     engine: str = ""
     reported: str = ""
     source: str = ""
+    #: NVLink domains the GPUs span (1: one node).
+    nodes: int = 1
 
     def step_kwargs(self) -> dict[str, Any]:
         """``simulate_step`` keywords of this point (a GPU-only decode step)."""
         return dict(gpus=self.gpus, policy="gpu-only", batch=self.batch, context_len=self.context_len,
-                    attention=self.attention, experts=self.experts, weight_format=self.weight_format)
+                    attention=self.attention, experts=self.experts, weight_format=self.weight_format,
+                    nodes=self.nodes if self.nodes > 1 else None)
 
     def command(self, gpu_model: str = "calibrated") -> str:
         """The ``sievesim run`` command line that simulates this point."""
@@ -63,6 +66,8 @@ class DecodePoint:
             parts.append(f"--attention {self.attention} --experts {self.experts}")
         if self.weight_format:
             parts.append(f"--weight-format {self.weight_format}")
+        if self.nodes > 1:
+            parts.append(f"--nodes {self.nodes}")
         if gpu_model != "calibrated":
             parts.append(f"--gpu-model {gpu_model}")
         return " ".join(parts + ["--warmup 0"])
@@ -139,7 +144,8 @@ def _point(row: dict[str, str], line: int, path: str) -> DecodePoint:
                        attention=attention, experts=experts, weight_format=fmt, batch=_int(row, "batch", line, path),
                        context_len=_int(row, "context_len", line, path), measured_tpot_ms=tpot,
                        engine=_cell(row, "engine", line, path), reported=_cell(row, "reported", line, path),
-                       source=_cell(row, "source", line, path))
+                       source=_cell(row, "source", line, path),
+                       nodes=_int(row, "nodes", line, path) if _cell(row, "nodes", line, path) else 1)
 
 
 def simulated_tpot_s(point: DecodePoint, gpu_model: str = "calibrated", hardware: Any = None) -> float:
@@ -198,7 +204,7 @@ def markdown_table(roof: Sequence[Comparison], cal: Sequence[Comparison]) -> lis
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r, c in zip(roof, cal):
         p = r.point
-        par = f"{p.attention.upper()} attention, {p.experts.upper()} experts"
+        par = f"{p.attention.upper()} attention, {p.experts.upper()} experts" + (f", {p.nodes} nodes" if p.nodes > 1 else "")
         lines.append(f"| {p.id} | {p.model} | {p.gpus} x {p.hardware} | {par} | {p.weight_format or 'bf16'} | "
                      f"{p.batch} | {p.context_len} | {p.engine} | {p.measured_tpot_ms:.2f} | "
                      f"{r.simulated_ms:.2f} ({r.ratio:.2f}) | {c.simulated_ms:.2f} ({c.ratio:.2f}) |")

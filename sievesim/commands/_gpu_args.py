@@ -12,6 +12,11 @@ def _gpu_model_arg(text: str) -> str:
     return check_gpu_model_name(text, "--gpu-model")
 
 
+def _nodes_arg(text: str) -> int:
+    from .._validate import int_arg
+    return int_arg("gpus")(text)
+
+
 def _weight_format_arg(text: str) -> str:
     from ..formats import parse_weight_formats
     parse_weight_formats(text, "--weight-format")     # refuses a bad one here (exit 2)
@@ -32,6 +37,9 @@ def add_gpu_args(p: argparse.ArgumentParser, *, parallelism: bool = True) -> Non
         p.add_argument("--attention", default="dp", choices=("dp", "tp"),
                        help="attention data-parallel (dp, B/G requests per GPU; default) or tensor-parallel "
                             "(tp, 1/G of the heads of every request, all-reduced)")
+        p.add_argument("--nodes", type=_nodes_arg, default=None, metavar="N",
+                       help="NVLink domains the --gpus span, joined by the hardware's scale-out network "
+                            "(default: the hardware's interconnect.gpus_per_node; one domain without it)")
         p.add_argument("--experts", default="ep", choices=("ep", "tp"),
                        help="routed experts expert-parallel (ep, E/G per GPU; default) or tensor-parallel "
                             "(tp, every expert split by its intermediate size; with --attention tp)")
@@ -41,5 +49,5 @@ def gpu_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The StepSimulator keywords these options give."""
     out: dict[str, Any] = {"gpu_model": args.gpu_model, "weight_format": args.weight_format}
     if hasattr(args, "attention"):
-        out.update(attention=args.attention, experts=args.experts)
+        out.update(attention=args.attention, experts=args.experts, nodes=args.nodes)
     return out

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 import json
 import sys
 
@@ -94,6 +95,13 @@ def _show(args: argparse.Namespace) -> int:
         lines.append("  pim           none (plain HBM)")
     lines.append(f"  interconnect  {link.bandwidth_bytes_per_s_per_direction / 1e9:.0f} GB/s per direction, "
                  f"{link.latency_s * 1e6:.2f} us, {link.topology}")
+    lines.append("  topology      " + _topology_words(link))
+    if not g.calibration_missing():
+        fp8 = f"{g.peak_flops_fp8 / 1e12:.0f}" if g.peak_flops_fp8 else "none (BF16)"
+        fp4 = f"{g.peak_flops_fp4 / 1e12:.0f}" if g.peak_flops_fp4 else "none (weight-only, BF16)"
+        lines.append(f"  calibrated    {g.kernel_launch_s * 1e6:g} + {g.kernel_ramp_s * 1e6:g} us per kernel, "
+                     f"{g.kernel_bandwidth_fraction:.0%} of the HBM bandwidth, {g.kernel_flops_fraction:.1%} of the "
+                     f"tensor-core peak; FP8 {fp8} TFLOP/s, FP4 {fp4} (docs/hardware.md)")
     if g.static_power_w is not None:
         lines.append(f"  energy        {g.energy_pj_per_flop:g} pJ/FLOP, {g.energy_pj_per_hbm_byte:g} pJ per HBM byte on "
                      f"the GPU side, static {g.static_power_w:g} W"
@@ -101,6 +109,16 @@ def _show(args: argparse.Namespace) -> int:
                      + " (docs/energy.md)")
     print("\n".join(lines))
     return 0
+
+
+def _topology_words(link: Any) -> str:
+    """The GPUs' domains and what joins them, in words."""
+    inside = "every GPU of a run in one NVLink domain" if link.gpus_per_node is None else \
+        f"nodes of {link.gpus_per_node} GPUs, each one NVLink domain"
+    if link.scaleout_bandwidth_bytes_per_s_per_direction is None:
+        return inside + "; no scale-out network (--nodes 1 only)"
+    return (inside + f"; nodes joined by one {link.scaleout_bandwidth_bytes_per_s_per_direction * 8 / 1e9:.0f} Gb/s "
+            f"NIC per GPU ({link.scaleout_latency_s * 1e6:.2f} us); run --nodes N splits a run's GPUs")
 
 
 def _save(args: argparse.Namespace) -> int:

@@ -214,7 +214,7 @@ def _add_speedups(records: list[dict[str, Any]]) -> None:
 def _gpu_words(r: dict[str, Any]) -> str:
     """The GPU model, parallelism and formats of a record, in words (every output says them)."""
     model = {"roofline": "the paper's roofline", "calibrated": "calibrated"}[r["gpu_model"]]
-    par = f"attention {r['attention']}, experts {r['experts']}"
+    par = f"attention {r['attention']}, experts {r['experts']}" + (f", {r['nodes']} nodes" if r.get("nodes", 1) > 1 else "")
     formats = f"weights {r['weight_format']}, experts {r['expert_format']}, KV {r['kv_format']}"
     return f"GPU model: {model} ({par}; {formats})"
 

@@ -117,6 +117,27 @@ class GpuModel:
         """All-reduce of ``num_bytes`` per GPU (tensor-parallel attention)."""
         raise NotImplementedError
 
+    def dispatch_s(self, intra_bytes: float, inter_bytes: float) -> float:
+        """A dispatch or combine over two levels: ``intra_bytes`` over NVLink to GPUs of this GPU's
+        node and ``inter_bytes`` over its NIC to the other nodes, both at once."""
+        intra = self.alltoall_s(intra_bytes) if intra_bytes > 0 else 0.0
+        return max(intra, self.scaleout_s(inter_bytes) if inter_bytes > 0 else 0.0)
+
+    def scaleout_s(self, num_bytes: float) -> float:
+        """``num_bytes`` sent by one GPU over the scale-out network in a dispatch or combine."""
+        raise NotImplementedError
+
+    def _scaleout(self) -> tuple[float, float]:
+        """The scale-out network's line rate [bytes/s] and latency [s]."""
+        link = self.hw.interconnect
+        if link.scaleout_bandwidth_bytes_per_s_per_direction is None or link.scaleout_latency_s is None:
+            raise field_error("interconnect.scaleout_bandwidth_bytes_per_s_per_direction", None,
+                              "a scale-out network for GPUs in more than one node (docs/hardware.md, 'Nodes')")
+        return float(link.scaleout_bandwidth_bytes_per_s_per_direction), float(link.scaleout_latency_s)
+
+    def _nodes(self, gpus: int) -> int:
+        return self.hw.interconnect.nodes(gpus)
+
     def step_overhead_s(self, requests: int) -> float:
         """Serving engine's time per iteration of ``requests`` requests beside the GPU's kernels."""
         return 0.0
@@ -154,15 +175,29 @@ class RooflineGpuModel(GpuModel):
         return max(flops_per_token * total / self._flops, io_bytes_per_token * total / self._bytes)
 
     def allgather_s(self, bytes_per_gpu: float, gpus: int) -> float:
+        nodes = self._nodes(gpus)
+        if nodes > 1:   # NVLink inside the node, the NIC for the other nodes' maps, at once
+            bw, lat = self._scaleout()
+            per = gpus // nodes
+            return max(self._link_lat + (per - 1) * bytes_per_gpu / self._link_bw,
+                       lat + (gpus - per) * bytes_per_gpu / bw)
         return self._link_lat + (gpus - 1) * bytes_per_gpu / self._link_bw if gpus > 1 else 0.0
 
     def alltoall_s(self, num_bytes: float) -> float:
         return self._link_lat + num_bytes / self._link_bw
 
+    def scaleout_s(self, num_bytes: float) -> float:
+        bw, lat = self._scaleout()
+        return lat + num_bytes / bw
+
     def allreduce_s(self, num_bytes: float, gpus: int) -> float:
-        """A ring all-reduce at the link's bandwidth: ``latency + 2 (G-1)/G x bytes / bw``."""
+        """A ring all-reduce at the link's bandwidth: ``latency + 2 (G-1)/G x bytes / bw`` (the NIC's
+        when the GPUs span nodes)."""
         if gpus <= 1:
             return 0.0
+        if self._nodes(gpus) > 1:
+            bw, lat = self._scaleout()
+            return lat + 2.0 * (gpus - 1) / gpus * num_bytes / bw
         return self._link_lat + 2.0 * (gpus - 1) / gpus * num_bytes / self._link_bw
 
 
@@ -216,18 +251,55 @@ class CalibratedGpuModel(GpuModel):
         return max(flops_per_token * padded / self.expert_flops_s, io_bytes_per_token * total / self.stream_bytes_s)
 
     def allgather_s(self, bytes_per_gpu: float, gpus: int) -> float:
-        """An all-gather on the all-reduce curve: its latency, and ``(G-1) x bytes`` at the bus bandwidth."""
+        """An all-gather on the all-reduce curve: its latency, and ``(G-1) x bytes`` at the bus
+        bandwidth (across nodes: the other nodes' maps over the NIC at the same time)."""
         if gpus <= 1:
             return 0.0
         link = self._link
         link._need_collectives("allreduce_latency_s", "allreduce_bandwidth_bytes_per_s")
-        return (max(link.allreduce_latency_s, link.latency_s)
-                + (gpus - 1) * bytes_per_gpu / link.collective_bandwidth("allreduce"))
+        lat = max(link.allreduce_latency_s, link.latency_s)
+        nodes = self._nodes(gpus)
+        per = gpus // nodes
+        inside = lat + (per - 1) * bytes_per_gpu / link.collective_bandwidth("allreduce") if per > 1 else 0.0
+        if nodes > 1:
+            bw, s_lat = self._scaleout()
+            return max(inside, max(lat, s_lat) + (gpus - per) * bytes_per_gpu / bw)
+        return inside
 
     def alltoall_s(self, num_bytes: float) -> float:
         return self._link.alltoall_time_s(num_bytes)
 
+    def _scaleout_curve(self) -> tuple[float, float]:
+        """DeepEP's measured RDMA curve (``scaleout_alltoall_*``): its fixed time [s] (at least the
+        network's latency) and bandwidth [bytes/s] (at most the NIC's line rate)."""
+        link = self._link
+        bw, lat = self._scaleout()
+        if link.scaleout_alltoall_latency_s is None or link.scaleout_alltoall_bandwidth_bytes_per_s is None:
+            raise field_error("interconnect.scaleout_alltoall_bandwidth_bytes_per_s", None,
+                              "a measured dispatch/combine over the scale-out network for the calibrated GPU model "
+                              "(docs/hardware.md, 'Nodes')")
+        return max(link.scaleout_alltoall_latency_s, lat), min(link.scaleout_alltoall_bandwidth_bytes_per_s, bw)
+
+    def scaleout_s(self, num_bytes: float) -> float:
+        lat, bw = self._scaleout_curve()
+        return lat + num_bytes / bw
+
+    def dispatch_s(self, intra_bytes: float, inter_bytes: float) -> float:
+        """One dispatch kernel moving data over NVLink and the NIC at once: its fixed time once (the
+        larger of the two curves'), then the slower of the two transfers."""
+        link = self._link
+        s_lat, s_bw = self._scaleout_curve()
+        lat = max(link.alltoall_latency_s, link.latency_s, s_lat)
+        return lat + max(intra_bytes / link.collective_bandwidth("alltoall"), inter_bytes / s_bw)
+
     def allreduce_s(self, num_bytes: float, gpus: int) -> float:
+        """On the measured NCCL curve; across nodes its latency and the NIC's line rate bound it."""
+        if gpus > 1 and self._nodes(gpus) > 1:
+            link = self._link
+            bw, lat = self._scaleout()
+            link._need_collectives("allreduce_latency_s", "allreduce_bandwidth_bytes_per_s")
+            return (max(link.allreduce_latency_s, lat)
+                    + 2.0 * (gpus - 1) / gpus * num_bytes / min(link.collective_bandwidth("allreduce"), bw))
         return self._link.allreduce_time_s(num_bytes, gpus)
 
     def step_overhead_s(self, requests: int) -> float:

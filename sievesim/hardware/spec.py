@@ -326,9 +326,36 @@ class InterconnectSpec:
     alltoall_latency_s: float | None = None
     #: Bandwidth one GPU reaches sending (and receiving) in a dispatch or combine, bytes/s.
     alltoall_bandwidth_bytes_per_s: float | None = None
+    # --- more than one NVLink domain (docs/hardware.md, "Nodes") ---
+    #: GPUs that share one NVLink domain (a node of 8, an NVL72 rack); None: every GPU of a run.
+    gpus_per_node: int | None = None
+    #: The scale-out network between domains: what one GPU's NIC sends per direction, bytes/s.
+    scaleout_bandwidth_bytes_per_s_per_direction: float | None = None
+    #: Latency of one scale-out transfer, seconds.
+    scaleout_latency_s: float | None = None
+    #: Measured dispatch/combine over the scale-out network (the calibrated GPU model): fixed time
+    #: [s] and bandwidth one GPU reaches [bytes/s].
+    scaleout_alltoall_latency_s: float | None = None
+    scaleout_alltoall_bandwidth_bytes_per_s: float | None = None
 
     def __post_init__(self) -> None:
         _check_fields(self, "interconnect")
+        if self.gpus_per_node is not None and (self.scaleout_bandwidth_bytes_per_s_per_direction is None
+                                               or self.scaleout_latency_s is None):
+            raise field_error("interconnect.scaleout_bandwidth_bytes_per_s_per_direction", None,
+                              f"a scale-out bandwidth and latency (gpus_per_node = {self.gpus_per_node}: GPUs in "
+                              "other nodes are reached over the scale-out network)", source="interconnect")
+
+    def nodes(self, gpus: int) -> int:
+        """NVLink domains that ``gpus`` GPUs span (1 without ``gpus_per_node``); a GPU count that
+        fills no whole number of domains is refused."""
+        per = self.gpus_per_node
+        if per is None or gpus <= per:
+            return 1
+        if gpus % per:
+            raise field_error("gpus", gpus, f"a multiple of the {per} GPUs of one node (interconnect.gpus_per_node), "
+                              "or at most one node")
+        return gpus // per
 
     def allreduce_time_s(self, num_bytes: float, gpus: int) -> float:
         """One all-reduce of ``num_bytes`` per GPU among ``gpus`` GPUs on the measured curve:
@@ -581,6 +608,11 @@ _FIELD_CHECKS: dict[type, dict[str, Any]] = {
         "allreduce_bandwidth_bytes_per_s": _optional(_positive("bytes/s per direction")),
         "alltoall_latency_s": _optional(_latency),
         "alltoall_bandwidth_bytes_per_s": _optional(_positive("bytes/s per direction")),
+        "gpus_per_node": _optional(_positive("GPUs in the system", integer=True)),
+        "scaleout_bandwidth_bytes_per_s_per_direction": _optional(_positive("bytes/s per direction")),
+        "scaleout_latency_s": _optional(_latency),
+        "scaleout_alltoall_latency_s": _optional(_latency),
+        "scaleout_alltoall_bandwidth_bytes_per_s": _optional(_positive("bytes/s per direction")),
     },
 }
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..costs import CostContext, attention_node_kind, non_moe_work
 from . import gpu_ops
-from . import tensor_parallel as tp
+from . import routing_volumes as volumes, tensor_parallel as tp
 from .dag import Graph
 
 __all__ = ["StepBuild", "LayerBatch", "LayerRouting", "GpuPartition", "add_embedding", "add_attention",
@@ -282,67 +282,33 @@ def route(b: StepBuild, lb: LayerBatch) -> LayerRouting:
     if sim.tp_attention:    # every GPU holds every token: no dispatch
         counts, lid, own = tp.routing(b, lb, li)
         return LayerRouting(counts, lid, np.zeros(G), np.zeros(G), 0.0, [0.0] * G, own, mb_tokens)
+    inter = None     # token vectors each GPU sends and receives over the scale-out network (more than one node)
     if b.ids is not None:
-        ids_mb, send_all, recv_all, own_all = _routing_of_microbatch(b, lb)
-        lid = ids_mb[:, li, :]
-        if sim.microbatches == 1:
-            counts = b.counts_all[li]
-        else:
-            counts = np.bincount(lid[lid >= 0].ravel(), minlength=E)
-        send, recv = send_all[li], recv_all[li]
-        own_counts = own_all[li] if own_all is not None else None
+        vol = volumes.of_microbatch(b, lb)
+        lid = vol.ids[:, li, :]
+        counts = b.counts_all[li] if sim.microbatches == 1 else np.bincount(lid[lid >= 0].ravel(), minlength=E)
+        send, recv = vol.send[li], vol.recv[li]
+        own_counts = vol.own_counts[li] if vol.own_counts is not None else None
+        if vol.send_inter is not None:
+            inter = (vol.send_inter[li], vol.recv_inter[li])
     else:
-        counts = b.counts_all[li]
-        lid = None
-        own_counts = None
+        counts, lid, own_counts = b.counts_all[li], None, None
         pairs = counts.reshape(G, El).sum(axis=1).astype(np.float64)
         send = recv = pairs * (G - 1) / G
+        if sim.nodes > 1:
+            inter = (pairs * (G - G // sim.nodes) / G,) * 2
     vec_bytes = m.hidden_size * m.dtype_bytes
-    if b.roofline:
+    if inter is not None:    # two levels: NVLink inside a node, the NIC to the others, at once
+        comm_ag = b.gm.allgather_s((mb_tokens / G) * K * 8.0, G)
+        t_disp = [b.gm.dispatch_s(max(send[g] - inter[0][g], recv[g] - inter[1][g]) * vec_bytes,
+                                  max(inter[0][g], inter[1][g]) * vec_bytes) for g in range(G)]
+    elif b.roofline:
         comm_ag = b.link_lat + (G - 1) * (mb_tokens / G) * K * 8.0 / b.link_bw if G > 1 else 0.0
         t_disp = [b.link_lat + max(send[g], recv[g]) * vec_bytes / b.link_bw if G > 1 else 0.0 for g in range(G)]
     else:
         comm_ag = b.gm.allgather_s((mb_tokens / G) * K * 8.0, G)
         t_disp = [b.gm.alltoall_s(max(send[g], recv[g]) * vec_bytes) if G > 1 else 0.0 for g in range(G)]
     return LayerRouting(counts, lid, send, recv, comm_ag, t_disp, own_counts, mb_tokens)
-
-
-def _routing_of_microbatch(b: StepBuild, lb: LayerBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
-    """Every MoE layer of micro-batch ``lb.mb`` at once (computed at its first layer): the rows'
-    routing ids (rows, L_moe, K), the token vectors each GPU sends and receives in the dispatch
-    (L_moe, G) (a token goes once to every other GPU that holds one of its experts), and each GPU's
-    own tokens per expert (L_moe, G, E; None without early loads). Integer counts, so the same
-    values as one layer at a time."""
-    key = ("routing", lb.mb)
-    out = b.memo.get(key)
-    if out is not None:
-        return out
-    sim = b.sim
-    G, El, E = sim.gpus, sim.local_experts, sim.model.num_experts
-    rows, own = lb.rows, lb.own
-    ids = b.ids[rows]                                   # (R, L, K)
-    n_rows, n_layers, _ = ids.shape
-    layers = np.arange(n_layers, dtype=np.int64)[None, :, None]
-    row_numbers = np.arange(n_rows, dtype=np.int64)
-    # flat indices into hit (L, R, G) and into own_counts (L, G, E) of every routed slot
-    hit_at = (layers * n_rows + row_numbers[:, None, None]) * G + ids // El
-    own_at = (layers * G + own[:, None, None]) * E + ids
-    if ids.min(initial=0) < 0:      # a recorded trace's empty slots (-1) route nowhere
-        valid = ids >= 0
-        hit_at, own_at = hit_at[valid], own_at[valid]
-    hit = np.zeros((n_layers, n_rows, G), dtype=bool)
-    hit.reshape(-1)[hit_at.reshape(-1)] = True
-    hit[:, row_numbers, own] = False
-    per_row = hit.sum(axis=2)                           # (L, R) GPUs each token goes to
-    owner_of = np.zeros((n_rows, G), dtype=np.int64)
-    owner_of[np.arange(n_rows), own] = 1
-    send = (per_row @ owner_of).astype(np.float64)      # (L, G)
-    recv = hit.sum(axis=1).astype(np.float64)           # (L, G)
-    own_counts = None
-    if sim.early_loads != "off":
-        own_counts = np.bincount(own_at.reshape(-1), minlength=n_layers * G * E).reshape(n_layers, G, E)
-    out = b.memo[key] = (ids, send, recv, own_counts)
-    return out
 
 
 def add_allgather(b: StepBuild, lb: LayerBatch, post: list[int]) -> list[int]:

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import field_error
 
-__all__ = ["ATTENTION_MODES", "EXPERT_MODES", "check_parallelism", "check_pim_formats"]
+__all__ = ["ATTENTION_MODES", "EXPERT_MODES", "check_parallelism", "check_pim_formats", "with_nodes"]
 
 #: How attention and the routed experts are split over the GPUs (``StepSimulator``'s ``attention``
 #: and ``experts``): data-, tensor- and expert-parallel.
@@ -47,3 +47,27 @@ def check_pim_formats(model: Any, hardware: Any, gpu_only: bool) -> None:
                           f"experts stored as the PIM computes them ({pim.operand_bytes:g}-byte operands, "
                           f"pim.operand_bytes of {hardware.name!r}): a PIM reads its weights where they lie and "
                           "has no dequantiser; use --weight-format experts=bf16, or policy gpu-only")
+
+
+def with_nodes(hardware: Any, gpus: int, nodes: Any) -> tuple[Any, int]:
+    """The hardware with ``gpus`` GPUs in ``nodes`` NVLink domains (``None``: as the hardware says),
+    and the number of nodes. A node count that does not divide the GPUs, or nodes without a
+    scale-out network, is refused naming it."""
+    import dataclasses
+
+    from .._validate import check_int
+
+    link = hardware.interconnect
+    if nodes is not None:
+        if not isinstance(nodes, (int, np.integer)) or isinstance(nodes, bool) or nodes < 1:
+            raise field_error("nodes", nodes, "a positive integer (NVLink domains the GPUs span)")
+        check_int("nodes", nodes, "gpus")
+        if gpus % nodes:
+            raise field_error("nodes", nodes, f"a divisor of gpus = {gpus} (every node holds as many GPUs)")
+        if nodes > 1 and (link.scaleout_bandwidth_bytes_per_s_per_direction is None
+                          or link.scaleout_latency_s is None):
+            raise field_error("nodes", nodes, f"1 on hardware {hardware.name!r}: it has no scale-out network "
+                              "(interconnect.scaleout_bandwidth_bytes_per_s_per_direction, scaleout_latency_s)")
+        link = dataclasses.replace(link, gpus_per_node=gpus // nodes)
+        hardware = dataclasses.replace(hardware, interconnect=link)
+    return hardware, link.nodes(gpus)

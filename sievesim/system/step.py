@@ -29,7 +29,7 @@ from ..errors import field_error
 from . import figure8 as f8
 from .dag import Contention, Schedule, execute
 from .options import parse_policy_options, parse_prefill
-from .parallelism import ATTENTION_MODES, EXPERT_MODES, check_parallelism, check_pim_formats
+from .parallelism import ATTENTION_MODES, EXPERT_MODES, check_parallelism, check_pim_formats, with_nodes
 from .pim_costs import EngineTimes, LearnedPimCost, _Ema
 from .budget import _BYTES_PER_GPU_LAYER, StepBudget, step_work_s
 from .result import StepResult
@@ -123,6 +123,9 @@ class StepSimulator(StepBudget):
         all-reduce after the attention and after the MoE); experts ``"ep"`` (expert parallelism,
         E/G experts per GPU) or ``"tp"`` (every expert split over the GPUs by its intermediate
         size; only with tensor-parallel attention).
+    nodes:
+        NVLink domains the G GPUs span (``None``: the hardware's ``interconnect.gpus_per_node``, one
+        domain without it); GPUs of other nodes are reached over the scale-out network.
     gpu_model:
         ``"roofline"`` (the Sieve paper's: every GPU op at ``max(flops / peak, bytes / bw)``, links at
         ``latency + bytes / bw``) or ``"calibrated"`` (the default: kernels priced from their shape
@@ -147,7 +150,7 @@ class StepSimulator(StepBudget):
                  scheduler_latency_s: float | None = None, exact_tokens: int = 256,
                  top_k: int | None = None, pipelined_gemm: bool = True, energy: bool = True,
                  gpu_model: str | None = None, weight_format: Any = None, attention: str = "dp",
-                 experts: str = "ep") -> None:
+                 experts: str = "ep", nodes: int | None = None) -> None:
         from ..hardware import get_hardware
         from ..models import get_model
 
@@ -187,6 +190,7 @@ class StepSimulator(StepBudget):
         if not isinstance(pipelined_gemm, bool):
             raise field_error("pipelined_gemm", pipelined_gemm, "true or false")
         self.pipelined_gemm = pipelined_gemm
+        self.hw, self.nodes = with_nodes(self.hw, self.gpus, nodes)
         self._choose_policy(policy, pimoe_unit, policy_options, early_loads, contention)
         from ..costs.gpu_model import DEFAULT_GPU_MODEL, gpu_model as _gpu_model
         self.gpu_model = _gpu_model(DEFAULT_GPU_MODEL if gpu_model is None else gpu_model, self.hw,
@@ -365,7 +369,7 @@ class StepSimulator(StepBudget):
             "seed": self.seed, "steps": steps, "warmup": warmup, "microbatches": self.microbatches,
             "early_loads": self.early_loads, "contention": self.contention_on,
             "pipelined_gemm": self.pipelined_gemm,
-            "attention": self.attention_mode, "experts": self.expert_mode,
+            "attention": self.attention_mode, "experts": self.expert_mode, "nodes": self.nodes,
             "gpu_model": self.gpu_model.name,
             "expert_format": self.model.expert_format or "bf16",
             "weight_format": self.model.weight_format or "bf16",
