@@ -275,6 +275,33 @@ def parse_number(field: str, text: str, *, lo: float, hi: float, what: str) -> f
     return value
 
 
+#: Units a time option may carry, in seconds.
+TIME_UNITS: dict[str, float] = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0}
+_TIME_TEXT = re.compile(r"\s*((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]{1,3})?)\s*([a-z]*)\s*")
+
+
+def parse_duration(field: str, text: str, *, bare_max: float | None = None) -> float:
+    """A time in seconds: ``"0.05"``, ``"50ms"``, ``"2 s"``, ``"200us"``, ``"1.5min"``. A bare number
+    above ``bare_max`` seconds is refused with the unit it was probably meant in (a TPOT target of
+    ``50`` is 50 ms written as a vLLM benchmark writes it, not 50 s)."""
+    m = _TIME_TEXT.fullmatch(text) if isinstance(text, str) else None
+    if m is None or m.group(2) not in ("",) + tuple(TIME_UNITS):
+        raise field_error(field, text, "a time: seconds, or a number with a unit (" + ", ".join(
+            f"50{u}" for u in TIME_UNITS) + ")")
+    value = float(m.group(1)) * TIME_UNITS.get(m.group(2) or "s", 1.0)
+    if not (math.isfinite(value) and 0 < value <= 1e12):
+        raise field_error(field, text, "a positive time, at most 1e12 s")
+    if not m.group(2) and bare_max is not None and value > bare_max:
+        raise field_error(field, text, f"seconds: {value:g} s is implausible for this target (a bare number above "
+                          f"{bare_max:g} s); write the unit, e.g. {m.group(1)}ms")
+    return value
+
+
+def duration_arg(*, bare_max: float | None = None) -> Callable[[str], float]:
+    """argparse ``type=`` for :func:`parse_duration`."""
+    return _arg_type(lambda t: parse_duration("value", t, bare_max=bare_max), "time")
+
+
 def parse_number_list(field: str, text: str, *, lo: float, hi: float, what: str) -> list[float]:
     """Comma-separated numbers (1 to :data:`MAX_LIST`), each as :func:`parse_number` reads it."""
     parts = [p.strip() for p in str(text).split(",")]

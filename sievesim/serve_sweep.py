@@ -267,7 +267,6 @@ def max_rate_lines(records: Sequence[Mapping[str, Any]]) -> list[str]:
     for r in records:
         policy = f"{r['policy']}({r['pimoe_unit']})" if r.get("pimoe_unit") else r["policy"]
         what = " ".join([f"model={r['model']}", f"policy={policy}", *(f"{k}={r[k]}" for k in varying)])
-        found = "none in the bracket" if r["max_rate"] is None else f"{r['max_rate']:.4g} requests/s"
-        lines.append(f"{what}: max rate meeting the SLOs {found} (bracket {r['bracket'][0]:.4g} .. "
-                     f"{r['bracket'][1]:.4g}; {len(r['tried'])} rates tried)")
+        from .serving.search import describe_answer
+        lines.append(f"{what}: max rate meeting the SLOs {describe_answer(r)}")
     return lines

@@ -6,7 +6,7 @@ import json
 import math
 from typing import Any
 
-from .._validate import int_arg, number_arg
+from .._validate import duration_arg, int_arg, number_arg
 from ..errors import field_error
 from .run import _policies, _policy_options, options_for_policies
 
@@ -49,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--rate", type=_SECONDS, default=None, metavar="R", help="arrivals per second")
     p.add_argument("--requests", type=int_arg("requests"), default=None, metavar="N",
                    help="requests (default 100; with --trace: its first N rows)")
-    p.add_argument("--arrival-window", type=_SECONDS, default=None, metavar="S",
+    p.add_argument("--arrival-window", type=duration_arg(), default=None, metavar="TIME",
                    help="serve at least rate x S requests (with --rate or --max-rate): an overload shows only "
                         "when it lasts")
     p.add_argument("--trace", default=None, metavar="FILE",
@@ -64,11 +64,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-batch", type=int_arg("batch"), default=256, help="running requests at most (default 256)")
     p.add_argument("--token-budget", type=int_arg("context", lo=1), default=2048,
                    help="tokens per iteration, decode + prefill chunks (default 2048)")
-    p.add_argument("--horizon", type=_SECONDS, default=None, metavar="S",
-                   help="stop at S simulated seconds (default: when every request has finished)")
-    p.add_argument("--ttft-slo", type=_SECONDS, default=2.0, metavar="S", help="TTFT target (default 2 s)")
-    p.add_argument("--tpot-slo", type=_SECONDS, default=0.05, metavar="S", help="TPOT target (default 0.05 s)")
-    p.add_argument("--e2e-slo", type=_SECONDS, default=None, metavar="S", help="end-to-end target (default none)")
+    p.add_argument("--horizon", type=duration_arg(), default=None, metavar="TIME",
+                   help="stop at TIME simulated (seconds, or 10min, 500ms; default: when every request has finished)")
+    p.add_argument("--ttft-slo", type=duration_arg(bare_max=600), default=2.0, metavar="TIME",
+                   help="TTFT target: seconds, or with a unit (2s, 500ms); a bare number above 600 is refused "
+                        "(default 2 s)")
+    p.add_argument("--tpot-slo", type=duration_arg(bare_max=10), default=0.05, metavar="TIME",
+                   help="TPOT target: seconds, or with a unit (50ms); a bare number above 10 is refused "
+                        "(default 0.05 s)")
+    p.add_argument("--e2e-slo", type=duration_arg(bare_max=3600), default=None, metavar="TIME",
+                   help="end-to-end target: seconds, or with a unit (default none)")
     p.add_argument("--attainment", type=_SECONDS, default=0.9,
                    help="share of requests that must meet every target (default 0.9)")
     p.add_argument("--block-size", type=int_arg("context", lo=1), default=16, help="tokens per KV block (16)")
@@ -266,13 +271,13 @@ def _print(records: list[dict[str, Any]], bisect: bool) -> None:
     pools = (f" ({split} prefill + {r0.get('decode_gpus', r0['gpus'] - split)} decode, disaggregated)"
              if split else "")
     print(f"{r0['model']} on {r0['gpus']} x {r0['hardware']}{pools}; SLOs: TTFT <= {slo['ttft_s']} s, TPOT <= "
-          f"{slo['tpot_s']} s, e2e <= {slo['e2e_s']} s, met by {slo['attainment']:.0%} of the requests"
+          f"{slo['tpot_s']} s, " + (f"e2e <= {slo['e2e_s']} s" if slo['e2e_s'] is not None else "no e2e target")
+          + f", met by {slo['attainment']:.0%} of the requests"
           + (f"; GPU model: {r0['gpu_model']}" if r0.get("gpu_model") else ""))
     if bisect:
         for r in records:
-            found = "none in the bracket" if r["max_rate"] is None else f"{r['max_rate']:.4g} requests/s"
-            print(f"{r['policy']:8s} max rate meeting the SLOs: {found} (bracket {r['bracket'][0]:.4g} .. "
-                  f"{r['bracket'][1]:.4g}; {len(r['tried'])} rates tried, {r['requests']} requests each)")
+            from ..serving.search import describe_answer
+            print(f"{r['policy']:8s} max rate meeting the SLOs: {describe_answer(r)}, {r['requests']} requests each")
         return
     print(f"workload: {r0['workload']}, {r0['requests']} requests, seed {r0['seed']}; max batch {r0['max_batch']}, "
           f"token budget {r0['token_budget']}; KV {r0['kv_capacity']['blocks_per_gpu']} blocks of "

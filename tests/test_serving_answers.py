@@ -1,0 +1,61 @@
+"""What a serving search and the SLO options say: a max-rate answer that states what it knows
+("at least HI", "below LO"), JSON without Infinity, and times with units (``50ms``), a bare number
+refused where it is implausible."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sievesim._validate import parse_duration
+from sievesim.cli import main
+from sievesim.errors import ConfigError
+from sievesim.serving.search import describe_answer, next_probe
+
+
+def test_times_take_units_and_a_bare_implausible_number_is_refused_with_the_unit():
+    assert parse_duration("--tpot-slo", "50ms") == pytest.approx(0.05)
+    assert parse_duration("--tpot-slo", "1.5 s") == 1.5 and parse_duration("--x", "200us") == pytest.approx(2e-4)
+    assert parse_duration("--tpot-slo", "0.05", bare_max=10) == 0.05
+    with pytest.raises(ConfigError, match="write the unit, e.g. 50ms"):
+        parse_duration("--tpot-slo", "50", bare_max=10)
+    for bad in ("50xs", "-1", "nan", "", "1e999", "0"):
+        with pytest.raises(ConfigError, match="--tpot-slo"):
+            parse_duration("--tpot-slo", bad)
+
+
+def test_the_serve_command_reads_units_and_exits_2_on_a_bare_50(capsys):
+    argv = ["serve", "--model", "qwen3-30b-a3b", "--rate", "5", "--requests", "2", "--prompt-tokens", "8",
+            "--output-tokens", "2", "--max-batch", "2", "--token-budget", "32", "--max-model-len", "64",
+            "--error-samples", "0", "--gpu-model", "roofline"]
+    assert main(argv + ["--tpot-slo", "50ms", "--ttft-slo", "2s"]) == 0
+    assert "TPOT <= 0.05 s" in capsys.readouterr().out
+    assert main(argv + ["--tpot-slo", "50"]) == 2
+    assert "50ms" in capsys.readouterr().err
+
+
+def test_the_search_answers_say_what_they_know():
+    _, below = next_probe(10, 100, 3, {10: False})
+    _, above = next_probe(10, 100, 3, {10: True, 100: True})
+    assert below["answer"] == "below" and below["max_rate"] is None
+    assert above["answer"] == "at_least" and above["bracket"] == [100, None]
+    assert describe_answer({**above, "tried": [10, 100]}).startswith("at least 100 requests/s")
+    assert describe_answer({**below, "tried": [10]}).startswith("below 10 requests/s")
+    _, mid = next_probe(10, 100, 1, {10: True, 100: False, 55.0: True})
+    assert mid == {"max_rate": 55.0, "bracket": [55.0, 100], "answer": "between"}
+
+
+def test_a_search_whose_top_passes_prints_at_least_and_writes_valid_json(tmp_path, capsys):
+    out = tmp_path / "search"
+    argv = ["serve", "--model", "qwen3-30b-a3b", "--requests", "4", "--prompt-tokens", "8", "--output-tokens", "2",
+            "--max-batch", "2", "--token-budget", "32", "--max-model-len", "64", "--error-samples", "0",
+            "--max-rate", "0.01:0.02", "--bisect-steps", "1", "--out", str(out)]
+    assert main(argv) == 0
+    assert "at least 0.02 requests/s" in capsys.readouterr().out
+
+    def no_constants(name):
+        raise AssertionError(f"{name} is not JSON")
+    found = json.loads((out / "max_rate.json").read_text(), parse_constant=no_constants)
+    record = found[0] if isinstance(found, list) else found
+    text = json.dumps(record)
+    assert "null" in text and "at_least" in text
