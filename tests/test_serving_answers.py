@@ -59,3 +59,12 @@ def test_a_search_whose_top_passes_prints_at_least_and_writes_valid_json(tmp_pat
     record = found[0] if isinstance(found, list) else found
     text = json.dumps(record)
     assert "null" in text and "at_least" in text
+
+
+def test_a_serving_result_prints_in_one_line():
+    from sievesim.serving import simulate_serving
+    r = simulate_serving("qwen3-30b-a3b", rate=5, requests=5, prompt_tokens=8, output_tokens=2, lengths=None,
+                         max_batch=2, token_budget=32, max_model_len=64, error_samples=0, gpu_model="roofline")
+    text = repr(r)
+    assert "\n" not in text and len(text) < 300 and "5/5 requests finished" in text and "roofline" in text
+    assert str(r) == text

@@ -38,6 +38,13 @@ class ServingResult:
         self.ttft, self.tpot, self.e2e = request_latencies(q.arrival_s, q.output_tokens, lg.first_token_s, lg.finish_s)
         self.met = meets_slos(self.slo, self.ttft, self.tpot, self.e2e)
 
+    def __repr__(self) -> str:
+        """One line (the arrays stay in the fields: ``to_dict()`` for everything)."""
+        s, done = self.settings, int(np.count_nonzero(~np.isnan(self.log.finish_s)))
+        return (f"<ServingResult {s.get('model')} on {s.get('gpus')} x {s.get('hardware')}, policy {s.get('policy')}, "
+                f"{done}/{len(self.requests)} requests finished, SLOs met by {float(np.mean(self.met)) if self.met.size else 0.0:.0%}, "
+                f"GPU model {s.get('gpu_model')}>")
+
     def to_dict(self) -> dict[str, Any]:
         q, lg = self.requests, self.log
         horizon = self.settings.get("horizon_s")
