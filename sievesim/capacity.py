@@ -61,12 +61,14 @@ class MemoryUse:
 
 
 def memory_per_gpu(model: Any, hardware: Any, gpus: int, decode_context_lens: Sequence[int],
-                   prefill_lens: Sequence[int] = ()) -> MemoryUse:
+                   prefill_lens: Sequence[int] = (), local_experts: int | None = None) -> MemoryUse:
     """Memory of the GPU that holds ``decode_context_lens`` (one context length per decode request
     [tokens]) and ``prefill_lens`` (one prompt length per prefill request [tokens]) when ``model``
-    runs on ``gpus`` GPUs of ``hardware``."""
+    runs on ``gpus`` GPUs of ``hardware``; ``local_experts``: the expert replicas one GPU holds
+    (default E/G; more with redundant experts)."""
     m = model
-    local_experts = m.num_experts // gpus
+    if local_experts is None:
+        local_experts = m.num_experts // gpus
     expert = m.num_moe_layers * local_experts * float(m.bytes_per_expert)
     all_routed = m.num_moe_layers * m.num_experts * float(m.bytes_per_expert)
     replicated = float(m.total_bytes) - all_routed

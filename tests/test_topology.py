@@ -15,7 +15,7 @@ from sievesim.system.routing_volumes import of_microbatch
 
 
 def _volumes(ids, own, gpus, experts, nodes):
-    sim = SimpleNamespace(gpus=gpus, local_experts=experts // gpus, model=SimpleNamespace(num_experts=experts),
+    sim = SimpleNamespace(gpus=gpus, local_experts=experts // gpus, num_slots=experts,
                           nodes=nodes, early_loads="off")
     b = SimpleNamespace(sim=sim, memo={}, ids=np.asarray(ids)[:, None, :])       # one MoE layer
     lb = SimpleNamespace(mb=0, rows=np.arange(len(ids)), own=np.asarray(own))
@@ -60,3 +60,54 @@ def test_gb200_nvl72_is_one_domain_of_72():
     r = simulate_step("deepseek-v3", hw, gpus=64, policy="gpu-only", batch=64, steps=1, warmup=0,
                       weight_format="fp8-block", energy=False)
     assert r.settings["nodes"] == 1 and r.step_time_s > 0
+
+
+# ------------------------------------------------------------------ redundant experts (EPLB)
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from sievesim.system.eplb import gpu_loads, place  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**31), st.sampled_from([(8, 2), (16, 4), (12, 4)]), st.integers(0, 8), st.floats(0.0, 2.0))
+def test_redundant_experts_conserve_tokens_and_never_raise_the_busiest_gpu(seed, shape, extra, skew):
+    experts, gpus = shape
+    redundant = extra * gpus
+    rng = np.random.default_rng(seed)
+    weights = (np.arange(experts) + 1.0) ** -skew
+    loads = rng.multinomial(200, weights / weights.sum(), size=2)          # (L = 2, E)
+    p = place(loads, gpus, redundant)
+    # tokens: counts split over replicas, and ids mapped to slots, keep every expert's total
+    split = p.split_counts(loads)
+    for layer in range(2):
+        held = p.slot_expert[layer] >= 0                                    # -1: a spare slot left empty
+        assert (split[layer][~held] == 0).all()
+        assert np.bincount(p.slot_expert[layer][held], weights=split[layer][held], minlength=experts).tolist() == \
+            loads[layer].tolist()
+    ids = rng.integers(0, experts, size=(50, 2, 2))
+    slots = p.to_slots(ids)
+    assert (p.slot_expert[np.arange(2)[None, :, None], slots] == ids).all()
+    # the busiest GPU's load (each replica carrying its share) never above the plain layout's
+    plain = gpu_loads(loads.astype(float), experts // gpus).max(axis=1)
+    ours = np.array([gpu_loads(np.append(loads[layer] / p.replicas[layer], 0.0)[p.slot_expert[layer]],
+                               p.slots_per_gpu).max() for layer in range(2)])
+    assert (ours <= plain + 1e-6).all()
+
+
+def test_redundant_experts_in_a_step_hold_more_and_balance_the_busiest_gpu(capsys):
+    kw = dict(policy="gpu-only", batch=64 * 64, context_len=2000, steps=1, warmup=0, weight_format="fp8-block",
+              energy=False, gpus=64, nodes=8)
+    plain = simulate_step("deepseek-v3", "h100", **kw)
+    eplb = simulate_step("deepseek-v3", "h100", redundant_experts=64, **kw)
+    assert eplb.settings["redundant_experts"] == 64
+    assert eplb.memory_per_gpu_bytes["expert_weights"] == pytest.approx(
+        plain.memory_per_gpu_bytes["expert_weights"] * 5 / 4)                  # 5 replicas per GPU instead of 4
+    assert eplb.step_time_s < plain.step_time_s
+    assert (round(plain.step_time_s * 1e3, 1), round(eplb.step_time_s * 1e3, 1)) == (49.6, 38.6)   # docs/hardware.md
+    with pytest.raises(ConfigError, match="gpus = 72: expected a divisor"):
+        simulate_step("deepseek-v3", "h100", gpus=72, nodes=9, redundant_experts=8, **{k: v for k, v in kw.items()
+                                                                                     if k not in ("gpus", "nodes")})
+    assert main(["run", "--model", "deepseek-v3", "--hardware", "h100", "--gpus", "72", "--nodes", "9",
+                 "--redundant-experts", "32", "--policy", "gpu-only", "--batch", "72", "--warmup", "0",
+                 "--weight-format", "fp8-block", "--json"]) == 0
+    assert '"redundant_experts": 32' in capsys.readouterr().out

@@ -12,6 +12,11 @@ def _gpu_model_arg(text: str) -> str:
     return check_gpu_model_name(text, "--gpu-model")
 
 
+def _redundant_arg(text: str) -> int:
+    from .._validate import int_arg
+    return int_arg("experts", lo=0)(text)
+
+
 def _nodes_arg(text: str) -> int:
     from .._validate import int_arg
     return int_arg("gpus")(text)
@@ -40,6 +45,9 @@ def add_gpu_args(p: argparse.ArgumentParser, *, parallelism: bool = True) -> Non
         p.add_argument("--nodes", type=_nodes_arg, default=None, metavar="N",
                        help="NVLink domains the --gpus span, joined by the hardware's scale-out network "
                             "(default: the hardware's interconnect.gpus_per_node; one domain without it)")
+        p.add_argument("--redundant-experts", type=_redundant_arg, default=0, metavar="R",
+                       help="R extra replicas of the hottest experts, placed as DeepSeek's EPLB places them "
+                            "(experts + R a multiple of --gpus; default 0)")
         p.add_argument("--experts", default="ep", choices=("ep", "tp"),
                        help="routed experts expert-parallel (ep, E/G per GPU; default) or tensor-parallel "
                             "(tp, every expert split by its intermediate size; with --attention tp)")
@@ -49,5 +57,6 @@ def gpu_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The StepSimulator keywords these options give."""
     out: dict[str, Any] = {"gpu_model": args.gpu_model, "weight_format": args.weight_format}
     if hasattr(args, "attention"):
-        out.update(attention=args.attention, experts=args.experts, nodes=args.nodes)
+        out.update(attention=args.attention, experts=args.experts, nodes=args.nodes,
+                   redundant_experts=args.redundant_experts)
     return out

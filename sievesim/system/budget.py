@@ -25,11 +25,11 @@ class StepBudget:
         ctx = self.context + self._step_index + steps
         if self.tp_attention:   # every GPU holds every request's share of the KV cache
             return memory_per_gpu(self.model, self.hw, 1 if self.expert_mode == "tp" else self.gpus, ctx,
-                                  [self.prefill_len] * self.prefill_requests)
+                                  [self.prefill_len] * self.prefill_requests, self.local_experts)
         per_gpu = self.batch // self.gpus
         pf_owner = np.arange(self.prefill_requests) % self.gpus
         uses = [memory_per_gpu(self.model, self.hw, self.gpus, ctx[g * per_gpu:(g + 1) * per_gpu],
-                               [self.prefill_len] * int(np.count_nonzero(pf_owner == g)))
+                               [self.prefill_len] * int(np.count_nonzero(pf_owner == g)), self.local_experts)
                 for g in range(self.gpus)]
         return max(uses, key=lambda u: u.total)
 

@@ -275,7 +275,7 @@ def route(b: StepBuild, lb: LayerBatch) -> LayerRouting:
     """Counts per expert of the layer's micro-batch, the dispatch volumes each GPU sends and receives,
     the AllGather and dispatch times, and each GPU's local routing map (for early loads)."""
     sim, m = b.sim, b.sim.model
-    G, El, E, K = sim.gpus, sim.local_experts, m.num_experts, m.top_k
+    G, El, E, K = sim.gpus, sim.local_experts, sim.num_slots, m.top_k
     rows = lb.rows
     li = sim._moe_index[lb.layer]
     mb_tokens = int(rows.size)

@@ -15,7 +15,8 @@ import numpy as np
 
 from ..errors import field_error
 
-__all__ = ["ATTENTION_MODES", "EXPERT_MODES", "check_parallelism", "check_pim_formats", "with_nodes"]
+__all__ = ["ATTENTION_MODES", "EXPERT_MODES", "check_parallelism", "check_pim_formats", "with_nodes",
+           "check_redundant", "sample_loads"]
 
 #: How attention and the routed experts are split over the GPUs (``StepSimulator``'s ``attention``
 #: and ``experts``): data-, tensor- and expert-parallel.
@@ -71,3 +72,31 @@ def with_nodes(hardware: Any, gpus: int, nodes: Any) -> tuple[Any, int]:
         link = dataclasses.replace(link, gpus_per_node=gpus // nodes)
         hardware = dataclasses.replace(hardware, interconnect=link)
     return hardware, link.nodes(gpus)
+
+
+#: Steps of routing the redundant experts' placement is computed from (a stream of its own).
+PLACEMENT_STEPS = 4
+
+
+def check_redundant(redundant: Any, expert_mode: str) -> int:
+    """A non-negative count of redundant expert replicas, only with expert parallelism."""
+    if isinstance(redundant, bool) or not isinstance(redundant, (int, np.integer)) or not 0 <= redundant <= 1 << 16:
+        raise field_error("redundant_experts", redundant, "a count of replicas from 0 to 65536")
+    if redundant and expert_mode != "ep":
+        raise field_error("redundant_experts", redundant, "0 with tensor-parallel experts (every GPU holds every expert)")
+    return int(redundant)
+
+
+def sample_loads(source: Any, batch: int, seed: int) -> np.ndarray:
+    """Tokens per expert and MoE layer ``(L, E)`` over :data:`PLACEMENT_STEPS` steps of ``batch``
+    requests drawn from ``source`` with a seed of their own (the statistics EPLB places from)."""
+    from ..workload.routing import counts_from_ids
+
+    stream = source.stream(batch, seed=[seed, 9])
+    total = None
+    for _ in range(PLACEMENT_STEPS):
+        step = stream.step()
+        counts = (counts_from_ids(step.topk_ids, source.num_experts) if step.topk_ids is not None
+                  else np.asarray(step.counts, dtype=np.int64))
+        total = counts if total is None else total + counts
+    return total

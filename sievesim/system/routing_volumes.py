@@ -34,7 +34,7 @@ def of_microbatch(b: Any, lb: Any) -> Volumes:
     if out is not None:
         return out
     sim = b.sim
-    G, El, E = sim.gpus, sim.local_experts, sim.model.num_experts
+    G, El, E = sim.gpus, sim.local_experts, sim.num_slots
     rows, own = lb.rows, lb.own
     ids = b.ids[rows]                                   # (R, L, K)
     n_rows, n_layers, _ = ids.shape

@@ -29,7 +29,8 @@ from ..errors import field_error
 from . import figure8 as f8
 from .dag import Contention, Schedule, execute
 from .options import parse_policy_options, parse_prefill
-from .parallelism import ATTENTION_MODES, EXPERT_MODES, check_parallelism, check_pim_formats, with_nodes
+from .parallelism import (ATTENTION_MODES, EXPERT_MODES, check_parallelism, check_pim_formats, check_redundant,
+                          sample_loads, with_nodes)
 from .pim_costs import EngineTimes, LearnedPimCost, _Ema
 from .budget import _BYTES_PER_GPU_LAYER, StepBudget, step_work_s
 from .result import StepResult
@@ -123,6 +124,10 @@ class StepSimulator(StepBudget):
         all-reduce after the attention and after the MoE); experts ``"ep"`` (expert parallelism,
         E/G experts per GPU) or ``"tp"`` (every expert split over the GPUs by its intermediate
         size; only with tensor-parallel attention).
+    redundant_experts:
+        R extra replicas of the hottest experts (DeepSeek's EPLB; :mod:`sievesim.system.eplb`): the
+        E + R replicas placed over the GPUs from the routing's loads so that the busiest GPU's load
+        falls, a replicated expert's tokens split over its replicas. E + R must be a multiple of G.
     nodes:
         NVLink domains the G GPUs span (``None``: the hardware's ``interconnect.gpus_per_node``, one
         domain without it); GPUs of other nodes are reached over the scale-out network.
@@ -150,7 +155,7 @@ class StepSimulator(StepBudget):
                  scheduler_latency_s: float | None = None, exact_tokens: int = 256,
                  top_k: int | None = None, pipelined_gemm: bool = True, energy: bool = True,
                  gpu_model: str | None = None, weight_format: Any = None, attention: str = "dp",
-                 experts: str = "ep", nodes: int | None = None) -> None:
+                 experts: str = "ep", nodes: int | None = None, redundant_experts: int = 0) -> None:
         from ..hardware import get_hardware
         from ..models import get_model
 
@@ -180,6 +185,7 @@ class StepSimulator(StepBudget):
             self.hw = dataclasses.replace(self.hw, gpu=dataclasses.replace(
                 self.hw.gpu, scheduler_latency_s=float(scheduler_latency_s)))
         self.attention_mode, self.expert_mode = check_parallelism(attention, experts)
+        self.redundant_experts = check_redundant(redundant_experts, self.expert_mode)
         self.tp_attention = self.attention_mode == "tp"
         self._check_sizes(gpus, batch, microbatches, seed, exact_tokens)
         #: The whole model (routing, settings); ``self.model`` is one GPU's share of it under
@@ -197,6 +203,11 @@ class StepSimulator(StepBudget):
                                     self.model.expert_tensor_core)
         check_pim_formats(self.model, self.hw, self.gpu_only)
         self._open_routing(trace)
+        self.placement = None
+        if self.redundant_experts:     # from the routing's loads over a few steps of their own
+            from .eplb import place
+            self.placement = place(sample_loads(self.source, self.batch, self.seed), self.gpus,
+                                   self.redundant_experts)
         self._request_lengths(context_len, context_preset, prefill)
         self._step_index = 0
         self.check_capacity(0)
@@ -227,9 +238,11 @@ class StepSimulator(StepBudget):
                 raise field_error(name, value, f"an integer >= {low}")
         check_int("batch", batch, "batch")
         check_int("gpus", gpus, "gpus")
-        if m.num_experts % gpus and self.expert_mode == "ep":
-            raise field_error("gpus", gpus, f"a divisor of the model's {m.num_experts} routed experts "
-                                            f"(expert parallelism puts E/G experts on each GPU)")
+        slots = m.num_experts + self.redundant_experts
+        if slots % gpus and self.expert_mode == "ep":
+            raise field_error("gpus", gpus, f"a divisor of the model's {m.num_experts} routed experts"
+                              + (f" + {self.redundant_experts} redundant" if self.redundant_experts else "")
+                              + " (expert parallelism puts as many on each GPU)")
         if batch % gpus and not self.tp_attention:
             raise field_error("batch", batch, f"a multiple of gpus = {gpus} (data-parallel attention "
                                               f"puts B/G requests on each GPU)")
@@ -244,7 +257,9 @@ class StepSimulator(StepBudget):
         if not isinstance(exact_tokens, (int, np.integer)) or isinstance(exact_tokens, bool) or exact_tokens < 2:
             raise field_error("exact_tokens", exact_tokens, "an integer >= 2")
         self.exact_tokens = int(exact_tokens)
-        self.local_experts = m.num_experts if self.expert_mode == "tp" else m.num_experts // self.gpus
+        #: Expert slots of the step (the routed experts, and their redundant replicas).
+        self.num_slots = slots
+        self.local_experts = m.num_experts if self.expert_mode == "tp" else slots // self.gpus
 
     def _choose_policy(self, policy: str, pimoe_unit: str | None, policy_options: dict[str, Any] | None,
                        early_loads: bool | str | None, contention: bool) -> None:
@@ -370,6 +385,7 @@ class StepSimulator(StepBudget):
             "early_loads": self.early_loads, "contention": self.contention_on,
             "pipelined_gemm": self.pipelined_gemm,
             "attention": self.attention_mode, "experts": self.expert_mode, "nodes": self.nodes,
+            "redundant_experts": self.redundant_experts,
             "gpu_model": self.gpu_model.name,
             "expert_format": self.model.expert_format or "bf16",
             "weight_format": self.model.weight_format or "bf16",
@@ -403,7 +419,11 @@ class StepSimulator(StepBudget):
                 raise field_error("routing count", int(counts.max()), f"at most the batch B = {self.batch}")
         else:
             from ..workload.routing import counts_from_ids
-            counts = counts_from_ids(ids, self.model.num_experts)
+            if self.placement is not None:      # experts -> their replicas' slots
+                ids = self.placement.to_slots(ids)
+            counts = counts_from_ids(ids, self.num_slots)
+        if ids is None and self.placement is not None:
+            counts = self.placement.split_counts(counts)
         rows = [np.flatnonzero(mb == k) for k in range(self.microbatches)]
         return ids, counts, owner, rows
 

@@ -28,7 +28,7 @@ def routing(b: Any, lb: Any, moe_index: int) -> tuple[np.ndarray, np.ndarray | N
     rows' expert ids (or None), and each GPU's own tokens per expert = all of them (for early loads,
     None when they are off). There is no dispatch volume or link time."""
     sim = b.sim
-    G, E = sim.gpus, sim.model.num_experts
+    G, E = sim.gpus, sim.num_slots
     if b.ids is not None:
         lid = b.ids[lb.rows][:, moe_index, :]
         counts = (b.counts_all[moe_index] if sim.microbatches == 1
