@@ -84,7 +84,7 @@ def warm_until_converged(sim: Any, *, tolerance: float = WARMUP_TOLERANCE, limit
         before = dict(table.items())
         sim.run_step()
         move = table_move(table, before)
-        if move <= tolerance:
+        if move <= tolerance + 1e-12:          # bound included (floating-point rounding)
             return Warmup(step, True, move)
     return Warmup(limit, False, move)
 
@@ -127,7 +127,8 @@ def warmup_note(rows: list[dict[str, Any]]) -> str:
     if warmed:
         steps = [r["table_warmup_steps"] for r in warmed]
         text += f": {min(steps)}-{max(steps)} warm-up steps over {len(warmed)} points"
-    late = [f"{r['series']} {r.get('panel', r['model'])} B={r['batch']}" for r in warmed if not r["table_converged"]]
+    late = [f"{r['series']} {r.get('panel', r['model'])} B={r['batch']}"
+            + (f" P={r['prefill_requests']}" if r.get("prefill_requests") else "") for r in warmed if not r["table_converged"]]
     if late:
         text += f"; not converged after {WARMUP_LIMIT} (last move {max(r['table_last_move'] for r in warmed):.0%}): " \
             + ", ".join(late)
