@@ -7,6 +7,7 @@ import pathlib
 from .common import point_settings, series_name
 from .plotting import save
 from .registry import FigureData, FigureOptions, judge, register_figure, step_records
+from .warmup import WARMUP_LIMIT, converged_step_point, warmup_note
 
 
 def plot_fig10(data: FigureData, path: pathlib.Path) -> None:
@@ -35,11 +36,10 @@ def fig10(opts: FigureOptions) -> FigureData:
     points, meta = [], []
     for model, gpus, b in cases:
         for pol, unit in pols:
-            p = point_settings(model, gpus, pol, b, "text", unit=unit, warmup=1 if opts.quick else 2,
-                               seed=opts.seed)
+            p = point_settings(model, gpus, pol, b, "text", unit=unit, warmup=WARMUP_LIMIT, seed=opts.seed)
             points.append(p)
             meta.append((model, series_name(pol, unit, "text")))
-    rows = step_records("fig10", points, opts)
+    rows = step_records("fig10", points, opts, point_fn=converged_step_point)
     records = []
     for r, (model, series) in zip(rows, meta):
         per_gpu = len(r["pim_unit_busy_s"]) // r["gpus"]
@@ -79,5 +79,6 @@ def fig10(opts: FigureOptions) -> FigureData:
               judge(f"Sieve across channels, {m0}", "uniform", spread(m0, "Sieve"),
                     None if sv is None else sv[0] <= 1.05)]
     notes = ["utilisation = busy time / executed step time, GPU 0; expert_utilisation counts the experts alone, "
-             "utilisation adds attention (which occupies every channel alike)"]
+             "utilisation adds attention (which occupies every channel alike)",
+             warmup_note([{**r, "series": series} for r, (_, series) in zip(rows, meta)])]
     return FigureData(records, claims, notes)
