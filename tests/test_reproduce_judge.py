@@ -176,3 +176,59 @@ def test_converged_point_measures_the_same_routing_step_as_a_fixed_warm_up():
     sieve = converged_step_point({**base, "policy": "sieve", "warmup": 10})
     assert 1 <= sieve["table_warmup_steps"] <= 10 and sieve["table_converged"]
     assert sieve["table_last_move"] <= WARMUP_TOLERANCE
+
+
+def _fake_rows(points, rng):
+    """Made-up executed-step rows for ``points`` (what ``step_records`` returns), keyed by settings."""
+    rows = {}
+    for p in points:
+        thr = float(rng.uniform(0.6, 2.2)) * 1000.0 * p["batch"] / p["gpus"]
+        step = p["batch"] / thr / p["gpus"]
+        on_pim = float(rng.uniform(0, 100))
+        requests, length = (int(x) for x in p.get("prefill", "0:0").split(":"))
+        rows[_settings([p])[0]] = {
+            **p, "top_k": p.get("top_k"), "prefill_requests": requests, "prefill_len": length, "throughput_tokens_per_s_per_gpu": thr,
+            "interactivity_tokens_per_s_per_user": 1.0 / step, "step_time_s": step,
+            "estimated_step_time_s": step * float(rng.uniform(0.4, 1.2)), "experts_on_gpu": 100.0 - on_pim,
+            "experts_on_pim": on_pim, "scheduler_us": float(rng.uniform(0, 5)),
+            "busy_s": {"gpu": [step * 0.5], "pim": [step * 0.4]}}
+    return rows
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_claim_judged_in_quick_gets_the_full_verdict(seed):
+    """Made-up numbers at every point: every claim the quick run judges has the full run's verdict
+    (and cause), for Figure 9 in its three variants and Figure 11."""
+    import numpy as np
+
+    from sievesim.reproduce.common import with_series
+
+    rng = np.random.default_rng(seed)
+    judged = 0
+    for name, reading, mbs in (("fig9", "text", 1), ("fig9-matching", "matching", 1), ("fig9-mb2", "text", 2),
+                               ("fig11", "text", 1)):
+        module = fig11 if name == "fig11" else fig9
+        claims = {}
+        rows = None
+        for quick in (False, True):
+            opts = FigureOptions(quick=quick)
+            points, meta = module._points(opts) if module is fig11 else module._points(opts, reading, mbs)
+            rows = rows or _fake_rows(points, rng)
+            records = with_series([rows[k] for k in _settings(points)], meta)
+            for r, (k, raw) in zip(records, ((k, rows[k]) for k in _settings(points))):
+                r["scheduler_us"], r["busy_s"] = raw["scheduler_us"], raw["busy_s"]
+            if module is fig11:
+                for r in records:
+                    ref = next(x for x in records if (x["batch"], x["prefill_requests"], x["prefill_len"])
+                               == (r["batch"], r["prefill_requests"], r["prefill_len"]) and x["policy"] == "noexp")
+                    r["speedup_over_noexp"] = ref["step_time_s"] / r["step_time_s"]
+                claims[quick] = module._claims(records)
+            else:
+                claims[quick] = module._claims(records, opts, mbs)
+        assert [c.what for c in claims[True]] == [c.what for c in claims[False]]
+        for q, f in zip(claims[True], claims[False]):
+            assert f.verdict != NOT_JUDGED, (name, f)
+            if q.verdict != NOT_JUDGED:
+                judged += 1
+                assert (q.verdict, q.ours) == (f.verdict, f.ours), (name, q, f)
+    assert judged >= 6

@@ -28,10 +28,12 @@ COLOURS = {"NoExp": "#7f7f7f", "AllExp": "#1f77b4", "PIMoE (channel)": "#ff7f0e"
            "Sieve": "#2ca02c"}
 
 
-def _step_batches(gpus: int, quick: bool) -> list[int]:
-    """The batch sizes of a model on ``gpus`` GPUs: multiples of ``gpus``, at least ``gpus``."""
-    wanted = (1, 256) if quick else (1, 4, 16, 32, 64, 128, 256)
-    return sorted({max(gpus, b - b % gpus) for b in wanted})
+def _step_batches(gpus: int, quick: bool, microbatches: int = 1) -> list[int]:
+    """The batch sizes of a model on ``gpus`` GPUs: multiples of ``gpus``, at least ``gpus``, with at
+    least ``microbatches`` requests per GPU; the quick ones are the smallest and B = 256."""
+    wanted = (1, 4, 16, 32, 64, 128, 256)
+    full = sorted(b for b in {max(gpus, b - b % gpus) for b in wanted} if b // gpus >= microbatches)
+    return [full[0], full[-1]] if quick else full
 
 
 def plot_fig9(data: FigureData, path: pathlib.Path) -> None:
@@ -80,9 +82,7 @@ def _points(opts: FigureOptions, reading: str, microbatches: int = 1) -> tuple[l
     pols = POLICIES if not opts.quick or reading == "text" else (("allexp", None), ("pimoe", "stack"), ("sieve", None))
     for model, gpus in STEP_MODELS.items():
         for top_k in (None, TEXT_TOP_K.get(model)) if model in TEXT_TOP_K else (None,):
-            for b in _step_batches(gpus, opts.quick):
-                if microbatches > 1 and b // gpus < microbatches:
-                    continue
+            for b in _step_batches(gpus, opts.quick, microbatches):
                 for pol, unit in pols:
                     p = point_settings(model, gpus, pol, b, reading, unit=unit, warmup=WARMUP_LIMIT, seed=opts.seed,
                                        top_k=top_k)
@@ -117,7 +117,7 @@ def _claims(records: list[dict[str, Any]], opts: FigureOptions, microbatches: in
         return s["throughput_tokens_per_s_per_gpu"] / o["throughput_tokens_per_s_per_gpu"]
 
     def full_batches(gpus: int) -> list[int]:
-        return [b for b in _step_batches(gpus, False) if b // gpus >= microbatches]
+        return _step_batches(gpus, False, microbatches)
 
     def missing(batches: list[int]) -> str:
         return "B = " + ", ".join(str(b) for b in batches) + " (the full figure)"
@@ -135,7 +135,9 @@ def _claims(records: list[dict[str, Any]], opts: FigureOptions, microbatches: in
                     why += (f"; Sieve/PIMoE per stack there: {ratio_text(stack)}" if stack is not None else "")
                     smallest = full_batches(gpus)[0]
                     at_smallest = ratio(panel, "PIMoE (channel)", smallest)
-                    if at_smallest is not None and not comparable(at_smallest):
+                    if at_smallest is None:
+                        return None, f"whose miss it is needs B = {smallest}, the panel's smallest batch"
+                    if not comparable(at_smallest):
                         # the paper's text names the channel, its small-batch results do not fit it
                         return NOT_THE_PAPER, ("the text gives PIMoE channel-level expert parallelism (Sections 6.2 "
                                                f"and 7.2), but at the smallest batch (B = {smallest}) Sieve/PIMoE per "

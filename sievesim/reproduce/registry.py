@@ -76,7 +76,7 @@ def ratio_text(x: float) -> str:
 
 
 def judge_gain(what: str, paper: str, lo: float, hi: float | None, ratios: dict[str, float | None], *,
-               how: str, missing: str = "", cause: Callable[[str, float], tuple[str, str]] | None = None
+               how: str, missing: str = "", cause: Callable[[str, float], tuple[str | None, str]] | None = None
                ) -> Claim:
     """A speedup claim of the paper judged by the gain rule (:func:`gain_within`).
 
@@ -85,7 +85,10 @@ def judge_gain(what: str, paper: str, lo: float, hi: float | None, ratios: dict[
     ``"best"`` for the paper's "up to X" (our largest ratio must be accepted), ``"every"`` for a
     range the paper gives across points (every ratio must be accepted). For a claim not
     reproduced, ``cause(label, ratio)`` of the point the verdict rests on (the best one for "best",
-    the one furthest outside the band for "every") gives (verdict, why); default: our model.
+    the one furthest outside the band for "every") gives (verdict, why); default: our model. A
+    verdict of None says that telling the paper's miss from ours needs points this run lacks
+    (``why`` names them): the claim is then :data:`NOT_JUDGED`, so that a reduced run never gives
+    a cause the full run could contradict.
     The paper column shows the accepted band; ours shows the number(s) the verdict rests on."""
     if how not in ("best", "every"):
         raise ValueError(f"how must be 'best' or 'every', not {how!r}")
@@ -113,6 +116,8 @@ def judge_gain(what: str, paper: str, lo: float, hi: float | None, ratios: dict[
     outside = [v for v in values if not gain_within(v, lo, hi)]
     rule = (f"{ratio_text(x)} at {decisive} is {'above' if x > high else 'below'} {low:.3f}-{high:.3f}x"
             + ("" if how == "best" else f" ({len(outside)} of {len(values)} points outside)"))
+    if verdict is None:         # whose miss it is needs points this run does not have
+        return Claim(what, shown_paper, ours, NOT_JUDGED, f"not reproduced ({rule}), but {why}")
     return judge(what, shown_paper, ours, False, cause=verdict, why=rule + (f"; {why}" if why else ""))
 
 
