@@ -89,6 +89,25 @@ def warm_until_converged(sim: Any, *, tolerance: float = WARMUP_TOLERANCE, limit
     return Warmup(limit, False, move)
 
 
+def warmed_simulator(limit: int = WARMUP_LIMIT, **kwargs: Any) -> tuple[Any, Warmup]:
+    """(a :class:`~sievesim.system.StepSimulator` of ``kwargs`` whose cost table holds the entries of a
+    converged warm-up, the warm-up): a first simulator of the same settings warms up until converged
+    (at most ``limit`` steps), and its table is copied into the returned one, which has run no step
+    yet (its next steps see the routing stream from the start). A policy that reads no table gets a
+    fresh simulator and ``Warmup(0, True, 0.0)``."""
+    from ..system import StepSimulator
+
+    measure = StepSimulator(**kwargs)
+    if not (measure.dynamic and getattr(measure, "table", None) is not None):
+        return measure, Warmup(0, True, 0.0)
+    first = StepSimulator(**kwargs)
+    first.check_capacity(limit)
+    warm = warm_until_converged(first, limit=limit)
+    for key, value in first.table.items():
+        measure.table.update(key, value)
+    return measure, warm
+
+
 def converged_step_point(settings: Mapping[str, Any]) -> dict[str, Any]:
     """:func:`sievesim.sweep.step_point` with a converged cost table (module docstring): ``warmup``
     is the most warm-up steps of the first simulator (default :data:`WARMUP_LIMIT`); the measured
@@ -97,7 +116,7 @@ def converged_step_point(settings: Mapping[str, Any]) -> dict[str, Any]:
     ``table_converged`` and ``table_last_move`` (the largest relative move of an entry in its last
     step)."""
     from ..sweep import GRID_KEYS
-    from ..system import StepSimulator, parse_policy_options
+    from ..system import parse_policy_options
 
     kwargs = {k: settings[k] for k in GRID_KEYS if settings.get(k) is not None}
     if "scheduler_latency_us" in kwargs:
@@ -106,14 +125,7 @@ def converged_step_point(settings: Mapping[str, Any]) -> dict[str, Any]:
         kwargs["policy_options"] = parse_policy_options(kwargs["policy_options"])
     steps = int(kwargs.pop("steps", 1))
     limit = int(kwargs.pop("warmup", WARMUP_LIMIT))
-    measure = StepSimulator(**kwargs)
-    warm = Warmup(0, True, 0.0)
-    if measure.dynamic and getattr(measure, "table", None) is not None:
-        first = StepSimulator(**kwargs)
-        first.check_capacity(limit)
-        warm = warm_until_converged(first, limit=limit)
-        for key, value in first.table.items():
-            measure.table.update(key, value)
+    measure, warm = warmed_simulator(limit, **kwargs)
     out = dict(measure.run(steps=steps, warmup=MEASURED_AFTER).to_dict())
     out.update(table_warmup_steps=warm.steps, table_converged=warm.converged, table_last_move=warm.last_move)
     return out
@@ -126,7 +138,8 @@ def warmup_note(rows: list[dict[str, Any]]) -> str:
             f"{MEASURED_AFTER} warm-up steps and the measured step on the same routing for every policy")
     if warmed:
         steps = [r["table_warmup_steps"] for r in warmed]
-        text += f": {min(steps)}-{max(steps)} warm-up steps over {len(warmed)} points"
+        span = f"{min(steps)}" if min(steps) == max(steps) else f"{min(steps)}-{max(steps)}"
+        text += f": {span} warm-up steps over {len(warmed)} point{'s' if len(warmed) > 1 else ''} that read the table"
     late = [f"{r['series']} {r.get('panel', r['model'])} B={r['batch']}"
             + (f" P={r['prefill_requests']}" if r.get("prefill_requests") else "") for r in warmed if not r["table_converged"]]
     if late:
