@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 from ..errors import field_error
 
 
-#: The verdicts a claim can get (docs/reproduction.md, "Verdicts").
+#: The verdicts a claim can get (docs/reproduction.md, "One reading, and a verdict for every claim").
 REPRODUCED = "reproduced"
 NOT_THE_PAPER = "not reproduced: the paper"
 NOT_OUR_MODEL = "not reproduced: our model"
@@ -40,10 +40,12 @@ _ROUNDING = 1e-9
 class Claim:
     """One statement of the paper, our number for it (``ours`` already formatted) and the verdict.
 
-    ``verdict`` is one of :data:`VERDICTS` (empty: not judged); ``why`` says, for a claim not
-    reproduced, which sentences of the paper contradict each other or leave it open (``the
-    paper``) or which modelling choice of ours differs and what would change it (``our model``).
-    Build judged claims with :func:`judge`, so that the verdict follows the numbers."""
+    ``verdict`` is one of :data:`VERDICTS` (empty: built without one, printed "-"); ``why`` says,
+    for a claim not reproduced, the rule it missed and the number it rests on, then which sentences
+    of the paper disagree or leave it open (``the paper``) or the measured quantities at that point
+    (``our model``); for a claim not judged, which points the run lacks. Build judged claims with
+    :func:`judge` or the rules below (:func:`judge_gain`, :func:`judge_not_behind`,
+    :func:`judge_share_below`), so that the verdict follows the numbers."""
 
     what: str
     paper: str
