@@ -70,6 +70,11 @@ def test_judge_gain_best_and_every():
     claim = judge_gain("x", "up to 1.6x", 1.6, 1.6, {"B=1": 1.9, "B=4": 1.2}, how="best",
                        cause=lambda label, x: seen.append((label, x)) or (NOT_THE_PAPER, "because"))
     assert seen == [("B=1", 1.9)] and claim.verdict == NOT_THE_PAPER and claim.why.endswith("; because")
+    # a cause that needs points the run lacks: not judged, the miss and the reason kept in the why
+    open_cause = judge_gain("x", "up to 1.6x", 1.6, 1.6, {"B=4": 1.9}, how="best",
+                            cause=lambda label, x: (None, "whose miss it is needs B = 1"))
+    assert open_cause.verdict == NOT_JUDGED
+    assert open_cause.why == "not reproduced (1.90x at B=4 is above 1.450-1.750x), but whose miss it is needs B = 1"
     # a point the run does not have: not judged, whatever the others say
     missing = judge_gain("x", "up to 1.26x", 1.26, 1.26, {"B=32": 1.26, "B=256": None}, how="best",
                          missing="B = 256 (the full figure)")
@@ -176,6 +181,10 @@ def test_converged_point_measures_the_same_routing_step_as_a_fixed_warm_up():
     sieve = converged_step_point({**base, "policy": "sieve", "warmup": 10})
     assert 1 <= sieve["table_warmup_steps"] <= 10 and sieve["table_converged"]
     assert sieve["table_last_move"] <= WARMUP_TOLERANCE
+    # the first simulator's warm-up does not advance the measuring one's routing: the same experts
+    # are activated as in the step after MEASURED_AFTER warm-ups of a plain point
+    fixed = step_point({**base, "policy": "sieve", "warmup": MEASURED_AFTER})
+    assert sieve["experts_on_gpu"] + sieve["experts_on_pim"] == fixed["experts_on_gpu"] + fixed["experts_on_pim"]
 
 
 def _fake_rows(points, rng):

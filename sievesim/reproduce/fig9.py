@@ -10,7 +10,7 @@ expert work."""
 from __future__ import annotations
 
 import pathlib
-from typing import Any, Sequence
+from typing import Any
 
 from .common import STEP_MODELS, TEXT_TOP_K, point_settings, series_name, with_series
 from .plotting import save

@@ -78,7 +78,7 @@ def few_on_pim_channel(times: PlacementTimes, pimoe: Mapping[str, Any], sieve: M
                        where: str) -> str:
     """Why PIMoE per channel trails Sieve: its placement's one-expert time against streaming, and
     the experts each ran on PIM at the point ``where``."""
-    span = f"one channel" if times.channels == 1 else f"{times.channels} channels (`{times.unit}`)"
+    span = "one channel" if times.channels == 1 else f"{times.channels} channels (`{times.unit}`)"
     slower = "slower" if times.on_unit_us > times.stream_us else "faster"
     fewer = "fewer" if pim_share(pimoe) < pim_share(sieve) else "no fewer"
     return (f"PIMoE per channel places each {times.model} expert on {span}, where one expert with one token takes "
