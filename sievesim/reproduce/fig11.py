@@ -9,8 +9,8 @@ from typing import Any
 from .common import point_settings, series_name, with_series
 from .plotting import save
 from .reasons import busy_shares, pim_share
-from .registry import (NOT_OUR_MODEL, NOT_THE_PAPER, FigureData, FigureOptions, gain_within, judge_gain,
-                       judge_not_behind, judge_share_below, ratio_text, register_figure, step_records)
+from .registry import (NOT_OUR_MODEL, NOT_THE_PAPER, FigureData, FigureOptions, gain_within, judge, judge_gain,
+                       judge_not_behind, judge_share_below, not_judged, ratio_text, register_figure, step_records)
 from .warmup import WARMUP_LIMIT, converged_step_point, warmup_note
 
 #: Prompt length of every prefill request (the paper: queries "often exceed 1024 tokens").
@@ -136,6 +136,19 @@ def _claims(records: list[dict[str, Any]]) -> list[Any]:
         claims.append(judge_share_below(f"{other} over NoExp, 8 prefills", "often below 1x",
                                         {where(b, p): speedup(other, b, p) for b, p in eight},
                                         missing="every case with 8 prefills (the full figure)"))
+    # "Sieve achieves greater throughput gains at B >= 64 compared to B <= 32": the mean of Sieve's
+    # speedup over NoExp over every case (prefill count) of each group
+    groups = {name: [speedup("Sieve", b, p) for b, p in main_cases if test(b)]
+              for name, test in (("B<=32", lambda b: b <= 32), ("B>=64", lambda b: b >= 64))}
+    what = "Sieve over NoExp, mean over cases, B>=64 against B<=32"
+    if any(v is None for values in groups.values() for v in values):
+        claims.append(not_judged(what, "greater at B>=64", "every case of the full figure"))
+    else:
+        means = {name: sum(values) / len(values) for name, values in groups.items()}
+        ours = f"{ratio_text(means['B>=64'])} at B>=64, {ratio_text(means['B<=32'])} at B<=32"
+        claims.append(judge(what, "greater at B>=64", ours, means["B>=64"] > means["B<=32"],
+                            why=f"the mean speedup at B>=64 ({means['B>=64']:.3f}x over {len(groups['B>=64'])} cases) "
+                                f"is not above the one at B<=32 ({means['B<=32']:.3f}x over {len(groups['B<=32'])})"))
     return claims
 
 
