@@ -10,12 +10,15 @@ expert work."""
 from __future__ import annotations
 
 import pathlib
-from typing import Any, Sequence
+from typing import Any
 
 from .common import STEP_MODELS, TEXT_TOP_K, point_settings, series_name, with_series
 from .plotting import save
-from .registry import (NOT_OUR_MODEL, NOT_THE_PAPER, Claim, FigureData, FigureOptions, judge, register_figure,
-                       step_records, within)
+from ..models import get_model
+from .reasons import decision_cost, few_on_pim_channel, pim_share, placement_times, sieve_behind, step_compare
+from .registry import (COMPARABLE_TOLERANCE, NOT_OUR_MODEL, NOT_THE_PAPER, Claim, FigureData, FigureOptions, comparable,
+                       judge, judge_gain, judge_not_behind, not_judged, ratio_text, register_figure, step_records)
+from .warmup import WARMUP_LIMIT, converged_step_point, warmup_note
 
 #: The five curves of a panel, in legend order: the baselines, PIMoE in the paper's unit (channel)
 #: and in the strongest one (stack), and Sieve.
@@ -25,18 +28,12 @@ COLOURS = {"NoExp": "#7f7f7f", "AllExp": "#1f77b4", "PIMoE (channel)": "#ff7f0e"
            "Sieve": "#2ca02c"}
 
 
-def _step_batches(gpus: int, quick: bool) -> list[int]:
-    """The batch sizes of a model on ``gpus`` GPUs: multiples of ``gpus``, at least ``gpus``."""
-    wanted = (16, 256) if quick else (1, 4, 16, 32, 64, 128, 256)
-    return sorted({max(gpus, b - b % gpus) for b in wanted})
-
-
-def _tput(records: Sequence[dict[str, Any]], panel: str, series: str, batch: int) -> float | None:
-    """Throughput per GPU [tokens/s] of ``series`` in ``panel`` at batch size ``batch`` (None if it did not run)."""
-    for r in records:
-        if r.get("panel", r["model"]) == panel and r["series"].split(" [")[0] == series and r["batch"] == batch:
-            return r["throughput_tokens_per_s_per_gpu"]
-    return None
+def _step_batches(gpus: int, quick: bool, microbatches: int = 1) -> list[int]:
+    """The batch sizes of a model on ``gpus`` GPUs: multiples of ``gpus``, at least ``gpus``, with at
+    least ``microbatches`` requests per GPU; the quick ones are the smallest and B = 256."""
+    wanted = (1, 4, 16, 32, 64, 128, 256)
+    full = sorted(b for b in {max(gpus, b - b % gpus) for b in wanted} if b // gpus >= microbatches)
+    return [full[0], full[-1]] if quick else full
 
 
 def plot_fig9(data: FigureData, path: pathlib.Path) -> None:
@@ -76,130 +73,224 @@ def plot_fig9(data: FigureData, path: pathlib.Path) -> None:
     save(fig, path)
 
 
-def _expert_times_us(model_name: str, gpus: int) -> tuple[float, float, float]:
-    """(PIM time of one expert with one token on the PIMoE channel placement [us], on one stack [us],
-    the time to stream its weights to the GPU [us]) on the B200 preset: why PIMoE per channel keeps
-    few experts on PIM."""
-    from ..hardware import get_hardware
-    from ..models import get_model
-    from ..pim.expert import EnginePimCost
-
-    hw, model = get_hardware("b200"), get_model(model_name)
-    cost = EnginePimCost.for_model(model, hw)
-    stream = model.bytes_per_expert / (hw.gpu.hbm_bandwidth_bytes_per_s * hw.gpu.memory_efficiency)
-    return (cost.expert_time_on_unit_s(1, "channel") * 1e6, cost.expert_time_on_unit_s(1, "stack") * 1e6,
-            stream * 1e6)
-
-
-def _sieve_over_pimoe_claim(what: str, paper: str, lo: float, hi: float, channel: list[float],
-                            stack: list[float], model: str, gpus: int, how: str) -> Claim:
-    """The paper's Sieve/PIMoE figure against ours, PIMoE per channel (the paper's text) beside
-    per stack; ``how``: "best" (the largest ratio) or "range" (every ratio inside)."""
-    def shown(v: list[float]) -> str:
-        if not v:
-            return "-"
-        return f"{max(v):.2f}x" if how == "best" else f"{min(v):.2f}-{max(v):.2f}x"
-
-    def fits(v: list[float]) -> bool:
-        if not v:
-            return False
-        return within(max(v), lo, hi) if how == "best" else all(within(x, lo, hi) for x in v)
-
-    ours = f"channel {shown(channel)}; stack {shown(stack)}"
-    if fits(channel):
-        return judge(what, paper, ours, True)
-    t_ch, t_st, t_stream = _expert_times_us(model, gpus)
-    slow_channel = (f"one {model} expert with one token takes {t_ch:.1f} us on one channel against {t_stream:.1f} us "
-                    f"to stream its weights to the GPU, so PIMoE per channel keeps few experts on PIM")
-    if channel and min(channel) > hi:
-        return judge(what, paper, ours, False, cause=NOT_THE_PAPER,
-                     why=f"the text gives PIMoE channel-level expert parallelism (Sections 6.2 and 7.2), with which "
-                         f"{slow_channel} and Sieve/PIMoE is above the paper's at every batch; per stack "
-                         f"({t_st:.1f} us, a unit the text does not describe) it is {shown(stack)}")
-    if channel and max(channel) > hi:
-        return judge(what, paper, ours, False, cause=NOT_OUR_MODEL,
-                     why=f"Sieve is further ahead of PIMoE per channel than the paper finds: on our engine "
-                         f"{slow_channel}; per stack it is {shown(stack)}")
-    return judge(what, paper, ours, False, cause=NOT_OUR_MODEL,
-                 why="on our engine Sieve's tensor-parallel PIM experts (the paper's Section 6.3 placement) pay "
-                     "more per-command overhead per channel than PIMoE's experts on whole units, and the "
-                     "executed graph overlaps what Equation 1 adds (docs/reproduction.md, Figure 9)")
-
-
-def _figure(opts: FigureOptions, name: str, reading: str, microbatches: int = 1) -> FigureData:
-    """Every policy of :data:`POLICIES` on the paper's three models at B up to 256, executed."""
+def _points(opts: FigureOptions, reading: str, microbatches: int = 1) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+    """(settings of every point, its (series, reading)): every policy of :data:`POLICIES` on the
+    paper's three models at the batches of :func:`_step_batches`. A quick run's points are full-run
+    points, identical setting for setting (the warm-up runs to convergence in both), so that a claim
+    judged in both gets the same verdict."""
     points, meta = [], []
     pols = POLICIES if not opts.quick or reading == "text" else (("allexp", None), ("pimoe", "stack"), ("sieve", None))
-    warmup = 1 if opts.quick else 2
     for model, gpus in STEP_MODELS.items():
         for top_k in (None, TEXT_TOP_K.get(model)) if model in TEXT_TOP_K else (None,):
-            for b in _step_batches(gpus, opts.quick):
-                if microbatches > 1 and b // gpus < microbatches:
-                    continue
+            for b in _step_batches(gpus, opts.quick, microbatches):
                 for pol, unit in pols:
-                    p = point_settings(model, gpus, pol, b, reading, unit=unit, warmup=warmup, seed=opts.seed,
+                    p = point_settings(model, gpus, pol, b, reading, unit=unit, warmup=WARMUP_LIMIT, seed=opts.seed,
                                        top_k=top_k)
                     if microbatches > 1:
                         p["microbatches"] = microbatches
                     points.append(p)
                     meta.append((series_name(pol, unit, reading), reading))
-    records = with_series(step_records(name, points, opts), meta)
-    for r in records:
+    return points, meta
+
+
+#: The paper's panels: (panel name in the records, label in a claim, model, GPUs).
+_Q3 = "qwen3-30b-a3b"
+PANELS = (("qwen3.5-397b-a17b", "Qwen3.5", "qwen3.5-397b-a17b", 8),
+          ("gpt-oss-120b", "GPT-OSS", "gpt-oss-120b", 4),
+          (_Q3, "Qwen3 (top-8, config)", _Q3, 1),
+          (f"{_Q3} top-{TEXT_TOP_K[_Q3]}", f"Qwen3 (top-{TEXT_TOP_K[_Q3]}, paper's text)", _Q3, 1))
+#: The baselines the paper names against Sieve ("Sieve consistently outperforms all baselines"),
+#: PIMoE in the paper's unit and in the strongest one.
+BASELINES = ("NoExp", "AllExp", "PIMoE (channel)", "PIMoE (stack)")
+
+
+def _claims(records: list[dict[str, Any]], opts: FigureOptions, microbatches: int) -> list[Claim]:
+    """Every claim of the paper's Figure 9 text, judged by the rules of docs/reproduction.md."""
+    def row(panel: str, series: str, b: int) -> dict[str, Any] | None:
+        return next((r for r in records if r.get("panel", r["model"]) == panel
+                     and r["series"].split(" [")[0] == series and r["batch"] == b), None)
+
+    def ratio(panel: str, other: str, b: int) -> float | None:
+        s, o = row(panel, "Sieve", b), row(panel, other, b)
+        if s is None or o is None:
+            return None
+        return s["throughput_tokens_per_s_per_gpu"] / o["throughput_tokens_per_s_per_gpu"]
+
+    def full_batches(gpus: int) -> list[int]:
+        return _step_batches(gpus, False, microbatches)
+
+    def missing(batches: list[int]) -> str:
+        return "B = " + ", ".join(str(b) for b in batches) + " (the full figure)"
+
+    def cause_for(panel: str, model: str, gpus: int, other: str):
+        def cause(label: str, x: float) -> tuple[str, str]:
+            b = int(label.removeprefix("B="))
+            sieve, base = row(panel, "Sieve", b), row(panel, other, b)
+            where = f"B = {b}"
+            if other == "PIMoE (channel)":
+                times = placement_times(model, gpus, "channel")
+                why = few_on_pim_channel(times, base, sieve, where) if sieve and base else ""
+                if x > 1.0:
+                    stack = ratio(panel, "PIMoE (stack)", b)
+                    why += (f"; Sieve/PIMoE per stack there: {ratio_text(stack)}" if stack is not None else "")
+                    smallest = full_batches(gpus)[0]
+                    at_smallest = ratio(panel, "PIMoE (channel)", smallest)
+                    if at_smallest is None:
+                        return None, f"whose miss it is needs B = {smallest}, the panel's smallest batch"
+                    if not comparable(at_smallest):
+                        # the paper's text names the channel, its small-batch results do not fit it
+                        return NOT_THE_PAPER, ("the text gives PIMoE channel-level expert parallelism (Sections 6.2 "
+                                               f"and 7.2), but at the smallest batch (B = {smallest}) Sieve/PIMoE per "
+                                               f"channel is {ratio_text(at_smallest)} where the paper finds PIMoE "
+                                               "comparable to Sieve; " + why)
+                    return NOT_OUR_MODEL, why
+                return NOT_OUR_MODEL, sieve_behind(sieve, base, other, where) if sieve and base else ""
+            times = placement_times(model, gpus, "stack")
+            if x < 1.0 and sieve and base:
+                return NOT_OUR_MODEL, sieve_behind(sieve, base, other, where, times)
+            return NOT_OUR_MODEL, (f"Sieve ran {pim_share(sieve):.0%} of the activated experts on PIM at {where}, "
+                                   f"PIMoE per stack {pim_share(base):.0%}") if sieve and base else ""
+        return cause
+
+    claims: list[Claim] = []
+    # the paper's speedups over PIMoE: (panel index, claim, paper text, lo, hi, batches, how)
+    speedups = [(0, "Qwen3.5 Sieve/{} at B=256", "up to 1.26x", 1.26, 1.26, lambda g: [256], "best"),
+                (1, "GPT-OSS Sieve/{} at B>=32", "1.11-1.17x", 1.11, 1.17,
+                 lambda g: [b for b in full_batches(g) if b >= 32], "every"),
+                (2, "Qwen3 (top-8, config) Sieve/{}, best B", "up to 1.6x", 1.6, 1.6, full_batches, "best"),
+                (3, f"Qwen3 (top-{TEXT_TOP_K[_Q3]}, paper's text) Sieve/{{}}, best B", "up to 1.6x", 1.6, 1.6,
+                 full_batches, "best")]
+    for i, what, paper, lo, hi, batches_of, how in speedups:
+        panel, _, model, gpus = PANELS[i]
+        batches = batches_of(gpus)
+        for other in ("PIMoE (channel)", "PIMoE (stack)"):
+            ratios = {f"B={b}": ratio(panel, other, b) for b in batches}
+            claims.append(judge_gain(what.format(other), paper, lo, hi, ratios, how=how, missing=missing(batches),
+                                     cause=cause_for(panel, model, gpus, other)))
+
+    # "on GPT-OSS ... with interactivity improvements reaching up to 1.25x" (tokens/s per user, same batch)
+    panel, _, model, gpus = PANELS[1]
+    for other in ("PIMoE (channel)", "PIMoE (stack)"):
+        def per_user(b: int, other: str = other) -> float | None:
+            s, o = row(panel, "Sieve", b), row(panel, other, b)
+            return None if s is None or o is None else (s["interactivity_tokens_per_s_per_user"]
+                                                         / o["interactivity_tokens_per_s_per_user"])
+        batches = full_batches(gpus)
+        claims.append(judge_gain(f"GPT-OSS Sieve/{other} interactivity, best B", "up to 1.25x", 1.25, 1.25,
+                                 {f"B={b}": per_user(b) for b in batches}, how="best", missing=missing(batches),
+                                 cause=cause_for(panel, model, gpus, other)))
+    # "Sieve achieves significantly higher peak throughput (a ~1.26x improvement for Qwen3.5)"
+    panel, label, _, gpus = PANELS[0]
+    batches = full_batches(gpus)
+    sieve_rows = [row(panel, "Sieve", b) for b in batches]
+    for other in ("PIMoE (channel)", "PIMoE (stack)"):
+        other_rows = [row(panel, other, b) for b in batches]
+        peak, peak_cause = None, None
+        if all(sieve_rows) and all(other_rows):
+            best_sieve = max(sieve_rows, key=lambda r: r["throughput_tokens_per_s_per_gpu"])
+            best_other = max(other_rows, key=lambda r: r["throughput_tokens_per_s_per_gpu"])
+            peak = best_sieve["throughput_tokens_per_s_per_gpu"] / best_other["throughput_tokens_per_s_per_gpu"]
+            label_peak = f"Sieve's peak at B={best_sieve['batch']}, {other}'s at B={best_other['batch']}"
+            if best_sieve["batch"] == best_other["batch"]:      # the peak ratio is the ratio at that batch
+                peak_cause = cause_for(panel, PANELS[0][2], gpus, other)
+                label_peak = f"B={best_sieve['batch']}"
+        claims.append(judge_gain(f"Qwen3.5 peak throughput Sieve/{other}", "~1.26x", 1.26, 1.26,
+                                 {label_peak if peak is not None else "peak": peak}, how="best",
+                                 missing=missing(batches), cause=peak_cause))
+
+    # "Sieve consistently outperforms all baselines": every panel, every batch, each baseline apart
+    for other in BASELINES:
+        ratios = {f"{label} B={b}": ratio(panel, other, b)
+                  for panel, label, _, gpus in PANELS for b in full_batches(gpus)}
+
+        def behind(label: str, worst: float, other: str = other) -> str:
+            panel_label, _, b_text = label.rpartition(" B=")
+            panel, _, model, gpus = next(p for p in PANELS if p[1] == panel_label)
+            b = int(b_text)
+            sieve, base = row(panel, "Sieve", b), row(panel, other, b)
+            times = placement_times(model, gpus, "stack") if other == "PIMoE (stack)" else None
+            return sieve_behind(sieve, base, other, f"{panel_label} B = {b}", times) if sieve and base else ""
+        claims.append(judge_not_behind(f"Sieve over {other}, every panel and B", "outperforms all baselines",
+                                       ratios, missing="every batch of every panel (the full figure)", why=behind))
+
+    # "For small batch sizes, PIMoE and AllExp achieve performance comparable to Sieve"
+    for other in ("AllExp", "PIMoE (channel)", "PIMoE (stack)"):
+        smallest = {label: full_batches(gpus)[0] for _, label, _, gpus in PANELS}
+        ratios = {f"{label} B={smallest[label]}": ratio(panel, other, smallest[label])
+                  for panel, label, _, _ in PANELS}
+
+        def off(label: str, x: float, other: str = other) -> str:
+            panel_label, _, b_text = label.rpartition(" B=")
+            panel, _, model, gpus = next(p for p in PANELS if p[1] == panel_label)
+            b = int(b_text)
+            sieve, base = row(panel, "Sieve", b), row(panel, other, b)
+            if sieve is None or base is None:
+                return ""
+            where = f"{panel_label} B = {b}"
+            if other == "AllExp" and x < 1.0:
+                return decision_cost(sieve, base, other, where, get_model(model).num_moe_layers)
+            if other == "PIMoE (channel)" and x > 1.0:
+                return few_on_pim_channel(placement_times(model, gpus, "channel"), base, sieve, where)
+            return step_compare(sieve, base, other, where)
+        claims.append(_comparable_claim(f"Sieve/{other} at the smallest B", ratios,
+                                        "the smallest batch of every panel: " + ", ".join(ratios), why=off))
+
+    # "AllExp ... throughput fails to scale beyond B=32"
+    grow, active = {}, {}
+    for panel, label, _, gpus in PANELS:
+        a32, a256 = row(panel, "AllExp", 32), row(panel, "AllExp", 256)
+        if 32 in full_batches(gpus):
+            grow[label] = (a256["throughput_tokens_per_s_per_gpu"] / a32["throughput_tokens_per_s_per_gpu"]
+                           if a32 and a256 else None)
+            if a32 and a256:
+                active[label] = (a32["experts_on_pim"], a256["experts_on_pim"])
+
+    def grows(label: str, x: float) -> str:
+        if label not in active:
+            return ""
+        n32, n256 = active[label]
+        return (f"AllExp ran {n32:.0f} activated experts on PIM in a step (all layers and GPUs) at B = 32 and "
+                f"{n256:.0f} at B = 256 ({n256 / n32:.2f}x): its PIM work still grows with the experts a step "
+                "activates" if n32 else "")
+    claims.append(_comparable_claim("AllExp throughput B=256 over B=32", grow, "B = 32 and 256 of every panel "
+                                    "(the full figure)", paper="flat (fails to scale past B=32)", why=grows))
+    return claims
+
+
+def _comparable_claim(what: str, ratios: dict[str, float | None], missing: str, *, paper: str = "comparable (~1x)",
+                      why: Any = None) -> Claim:
+    """A claim of "about 1x" at every point of ``ratios`` (:func:`comparable`); a miss is explained at
+    the point furthest from 1x by ``why(label, ratio)``."""
+    if not ratios or any(v is None for v in ratios.values()):
+        return not_judged(what, paper, missing)
+    known = {k: float(v) for k, v in ratios.items() if v is not None}
+    far = max(known, key=lambda k: abs(known[k] - 1.0))
+    ok = all(comparable(v) for v in known.values())
+    ours = "; ".join(f"{ratio_text(v)} {k}" for k, v in known.items())
+    band = f"{1 - COMPARABLE_TOLERANCE:.2f}-{1 + COMPARABLE_TOLERANCE:.2f}x"
+    reason = why(far, known[far]) if (why and not ok) else ""
+    return judge(what, f"{paper} (accepts {band})", ours, ok,
+                 why="" if ok else f"{ratio_text(known[far])} at {far} is outside {band}" + (f"; {reason}" if reason else ""))
+
+
+def _figure(opts: FigureOptions, name: str, reading: str, microbatches: int = 1) -> FigureData:
+    """Every policy of :data:`POLICIES` on the paper's three models at B up to 256, executed."""
+    points, meta = _points(opts, reading, microbatches)
+    raw = step_records(name, points, opts, point_fn=converged_step_point)
+    records = with_series(raw, meta)
+    for r, x in zip(records, raw):
         r["microbatches"] = microbatches
-
-    def ratios(panel: str, other: str, batches: Sequence[int]) -> list[float]:
-        pairs = ((_tput(records, panel, "Sieve", b), _tput(records, panel, other, b)) for b in batches)
-        return [x / y for x, y in pairs if x is not None and y]
-
-    q35, gpt, q3 = "qwen3.5-397b-a17b", "gpt-oss-120b", "qwen3-30b-a3b"
-    q3_k = f"{q3} top-{TEXT_TOP_K[q3]}"
-    gpt_b = [b for b in _step_batches(4, opts.quick) if b >= 32]
-    q3_b = _step_batches(1, opts.quick)
-    claims = [
-        _sieve_over_pimoe_claim("Qwen3.5 Sieve/PIMoE at B=256", "up to 1.26x", 1.26, 1.26,
-                                ratios(q35, "PIMoE (channel)", [256]), ratios(q35, "PIMoE (stack)", [256]), q35, 8,
-                                "best"),
-        _sieve_over_pimoe_claim("GPT-OSS Sieve/PIMoE at B>=32", "1.11-1.17x", 1.11, 1.17,
-                                ratios(gpt, "PIMoE (channel)", gpt_b), ratios(gpt, "PIMoE (stack)", gpt_b), gpt, 4,
-                                "range"),
-        _sieve_over_pimoe_claim("Qwen3 (top-8, config) Sieve/PIMoE, best B", "up to 1.6x", 1.6, 1.6,
-                                ratios(q3, "PIMoE (channel)", q3_b), ratios(q3, "PIMoE (stack)", q3_b), q3, 1, "best"),
-        _sieve_over_pimoe_claim(f"Qwen3 (top-{TEXT_TOP_K[q3]}, paper's text) Sieve/PIMoE, best B", "up to 1.6x",
-                                1.6, 1.6, ratios(q3_k, "PIMoE (channel)", q3_b), ratios(q3_k, "PIMoE (stack)", q3_b),
-                                q3, 1, "best"),
-    ]
-    small = {m: next(b for b in _step_batches(g, opts.quick) if b // g >= microbatches)
-             for m, g in STEP_MODELS.items()}
-    vs_all = [ratios(m, "AllExp", [small[m]]) for m in (q3, gpt, q35)]
-    flat = [v[0] for v in vs_all if v]
-    why = []
-    if any(x < 0.97 for x in flat):
-        why.append("below: Sieve's decision sits on the critical path of every layer (the paper: 'this overhead is "
-                   "fully accounted for'), AllExp needs none, and on one GPU nothing hides it")
-    if any(x > 1.03 for x in flat):
-        why.append("above: on our calibrated routing some experts already have enough tokens at this batch for "
-                   "the GPU to be the cheaper side (the paper puts that transition at B = 16-32)")
-    claims.append(judge("Sieve/AllExp at the smallest B (Qwen3 / GPT-OSS / Qwen3.5)", "comparable (~1x)",
-                        " / ".join(f"{v[0]:.2f}x at B={small[m]}" if v else "-"
-                                   for v, m in zip(vs_all, (q3, gpt, q35))),
-                        bool(flat) and all(within(x, 1.0, rel=0.03) for x in flat), why="; ".join(why)))
-    if opts.quick:
-        claims.append(judge("AllExp throughput B=256 over B=32 (GPT-OSS)", "flat (fails to scale past B=32)", "-",
-                            None, why="needs B=32 (the full figure)"))
-    else:
-        a256, a32 = _tput(records, gpt, "AllExp", 256), _tput(records, gpt, "AllExp", 32)
-        ratio = a256 / a32 if a256 and a32 else None
-        claims.append(judge("AllExp throughput B=256 over B=32 (GPT-OSS)", "flat (fails to scale past B=32)",
-                            "-" if ratio is None else f"{ratio:.2f}x", None if ratio is None else ratio <= 1.25,
-                            why="AllExp's PIM time grows with the experts a step activates, and on our calibrated "
-                                "routing GPT-OSS's 32 experts per GPU are not all active at B = 32, so its "
-                                "throughput still grows to B = 256; the paper's curve is flat from B = 32"))
+        for key in ("table_warmup_steps", "table_converged", "table_last_move", "scheduler_us"):
+            r[key] = x[key]
     notes = ["executed schedules (the dependency graph with engine-priced PIM nodes), not Equation 1",
              f"reading: {reading} (docs/system.md, 'Readings'); PIMoE per channel is the paper's text, per stack "
              "the strongest unit on our engine",
              "Qwen3-30B-A3B twice: top-8 as its config.json says, and top-4 as the paper's text says",
-             "on G GPUs the smallest batch is G (B/G requests per GPU)"]
-    return FigureData(records, claims, notes)
+             "on G GPUs the smallest batch is G (B/G requests per GPU)",
+             warmup_note(records),
+             "a claim whose batches this run does not have is 'not judged' (--quick runs a subset of the full "
+             "figure's points, identical ones)"]
+    return FigureData(records, _claims(records, opts, microbatches), notes)
 
 
 @register_figure("fig9", "Throughput per GPU vs interactivity, executed (Sieve paper Figure 9)", plot=plot_fig9)

@@ -16,22 +16,36 @@ from typing import Any, Callable, Sequence
 from ..errors import field_error
 
 
-#: The verdicts a claim can get (docs/reproduction.md, "Verdicts").
+#: The verdicts a claim can get (docs/reproduction.md, "One reading, and a verdict for every claim").
 REPRODUCED = "reproduced"
 NOT_THE_PAPER = "not reproduced: the paper"
 NOT_OUR_MODEL = "not reproduced: our model"
 NO_NUMBER = "no number to compare"
-VERDICTS = (REPRODUCED, NOT_THE_PAPER, NOT_OUR_MODEL, NO_NUMBER)
+NOT_JUDGED = "not judged"
+VERDICTS = (REPRODUCED, NOT_THE_PAPER, NOT_OUR_MODEL, NO_NUMBER, NOT_JUDGED)
+
+#: The judge's rule for a speedup (docs/reproduction.md, "The judge's rules"): our *gain* (ratio - 1)
+#: must lie within this fraction of the paper's gain on either side, e.g. the paper's 1.26x (gain
+#: 0.26) accepts 1.195x to 1.325x. A tolerance on the ratio instead would accept no gain at all
+#: for a paper's 1.11x.
+GAIN_TOLERANCE = 0.25
+#: "Comparable" (the paper's "~1x") and "outperforms" (never behind): the ratio may be at most this
+#: far below 1 (and, for "comparable", above it).
+COMPARABLE_TOLERANCE = 0.03
+#: Slack of the inclusive bounds for floating-point rounding (a ratio exactly at a bound counts as in).
+_ROUNDING = 1e-9
 
 
 @dataclass(frozen=True)
 class Claim:
     """One statement of the paper, our number for it (``ours`` already formatted) and the verdict.
 
-    ``verdict`` is one of :data:`VERDICTS` (empty: not judged); ``why`` says, for a claim not
-    reproduced, which sentences of the paper contradict each other or leave it open (``the
-    paper``) or which modelling choice of ours differs and what would change it (``our model``).
-    Build judged claims with :func:`judge`, so that the verdict follows the numbers."""
+    ``verdict`` is one of :data:`VERDICTS` (empty: built without one, printed "-"); ``why`` says,
+    for a claim not reproduced, the rule it missed and the number it rests on, then which sentences
+    of the paper disagree or leave it open (``the paper``) or the measured quantities at that point
+    (``our model``); for a claim not judged, which points the run lacks. Build judged claims with
+    :func:`judge` or the rules below (:func:`judge_gain`, :func:`judge_not_behind`,
+    :func:`judge_share_below`), so that the verdict follows the numbers."""
 
     what: str
     paper: str
@@ -49,6 +63,135 @@ def judge(what: str, paper: str, ours: str, ok: bool | None, *, cause: str = NOT
     if ok is None:
         return Claim(what, paper, ours, NO_NUMBER, why)
     return Claim(what, paper, ours, REPRODUCED, "") if ok else Claim(what, paper, ours, cause, why)
+
+
+def not_judged(what: str, paper: str, missing: str) -> Claim:
+    """A claim this run cannot judge because it did not run the points the claim covers
+    (``missing`` names them, e.g. "B = 32, 64, 128: the full figure"): :data:`NOT_JUDGED`, so that
+    a reduced run never prints a verdict the full run could contradict."""
+    return Claim(what, paper, "-", NOT_JUDGED, f"needs {missing}")
+
+
+def ratio_text(x: float) -> str:
+    """A speedup as the report prints it: "1.24x"."""
+    return f"{x:.2f}x"
+
+
+def judge_gain(what: str, paper: str, lo: float, hi: float | None, ratios: dict[str, float | None], *,
+               how: str, missing: str = "", cause: Callable[[str, float], tuple[str | None, str]] | None = None
+               ) -> Claim:
+    """A speedup claim of the paper judged by the gain rule (:func:`gain_within`).
+
+    ``ratios``: our speedup at each point the claim covers (label -> ratio; None where the run did
+    not have the point, which makes the claim :data:`NOT_JUDGED` with ``missing``). ``how``:
+    ``"best"`` for the paper's "up to X" (our largest ratio must be accepted), ``"every"`` for a
+    range the paper gives across points (every ratio must be accepted). For a claim not
+    reproduced, ``cause(label, ratio)`` of the point the verdict rests on (the best one for "best",
+    the one furthest outside the band for "every") gives (verdict, why); default: our model. A
+    verdict of None says that telling the paper's miss from ours needs points this run lacks
+    (``why`` names them): the claim is then :data:`NOT_JUDGED`, so that a reduced run never gives
+    a cause the full run could contradict.
+    The paper column shows the accepted band; ours shows the number(s) the verdict rests on."""
+    if how not in ("best", "every"):
+        raise ValueError(f"how must be 'best' or 'every', not {how!r}")
+    low, high = accepted_ratios(lo, hi)
+    shown_paper = f"{paper} (accepts {low:.3f}-{high:.3f}x)"
+    if not ratios or any(v is None for v in ratios.values()):
+        return not_judged(what, shown_paper, missing or "points this run did not have")
+    values = [float(v) for v in ratios.values() if v is not None]
+    if how == "best":
+        label = max(ratios, key=lambda k: ratios[k] or 0.0)
+        ours = f"best {ratio_text(ratios[label] or 0.0)} at {label}" if len(ratios) > 1 else ratio_text(values[0])
+        ok = gain_within(max(values), lo, hi)
+    else:
+        ours = ", ".join(f"{ratio_text(v or 0.0)} at {k}" for k, v in ratios.items())
+        ok = all(gain_within(v, lo, hi) for v in values)
+    if ok:
+        return Claim(what, shown_paper, ours, REPRODUCED, "")
+    def distance_outside(x: float) -> float:
+        return max(low - x, x - high, 0.0)
+
+    known = {k: float(v) for k, v in ratios.items() if v is not None}
+    decisive = max(known, key=known.get) if how == "best" else max(known, key=lambda k: distance_outside(known[k]))
+    x = known[decisive]
+    verdict, why = cause(decisive, x) if cause else (NOT_OUR_MODEL, "")
+    outside = [v for v in values if not gain_within(v, lo, hi)]
+    rule = (f"{ratio_text(x)} at {decisive} is {'above' if x > high else 'below'} {low:.3f}-{high:.3f}x"
+            + ("" if how == "best" else f" ({len(outside)} of {len(values)} points outside)"))
+    if verdict is None:         # whose miss it is needs points this run does not have
+        return Claim(what, shown_paper, ours, NOT_JUDGED, f"not reproduced ({rule}), but {why}")
+    return judge(what, shown_paper, ours, False, cause=verdict, why=rule + (f"; {why}" if why else ""))
+
+
+def judge_share_below(what: str, paper: str, ratios: dict[str, float | None], *, share: float = 0.5,
+                      missing: str = "") -> Claim:
+    """The paper's "often below 1x": reproduced when at least ``share`` of the points of ``ratios``
+    (label -> ratio; None where the run did not have the point, then :data:`NOT_JUDGED`) are below
+    1 (strictly). Ours shows how many and the ratios."""
+    if not ratios or any(v is None for v in ratios.values()):
+        return not_judged(what, paper, missing or "points this run did not have")
+    known = {k: float(v) for k, v in ratios.items() if v is not None}
+    below = [k for k, v in known.items() if v < 1.0]
+    ok = len(below) >= share * len(known) - _ROUNDING
+    ours = f"{len(below)} of {len(known)} below 1x (" + ", ".join(f"{ratio_text(v)} {k}" for k, v in known.items()) + ")"
+    return judge(what, f"{paper} (accepts at least {share:.0%} of the points below 1x)", ours, ok,
+                 why="" if ok else f"only {len(below)} of {len(known)} points below 1x")
+
+
+def judge_not_behind(what: str, paper: str, ratios: dict[str, float | None], *, missing: str = "",
+                     why: Callable[[str, float], str] | None = None) -> Claim:
+    """The paper's "A outperforms B" (at every point of ``ratios``: label -> A/B, None where the run
+    did not have the point, then :data:`NOT_JUDGED`): reproduced when the worst ratio is at least
+    ``1 - COMPARABLE_TOLERANCE`` (:func:`not_behind`). Ours shows the worst ratio and where;
+    ``why(label, worst)`` explains a miss."""
+    if not ratios or any(v is None for v in ratios.values()):
+        return not_judged(what, paper, missing or "points this run did not have")
+    label = min(ratios, key=lambda k: ratios[k])           # type: ignore[arg-type, return-value]
+    worst = float(ratios[label])                            # type: ignore[arg-type]
+    ours = f"worst {ratio_text(worst)} at {label}"
+    ok = not_behind(worst)
+    return judge(what, f"{paper} (accepts >= {1 - COMPARABLE_TOLERANCE:.2f}x everywhere)", ours, ok,
+                 why="" if ok else (f"behind by more than {COMPARABLE_TOLERANCE:.0%} at {label} ({ratio_text(worst)})"
+                                    + (f"; {why(label, worst)}" if why else "")))
+
+
+def accepted_ratios(lo: float, hi: float | None = None, *, tolerance: float = GAIN_TOLERANCE) -> tuple[float, float]:
+    """The speedups the judge accepts for the paper's ``lo``-``hi`` (``hi`` defaults to ``lo``):
+    gains ``lo - 1`` and ``hi - 1`` widened by ``tolerance`` of themselves, e.g. 1.26 ->
+    (1.195, 1.325), 1.11-1.17 -> (1.0825, 1.2125). A paper's slowdown (ratio below 1) widens the
+    same way around its loss."""
+    hi = lo if hi is None else hi
+    if hi < lo:
+        raise ValueError(f"the paper's range must be lo <= hi, not {lo} > {hi}")
+    def widened(ratio: float, outward: bool) -> float:
+        gain = ratio - 1.0
+        return 1.0 + gain * (1.0 + tolerance if outward else 1.0 - tolerance)
+
+    # the low end moves down: a gain shrinks by the tolerance, a loss grows by it; the high end up
+    return widened(lo, outward=lo < 1.0), widened(hi, outward=hi >= 1.0)
+
+
+def gain_within(ours: float | None, lo: float, hi: float | None = None, *,
+                tolerance: float = GAIN_TOLERANCE) -> bool:
+    """Whether the speedup ``ours`` is one the judge accepts for the paper's ``lo``-``hi``
+    (:func:`accepted_ratios`, bounds included); False for None."""
+    if ours is None:
+        return False
+    low, high = accepted_ratios(lo, hi, tolerance=tolerance)
+    return low - _ROUNDING <= ours <= high + _ROUNDING
+
+
+def comparable(ours: float | None, *, tolerance: float = COMPARABLE_TOLERANCE) -> bool:
+    """Whether the ratio ``ours`` is "comparable" (about 1x): ``|ours - 1| <= tolerance``, bounds
+    included; False for None."""
+    return ours is not None and abs(ours - 1.0) <= tolerance + _ROUNDING
+
+
+def not_behind(ours: float | None, *, tolerance: float = COMPARABLE_TOLERANCE) -> bool:
+    """Whether the ratio ``ours`` says "outperforms (or matches)": at least ``1 - tolerance``,
+    bound included (the paper calls the small-batch points, where Sieve equals AllExp, comparable);
+    False for None."""
+    return ours is not None and ours >= 1.0 - tolerance - _ROUNDING
 
 
 def within(ours: float | None, lo: float, hi: float | None = None, *, rel: float = 0.1) -> bool:
