@@ -68,3 +68,25 @@ def test_a_serving_result_prints_in_one_line():
     text = repr(r)
     assert "\n" not in text and len(text) < 300 and "5/5 requests finished" in text and "roofline" in text
     assert str(r) == text
+
+
+@pytest.mark.parametrize("extra, named", [
+    (["--trace", "{trace}", "--requests-csv", "{trace}"], "--requests-csv"),          # would overwrite its input
+    (["--trace", "{trace}", "--requests-csv", "{out}", "--timeline-csv", "{out}"], "--timeline-csv"),
+    (["--trace", "{trace}", "--cv", "4"], "--cv"),
+    (["--trace", "{trace}", "--lengths", "math-500"], "--lengths"),
+    (["--trace", "{trace}", "--prompt-tokens", "8"], "--prompt-tokens"),
+    (["--rate", "2", "--max-rate", "1:4"], "--rate"),
+    (["--rate", "2", "--pimoe-unit", "stack"], "--pimoe-unit"),
+    (["--rate", "2", "--prompt-tokens", "8", "--output-tokens", "2", "--lengths", "bogus"], "--lengths"),
+])
+def test_options_that_would_be_ignored_or_would_destroy_an_input_exit_2(tmp_path, capsys, extra, named):
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,8,2\n0.1,8,2\n")
+    before = trace.read_bytes()
+    argv = ["serve", "--model", "qwen3-30b-a3b", "--requests", "2", "--max-batch", "2"] + [
+        x.format(trace=trace, out=tmp_path / "o.csv") for x in extra]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert named in err and "Traceback" not in err
+    assert trace.read_bytes() == before

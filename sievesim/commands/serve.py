@@ -55,9 +55,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--trace", default=None, metavar="FILE",
                    help="request trace, CSV or JSON lines: arrival time, prompt tokens, output tokens "
                         "(column names in docs/serving.md)")
-    p.add_argument("--cv", type=_SECONDS, default=1.0,
+    p.add_argument("--cv", type=_SECONDS, default=None,
                    help="coefficient of variation of the inter-arrival times (gamma; default 1 = Poisson)")
-    p.add_argument("--lengths", default="hh-rlhf", help="length preset: hh-rlhf (default), math-500")
+    p.add_argument("--lengths", default=None, help="length preset: hh-rlhf (default), math-500")
     p.add_argument("--prompt-tokens", type=int_arg("context", lo=1), default=None, help="fixed prompt length")
     p.add_argument("--output-tokens", type=int_arg("context", lo=1), default=None, help="fixed output length")
     p.add_argument("--seed", type=int_arg("seed"), default=0, help="seed of arrivals, lengths, routing (default 0)")
@@ -105,6 +105,36 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_serve)
 
 
+def _refuse_what_does_not_apply(args: argparse.Namespace, names: list[str]) -> None:
+    """Options that would be ignored by this run exit 2 naming both options (docs/serving.md), and
+    no output may overwrite an input or another output; then the defaults of --cv and --lengths."""
+    conflicts = [("--cv", args.cv, "--trace", args.trace, "the trace sets the arrivals"),
+                 ("--lengths", args.lengths, "--trace", args.trace, "the trace sets the lengths"),
+                 ("--prompt-tokens", args.prompt_tokens, "--trace", args.trace, "the trace sets the lengths"),
+                 ("--output-tokens", args.output_tokens, "--trace", args.trace, "the trace sets the lengths"),
+                 ("--rate", args.rate, "--max-rate", args.max_rate, "the search chooses the rates")]
+    for opt, value, other, present, why in conflicts:
+        if value is not None and present is not None:
+            raise field_error(opt, value, f"no {opt} with {other} ({why})")
+    if args.lengths is not None and args.prompt_tokens is not None and args.output_tokens is not None:
+        raise field_error("--lengths", args.lengths, "no length preset with both --prompt-tokens and --output-tokens")
+    if args.pimoe_unit is not None and "pimoe" not in names:
+        raise field_error("--pimoe-unit", args.pimoe_unit, "only with policy pimoe (--policy pimoe)")
+    import os
+    seen: dict[str, str] = {}
+    for opt, path in (("--trace", args.trace), ("--requests-csv", args.requests_csv),
+                      ("--timeline-csv", args.timeline_csv), ("--plot", args.plot)):
+        if path is None:
+            continue
+        key = os.path.realpath(path)
+        if key in seen:
+            raise field_error(opt, path, f"a file other than {seen[key]}'s (a run never writes over its input "
+                              "or another of its outputs)")
+        seen[key] = opt
+    args.cv = 1.0 if args.cv is None else args.cv
+    args.lengths = "hh-rlhf" if args.lengths is None else args.lengths
+
+
 def _seconds(name: str, value: float | None, *, allow_none: bool = True) -> None:
     if value is None and allow_none:
         return
@@ -119,6 +149,7 @@ def _serve(args: argparse.Namespace) -> int:
     from ..serving.workload import MAX_RATE, MIN_RATE
 
     names = _policies(args.policy)
+    _refuse_what_does_not_apply(args, names)
     if (args.requests_csv or args.timeline_csv) and len(names) != 1:
         raise field_error("--requests-csv", args.requests_csv or args.timeline_csv, "one policy (--policy NAME)")
     for name in ("--ttft-slo", "--tpot-slo", "--e2e-slo", "--horizon"):
