@@ -90,3 +90,13 @@ def test_options_that_would_be_ignored_or_would_destroy_an_input_exit_2(tmp_path
     err = capsys.readouterr().err
     assert named in err and "Traceback" not in err
     assert trace.read_bytes() == before
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--requests", "0", "--rate", "1"], "requests one serving run serves"),
+    (["--requests", "3", "--max-rate", "1:2", "--bisect-steps", "99"], "halvings of a max-rate bracket"),
+])
+def test_bounds_say_what_they_bound(capsys, argv, says):
+    assert main(["serve", "--model", "qwen3-30b-a3b"] + argv) == 2
+    err = capsys.readouterr().err
+    assert says in err and "DRAM" not in err and "decode steps" not in err

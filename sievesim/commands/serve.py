@@ -47,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="disaggregated prefill: P of the --gpus GPUs prefill, the rest decode, the KV cache moved "
                         "over the interconnect (default: prefill colocated with decode on all GPUs)")
     p.add_argument("--rate", type=_SECONDS, default=None, metavar="R", help="arrivals per second")
-    p.add_argument("--requests", type=int_arg("requests"), default=None, metavar="N",
+    p.add_argument("--requests", type=int_arg("served_requests"), default=None, metavar="N",
                    help="requests (default 100; with --trace: its first N rows)")
     p.add_argument("--arrival-window", type=duration_arg(), default=None, metavar="TIME",
                    help="serve at least rate x S requests (with --rate or --max-rate): an overload shows only "
@@ -86,7 +86,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="iterations priced exactly to measure the memo (default 20)")
     p.add_argument("--max-rate", default=None, metavar="LO:HI",
                    help="instead of one rate: the largest rate in [LO, HI] meeting the SLOs, by bisection")
-    p.add_argument("--bisect-steps", type=int_arg("batches"), default=7, help="bisection steps (default 7)")
+    p.add_argument("--bisect-steps", type=int_arg("bisect_steps"), default=7, help="bisection steps (0 to 64; default 7)")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="with --max-rate: record every probe in DIR as a sweep point (results.jsonl, max_rate.json); "
                         "rerunning the command resumes the search from the probes recorded")
