@@ -100,3 +100,16 @@ def test_bounds_say_what_they_bound(capsys, argv, says):
     assert main(["serve", "--model", "qwen3-30b-a3b"] + argv) == 2
     err = capsys.readouterr().err
     assert says in err and "DRAM" not in err and "decode steps" not in err
+
+
+@pytest.mark.parametrize("name, ok", [("p.svg", True), ("p.pdf", True), ("p.txt", False), ("p.jpg", False)])
+def test_serve_plot_takes_the_plot_formats_and_refuses_others_before_serving(tmp_path, capsys, name, ok):
+    pytest.importorskip("matplotlib")
+    argv = ["serve", "--model", "qwen3-30b-a3b", "--rate", "2", "--requests", "3", "--prompt-tokens", "8",
+            "--output-tokens", "2", "--max-batch", "2", "--token-budget", "32", "--max-model-len", "64",
+            "--error-samples", "0", "--gpu-model", "roofline", "--plot", str(tmp_path / name)]
+    assert main(argv) == (0 if ok else 2)
+    err = capsys.readouterr().err
+    assert (tmp_path / name).exists() == ok and "Traceback" not in err
+    if not ok:
+        assert "--plot" in err and ".png, .svg, .pdf" in err

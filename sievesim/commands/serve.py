@@ -131,6 +131,10 @@ def _refuse_what_does_not_apply(args: argparse.Namespace, names: list[str]) -> N
             raise field_error(opt, path, f"a file other than {seen[key]}'s (a run never writes over its input "
                               "or another of its outputs)")
         seen[key] = opt
+    if args.plot is not None:
+        from ..plotting import FORMATS
+        if os.path.splitext(args.plot)[1].lower().lstrip(".") not in FORMATS:
+            raise field_error("--plot", args.plot, "a file ending in " + ", ".join("." + f for f in FORMATS))
     args.cv = 1.0 if args.cv is None else args.cv
     args.lengths = "hh-rlhf" if args.lengths is None else args.lengths
 
@@ -264,7 +268,7 @@ def _plot(results: list[Any], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..reproduce.plotting import save
+    from ..plotting import save_plot
 
     fig, (ax_b, ax_k) = plt.subplots(2, 1, figsize=(7, 5), sharex=True)
     for res in results:
@@ -277,7 +281,7 @@ def _plot(results: list[Any], path: str) -> None:
     ax_b.legend()
     ax_b.set_title(f"{results[0].settings['model']}: {results[0].settings['workload']}")
     try:
-        save(fig, pathlib.Path(path))
+        save_plot(fig, pathlib.Path(path))
     except OSError as exc:
         raise field_error("--plot", path, f"a writable file ({exc.strerror})") from None
 
