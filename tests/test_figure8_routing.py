@@ -1,4 +1,4 @@
-"""The routing pass of a step (figure8._routing_of_microbatch: every MoE layer of a micro-batch at
+"""The routing pass of a step (routing_volumes.of_microbatch: every MoE layer of a micro-batch at
 once) against the per-layer definition it replaced: the token vectors each GPU sends and receives in
 the dispatch and each GPU's own tokens per expert, the same values and types, with and without the
 empty slots (-1) of a recorded trace."""
@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sievesim.system import figure8 as f8
+from sievesim.system.routing_volumes import of_microbatch
 
 
 def _one_layer(lid, own, G, El, E, K):
@@ -37,13 +37,14 @@ def test_routing_pass_equals_the_per_layer_definition(seed, G, El, K, T, L, empt
     ids = rng.integers(-1 if empty_slots else 0, E, size=(T, L, K)).astype(np.int32)
     owner = rng.integers(0, G, size=T)
     rows = np.sort(rng.choice(T, size=int(rng.integers(1, T + 1)), replace=False))
-    sim = types.SimpleNamespace(gpus=G, local_experts=El, model=types.SimpleNamespace(num_experts=E),
-                                early_loads=early)
+    sim = types.SimpleNamespace(gpus=G, local_experts=El, num_slots=E, nodes=1, early_loads=early)
     b = types.SimpleNamespace(sim=sim, ids=ids, memo={})
     lb = types.SimpleNamespace(mb=0, rows=rows, own=owner[rows])
-    ids_mb, send_all, recv_all, own_all = f8._routing_of_microbatch(b, lb)
+    vol = of_microbatch(b, lb)
+    ids_mb, send_all, recv_all, own_all = vol.ids, vol.send, vol.recv, vol.own_counts
     assert np.array_equal(ids_mb, ids[rows])
-    assert f8._routing_of_microbatch(b, lb)[1] is send_all      # computed once per micro-batch
+    assert of_microbatch(b, lb).send is send_all      # computed once per micro-batch
+    assert vol.send_inter is None                     # one node
     for li in range(L):
         send, recv, own_counts = _one_layer(ids[rows, li, :], owner[rows], G, El, E, K)
         assert send.dtype == send_all.dtype and send.tobytes() == send_all[li].tobytes()
