@@ -181,7 +181,7 @@ def test_step_time_is_monotone_in_batch(b1, b2, context, attention):
 
 
 @settings(max_examples=12, deadline=None)
-@given(st.integers(16, 30000), st.integers(16, 30000), st.sampled_from((1, 16, 64)))
+@given(st.integers(16, 16384), st.integers(16, 16384), st.sampled_from((1, 16, 32)))   # within one B200's HBM
 def test_step_time_is_monotone_in_context(c1, c2, batch):
     lo, hi = sorted((c1, c2))
     assert _step(batch, lo) <= _step(batch, hi) * (1 + 1e-12)
