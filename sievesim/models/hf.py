@@ -18,8 +18,9 @@ from typing import Any, Mapping
 from .._inputs import is_int as _is_int, read_text as _read_text
 from ..errors import ConfigError, field_error
 from . import llama4
-from .hf_keys import _EXPERT_COUNT_KEYS, _HF, _HF_LAYER_TYPES, _NON_STRUCTURAL_KEYS, _STRUCTURAL_NAME, \
-    _TOP_K_KEYS, _TORCH_DTYPE_BYTES, STRUCTURAL_KEYS, VERIFIED_FAMILIES, is_verified_family
+from .hf_families import family_weights, mtp_layer_count
+from .hf_keys import _EXPERT_COUNT_KEYS, _HF, _HF_LAYER_TYPES, _STRUCTURAL_NAME, _TOP_K_KEYS, _TORCH_DTYPE_BYTES, \
+    STRUCTURAL_KEYS, VERIFIED_FAMILIES, is_verified_family, no_decode_effect
 from .spec import ModelSpec, _kind_problems
 
 
@@ -90,13 +91,13 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
         num_shared_experts=n_shared, shared_expert_intermediate_size=shared_inter,
         shared_expert_gate=shared_gate, dense_intermediate_size=dense_inter, vocab_size=vocab,
         tie_word_embeddings=hf.bool("tie_word_embeddings", False), dtype_bytes=dtype_bytes,
-        **_family_weights(hf, model_type),
-        num_mtp_layers=hf.int("num_nextn_predict_layers", 0) or hf.int("mtp_num_hidden_layers", 0),
+        **family_weights(hf, model_type),
+        num_mtp_layers=mtp_layer_count(hf, model_type),
         source=f"Hugging Face config ({source}; model_type {model_type or '?'}; {family})",
     )
     if not is_mla and heads % kv_heads:
         hf.problem("num_key_value_heads", kv_heads, f"a divisor of num_attention_heads = {heads}")
-    _check_unused_keys(hf, model_type, verified)
+    kw["ignored_keys"] = _check_unused_keys(hf, model_type, verified)
     hf.raise_if_any()
     spec = _build(kw, source)
     formats = formats_from_quantization(raw.get("quantization_config", cfg.get("quantization_config")), source)
@@ -324,6 +325,14 @@ def _layer_mlp(hf: _HF, num_layers: int, model_type: str, is_llama4: bool) -> li
         return mlp
     if model_type.startswith("deepseek") or hf.has("first_k_dense_replace") or hf.has("moe_layer_freq"):
         first_dense = hf.int("first_k_dense_replace", 0)
+        per_layer = hf.cfg.get("moe_layer_freq")
+        if isinstance(per_layer, list):  # MiMo-V2: one 0 (dense) or 1 (MoE) per layer
+            hf.used.add("moe_layer_freq")
+            if len(per_layer) != num_layers or any(f not in (0, 1) or isinstance(f, bool) for f in per_layer):
+                hf.problem("moe_layer_freq", per_layer,
+                           f"an integer, or one 0 (dense) or 1 (MoE) per layer (num_hidden_layers = {num_layers})")
+                per_layer = [1] * num_layers
+            return ["moe" if (i >= first_dense and flag) else "dense" for i, flag in enumerate(per_layer)]
         freq = hf.int("moe_layer_freq", 1)
         return ["moe" if (i >= first_dense and i % freq == 0) else "dense" for i in range(num_layers)]
     step = hf.int("decoder_sparse_step", 1)
@@ -359,38 +368,30 @@ def _mlp_widths(hf: _HF, mlp: list[str], model_type: str, is_llama4: bool) -> tu
 
 
 def _shared_experts(hf: _HF, moe_inter: int, is_llama4: bool) -> tuple[int, int, bool]:
-    """Shared experts per MoE layer, the width of one, and whether a sigmoid gate scales them."""
+    """Shared experts per MoE layer, the width of one, and whether a sigmoid gate scales them:
+    Llama 4's one ungated expert of the routed width; DeepSeek's ``n_shared_experts`` (Ling's
+    ``num_shared_experts``), each of ``moe_intermediate_size`` unless
+    ``moe_shared_expert_intermediate_size`` gives the width of one; Qwen's one gated expert of
+    ``shared_expert_intermediate_size``."""
     if is_llama4:  # Llama4TextMoe: one shared expert of intermediate_size, no gate
         return 1, moe_inter, False
-    if hf.has("n_shared_experts"):  # DeepSeek: n shared experts of moe_intermediate_size each
-        n_shared = hf.int("n_shared_experts")
-        return n_shared, moe_inter if n_shared else 0, False
+    count_key = hf.first(("n_shared_experts", "num_shared_experts"))
+    if count_key is not None:  # DeepSeek / Ling: n shared experts, ungated
+        n_shared = hf.int(count_key)
+        width = moe_inter
+        if hf.has("moe_shared_expert_intermediate_size") and n_shared:
+            width = hf.int("moe_shared_expert_intermediate_size")
+            if n_shared > 1:  # one width for several experts: per expert or in all? Not guessed
+                hf.problem("moe_shared_expert_intermediate_size", width,
+                           f"absent when {count_key} = {n_shared} > 1 (whether it is the width of one "
+                           "shared expert or of all is not known for this family)")
+        else:
+            hf.consider("moe_shared_expert_intermediate_size")
+        return n_shared, width if n_shared else 0, False
     if hf.has("shared_expert_intermediate_size") and hf.cfg["shared_expert_intermediate_size"] != 0:
         # Qwen2-MoE / Qwen3-Next / Qwen3.5: one gated shared expert
         return 1, hf.int("shared_expert_intermediate_size"), True
     return 0, 0, False
-
-
-def _family_weights(hf: _HF, model_type: str) -> dict[str, bool]:
-    """The weights a family carries beyond the shapes (ModelSpec's attention and MoE details):
-
-    * GPT-OSS: biases on q/k/v/o (unless ``attention_bias`` is false), attention sinks, expert
-      biases, router bias;
-    * Qwen2-MoE: q/k/v/o biases; Qwen3 (all): RMSNorm on q and k; Qwen3-Next / Qwen3.5: a gated
-      attention output (unless ``attn_output_gate`` is false);
-    * DeepSeek-V3 (``topk_method = "noaux_tc"``): a score-correction bias per expert.
-    """
-    gpt_oss = model_type == "gpt_oss"
-    deepseek = model_type.startswith("deepseek")
-    gated = model_type.startswith(("qwen3_next", "qwen3_5")) and hf.bool("attn_output_gate", True)
-    if deepseek:
-        hf.consider("topk_method")
-    return dict(
-        attention_bias=hf.bool("attention_bias", gpt_oss) or model_type == "qwen2_moe",
-        attention_sinks=gpt_oss, qk_norm=model_type.startswith(("qwen3", "qwen3_5")),
-        attention_output_gate=gated, expert_bias=gpt_oss,
-        router_bias=gpt_oss or (deepseek and hf.cfg.get("topk_method") == "noaux_tc"),
-    )
 
 
 def _build(kw: dict[str, Any], source: str) -> ModelSpec:
@@ -409,17 +410,28 @@ def _unset(value: Any) -> bool:
     return value is None or value is False or (_is_int(value) and value == 0) or value in ("", [], {})
 
 
-def _check_unused_keys(hf: _HF, model_type: str, verified: bool) -> None:
-    """Structural keys the reader did not use (and, for an unverified family, keys whose names
-    suggest structure and that are neither used nor known harmless) are problems, all named in one."""
-    unhandled, unknown = [], []
+def _check_unused_keys(hf: _HF, model_type: str, verified: bool) -> tuple[tuple[str, str], ...]:
+    """The keys the reader did not use, each with why it changes nothing in a decode step
+    (``ignored_keys``); structural keys the reader did not use (and, for an unverified family,
+    keys whose names suggest structure and that are neither used nor known to have no effect) are
+    problems instead, all named in one message."""
+    unhandled, unknown, ignored = [], [], []
     for key, value in hf.cfg.items():
-        if key in hf.used or _unset(value):
+        if key in hf.used:
             continue
-        if key in STRUCTURAL_KEYS:
+        why = no_decode_effect(key)
+        if why is not None:
+            ignored.append((key, why))
+        elif _unset(value):
+            ignored.append((key, f"set to {value!r}, which switches nothing on"))
+        elif key in STRUCTURAL_KEYS:
             unhandled.append(f"{key} ({STRUCTURAL_KEYS[key]})")
-        elif not verified and key not in _NON_STRUCTURAL_KEYS and _STRUCTURAL_NAME.search(key):
+        elif not verified and _STRUCTURAL_NAME.search(key):
             unknown.append(key)
+        else:
+            ignored.append((key, "not read: not a structural key, and its name suggests no shape"
+                            if not verified else f"not read: model_type {model_type!r} is a verified family "
+                            "and the key is not one that changes its structure"))
     family = f"model_type {model_type or '?'!r}"
     if unhandled:
         hf.problem(", ".join(unhandled), "<not handled>",
@@ -428,6 +440,6 @@ def _check_unused_keys(hf: _HF, model_type: str, verified: bool) -> None:
     if unknown:
         hf.problem(", ".join(unknown), "<not understood>",
                    f"only keys sievesim understands: {family} is an unverified family, read only "
-                   "when every key that may change its structure is understood (write a sievesim "
-                   "TOML instead, docs/models.md)")
-
+                   "when every key that may change its structure is understood, or is known to change "
+                   "nothing in a decode step (write a sievesim TOML instead, docs/models.md)")
+    return tuple(sorted(ignored))
