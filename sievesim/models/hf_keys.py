@@ -35,6 +35,13 @@ VERIFIED_FAMILIES: dict[str, str] = {
     "deepseek_v2": "DeepSeek-V2-Lite", "deepseek_v3": "DeepSeek-V3",
     "llama4": "Llama-4-Scout-17B-16E, Llama-4-Maverick-17B-128E",
     "llama4_text": "Llama-4-Scout-17B-16E, Llama-4-Maverick-17B-128E",
+    "kimi_k2": "Kimi-K2-Instruct, Kimi-K2.5", "kimi_k25": "Kimi-K2.5",
+    "glm4_moe": "GLM-4.5, GLM-4.5-Air",
+    "minimax_m2": "MiniMax-M2.5",
+    "bailing_moe": "Ling-lite-1.5",
+    "olmoe": "OLMoE-1B-7B-0924",
+    "qwen2_moe": "Qwen1.5-MoE-A2.7B, Qwen2-57B-A14B",
+    "deepseek": "DeepSeekMoE-16B",
 }
 
 #: Config keys that change a model's structure (layer pattern, expert placement, shared experts,
