@@ -13,6 +13,8 @@ import warnings
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sievesim.errors import ConfigError
 from sievesim.models import ModelSpec, UnverifiedFamilyWarning, VERIFIED_FAMILIES, from_hf_config
@@ -343,3 +345,91 @@ def test_moe_layer_freq_as_a_list_per_layer():
     assert spec.moe_layer_indices == tuple(range(1, 48))
     with pytest.raises(ConfigError, match=r"moe_layer_freq = \[0, 1, 2\]: expected an integer, or one 0 \(dense\)"):
         from_hf_config(dict(DEEPSEEK_MOE_16B, num_hidden_layers=3, moe_layer_freq=[0, 1, 2]), name="m")
+
+
+# ---------------------------------------------------------------------- a corrupted structural key
+def _structural_keys(cfg: dict) -> list[str]:
+    """The keys of a family's config that decide its structure: the known structural keys and
+    every key the reader checks (sizes, counts, switches, per-layer lists)."""
+    from sievesim.models.hf_keys import _HF_BOOL_KEYS, _HF_INT_KEYS, _HF_LIST_KEYS, _HF_STR_KEYS, STRUCTURAL_KEYS
+
+    lm = cfg.get("text_config", cfg)
+    decisive = set(STRUCTURAL_KEYS) | set(_HF_INT_KEYS) | set(_HF_BOOL_KEYS) | set(_HF_LIST_KEYS) | set(_HF_STR_KEYS)
+    return sorted(k for k, v in lm.items() if k in decisive and v is not None)
+
+
+_CORRUPTIONS = (-1, -4096, 2.5, "two", {"value": 1}, [-1], True)
+
+
+@given(data=st.data())
+@settings(max_examples=300, deadline=None)
+def test_a_corrupted_structural_key_is_refused_by_name(data):
+    name = data.draw(st.sampled_from(sorted(PUBLISHED)))
+    cfg = json.loads(json.dumps(_configs()[name]))
+    lm = cfg.get("text_config", cfg)
+    key = data.draw(st.sampled_from(_structural_keys(cfg)))
+    bad = data.draw(st.sampled_from([c for c in _CORRUPTIONS if type(c) is not type(lm[key])]))
+    lm[key] = bad
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ConfigError) as exc:
+            from_hf_config(cfg, name=name)
+    assert key in str(exc.value), (name, key, bad, str(exc.value))
+
+
+def test_every_structural_key_corrupted_is_refused_by_name():
+    """The whole space the hypothesis test samples: every family, every decisive key, every corruption."""
+    missed = []
+    for name in sorted(PUBLISHED):
+        for key in _structural_keys(_configs()[name]):
+            for bad in _CORRUPTIONS:
+                cfg = json.loads(json.dumps(_configs()[name]))
+                lm = cfg.get("text_config", cfg)
+                if type(bad) is type(lm[key]):
+                    continue
+                lm[key] = bad
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        from_hf_config(cfg, name=name)
+                    missed.append((name, key, bad, "read"))
+                except ConfigError as exc:
+                    if key not in str(exc):
+                        missed.append((name, key, bad, str(exc)))
+    assert not missed
+
+
+# ---------------------------------------------------------------------- keys by effect
+def test_keys_without_effect_are_accepted_and_listed_in_an_unverified_family():
+    """An unverified family is read when its other keys are known to change nothing in a decode
+    step (MiniCPM's scaling constants, Ling's norm_head, generation defaults, tokenizer ids)."""
+    cfg = dict(OLMOE, model_type="my_moe", dim_model_base=256, scale_emb=12, scale_depth=1.4, norm_head=True,
+               num_beams=1, max_length=20, image_token_id=7)
+    with pytest.warns(UnverifiedFamilyWarning):
+        spec = from_hf_config(cfg, name="m")
+    ignored = dict(spec.ignored_keys)
+    assert {"dim_model_base", "scale_emb", "scale_depth", "norm_head", "num_beams", "max_length", "image_token_id",
+            "rope_theta", "clip_qkv"} <= set(ignored)
+    assert "num_experts" not in ignored and "hidden_size" not in ignored      # read keys are not "ignored"
+    assert ignored["clip_qkv"] and "switches nothing on" not in ignored["num_beams"]
+    # a key that could change the structure still refuses, naming it
+    with pytest.raises(ConfigError, match=r"moe_expert_groups = '<not understood>'"):
+        from_hf_config(dict(cfg, moe_expert_groups=4), name="m")
+
+
+def test_model_show_json_lists_ignored_keys(tmp_path, capsys):
+    from sievesim.cli import main
+
+    path = tmp_path / "Kimi-K2.5" / "config.json"
+    path.parent.mkdir()
+    path.write_text((DATA / "moonshotai--Kimi-K2.5.json").read_text())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["model", "show", str(path), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["ignored_keys"]["num_beams"].startswith("generation default")
+    assert shown["ignored_keys"]["repetition_penalty"].startswith("generation default")
+    assert "n_routed_experts" not in shown["ignored_keys"] and shown["num_experts"] == 384
+    # a TOML written from it carries the shapes, not the reading's provenance
+    assert main(["model", "show", str(path), "--toml"]) == 0
+    assert "ignored_keys" not in capsys.readouterr().out

@@ -262,6 +262,7 @@ _HF_INT_OR_LIST_KEYS = frozenset({"moe_layer_freq"})
 _HF_BOOL_KEYS = ("use_sliding_window", "tie_word_embeddings", "attention_bias", "attn_output_gate", "use_qk_norm",
                  "use_qkv_bias", "use_bias", "use_routing_bias", "moe_router_enable_expert_bias", "use_mtp")
 _HF_LIST_KEYS = ("layer_types", "mlp_only_layers", "moe_layers", "no_rope_layers")
+_HF_STR_KEYS = {"topk_method": "the routing method, e.g. noaux_tc", "qk_norm_type": "per_layer or per_head"}
 #: Keys every MoE config gives.
 _HF_REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size")
 # Keys refused at 0 wherever they appear: read by every family, or (sliding_window) never 0 in a
@@ -321,6 +322,9 @@ class _HF:
         for key in _HF_LIST_KEYS:
             if cfg.get(key) is not None and not isinstance(cfg[key], list):
                 self.problem(key, cfg[key], "a list")
+        for key, what in _HF_STR_KEYS.items():
+            if cfg.get(key) is not None and not isinstance(cfg[key], str):
+                self.problem(key, cfg[key], f"a string ({what})")
         for key in ("torch_dtype", "dtype"):  # the checkpoint's dtype: sievesim prices bf16 unless told
             if cfg.get(key) is not None and (not isinstance(cfg[key], str) or cfg[key] not in _KNOWN_TORCH_DTYPES):
                 self.problem(key, cfg[key], f"one of {sorted(_KNOWN_TORCH_DTYPES)}")
