@@ -2,8 +2,8 @@
 active parameters, against an independent per-tensor count of its checkpoint, and through one
 decode step; the families sievesim does not model yet refuse, naming the key that decides it.
 
-The config files are public copies (docs/models.md, "Families", names each): the larger ones under
-tests/data/hf_configs/, the smaller ones below as published.
+The config files (tests/data/hf_configs/) are public copies; docs/models.md ("Families") names the
+source of each.
 """
 from __future__ import annotations
 
@@ -27,102 +27,25 @@ def _file(name: str) -> dict:
 
 
 # ---------------------------------------------------------------------- configs as published
-# Qwen/Qwen1.5-MoE-A2.7B config.json
-QWEN15_MOE = {
-    "architectures": ["Qwen2MoeForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,
-    "eos_token_id": 151643, "decoder_sparse_step": 1, "hidden_act": "silu", "hidden_size": 2048,
-    "initializer_range": 0.02, "intermediate_size": 5632, "max_position_embeddings": 8192, "max_window_layers": 21,
-    "model_type": "qwen2_moe", "moe_intermediate_size": 1408, "norm_topk_prob": False, "num_attention_heads": 16,
-    "num_experts": 60, "num_experts_per_tok": 4, "num_hidden_layers": 24, "num_key_value_heads": 16,
-    "output_router_logits": False, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "router_aux_loss_coef": 0.001,
-    "shared_expert_intermediate_size": 5632, "sliding_window": 32768, "tie_word_embeddings": False,
-    "torch_dtype": "bfloat16", "transformers_version": "4.40.0.dev0", "use_cache": True,
-    "use_sliding_window": False, "vocab_size": 151936,
+#: Each model and its config.json under tests/data/hf_configs/ (docs/models.md names the source of each).
+FILES = {
+    "Kimi-K2-Instruct": "moonshotai--Kimi-K2-Instruct",
+    "Kimi-K2.5": "moonshotai--Kimi-K2.5",
+    "GLM-4.5": "zai-org--GLM-4.5",
+    "GLM-4.5-Air": "zai-org--GLM-4.5-Air",
+    "MiniMax-M2.5": "MiniMaxAI--MiniMax-M2.5",
+    "Ling-lite-1.5": "inclusionAI--Ling-lite-1.5",
+    "OLMoE-1B-7B": "allenai--OLMoE-1B-7B-0924",
+    "Qwen1.5-MoE-A2.7B": "Qwen--Qwen1.5-MoE-A2.7B",
+    "Qwen2-57B-A14B": "Qwen--Qwen2-57B-A14B",
+    "DeepSeekMoE-16B": "deepseek-ai--deepseek-moe-16b-base",
 }
-# Qwen/Qwen2-57B-A14B config.json
-QWEN2_57B = {
-    "architectures": ["Qwen2MoeForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,
-    "eos_token_id": 151643, "hidden_act": "silu", "hidden_size": 3584, "initializer_range": 0.02,
-    "intermediate_size": 18944, "max_position_embeddings": 131072, "max_window_layers": 28,
-    "model_type": "qwen2_moe", "moe_intermediate_size": 2560, "norm_topk_prob": False, "num_attention_heads": 28,
-    "num_experts": 64, "num_experts_per_tok": 8, "num_hidden_layers": 28, "num_key_value_heads": 4,
-    "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "router_aux_loss_coef": 0.001,
-    "shared_expert_intermediate_size": 20480, "sliding_window": 131072, "tie_word_embeddings": False,
-    "torch_dtype": "bfloat16", "use_cache": True, "use_sliding_window": False, "vocab_size": 151936,
-}
-# deepseek-ai/deepseek-moe-16b-base config.json
-DEEPSEEK_MOE_16B = {
-    "architectures": ["DeepseekForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
-    "auto_map": {"AutoConfig": "configuration_deepseek.DeepseekConfig",
-                 "AutoModel": "modeling_deepseek.DeepseekModel",
-                 "AutoModelForCausalLM": "modeling_deepseek.DeepseekForCausalLM"},
-    "aux_loss_alpha": 0.001, "bos_token_id": 100000, "eos_token_id": 100001, "first_k_dense_replace": 1,
-    "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02, "intermediate_size": 10944,
-    "max_position_embeddings": 4096, "model_type": "deepseek", "moe_intermediate_size": 1408, "moe_layer_freq": 1,
-    "n_routed_experts": 64, "n_shared_experts": 2, "norm_topk_prob": False, "num_attention_heads": 16,
-    "num_experts_per_tok": 6, "num_hidden_layers": 28, "num_key_value_heads": 16, "pretraining_tp": 1,
-    "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 10000, "scoring_func": "softmax", "seq_aux": True,
-    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "transformers_version": "4.36.0", "use_cache": True,
-    "vocab_size": 102400,
-}
-# inclusionAI/Ling-lite-1.5 config.json
-LING_LITE = {
-    "architectures": ["BailingMoeForCausalLM"], "attention_dropout": 0.0,
-    "auto_map": {"AutoConfig": "configuration_bailing_moe.BailingMoeConfig",
-                 "AutoModel": "modeling_bailing_moe.BailingMoeModel",
-                 "AutoModelForCausalLM": "modeling_bailing_moe.BailingMoeForCausalLM"},
-    "eos_token_id": 126081, "pad_token_id": 126081, "first_k_dense_replace": 0, "hidden_act": "silu",
-    "hidden_size": 2048, "initializer_range": 0.006, "intermediate_size": 1408, "max_position_embeddings": 32768,
-    "model_type": "bailing_moe", "moe_intermediate_size": 1408, "num_experts": 64, "num_shared_experts": 2,
-    "norm_topk_prob": True, "num_attention_heads": 16, "num_experts_per_tok": 6, "num_hidden_layers": 28,
-    "num_key_value_heads": 4, "pretraining_tp": 1, "rms_norm_eps": 1e-06, "rope_scaling": None,
-    "rope_theta": 600000, "tie_word_embeddings": False, "torch_dtype": "bfloat16", "transformers_version": "4.40.0",
-    "use_cache": True, "use_bias": False, "use_qkv_bias": False, "vocab_size": 126464,
-    "output_router_logits": False, "embedding_dropout": 0.0, "norm_head": False, "norm_softmax": False,
-    "output_dropout": 0.0,
-}
-# zai-org/GLM-4.5 (GLM-4.6 and GLM-4.7 have the same shapes): the shapes of NVIDIA aiconfigurator's
-# copy of zai-org/GLM-4.7-FP8's config.json, with the flags of zai-org/GLM-4.5's config.json that
-# copy leaves out (q/k/v biases, q/k norms, partial rotary).
-GLM_45 = {
-    "architectures": ["Glm4MoeForCausalLM"], "model_type": "glm4_moe", "attention_bias": True, "head_dim": 128,
-    "hidden_act": "silu", "hidden_size": 5120, "partial_rotary_factor": 0.5, "intermediate_size": 12288,
-    "max_position_embeddings": 131072, "moe_intermediate_size": 1536, "norm_topk_prob": True,
-    "num_attention_heads": 96, "n_group": 1, "topk_group": 1, "n_routed_experts": 160, "n_shared_experts": 1,
-    "routed_scaling_factor": 2.5, "num_experts_per_tok": 8, "first_k_dense_replace": 3, "num_hidden_layers": 92,
-    "num_key_value_heads": 8, "rms_norm_eps": 1e-05, "rope_theta": 1000000, "num_nextn_predict_layers": 1,
-    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "use_cache": True, "use_qk_norm": True,
-    "vocab_size": 151552,
-}
-# zai-org/GLM-4.5-Air config.json
-GLM_45_AIR = dict(GLM_45, hidden_size=4096, intermediate_size=10944, moe_intermediate_size=1408,
-                  n_routed_experts=128, first_k_dense_replace=1, num_hidden_layers=46, routed_scaling_factor=1.0,
-                  use_qk_norm=False)
-# allenai/OLMoE-1B-7B-0924 config.json
-OLMOE = {
-    "architectures": ["OlmoeForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "clip_qkv": None,
-    "eos_token_id": 50279, "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
-    "intermediate_size": 1024, "max_position_embeddings": 4096, "model_type": "olmoe", "norm_topk_prob": False,
-    "num_attention_heads": 16, "num_experts": 64, "num_experts_per_tok": 8, "num_hidden_layers": 16,
-    "num_key_value_heads": 16, "output_router_logits": False, "pad_token_id": 1, "rms_norm_eps": 1e-05,
-    "rope_scaling": None, "rope_theta": 10000.0, "router_aux_loss_coef": 0.01, "tie_word_embeddings": False,
-    "torch_dtype": "bfloat16", "use_cache": True, "vocab_size": 50304,
-}
+OLMOE = _file(FILES["OLMoE-1B-7B"])
+DEEPSEEK_MOE_16B = _file(FILES["DeepSeekMoE-16B"])
 
 
 def _configs() -> dict[str, dict]:
-    return {
-        "Kimi-K2-Instruct": _file("moonshotai--Kimi-K2-Instruct"),
-        "Kimi-K2.5": _file("moonshotai--Kimi-K2.5"),
-        "GLM-4.5": GLM_45,
-        "GLM-4.5-Air": GLM_45_AIR,
-        "MiniMax-M2.5": _file("MiniMaxAI--MiniMax-M2.5"),
-        "Ling-lite-1.5": LING_LITE,
-        "OLMoE-1B-7B": OLMOE,
-        "Qwen1.5-MoE-A2.7B": QWEN15_MOE,
-        "Qwen2-57B-A14B": QWEN2_57B,
-        "DeepSeekMoE-16B": DEEPSEEK_MOE_16B,
-    }
+    return {name: _file(stem) for name, stem in FILES.items()}
 
 
 # Published figures, in billions, as printed (model cards and technical reports; docs/models.md),
@@ -131,7 +54,7 @@ def _configs() -> dict[str, dict]:
 # the one given is the reading its figure matches (Qwen's, as for the Qwen presets, counts it).
 #   name                 total   active  with emb.  GPUs
 PUBLISHED = {
-    "Kimi-K2-Instruct":  (1040.0, "32.6", None, 16),   # Kimi K2 technical report: 1.04T total, 32.6B activated
+    "Kimi-K2-Instruct":  (1000.0, "32", None, 16),     # model card: 1 trillion total, 32 billion activated
     "Kimi-K2.5":         (1000.0, "32", None, 16),     # model card: 1T total, 32B activated (language model)
     "GLM-4.5":           (355.0, "32", False, 8),
     "GLM-4.5-Air":       (106.0, "12", False, 2),
@@ -139,7 +62,7 @@ PUBLISHED = {
     "Ling-lite-1.5":     (16.8, "2.75", True, 1),
     "OLMoE-1B-7B":       (6.9, "1.3", True, 1),        # OLMoE paper: 6.9B total, 1.3B active
     "Qwen1.5-MoE-A2.7B": (14.3, "2.7", True, 1),
-    "Qwen2-57B-A14B":    (57.4, "14", True, 2),
+    "Qwen2-57B-A14B":    (57.0, "14", True, 2),
     "DeepSeekMoE-16B":   (16.4, "2.8", True, 1),       # DeepSeekMoE paper: 16.4B total, 2.8B activated
 }
 
