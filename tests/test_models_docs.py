@@ -1,0 +1,51 @@
+"""docs/models.md's families table shows what the reader computes from the config files it names:
+every total, active figure, published figure and GPU count of a row is checked here."""
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+
+import pytest
+from test_models_families import DATA, FILES, PUBLISHED
+
+from sievesim.models import from_hf_config
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "models.md"
+_NUM = re.compile(r"\d+(?:\.\d+)?")
+
+
+def _family_rows() -> dict[str, list[str]]:
+    """The rows of the families table, by the config file each names."""
+    text = DOC.read_text()
+    table = text[text.index("### Families read from their own config.json"):text.index("Published figures:")]
+    rows = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        match = re.search(r"\(`([^`]+)`\)", cells[1]) if len(cells) > 2 else None
+        if match:
+            rows[match.group(1)] = cells
+    return rows
+
+
+def test_every_family_has_a_row():
+    assert set(_family_rows()) == set(FILES.values())
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_row_shows_what_the_reader_computes(name):
+    cells = _family_rows()[FILES[name]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        spec = from_hf_config(DATA / f"{FILES[name]}.json", name=name)
+    total_shown, total_published = (float(x) for x in _NUM.findall(cells[2]))
+    assert total_shown == round(spec.total_params / 1e9, 2)
+    assert total_published == PUBLISHED[name][0]
+    active_cell, published_active = cells[3].rsplit("/", 1)
+    shown = [float(x) for x in _NUM.findall(active_cell)]
+    with_embedding = "with emb." in active_cell and "(" not in active_cell
+    computed = [round(spec.active_params_with_embedding / 1e9, 2)] if with_embedding else \
+        [round(spec.active_params / 1e9, 2), round(spec.active_params_with_embedding / 1e9, 2)]
+    assert shown == computed[:len(shown)]
+    assert published_active.strip() == PUBLISHED[name][1]
+    assert int(cells[4]) == PUBLISHED[name][3]
