@@ -356,3 +356,25 @@ def test_model_show_json_lists_ignored_keys(tmp_path, capsys):
     # a TOML written from it carries the shapes, not the reading's provenance
     assert main(["model", "show", str(path), "--toml"]) == 0
     assert "ignored_keys" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["Kimi-K2-Instruct", "GLM-4.5", "Ling-lite-1.5", "Qwen1.5-MoE-A2.7B",
+                                  "DeepSeekMoE-16B"])
+def test_expert_width_is_never_taken_from_the_dense_width(name):
+    """These families keep intermediate_size for dense layers: without moe_intermediate_size the
+    reading stops, naming it, even where the two happen to be equal (Ling-lite-1.5)."""
+    cfg = json.loads(json.dumps(_configs()[name]))
+    del cfg.get("text_config", cfg)["moe_intermediate_size"]
+    with pytest.raises(ConfigError, match=r"moe_intermediate_size = '<missing>'"):
+        from_hf_config(cfg, name=name)
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_toml_round_trip_keeps_the_family_weights(name, tmp_path):
+    from sievesim.models import load_model_toml, save_model_toml
+
+    spec = _read(name)
+    path = tmp_path / "m.toml"
+    save_model_toml(spec, path)
+    again = load_model_toml(path)
+    assert again == spec and again.total_params == spec.total_params and again.ignored_keys == ()

@@ -33,8 +33,9 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
     """Build a spec from a Hugging Face ``config.json`` as published (or the parsed dict).
 
     Understands the GPT-OSS, Mixtral, Qwen2-MoE / Qwen3-MoE / Qwen3-Next / Qwen3.5-MoE,
-    DeepSeek-V2/V3 and Llama 4 field names, a nested ``text_config`` (multimodal checkpoints: the
-    language model only), ``layer_types``, ``full_attention_interval``, ``first_k_dense_replace``,
+    DeepSeekMoE / DeepSeek-V2/V3, Kimi-K2 / K2.5, GLM-4.5, MiniMax-M2, Ling, OLMoE and Llama 4 field
+    names (the per-family small weights: :mod:`~sievesim.models.hf_families`), a nested
+    ``text_config`` (multimodal checkpoints: the language model only), ``layer_types``, ``full_attention_interval``, ``first_k_dense_replace``,
     ``moe_layer_freq``, ``decoder_sparse_step``, ``mlp_only_layers``, ``interleave_moe_layer_step``,
     ``moe_layers``, ``intermediate_size_mlp``, ``no_rope_layers`` and ``attention_chunk_size``.
     Weights are bf16 (``dtype_bytes = 2``) unless told otherwise, as in the Sieve paper;
@@ -42,7 +43,10 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
 
     Nothing is guessed: a dense model (no expert-count field), a missing needed field, or a
     structural key (:data:`STRUCTURAL_KEYS`) the reader does not use for this family raises
-    :class:`ConfigError` naming it. A ``model_type`` outside :data:`VERIFIED_FAMILIES` is read only
+    :class:`ConfigError` naming it. Keys known to change nothing in a decode step
+    (:data:`~sievesim.models.hf_keys.NO_DECODE_EFFECT_KEYS`) are accepted; every key of the language
+    model's config that the reader did not use is listed, with the reason, in the spec's
+    ``ignored_keys``. A ``model_type`` outside :data:`VERIFIED_FAMILIES` is read only
     when every key that may change its structure is understood, and its ``source`` says
     "unverified family".
     """
@@ -342,11 +346,16 @@ def _layer_mlp(hf: _HF, num_layers: int, model_type: str, is_llama4: bool) -> li
     return ["moe" if (i not in only and (i + 1) % step == 0) else "dense" for i in range(num_layers)]
 
 
+# Families whose intermediate_size is the dense FFN's, never the expert's: their expert width is
+# moe_intermediate_size, and a config without it is refused rather than read with the dense width.
+_EXPERT_WIDTH_APART = ("qwen", "deepseek", "kimi", "glm4_moe", "bailing")
+
+
 def _mlp_widths(hf: _HF, mlp: list[str], model_type: str, is_llama4: bool) -> tuple[int, int]:
     """The intermediate size of one routed expert and of the dense layers' FFN (0 without dense layers)."""
     if hf.has("moe_intermediate_size"):
         moe_inter = hf.int("moe_intermediate_size")
-    elif model_type.startswith(("qwen", "deepseek")):  # these give the expert width apart, always
+    elif model_type.startswith(_EXPERT_WIDTH_APART):  # these give the expert width apart, always
         hf.problem("moe_intermediate_size", "<missing>", f"the expert width (model_type {model_type!r} "
                    "keeps intermediate_size for dense layers)")
         moe_inter = 1
@@ -357,7 +366,7 @@ def _mlp_widths(hf: _HF, mlp: list[str], model_type: str, is_llama4: bool) -> tu
         if is_llama4 or hf.has("intermediate_size_mlp"):
             dense_inter = hf.int("intermediate_size_mlp", why="the config has dense layers")
         elif not hf.has("moe_intermediate_size"):
-            if not model_type.startswith(("qwen", "deepseek")):  # else named above
+            if not model_type.startswith(_EXPERT_WIDTH_APART):  # else named above
                 hf.problem("moe_intermediate_size", "<missing>",
                            "the expert width, distinct from intermediate_size (config has dense layers)")
         else:
