@@ -49,3 +49,23 @@ def test_row_shows_what_the_reader_computes(name):
     assert shown == computed[:len(shown)]
     assert published_active.strip() == PUBLISHED[name][1]
     assert int(cells[4]) == PUBLISHED[name][3]
+
+
+def test_kimi_k2_preset_rows_show_what_the_preset_computes():
+    from sievesim.models import get_model
+
+    spec = get_model("kimi-k2")
+    lines = DOC.read_text().splitlines()
+    shape_row = next(line for line in lines if line.startswith("| `kimi-k2` |"))
+    assert "61 MLA, first 1 dense (I = 18432) | 384 | 8 | 1 (I = 2048)" in shape_row
+    assert (spec.num_layers, spec.num_dense_layers, spec.dense_intermediate_size, spec.num_experts, spec.top_k,
+            spec.num_shared_experts, spec.shared_expert_intermediate_size) == (61, 1, 18432, 384, 8, 1, 2048)
+    count_row = next(line for line in lines if line.startswith("| kimi-k2 |"))
+    total, published, diff, active, with_emb, published_active, d1, d2 = (
+        float(x) for x in re.findall(r"[-+]?\d+(?:\.\d+)?", count_row.replace("kimi-k2", "")))
+    assert total == round(spec.total_params / 1e9, 2) and published == PUBLISHED["Kimi-K2-Instruct"][0]
+    assert diff == round((spec.total_params / (published * 1e9) - 1) * 100, 2)
+    assert (active, with_emb) == (round(spec.active_params / 1e9, 2), round(spec.active_params_with_embedding / 1e9, 2))
+    assert published_active == float(PUBLISHED["Kimi-K2-Instruct"][1])
+    assert (d1, d2) == (round((spec.active_params / 32e9 - 1) * 100, 1),
+                        round((spec.active_params_with_embedding / 32e9 - 1) * 100, 1))

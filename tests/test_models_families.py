@@ -378,3 +378,14 @@ def test_toml_round_trip_keeps_the_family_weights(name, tmp_path):
     save_model_toml(spec, path)
     again = load_model_toml(path)
     assert again == spec and again.total_params == spec.total_params and again.ignored_keys == ()
+
+
+def test_kimi_k2_preset_is_the_reading_of_its_config_in_bf16():
+    from sievesim.models import get_model
+
+    preset = get_model("kimi-k2")
+    read = _read("Kimi-K2-Instruct")
+    assert read.expert_format == "fp8-block"       # the checkpoint's FP8 (quantization_config)
+    bf16 = read.replace(name="kimi-k2", expert_format=None, weight_format=None, expert_dtype_bytes=None,
+                        weight_dtype_bytes=None)
+    assert preset == bf16 and preset.total_bytes == 2 * preset.total_params
