@@ -37,7 +37,8 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
     names (the per-family small weights: :mod:`~sievesim.models.hf_families`), a nested
     ``text_config`` (multimodal checkpoints: the language model only), ``layer_types``,
     ``full_attention_interval``, ``first_k_dense_replace``, ``moe_layer_freq`` (an integer or a list),
-    ``decoder_sparse_step``, ``mlp_only_layers``, ``interleave_moe_layer_step``, ``moe_layers``, ``intermediate_size_mlp``, ``no_rope_layers`` and ``attention_chunk_size``.
+    ``decoder_sparse_step``, ``mlp_only_layers``, ``interleave_moe_layer_step``, ``moe_layers``,
+    ``intermediate_size_mlp``, ``no_rope_layers`` and ``attention_chunk_size``.
     Weights are bf16 (``dtype_bytes = 2``) unless told otherwise, as in the Sieve paper;
     ``mamba_ssm_dtype`` sets the linear-attention state width.
 
