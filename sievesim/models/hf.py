@@ -102,6 +102,7 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
     )
     if not is_mla and heads % kv_heads:
         hf.problem("num_key_value_heads", kv_heads, f"a divisor of num_attention_heads = {heads}")
+    hf.consider("quantization_config")  # read below (formats_from_quantization: formats, or a warning)
     kw["ignored_keys"] = _check_unused_keys(hf, model_type, verified)
     hf.raise_if_any()
     spec = _build(kw, source)

@@ -183,12 +183,12 @@ NO_DECODE_EFFECT_KEYS: dict[str, str] = {
         "norm_head normalises the LM head's rows): no shape changes"),
     **dict.fromkeys((
         "norm_topk_prob", "routed_scaling_factor", "scoring_func", "score_function", "n_group",
-        "topk_group", "router_dtype"),
+        "topk_group"),
         "routing-score detail (softmax or sigmoid, grouped top-k, renormalisation, scaling of the "
         "experts' sum): the same experts' shapes and the same top-k"),
-    **dict.fromkeys(("torch_dtype", "dtype", "quantization_config"),
-                    "storage dtype: sievesim prices bf16 unless quantization_config names a format it "
-                    "reads (docs/models.md)"),
+    **dict.fromkeys(("torch_dtype", "dtype"),
+                    "storage dtype of the checkpoint: sievesim prices bf16 unless quantization_config names "
+                    "a format it reads (docs/models.md)"),
     **dict.fromkeys((
         "vision_config", "audio_config", "media_placeholder_token_id", "video_placeholder",
         "use_unified_vision_chunk", "vision_soft_tokens_per_image", "use_bidirectional_attention"),
