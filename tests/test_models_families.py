@@ -391,3 +391,11 @@ def test_kimi_k2_preset_is_the_reading_of_its_config_in_bf16():
     bf16 = read.replace(name="kimi-k2", expert_format=None, weight_format=None, expert_dtype_bytes=None,
                         weight_dtype_bytes=None)
     assert preset == bf16 and preset.total_bytes == 2 * preset.total_params
+
+
+def test_an_ungated_activation_is_refused_by_name():
+    """Every MLP sievesim counts is gated (gate, up, down); Nemotron's relu2 MLP has two matrices."""
+    with pytest.raises(ConfigError, match=r"hidden_act = 'relu2': expected the activation of a gated MLP"):
+        from_hf_config(dict(OLMOE, hidden_act="relu2"), name="m")
+    with pytest.raises(ConfigError, match=r"mlp_hidden_act = 'relu2'"):
+        from_hf_config(_file("nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"), name="n")

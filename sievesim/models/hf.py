@@ -102,6 +102,11 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
     )
     if not is_mla and heads % kv_heads:
         hf.problem("num_key_value_heads", kv_heads, f"a divisor of num_attention_heads = {heads}")
+    for key in ("hidden_act", "hidden_activation", "mlp_hidden_act"):
+        if hf.cfg.get(key) in _UNGATED_ACTIVATIONS:  # every MLP sievesim counts is gated (three matrices)
+            hf.problem(key, hf.cfg[key], "the activation of a gated MLP (silu, gelu, ...): a "
+                       f"{hf.cfg[key]} MLP is not gated (two matrices, not three), which sievesim does not model")
+            hf.consider(key)
     hf.consider("quantization_config")  # read below (formats_from_quantization: formats, or a warning)
     kw["ignored_keys"] = _check_unused_keys(hf, model_type, verified)
     hf.raise_if_any()
@@ -347,6 +352,9 @@ def _layer_mlp(hf: _HF, num_layers: int, model_type: str, is_llama4: bool) -> li
         hf.problem("mlp_only_layers", only, f"a list of layer indices from 0 to {num_layers - 1}")
     return ["moe" if (i not in only and (i + 1) % step == 0) else "dense" for i in range(num_layers)]
 
+
+#: Activations used only in MLPs without a gate (Nemotron's squared ReLU).
+_UNGATED_ACTIVATIONS = frozenset({"relu2", "relu_squared", "squared_relu"})
 
 # Families whose intermediate_size is the dense FFN's, never the expert's: their expert width is
 # moe_intermediate_size, and a config without it is refused rather than read with the dense width.
