@@ -69,3 +69,23 @@ def test_kimi_k2_preset_rows_show_what_the_preset_computes():
     assert published_active == float(PUBLISHED["Kimi-K2-Instruct"][1])
     assert (d1, d2) == (round((spec.active_params / 32e9 - 1) * 100, 1),
                         round((spec.active_params_with_embedding / 32e9 - 1) * 100, 1))
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_row_structure_shows_what_the_reader_reads(name):
+    """The counts the "read and modelled" column names (experts, top-k, shared, dense layers, heads,
+    MTP layers) are those of the reading."""
+    text = _family_rows()[FILES[name]][5]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        spec = from_hf_config(DATA / f"{FILES[name]}.json", name=name)
+    checks = {r"(\d+) experts": spec.num_experts, r"experts top-(\d+)": spec.top_k,
+              r"\+ (\d+) shared": spec.num_shared_experts, r"(\d+) dense layers?": spec.num_dense_layers,
+              r"(\d+) q / \d+ KV heads": spec.num_attention_heads, r"\d+ q / (\d+) KV heads": spec.num_kv_heads,
+              r"(\d+) MTP": spec.num_mtp_layers}
+    found = 0
+    for pattern, value in checks.items():
+        for shown in re.findall(pattern, text):
+            assert int(shown) == value, (pattern, shown, value)
+            found += 1
+    assert found, text
