@@ -39,6 +39,7 @@ FILES = {
     "Qwen1.5-MoE-A2.7B": "Qwen--Qwen1.5-MoE-A2.7B",
     "Qwen2-57B-A14B": "Qwen--Qwen2-57B-A14B",
     "DeepSeekMoE-16B": "deepseek-ai--deepseek-moe-16b-base",
+    "Qwen3-Coder-480B-A35B": "Qwen--Qwen3-Coder-480B-A35B-Instruct",
 }
 OLMOE = _file(FILES["OLMoE-1B-7B"])
 DEEPSEEK_MOE_16B = _file(FILES["DeepSeekMoE-16B"])
@@ -64,6 +65,7 @@ PUBLISHED = {
     "Qwen1.5-MoE-A2.7B": (14.3, "2.7", True, 1),
     "Qwen2-57B-A14B":    (57.0, "14", True, 2),
     "DeepSeekMoE-16B":   (16.4, "2.8", True, 1),       # DeepSeekMoE paper: 16.4B total, 2.8B activated
+    "Qwen3-Coder-480B-A35B": (480.0, "35", True, 8),   # model card: 480B total, 35B activated
 }
 
 
@@ -133,6 +135,8 @@ def _tensors(cfg: dict) -> dict[str, tuple[int, ...]]:
             if mt in ("qwen2_moe",) or (mt == "glm4_moe" and cfg.get("attention_bias")):
                 out.update({p + "q_proj.bias": (nq * d,), p + "k_proj.bias": (nkv * d,), p + "v_proj.bias": (nkv * d,)})
             if mt == "glm4_moe" and cfg.get("use_qk_norm"):
+                out.update({p + "q_norm": (d,), p + "k_norm": (d,)})
+            if mt.startswith("qwen3"):         # Qwen3: per-head q/k norms
                 out.update({p + "q_norm": (d,), p + "k_norm": (d,)})
             if mt in ("olmoe", "minimax_m2"):  # norms over all heads
                 out.update({p + "q_norm": (nq * d,), p + "k_norm": (nkv * d,)})
@@ -399,3 +403,25 @@ def test_an_ungated_activation_is_refused_by_name():
         from_hf_config(dict(OLMOE, hidden_act="relu2"), name="m")
     with pytest.raises(ConfigError, match=r"mlp_hidden_act = 'relu2'"):
         from_hf_config(_file("nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"), name="n")
+
+
+def test_minimax_attention_list_all_softmax_is_read_a_lightning_layer_is_refused():
+    """MiniMax-M2.7 writes attn_type_list (all 1: softmax attention); its shapes are M2.5's. A 0
+    (MiniMax-Text-01's lightning attention) is not modelled and refuses, naming the key."""
+    m27 = from_hf_config(_file("MiniMaxAI--MiniMax-M2.7"), name="m")
+    m25 = from_hf_config(_file("MiniMaxAI--MiniMax-M2.5"), name="m")
+    assert m27 == m25 and "attn_type_list" not in dict(m27.ignored_keys)
+    cfg = _file("MiniMaxAI--MiniMax-M2.7")
+    cfg["attn_type_list"][0] = 0
+    with pytest.raises(ConfigError, match=r"attn_type_list = .*expected 1 \(softmax attention\) for each of the 62"):
+        from_hf_config(cfg, name="m")
+
+
+def test_qwen3_use_qk_norm_and_qkv_bias_keys():
+    """Qwen3-Coder's config says use_qk_norm (Qwen3 attention always has its per-head norms) and
+    qkv_bias false; a qkv_bias no Qwen3 reading uses, switched on, refuses by name."""
+    coder = _read("Qwen3-Coder-480B-A35B")
+    assert coder.qk_norm and not coder.qk_norm_over_heads and not coder.qkv_bias
+    cfg = _file(FILES["Qwen3-Coder-480B-A35B"])
+    with pytest.raises(ConfigError, match=r"qkv_bias \(biases on the q/k/v projections\) = '<not handled>'"):
+        from_hf_config(dict(cfg, qkv_bias=True), name="q")

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 from .._inputs import is_int as _is_int, read_text as _read_text
 from ..errors import ConfigError, field_error
 from . import llama4
-from .hf_families import family_weights, mtp_layer_count
+from .hf_families import family_attention_problems, family_weights, mtp_layer_count
 from .hf_keys import _EXPERT_COUNT_KEYS, _HF, _HF_LAYER_TYPES, _STRUCTURAL_NAME, _TOP_K_KEYS, _TORCH_DTYPE_BYTES, \
     STRUCTURAL_KEYS, VERIFIED_FAMILIES, is_verified_family, no_decode_effect
 from .spec import ModelSpec, _kind_problems
@@ -80,6 +80,7 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
     is_mla = hf.has("kv_lora_rank")
     head_dim = _head_dim(hf, kw, is_mla, hidden, heads)
     attention = _layer_attention(hf, kw, num_layers, model_type, is_mla, is_llama4)
+    family_attention_problems(hf, model_type, num_layers)
     mlp = _layer_mlp(hf, num_layers, model_type, is_llama4)
     moe_inter, dense_inter = _mlp_widths(hf, mlp, model_type, is_llama4)
     n_shared, shared_inter, shared_gate = _shared_experts(hf, moe_inter, is_llama4)

@@ -51,6 +51,8 @@ def family_weights(hf: _HF, model_type: str) -> dict[str, Any]:
         attention_bias = hf.bool("attention_bias", gpt_oss)
 
     qk_norm, over_heads = model_type.startswith(("qwen3", "qwen3_5")), False
+    if qk_norm:
+        hf.consider("use_qk_norm")     # Qwen3 attention always normalises q and k (Qwen3-Coder says so)
     if glm or bailing:
         qk_norm = hf.bool("use_qk_norm", False)
     elif model_type == "olmoe":        # OlmoeAttention: q_norm over nq * d, k_norm over nkv * d
@@ -83,3 +85,13 @@ def mtp_layer_count(hf: _HF, model_type: str) -> int:
     if model_type == "minimax_m2" and hf.bool("use_mtp", False):
         count = hf.int("num_mtp_modules", why="use_mtp is true") * hf.int("mtp_transformer_layers", 1)
     return count
+
+
+def family_attention_problems(hf: _HF, model_type: str, num_layers: int) -> None:
+    """Attention a family declares that sievesim does not model: MiniMax's ``attn_type_list`` must
+    give softmax attention (1) in every layer (MiniMax-M2 writes one per layer; MiniMax-Text-01 /
+    M1's lightning-attention layers, 0, are not modelled)."""
+    kinds = hf.list("attn_type_list") if model_type.startswith("minimax") else None
+    if kinds is not None and (len(kinds) < num_layers or any(k != 1 or isinstance(k, bool) for k in kinds)):
+        hf.problem("attn_type_list", kinds, f"1 (softmax attention) for each of the {num_layers} layers: "
+                   "lightning-attention layers (0) are not modelled")

@@ -132,6 +132,8 @@ STRUCTURAL_KEYS: dict[str, str] = {
     "index_topk": "tokens the sparse-attention indexer selects (DeepSeek-V3.2)",
     "mlp_hidden_act": "MLP activation (relu2 MLPs are not gated: two matrices, not three; Nemotron-H)",
     "pruned_heads": "attention heads removed per layer",
+    "qkv_bias": "biases on the q/k/v projections",
+    "attn_type_list": "softmax (1) or lightning (0) attention per layer (MiniMax)",
     "is_encoder_decoder": "an encoder-decoder model",
     "add_cross_attention": "cross-attention blocks",
 }
@@ -261,7 +263,7 @@ _HF_INT_KEYS: dict[str, tuple[str, bool]] = {
 _HF_INT_OR_LIST_KEYS = frozenset({"moe_layer_freq"})
 _HF_BOOL_KEYS = ("use_sliding_window", "tie_word_embeddings", "attention_bias", "attn_output_gate", "use_qk_norm",
                  "use_qkv_bias", "use_bias", "use_routing_bias", "moe_router_enable_expert_bias", "use_mtp")
-_HF_LIST_KEYS = ("layer_types", "mlp_only_layers", "moe_layers", "no_rope_layers")
+_HF_LIST_KEYS = ("layer_types", "mlp_only_layers", "moe_layers", "no_rope_layers", "attn_type_list")
 _HF_STR_KEYS = {"topk_method": "the routing method, e.g. noaux_tc", "qk_norm_type": "per_layer or per_head"}
 #: Keys every MoE config gives.
 _HF_REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size")
