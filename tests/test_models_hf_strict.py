@@ -52,8 +52,13 @@ def test_unhandled_structural_key_is_named(extra, named):
 def test_unknown_structural_looking_key_of_unverified_family_is_refused():
     with pytest.raises(ConfigError, match=r"moe_router_layers = '<not understood>'.*unverified family"):
         from_hf_config(dict(OLMOE, moe_router_layers=[1, 3]), name="x")
-    # the same key is left alone in a verified family only when it is not a known structural key
-    assert from_hf_config(dict(DEEPSEEK_V3, moe_router_layers=[1]), name="d").num_moe_layers == 58
+    # a verified family's published files carry no such key either (issue 70): refused there too
+    with pytest.raises(ConfigError, match=r"moe_router_layers = '<not understood>'.*'deepseek_v3' is a verified "
+                       r"family, but its published files carry no such key"):
+        from_hf_config(dict(DEEPSEEK_V3, moe_router_layers=[1]), name="d")
+    # a key whose name suggests no shape is read past, and listed
+    spec = from_hf_config(dict(DEEPSEEK_V3, comment="fine-tuned"), name="d")
+    assert dict(spec.ignored_keys)["comment"].startswith("not read")
 
 
 def test_verified_family_with_a_key_its_reader_does_not_use():

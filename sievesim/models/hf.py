@@ -432,8 +432,9 @@ def _unset(value: Any) -> bool:
 
 def _check_unused_keys(hf: _HF, model_type: str, verified: bool) -> tuple[tuple[str, str], ...]:
     """The keys the reader did not use, each with why it changes nothing in a decode step
-    (``ignored_keys``); structural keys the reader did not use (and, for an unverified family,
-    keys whose names suggest structure and that are neither used nor known to have no effect) are
+    (``ignored_keys``); structural keys the reader did not use, and keys whose names suggest
+    structure that are neither used nor known to have no effect (in any family: a verified family's
+    published files carry none, so such a key marks a variant the reader was not checked on), are
     problems instead, all named in one message."""
     unhandled, unknown, ignored = [], [], []
     for key, value in hf.cfg.items():
@@ -446,20 +447,20 @@ def _check_unused_keys(hf: _HF, model_type: str, verified: bool) -> tuple[tuple[
             ignored.append((key, f"set to {value!r}, which switches nothing on"))
         elif key in STRUCTURAL_KEYS:
             unhandled.append(f"{key} ({STRUCTURAL_KEYS[key]})")
-        elif not verified and _STRUCTURAL_NAME.search(key):
+        elif _STRUCTURAL_NAME.search(key):
             unknown.append(key)
         else:
-            ignored.append((key, "not read: not a structural key, and its name suggests no shape"
-                            if not verified else f"not read: model_type {model_type!r} is a verified family "
-                            "and the key is not one that changes its structure"))
+            ignored.append((key, "not read: not a structural key, and its name suggests no shape"))
     family = f"model_type {model_type or '?'!r}"
     if unhandled:
         hf.problem(", ".join(unhandled), "<not handled>",
                    f"only structural keys that sievesim's reader handles for {family}: reading "
                    "on would simulate a different model (write a sievesim TOML instead, docs/models.md)")
     if unknown:
+        checked = ("a verified family, but its published files carry no such key" if verified
+                   else "an unverified family")
         hf.problem(", ".join(unknown), "<not understood>",
-                   f"only keys sievesim understands: {family} is an unverified family, read only "
-                   "when every key that may change its structure is understood, or is known to change "
+                   f"only keys sievesim understands: {family} is {checked}; a config is read only when "
+                   "every key that may change its structure is understood, or is known to change "
                    "nothing in a decode step (write a sievesim TOML instead, docs/models.md)")
     return tuple(sorted(ignored))
