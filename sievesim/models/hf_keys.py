@@ -28,7 +28,7 @@ _KNOWN_TORCH_DTYPES = frozenset(_TORCH_DTYPE_BYTES) | {"float64", "float8_e5m2",
 #: an "unverified family".
 VERIFIED_FAMILIES: dict[str, str] = {
     "gpt_oss": "GPT-OSS-20B, GPT-OSS-120B",
-    "qwen3_moe": "Qwen3-30B-A3B, Qwen3-235B-A22B",
+    "qwen3_moe": "Qwen3-30B-A3B, Qwen3-235B-A22B, Qwen3-Coder-480B-A35B",
     "qwen3_next": "Qwen3-Next-80B-A3B",
     "qwen3_5_moe": "Qwen3.5-397B-A17B", "qwen3_5_moe_text": "Qwen3.5-397B-A17B",
     "mixtral": "Mixtral-8x7B, Mixtral-8x22B",
@@ -37,7 +37,7 @@ VERIFIED_FAMILIES: dict[str, str] = {
     "llama4_text": "Llama-4-Scout-17B-16E, Llama-4-Maverick-17B-128E",
     "kimi_k2": "Kimi-K2-Instruct, Kimi-K2.5", "kimi_k25": "Kimi-K2.5",
     "glm4_moe": "GLM-4.5, GLM-4.5-Air",
-    "minimax_m2": "MiniMax-M2.5",
+    "minimax_m2": "MiniMax-M2.5, MiniMax-M2.7",
     "bailing_moe": "Ling-lite-1.5",
     "olmoe": "OLMoE-1B-7B-0924",
     "qwen2_moe": "Qwen1.5-MoE-A2.7B, Qwen2-57B-A14B",
