@@ -452,3 +452,14 @@ def test_presets_published_configs_read_to_the_preset_with_every_key_accounted_f
         spec = from_hf_config(DATA / f"{PRESET_FILES[preset]}.json", name=preset)
     assert spec.total_params == get_model(preset).total_params
     assert [k for k, why in spec.ignored_keys if why.startswith("not read")] == []
+
+
+def test_ling_biases():
+    """Ling's fused q/k/v projection carries biases when use_qkv_bias; biases on its output projection
+    and MLPs (use_bias) are not modelled and refuse by name."""
+    ling = _file(FILES["Ling-lite-1.5"])
+    spec = from_hf_config(dict(ling, use_qkv_bias=True), name="l")
+    assert spec.qkv_bias and spec.attention_params_per_layer(0) == _read("Ling-lite-1.5").attention_params_per_layer(0) \
+        + (16 + 2 * 4) * 128
+    with pytest.raises(ConfigError, match=r"use_bias = True: expected false"):
+        from_hf_config(dict(ling, use_bias=True), name="l")
