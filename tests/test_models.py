@@ -304,7 +304,7 @@ HF_CONFIGS = {
 HF_CONFIGS["qwen3.5-397b-a17b"]["text_config"]["layer_types"] = (
     ["linear_attention"] * 3 + ["full_attention"]) * 15
 # Fields that describe the checkpoint's storage rather than its shape, and may legitimately differ.
-_IGNORED = {"name", "source", "state_dtype_bytes"}
+_IGNORED = {"name", "source", "state_dtype_bytes", "ignored_keys"}
 
 
 def _shape(spec: ModelSpec) -> dict:

@@ -12,11 +12,12 @@ from sievesim.cli import main
 from sievesim.errors import ConfigError
 from sievesim.models import STRUCTURAL_KEYS, VERIFIED_FAMILIES, UnverifiedFamilyWarning, from_hf_config
 
-# allenai/OLMoE-1B-7B-0924 config.json (a family sievesim has not checked against published counts)
+# allenai/OLMoE-1B-7B-0924's config.json under a model_type sievesim has not checked against
+# published counts (a user's own family; OLMoE itself is verified since issue 70)
 OLMOE = {
-    "architectures": ["OlmoeForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "clip_qkv": None,
+    "architectures": ["MyMoeForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "clip_qkv": None,
     "eos_token_id": 50279, "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
-    "intermediate_size": 1024, "max_position_embeddings": 4096, "model_type": "olmoe", "norm_topk_prob": False,
+    "intermediate_size": 1024, "max_position_embeddings": 4096, "model_type": "my_moe", "norm_topk_prob": False,
     "num_attention_heads": 16, "num_experts": 64, "num_experts_per_tok": 8, "num_hidden_layers": 16,
     "num_key_value_heads": 16, "output_router_logits": False, "pad_token_id": 1, "rms_norm_eps": 1e-05,
     "rope_scaling": None, "rope_theta": 10000.0, "router_aux_loss_coef": 0.01, "tie_word_embeddings": False,
@@ -26,9 +27,9 @@ DEEPSEEK_V3 = HF_CONFIGS["deepseek-v3"]    # the published config.json, as in te
 
 
 def test_unverified_family_read_when_every_structural_key_is_understood():
-    with pytest.warns(UnverifiedFamilyWarning, match=r"model_type 'olmoe' is an unverified family"):
-        spec = from_hf_config(OLMOE, name="olmoe")
-    assert "olmoe" not in VERIFIED_FAMILIES
+    with pytest.warns(UnverifiedFamilyWarning, match=r"model_type 'my_moe' is an unverified family"):
+        spec = from_hf_config(OLMOE, name="my-moe")
+    assert "my_moe" not in VERIFIED_FAMILIES
     assert "unverified family" in spec.source
     assert spec.num_moe_layers == 16 and spec.num_experts == 64 and spec.moe_intermediate_size == 1024
 
@@ -51,8 +52,13 @@ def test_unhandled_structural_key_is_named(extra, named):
 def test_unknown_structural_looking_key_of_unverified_family_is_refused():
     with pytest.raises(ConfigError, match=r"moe_router_layers = '<not understood>'.*unverified family"):
         from_hf_config(dict(OLMOE, moe_router_layers=[1, 3]), name="x")
-    # the same key is left alone in a verified family only when it is not a known structural key
-    assert from_hf_config(dict(DEEPSEEK_V3, moe_router_layers=[1]), name="d").num_moe_layers == 58
+    # a verified family's published files carry no such key either (issue 70): refused there too
+    with pytest.raises(ConfigError, match=r"moe_router_layers = '<not understood>'.*'deepseek_v3' is a verified "
+                       r"family, but its published files carry no such key"):
+        from_hf_config(dict(DEEPSEEK_V3, moe_router_layers=[1]), name="d")
+    # a key whose name suggests no shape is read past, and listed
+    spec = from_hf_config(dict(DEEPSEEK_V3, comment="fine-tuned"), name="d")
+    assert dict(spec.ignored_keys)["comment"].startswith("not read")
 
 
 def test_verified_family_with_a_key_its_reader_does_not_use():

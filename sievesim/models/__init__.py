@@ -17,22 +17,23 @@ Three ways to get a spec (see ``docs/models.md``)::
 
 The package, read top down:
 
-=================  ==============================================================================
-``kinds.py``       the attention and MLP kinds a layer can be
-``spec.py``        :class:`ModelSpec`: the fields, their checks, what they must mean together
-``weights.py``     derived: parameter counts and weight bytes (per expert, per layer, in total)
-``cache.py``       derived: KV-cache bytes per token and per request, linear-attention state
-``toml.py``        sievesim's own schema: :func:`model_to_dict`, :func:`model_from_dict`, TOML I/O
-``hf_keys.py``     what the keys of a Hugging Face ``config.json`` mean, and checked access to them
-``hf.py``          :func:`from_hf_config`: reading a ``config.json``, stage by stage
-``llama4.py``      Llama 4's own rules (iRoPE chunked attention, interleaved MoE layers)
-``presets.py``     the presets in ``sievesim/data/models/`` and :func:`get_model`
-=================  ==============================================================================
+==================  ==============================================================================
+``kinds.py``        the attention and MLP kinds a layer can be
+``spec.py``         :class:`ModelSpec`: the fields, their checks, what they must mean together
+``weights.py``      derived: parameter counts and weight bytes (per expert, per layer, in total)
+``cache.py``        derived: KV-cache bytes per token and per request, linear-attention state
+``toml.py``         sievesim's own schema: :func:`model_to_dict`, :func:`model_from_dict`, TOML I/O
+``hf_keys.py``      what the keys of a Hugging Face ``config.json`` mean, and checked access to them
+``hf.py``           :func:`from_hf_config`: reading a ``config.json``, stage by stage
+``hf_families.py``  per-family small weights (biases, q/k norms, router bias) and MTP layers
+``llama4.py``       Llama 4's own rules (iRoPE chunked attention, interleaved MoE layers)
+``presets.py``      the presets in ``sievesim/data/models/`` and :func:`get_model`
+==================  ==============================================================================
 """
 from __future__ import annotations
 
 from .hf import UnverifiedFamilyWarning, from_hf_config
-from .hf_keys import STRUCTURAL_KEYS, VERIFIED_FAMILIES, is_verified_family
+from .hf_keys import NO_DECODE_EFFECT_KEYS, STRUCTURAL_KEYS, VERIFIED_FAMILIES, is_verified_family
 from .kinds import ATTENTION_KINDS, MLP_KINDS, chunked_attended_tokens
 from .presets import get_model, list_models
 from .spec import ModelSpec
@@ -55,6 +56,7 @@ __all__ = [
     "ATTENTION_KINDS",
     "MLP_KINDS",
     "ModelSpec",
+    "NO_DECODE_EFFECT_KEYS",
     "STRUCTURAL_KEYS",
     "UnverifiedFamilyWarning",
     "VERIFIED_FAMILIES",

@@ -18,8 +18,9 @@ from typing import Any, Mapping
 from .._inputs import is_int as _is_int, read_text as _read_text
 from ..errors import ConfigError, field_error
 from . import llama4
-from .hf_keys import _EXPERT_COUNT_KEYS, _HF, _HF_LAYER_TYPES, _NON_STRUCTURAL_KEYS, _STRUCTURAL_NAME, \
-    _TOP_K_KEYS, _TORCH_DTYPE_BYTES, STRUCTURAL_KEYS, VERIFIED_FAMILIES, is_verified_family
+from .hf_families import family_attention_problems, family_weights, mtp_layer_count
+from .hf_keys import _EXPERT_COUNT_KEYS, _HF, _HF_LAYER_TYPES, _STRUCTURAL_NAME, _TOP_K_KEYS, _TORCH_DTYPE_BYTES, \
+    STRUCTURAL_KEYS, VERIFIED_FAMILIES, is_verified_family, no_decode_effect
 from .spec import ModelSpec, _kind_problems
 
 
@@ -32,16 +33,21 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
     """Build a spec from a Hugging Face ``config.json`` as published (or the parsed dict).
 
     Understands the GPT-OSS, Mixtral, Qwen2-MoE / Qwen3-MoE / Qwen3-Next / Qwen3.5-MoE,
-    DeepSeek-V2/V3 and Llama 4 field names, a nested ``text_config`` (multimodal checkpoints: the
-    language model only), ``layer_types``, ``full_attention_interval``, ``first_k_dense_replace``,
-    ``moe_layer_freq``, ``decoder_sparse_step``, ``mlp_only_layers``, ``interleave_moe_layer_step``,
-    ``moe_layers``, ``intermediate_size_mlp``, ``no_rope_layers`` and ``attention_chunk_size``.
+    DeepSeekMoE / DeepSeek-V2/V3, Kimi-K2 / K2.5, GLM-4.5, MiniMax-M2, Ling, OLMoE and Llama 4 field
+    names (the per-family small weights: :mod:`~sievesim.models.hf_families`), a nested
+    ``text_config`` (multimodal checkpoints: the language model only), ``layer_types``,
+    ``full_attention_interval``, ``first_k_dense_replace``, ``moe_layer_freq`` (an integer or a list),
+    ``decoder_sparse_step``, ``mlp_only_layers``, ``interleave_moe_layer_step``, ``moe_layers``,
+    ``intermediate_size_mlp``, ``no_rope_layers`` and ``attention_chunk_size``.
     Weights are bf16 (``dtype_bytes = 2``) unless told otherwise, as in the Sieve paper;
     ``mamba_ssm_dtype`` sets the linear-attention state width.
 
     Nothing is guessed: a dense model (no expert-count field), a missing needed field, or a
     structural key (:data:`STRUCTURAL_KEYS`) the reader does not use for this family raises
-    :class:`ConfigError` naming it. A ``model_type`` outside :data:`VERIFIED_FAMILIES` is read only
+    :class:`ConfigError` naming it. Keys known to change nothing in a decode step
+    (:data:`~sievesim.models.hf_keys.NO_DECODE_EFFECT_KEYS`) are accepted; every key of the language
+    model's config that the reader did not use is listed, with the reason, in the spec's
+    ``ignored_keys``. A ``model_type`` outside :data:`VERIFIED_FAMILIES` is read only
     when every key that may change its structure is understood, and its ``source`` says
     "unverified family".
     """
@@ -74,6 +80,7 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
     is_mla = hf.has("kv_lora_rank")
     head_dim = _head_dim(hf, kw, is_mla, hidden, heads)
     attention = _layer_attention(hf, kw, num_layers, model_type, is_mla, is_llama4)
+    family_attention_problems(hf, model_type, num_layers)
     mlp = _layer_mlp(hf, num_layers, model_type, is_llama4)
     moe_inter, dense_inter = _mlp_widths(hf, mlp, model_type, is_llama4)
     n_shared, shared_inter, shared_gate = _shared_experts(hf, moe_inter, is_llama4)
@@ -90,13 +97,19 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
         num_shared_experts=n_shared, shared_expert_intermediate_size=shared_inter,
         shared_expert_gate=shared_gate, dense_intermediate_size=dense_inter, vocab_size=vocab,
         tie_word_embeddings=hf.bool("tie_word_embeddings", False), dtype_bytes=dtype_bytes,
-        **_family_weights(hf, model_type),
-        num_mtp_layers=hf.int("num_nextn_predict_layers", 0) or hf.int("mtp_num_hidden_layers", 0),
+        **family_weights(hf, model_type),
+        num_mtp_layers=mtp_layer_count(hf, model_type),
         source=f"Hugging Face config ({source}; model_type {model_type or '?'}; {family})",
     )
     if not is_mla and heads % kv_heads:
         hf.problem("num_key_value_heads", kv_heads, f"a divisor of num_attention_heads = {heads}")
-    _check_unused_keys(hf, model_type, verified)
+    for key in ("hidden_act", "hidden_activation", "mlp_hidden_act"):
+        if hf.cfg.get(key) in _UNGATED_ACTIVATIONS:  # every MLP sievesim counts is gated (three matrices)
+            hf.problem(key, hf.cfg[key], "the activation of a gated MLP (silu, gelu, ...): a "
+                       f"{hf.cfg[key]} MLP is not gated (two matrices, not three), which sievesim does not model")
+            hf.consider(key)
+    hf.consider("quantization_config")  # read below (formats_from_quantization: formats, or a warning)
+    kw["ignored_keys"] = _check_unused_keys(hf, model_type, verified)
     hf.raise_if_any()
     spec = _build(kw, source)
     formats = formats_from_quantization(raw.get("quantization_config", cfg.get("quantization_config")), source)
@@ -324,6 +337,14 @@ def _layer_mlp(hf: _HF, num_layers: int, model_type: str, is_llama4: bool) -> li
         return mlp
     if model_type.startswith("deepseek") or hf.has("first_k_dense_replace") or hf.has("moe_layer_freq"):
         first_dense = hf.int("first_k_dense_replace", 0)
+        per_layer = hf.cfg.get("moe_layer_freq")
+        if isinstance(per_layer, list):  # MiMo-V2: one 0 (dense) or 1 (MoE) per layer
+            hf.used.add("moe_layer_freq")
+            if len(per_layer) != num_layers or any(f not in (0, 1) or isinstance(f, bool) for f in per_layer):
+                hf.problem("moe_layer_freq", per_layer,
+                           f"an integer, or one 0 (dense) or 1 (MoE) per layer (num_hidden_layers = {num_layers})")
+                per_layer = [1] * num_layers
+            return ["moe" if (i >= first_dense and flag) else "dense" for i, flag in enumerate(per_layer)]
         freq = hf.int("moe_layer_freq", 1)
         return ["moe" if (i >= first_dense and i % freq == 0) else "dense" for i in range(num_layers)]
     step = hf.int("decoder_sparse_step", 1)
@@ -333,11 +354,19 @@ def _layer_mlp(hf: _HF, num_layers: int, model_type: str, is_llama4: bool) -> li
     return ["moe" if (i not in only and (i + 1) % step == 0) else "dense" for i in range(num_layers)]
 
 
+#: Activations used only in MLPs without a gate (Nemotron's squared ReLU).
+_UNGATED_ACTIVATIONS = frozenset({"relu2", "relu_squared", "squared_relu"})
+
+# Families whose intermediate_size is the dense FFN's, never the expert's: their expert width is
+# moe_intermediate_size, and a config without it is refused rather than read with the dense width.
+_EXPERT_WIDTH_APART = ("qwen", "deepseek", "kimi", "glm4_moe", "bailing")
+
+
 def _mlp_widths(hf: _HF, mlp: list[str], model_type: str, is_llama4: bool) -> tuple[int, int]:
     """The intermediate size of one routed expert and of the dense layers' FFN (0 without dense layers)."""
     if hf.has("moe_intermediate_size"):
         moe_inter = hf.int("moe_intermediate_size")
-    elif model_type.startswith(("qwen", "deepseek")):  # these give the expert width apart, always
+    elif model_type.startswith(_EXPERT_WIDTH_APART):  # these give the expert width apart, always
         hf.problem("moe_intermediate_size", "<missing>", f"the expert width (model_type {model_type!r} "
                    "keeps intermediate_size for dense layers)")
         moe_inter = 1
@@ -348,7 +377,7 @@ def _mlp_widths(hf: _HF, mlp: list[str], model_type: str, is_llama4: bool) -> tu
         if is_llama4 or hf.has("intermediate_size_mlp"):
             dense_inter = hf.int("intermediate_size_mlp", why="the config has dense layers")
         elif not hf.has("moe_intermediate_size"):
-            if not model_type.startswith(("qwen", "deepseek")):  # else named above
+            if not model_type.startswith(_EXPERT_WIDTH_APART):  # else named above
                 hf.problem("moe_intermediate_size", "<missing>",
                            "the expert width, distinct from intermediate_size (config has dense layers)")
         else:
@@ -359,38 +388,30 @@ def _mlp_widths(hf: _HF, mlp: list[str], model_type: str, is_llama4: bool) -> tu
 
 
 def _shared_experts(hf: _HF, moe_inter: int, is_llama4: bool) -> tuple[int, int, bool]:
-    """Shared experts per MoE layer, the width of one, and whether a sigmoid gate scales them."""
+    """Shared experts per MoE layer, the width of one, and whether a sigmoid gate scales them:
+    Llama 4's one ungated expert of the routed width; DeepSeek's ``n_shared_experts`` (Ling's
+    ``num_shared_experts``), each of ``moe_intermediate_size`` unless
+    ``moe_shared_expert_intermediate_size`` gives the width of one; Qwen's one gated expert of
+    ``shared_expert_intermediate_size``."""
     if is_llama4:  # Llama4TextMoe: one shared expert of intermediate_size, no gate
         return 1, moe_inter, False
-    if hf.has("n_shared_experts"):  # DeepSeek: n shared experts of moe_intermediate_size each
-        n_shared = hf.int("n_shared_experts")
-        return n_shared, moe_inter if n_shared else 0, False
+    count_key = hf.first(("n_shared_experts", "num_shared_experts"))
+    if count_key is not None:  # DeepSeek / Ling: n shared experts, ungated
+        n_shared = hf.int(count_key)
+        width = moe_inter
+        if hf.has("moe_shared_expert_intermediate_size") and n_shared:
+            width = hf.int("moe_shared_expert_intermediate_size")
+            if n_shared > 1:  # one width for several experts: per expert or in all? Not guessed
+                hf.problem("moe_shared_expert_intermediate_size", width,
+                           f"absent when {count_key} = {n_shared} > 1 (whether it is the width of one "
+                           "shared expert or of all is not known for this family)")
+        else:
+            hf.consider("moe_shared_expert_intermediate_size")
+        return n_shared, width if n_shared else 0, False
     if hf.has("shared_expert_intermediate_size") and hf.cfg["shared_expert_intermediate_size"] != 0:
         # Qwen2-MoE / Qwen3-Next / Qwen3.5: one gated shared expert
         return 1, hf.int("shared_expert_intermediate_size"), True
     return 0, 0, False
-
-
-def _family_weights(hf: _HF, model_type: str) -> dict[str, bool]:
-    """The weights a family carries beyond the shapes (ModelSpec's attention and MoE details):
-
-    * GPT-OSS: biases on q/k/v/o (unless ``attention_bias`` is false), attention sinks, expert
-      biases, router bias;
-    * Qwen2-MoE: q/k/v/o biases; Qwen3 (all): RMSNorm on q and k; Qwen3-Next / Qwen3.5: a gated
-      attention output (unless ``attn_output_gate`` is false);
-    * DeepSeek-V3 (``topk_method = "noaux_tc"``): a score-correction bias per expert.
-    """
-    gpt_oss = model_type == "gpt_oss"
-    deepseek = model_type.startswith("deepseek")
-    gated = model_type.startswith(("qwen3_next", "qwen3_5")) and hf.bool("attn_output_gate", True)
-    if deepseek:
-        hf.consider("topk_method")
-    return dict(
-        attention_bias=hf.bool("attention_bias", gpt_oss) or model_type == "qwen2_moe",
-        attention_sinks=gpt_oss, qk_norm=model_type.startswith(("qwen3", "qwen3_5")),
-        attention_output_gate=gated, expert_bias=gpt_oss,
-        router_bias=gpt_oss or (deepseek and hf.cfg.get("topk_method") == "noaux_tc"),
-    )
 
 
 def _build(kw: dict[str, Any], source: str) -> ModelSpec:
@@ -409,25 +430,37 @@ def _unset(value: Any) -> bool:
     return value is None or value is False or (_is_int(value) and value == 0) or value in ("", [], {})
 
 
-def _check_unused_keys(hf: _HF, model_type: str, verified: bool) -> None:
-    """Structural keys the reader did not use (and, for an unverified family, keys whose names
-    suggest structure and that are neither used nor known harmless) are problems, all named in one."""
-    unhandled, unknown = [], []
+def _check_unused_keys(hf: _HF, model_type: str, verified: bool) -> tuple[tuple[str, str], ...]:
+    """The keys the reader did not use, each with why it changes nothing in a decode step
+    (``ignored_keys``); structural keys the reader did not use, and keys whose names suggest
+    structure that are neither used nor known to have no effect (in any family: a verified family's
+    published files carry none, so such a key marks a variant the reader was not checked on), are
+    problems instead, all named in one message."""
+    unhandled, unknown, ignored = [], [], []
     for key, value in hf.cfg.items():
-        if key in hf.used or _unset(value):
+        if key in hf.used:
             continue
-        if key in STRUCTURAL_KEYS:
+        why = no_decode_effect(key)
+        if why is not None:
+            ignored.append((key, why))
+        elif _unset(value):
+            ignored.append((key, f"set to {value!r}, which switches nothing on"))
+        elif key in STRUCTURAL_KEYS:
             unhandled.append(f"{key} ({STRUCTURAL_KEYS[key]})")
-        elif not verified and key not in _NON_STRUCTURAL_KEYS and _STRUCTURAL_NAME.search(key):
+        elif _STRUCTURAL_NAME.search(key):
             unknown.append(key)
+        else:
+            ignored.append((key, "not read: not a structural key, and its name suggests no shape"))
     family = f"model_type {model_type or '?'!r}"
     if unhandled:
         hf.problem(", ".join(unhandled), "<not handled>",
                    f"only structural keys that sievesim's reader handles for {family}: reading "
                    "on would simulate a different model (write a sievesim TOML instead, docs/models.md)")
     if unknown:
+        checked = ("a verified family, but its published files carry no such key" if verified
+                   else "an unverified family")
         hf.problem(", ".join(unknown), "<not understood>",
-                   f"only keys sievesim understands: {family} is an unverified family, read only "
-                   "when every key that may change its structure is understood (write a sievesim "
-                   "TOML instead, docs/models.md)")
-
+                   f"only keys sievesim understands: {family} is {checked}; a config is read only when "
+                   "every key that may change its structure is understood, or is known to change "
+                   "nothing in a decode step (write a sievesim TOML instead, docs/models.md)")
+    return tuple(sorted(ignored))

@@ -17,7 +17,7 @@ from .._inputs import is_int as _is_int
 from .._validate import Problems, check_int
 
 _EXPERT_COUNT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
-_TOP_K_KEYS = ("num_experts_per_tok", "experts_per_token", "moe_topk", "num_experts_per_token")
+_TOP_K_KEYS = ("num_experts_per_tok", "experts_per_token", "moe_topk", "num_experts_per_token", "top_k_experts")
 _TORCH_DTYPE_BYTES = {"bfloat16": 2.0, "float16": 2.0, "float32": 4.0, "float8_e4m3fn": 1.0}
 _HF_MAX_INT = 1 << 24  # no size or count of a published config comes near (vocabularies < 2**19)
 _KNOWN_TORCH_DTYPES = frozenset(_TORCH_DTYPE_BYTES) | {"float64", "float8_e5m2", "auto"}
@@ -28,13 +28,20 @@ _KNOWN_TORCH_DTYPES = frozenset(_TORCH_DTYPE_BYTES) | {"float64", "float8_e5m2",
 #: an "unverified family".
 VERIFIED_FAMILIES: dict[str, str] = {
     "gpt_oss": "GPT-OSS-20B, GPT-OSS-120B",
-    "qwen3_moe": "Qwen3-30B-A3B, Qwen3-235B-A22B",
+    "qwen3_moe": "Qwen3-30B-A3B, Qwen3-235B-A22B, Qwen3-Coder-480B-A35B",
     "qwen3_next": "Qwen3-Next-80B-A3B",
     "qwen3_5_moe": "Qwen3.5-397B-A17B", "qwen3_5_moe_text": "Qwen3.5-397B-A17B",
     "mixtral": "Mixtral-8x7B, Mixtral-8x22B",
     "deepseek_v2": "DeepSeek-V2-Lite", "deepseek_v3": "DeepSeek-V3",
     "llama4": "Llama-4-Scout-17B-16E, Llama-4-Maverick-17B-128E",
     "llama4_text": "Llama-4-Scout-17B-16E, Llama-4-Maverick-17B-128E",
+    "kimi_k2": "Kimi-K2-Instruct, Kimi-K2.5", "kimi_k25": "Kimi-K2.5",
+    "glm4_moe": "GLM-4.5, GLM-4.5-Air",
+    "minimax_m2": "MiniMax-M2.5, MiniMax-M2.7",
+    "bailing_moe": "Ling-lite-1.5",
+    "olmoe": "OLMoE-1B-7B-0924",
+    "qwen2_moe": "Qwen1.5-MoE-A2.7B, Qwen2-57B-A14B",
+    "deepseek": "DeepSeekMoE-16B",
 }
 
 #: Config keys that change a model's structure (layer pattern, expert placement, shared experts,
@@ -100,21 +107,109 @@ STRUCTURAL_KEYS: dict[str, str] = {
     "hidden_size_per_layer_input": "per-layer input embeddings (Gemma 3n)",
     "ffn_config": "nested MLP/expert configuration (DBRX)",
     "attn_config": "nested attention configuration (DBRX)",
+    # more structure, named so that a family whose reader does not use it is refused by name
+    "moe_shared_expert_intermediate_size": "width of the shared expert (Ling-2.0, Nemotron-H)",
+    "use_qk_norm": "RMSNorm weights on q and k (GLM-4.5, MiniMax-M2, Ling-2.0; Llama 4's is weight-free)",
+    "qk_norm_type": "q/k RMSNorm per head or over all heads (MiniMax-M2)",
+    "use_qkv_bias": "biases on the q/k/v projections (Ling)",
+    "use_bias": "biases on the output projection and MLPs (Ling)",
+    "use_routing_bias": "a per-expert router bias (MiniMax-M2)",
+    "moe_router_enable_expert_bias": "a per-expert router bias (Ling-2.0)",
+    "topk_method": "routing method; noaux_tc carries a per-expert score-correction bias",
+    "use_mtp": "multi-token-prediction layers (MiniMax-M2)",
+    "num_mtp_modules": "multi-token-prediction modules (MiniMax-M2)",
+    "mtp_transformer_layers": "layers per multi-token-prediction module (MiniMax-M2)",
+    "enable_moe_block": "an MoE block beside the dense MLP of every layer (Gemma 4)",
+    "hybrid_layer_pattern": "sliding-window (1) or full (0) attention per layer (MiMo-V2)",
+    "swa_num_attention_heads": "query heads of sliding-window layers (MiMo-V2)",
+    "swa_num_key_value_heads": "KV heads of sliding-window layers (MiMo-V2)",
+    "swa_head_dim": "head size of sliding-window layers (MiMo-V2)",
+    "swa_v_head_dim": "value head size of sliding-window layers (MiMo-V2)",
+    "add_swa_attention_sink_bias": "attention sinks on sliding-window layers (MiMo-V2)",
+    "add_full_attention_sink_bias": "attention sinks on full-attention layers (MiMo-V2)",
+    "v_head_dim": "value head size (MLA; elsewhere values narrower than keys)",
+    "qk_head_dim": "query/key head size apart from head_dim (GLM-5)",
+    "index_topk": "tokens the sparse-attention indexer selects (DeepSeek-V3.2)",
+    "mlp_hidden_act": "MLP activation (relu2 MLPs are not gated: two matrices, not three; Nemotron-H)",
+    "pruned_heads": "attention heads removed per layer",
+    "qkv_bias": "biases on the q/k/v projections",
+    "attn_type_list": "softmax (1) or lightning (0) attention per layer (MiniMax)",
+    "is_encoder_decoder": "an encoder-decoder model",
+    "add_cross_attention": "cross-attention blocks",
 }
 
-#: Keys known not to change the time or memory of a decode step: numerics, routing-score details,
-#: position encodings, token ids, training and serving flags.
-_NON_STRUCTURAL_KEYS = frozenset({
-    "architectures", "model_type", "transformers_version", "_name_or_path", "auto_map", "torch_dtype",
-    "dtype", "quantization_config", "use_cache", "cache_implementation", "bos_token_id", "eos_token_id",
-    "pad_token_id", "hidden_act", "initializer_range", "rms_norm_eps", "layer_norm_eps", "norm_eps",
-    "attention_dropout", "hidden_dropout", "rope_theta", "rope_scaling", "rope_parameters",
-    "partial_rotary_factor", "max_position_embeddings", "router_aux_loss_coef", "output_router_logits",
-    "router_jitter_noise", "norm_topk_prob", "routed_scaling_factor", "scoring_func", "n_group",
-    "topk_group", "aux_loss_alpha", "seq_aux", "ep_size", "tie_word_embeddings", "use_qk_norm",
-    "attn_temperature_tuning", "attn_scale", "floor_scale", "for_llm_compressor", "swiglu_limit",
-    "initial_context_length", "pretraining_tp", "bias", "vision_config",
-})
+#: Keys known to have no effect on a decode step (no weight shape, no FLOP, no byte moved or
+#: held), each with the reason, grouped by kind. The reader accepts them and lists the ones a config
+#: carries under ``ignored_keys`` (``sievesim model show --json``). Keys ending in ``_token_id``,
+#: ``_token_ids`` or ``_token_index`` (tokenizer ids) are accepted too (:func:`no_decode_effect`).
+NO_DECODE_EFFECT_KEYS: dict[str, str] = {
+    **dict.fromkeys((
+        "num_beams", "num_beam_groups", "num_return_sequences", "repetition_penalty", "temperature",
+        "top_p", "top_k", "typical_p", "do_sample", "max_length", "min_length", "early_stopping",
+        "length_penalty", "no_repeat_ngram_size", "encoder_no_repeat_ngram_size", "bad_words_ids",
+        "diversity_penalty", "exponential_decay_length_penalty", "forced_bos_token_id",
+        "forced_eos_token_id", "remove_invalid_values", "suppress_tokens", "begin_suppress_tokens",
+        "output_scores", "return_dict_in_generate"),
+        "generation default (sampling and search settings of transformers' generate(); the "
+        "simulator decodes one token per request per step whatever they are)"),
+    **dict.fromkeys((
+        "return_dict", "output_attentions", "output_hidden_states", "torchscript", "use_bfloat16",
+        "tf_legacy_loss", "chunk_size_feed_forward", "is_decoder", "tie_encoder_decoder",
+        "cross_attention_hidden_size", "id2label", "label2id", "problem_type", "finetuning_task",
+        "task_specific_params", "prefix", "tokenizer_class", "_attn_implementation", "_name_or_path",
+        "architectures", "model_type", "transformers_version", "auto_map", "_commit_hash"),
+        "transformers bookkeeping (what a forward pass returns, labels, class names, versions)"),
+    **dict.fromkeys((
+        "initializer_range", "attention_dropout", "hidden_dropout", "embedding_dropout",
+        "output_dropout", "router_aux_loss_coef", "aux_loss_alpha", "seq_aux", "router_jitter_noise",
+        "output_router_logits", "router_z_loss_coef", "pretraining_tp", "ignore_index",
+        "rescale_prenorm_residual", "use_cache", "cache_implementation", "ep_size",
+        "for_llm_compressor", "num_logits_to_keep", "use_mamba_kernels"),
+        "training or serving setting (initialisation, dropout, auxiliary losses, tensor-parallel "
+        "training split, cache switches); a decode step computes the same"),
+    **dict.fromkeys((
+        "rope_theta", "rope_scaling", "rope_parameters", "rope_type", "partial_rotary_factor",
+        "rotary_dim", "rotary_pct", "rope_interleave", "indexer_rope_interleave", "swa_rope_theta",
+        "max_position_embeddings", "original_max_position_embeddings", "initial_context_length"),
+        "rotary position encoding detail (which dimensions rotate at which frequency; the context "
+        "limit): the same projections, FLOPs and KV bytes"),
+    **dict.fromkeys((
+        "hidden_act", "hidden_activation", "rms_norm_eps", "layer_norm_eps", "norm_eps",
+        "layernorm_epsilon", "layer_norm_epsilon", "residual_in_fp32", "swiglu_limit",
+        "final_logit_softcapping", "attn_logit_softcapping", "query_pre_attn_scalar",
+        "attention_value_scale", "attn_temperature_tuning", "attn_scale", "floor_scale",
+        "scale_emb", "scale_depth", "dim_model_base", "logits_scaling", "embedding_multiplier",
+        "residual_multiplier", "attention_multiplier", "norm_head", "norm_softmax", "clip_qkv"),
+        "numeric constant or elementwise function (norm epsilon, activation of a gated MLP, "
+        "softcaps, scalings of embeddings, residuals, logits or attention scores, clipping; Ling's "
+        "norm_head normalises the LM head's rows): no shape changes"),
+    **dict.fromkeys((
+        "norm_topk_prob", "routed_scaling_factor", "scoring_func", "score_function", "n_group",
+        "topk_group"),
+        "routing-score detail (softmax or sigmoid, grouped top-k, renormalisation, scaling of the "
+        "experts' sum): the same experts' shapes and the same top-k"),
+    **dict.fromkeys(("torch_dtype", "dtype"),
+                    "storage dtype of the checkpoint: sievesim prices bf16 unless quantization_config names "
+                    "a format it reads (docs/models.md)"),
+    **dict.fromkeys((
+        "vision_config", "audio_config", "media_placeholder_token_id", "video_placeholder",
+        "use_unified_vision_chunk", "vision_soft_tokens_per_image", "use_bidirectional_attention"),
+        "multimodal encoder or placeholder: sievesim simulates the language model's decode only"),
+    "bias": "GPT-OSS's unused flag (its biases are counted by family rule)",
+}
+_NON_STRUCTURAL_KEYS = frozenset(NO_DECODE_EFFECT_KEYS)
+_TOKEN_ID_SUFFIXES = ("_token_id", "_token_ids", "_token_index")
+
+
+def no_decode_effect(key: str) -> str | None:
+    """Why ``key`` has no effect on a decode step, or None when it is not known to have none."""
+    if key in NO_DECODE_EFFECT_KEYS:
+        return NO_DECODE_EFFECT_KEYS[key]
+    if key.endswith(_TOKEN_ID_SUFFIXES):
+        return "tokenizer id (which token means what; no shape)"
+    return None
+
+
 # Names that suggest structure: an unverified family's key like this, neither used by the reader
 # nor known harmless, is refused (it might change the layer pattern, the experts or the attention).
 _STRUCTURAL_NAME = re.compile(r"moe|expert|dense|shared|layer|attn|attention|window|mlp|ffn|intermediate|"
@@ -149,7 +244,7 @@ _HF_INT_KEYS: dict[str, tuple[str, bool]] = {
     "linear_conv_kernel_dim": ("a non-negative kernel width", True),
     "interleave_moe_layer_step": ("a positive layer step", False),
     "first_k_dense_replace": ("a non-negative number of layers", True),
-    "moe_layer_freq": ("a positive layer frequency", False),
+    "moe_layer_freq": ("a positive layer frequency, or one 0 (dense) or 1 (MoE) per layer", False),
     "decoder_sparse_step": ("a positive layer step", False),
     "moe_intermediate_size": ("a positive expert width", False),
     "intermediate_size": ("a positive FFN width", False),
@@ -157,11 +252,19 @@ _HF_INT_KEYS: dict[str, tuple[str, bool]] = {
     "n_shared_experts": ("a non-negative number of shared experts", True),
     "shared_expert_intermediate_size": ("a non-negative shared-expert width", True),
     "num_nextn_predict_layers": ("a non-negative number of layers", True),
+    "num_mtp_modules": ("a non-negative number of modules", True),
+    "mtp_transformer_layers": ("a non-negative number of layers", True),
+    "num_shared_experts": ("a non-negative number of shared experts", True),
+    "moe_shared_expert_intermediate_size": ("a non-negative shared-expert width", True),
     "mtp_num_hidden_layers": ("a non-negative number of layers", True),
     "no_rope_layer_interval": ("a positive layer interval", False),
 }
-_HF_BOOL_KEYS = ("use_sliding_window", "tie_word_embeddings", "attention_bias", "attn_output_gate")
-_HF_LIST_KEYS = ("layer_types", "mlp_only_layers", "moe_layers", "no_rope_layers")
+# Integer keys that may also be given as a list, one entry per layer (MiMo-V2's moe_layer_freq).
+_HF_INT_OR_LIST_KEYS = frozenset({"moe_layer_freq"})
+_HF_BOOL_KEYS = ("use_sliding_window", "tie_word_embeddings", "attention_bias", "attn_output_gate", "use_qk_norm",
+                 "use_qkv_bias", "use_bias", "use_routing_bias", "moe_router_enable_expert_bias", "use_mtp")
+_HF_LIST_KEYS = ("layer_types", "mlp_only_layers", "moe_layers", "no_rope_layers", "attn_type_list")
+_HF_STR_KEYS = {"topk_method": "the routing method, e.g. noaux_tc", "qk_norm_type": "per_layer or per_head"}
 #: Keys every MoE config gives.
 _HF_REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size")
 # Keys refused at 0 wherever they appear: read by every family, or (sliding_window) never 0 in a
@@ -206,7 +309,7 @@ class _HF:
         cfg = self.cfg
         for key, (what, allow_zero) in _HF_INT_KEYS.items():
             value = cfg.get(key)
-            if value is None:
+            if value is None or (key in _HF_INT_OR_LIST_KEYS and isinstance(value, list)):
                 continue
             if not _is_int(value):
                 self.problem(key, value, f"an integer ({what})")
@@ -221,6 +324,9 @@ class _HF:
         for key in _HF_LIST_KEYS:
             if cfg.get(key) is not None and not isinstance(cfg[key], list):
                 self.problem(key, cfg[key], "a list")
+        for key, what in _HF_STR_KEYS.items():
+            if cfg.get(key) is not None and not isinstance(cfg[key], str):
+                self.problem(key, cfg[key], f"a string ({what})")
         for key in ("torch_dtype", "dtype"):  # the checkpoint's dtype: sievesim prices bf16 unless told
             if cfg.get(key) is not None and (not isinstance(cfg[key], str) or cfg[key] not in _KNOWN_TORCH_DTYPES):
                 self.problem(key, cfg[key], f"one of {sorted(_KNOWN_TORCH_DTYPES)}")

@@ -101,10 +101,16 @@ class ModelSpec(WeightCounts, CacheSizes):
     # --- attention details (parameter counting) ---
     #: q/k/v/o projections carry biases (GPT-OSS).
     attention_bias: bool = False
+    #: q/k/v projections carry biases, the output projection none (Qwen2-MoE, GLM-4.5); exclusive
+    #: with ``attention_bias``.
+    qkv_bias: bool = False
     #: One learned attention-sink logit per query head per layer (GPT-OSS).
     attention_sinks: bool = False
     #: RMSNorm on q and k per head (Qwen3): ``2 * head_dim`` weights per layer.
     qk_norm: bool = False
+    #: With ``qk_norm``: the q and k RMSNorms span all heads (OLMoE, MiniMax-M2):
+    #: ``(num_attention_heads + num_kv_heads) * head_dim`` weights per layer instead of ``2 * head_dim``.
+    qk_norm_over_heads: bool = False
     #: Sigmoid output gate on full-attention layers (Qwen3-Next / Qwen3.5): q projection is doubled.
     attention_output_gate: bool = False
     # --- MLA (DeepSeek-V2/V3); all 0 when absent ---
@@ -138,6 +144,10 @@ class ModelSpec(WeightCounts, CacheSizes):
     num_mtp_layers: int = 0
     #: Where the values come from (free text, for humans; not part of equality or hashing).
     source: str = field(default="", compare=False)
+    #: Keys of the Hugging Face config this spec was read from that change nothing in a decode step,
+    #: each with the reason, as ``((key, reason), ...)`` (a mapping is accepted); provenance like
+    #: ``source``: not part of equality, not written to TOML.
+    ignored_keys: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     # ------------------------------------------------------------------ validation
     def __post_init__(self) -> None:
@@ -150,6 +160,7 @@ class ModelSpec(WeightCounts, CacheSizes):
         # Per-layer kinds: accept any sequence, store tuples (the dataclass is frozen and hashable).
         for fname in ("layer_attention", "layer_mlp"):
             object.__setattr__(self, fname, tuple(getattr(self, fname)))
+        object.__setattr__(self, "ignored_keys", _ignored_keys(self.ignored_keys, src))
 
         with problems.check():
             if self.top_k > self.num_experts:
@@ -167,6 +178,13 @@ class ModelSpec(WeightCounts, CacheSizes):
                 raise field_error("shared_expert_intermediate_size", self.shared_expert_intermediate_size,
                                   f"a positive integer (num_shared_experts = {self.num_shared_experts})",
                                   source=src)
+        with problems.check():
+            if self.attention_bias and self.qkv_bias:
+                raise field_error("qkv_bias", True, "false when attention_bias is true (attention_bias already "
+                                  "puts biases on q/k/v and the output projection)", source=src)
+        with problems.check():
+            if self.qk_norm_over_heads and not self.qk_norm:
+                raise field_error("qk_norm_over_heads", True, "false when qk_norm is false", source=src)
         with problems.check():
             if self.num_shared_experts == 0 and self.shared_expert_gate:
                 raise field_error("shared_expert_gate", True, "false when num_shared_experts = 0", source=src)
@@ -327,6 +345,7 @@ class ModelSpec(WeightCounts, CacheSizes):
         out.update(_plain_fields(self))
         out["layer_attention"] = list(self.layer_attention)
         out["layer_mlp"] = list(self.layer_mlp)
+        out["ignored_keys"] = dict(self.ignored_keys)
         out.update({
             "moe_layers": self.num_moe_layers,
             "moe_layer_indices": list(self.moe_layer_indices),
@@ -349,7 +368,8 @@ class ModelSpec(WeightCounts, CacheSizes):
 
 
 # ====================================================================== field checks
-_FIELD_NAMES = tuple(f.name for f in dataclasses.fields(ModelSpec))
+# ``ignored_keys`` is provenance of a reading, not a field users write: left out of the schema.
+_FIELD_NAMES = tuple(f.name for f in dataclasses.fields(ModelSpec) if f.name != "ignored_keys")
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelSpec) if f.default is not dataclasses.MISSING}
 # Fields that must be positive integers, with a short description used in error messages.
 _POSITIVE_INT_FIELDS = {
@@ -373,12 +393,22 @@ _FIELD_BOUND = {"num_layers": "layers", "num_attention_heads": "heads", "num_kv_
                 "num_experts": "experts", "top_k": "experts", "vocab_size": "vocab",
                 "num_shared_experts": "experts", "linear_num_key_heads": "heads",
                 "linear_num_value_heads": "heads", "num_mtp_layers": "layers"}
-_BOOL_FIELDS = ("tie_word_embeddings", "attention_bias", "attention_sinks", "qk_norm", "attention_output_gate",
+_BOOL_FIELDS = ("tie_word_embeddings", "attention_bias", "qkv_bias", "attention_sinks", "qk_norm",
+                "qk_norm_over_heads", "attention_output_gate",
                 "expert_bias", "router_bias", "shared_expert_gate")
 _DTYPE_FIELDS = ("dtype_bytes", "expert_dtype_bytes", "kv_dtype_bytes", "state_dtype_bytes", "weight_dtype_bytes")
 #: Each format field and the bytes field it sets.
 _FORMAT_FIELDS = {"expert_format": "expert_dtype_bytes", "weight_format": "weight_dtype_bytes",
                   "kv_format": "kv_dtype_bytes"}
+
+
+def _ignored_keys(value: Any, src: str) -> tuple[tuple[str, str], ...]:
+    """``ignored_keys`` as a tuple of ``(key, reason)`` string pairs (from pairs or a mapping)."""
+    pairs = tuple(value.items()) if isinstance(value, Mapping) else value
+    if not isinstance(pairs, (tuple, list)) or not all(
+            isinstance(p, (tuple, list)) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in pairs):
+        raise field_error("ignored_keys", value, "(key, reason) pairs of strings, or a mapping of them", source=src)
+    return tuple((k, why) for k, why in pairs)
 
 
 def _is_number(value: Any) -> bool:

@@ -86,12 +86,12 @@ class WeightCounts:
             nq, nkv, d = self.num_attention_heads, self.num_kv_heads, self.head_dim
             q_out = nq * d * (2 if self.attention_output_gate else 1)
             params = h * q_out + 2 * h * nkv * d + nq * d * h
-            if self.attention_bias:
-                params += q_out + 2 * nkv * d + h
+            if self.attention_bias or self.qkv_bias:
+                params += q_out + 2 * nkv * d + (h if self.attention_bias else 0)
             if self.attention_sinks:
                 params += nq
             if self.qk_norm:
-                params += 2 * d
+                params += (nq + nkv) * d if self.qk_norm_over_heads else 2 * d
             return params
         if kind == "mla":
             nq = self.num_attention_heads
