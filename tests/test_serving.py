@@ -181,9 +181,9 @@ def test_bad_trace_rows_name_their_line(tmp_path, text, needle):
 @pytest.mark.parametrize("extra, needle", [
     (["--rate", "0"], "--rate = 0.0"),
     (["--rate", "-2"], "--rate = -2.0"),
-    (["--rate", "1", "--horizon", "0"], "--horizon = 0.0"),
-    (["--rate", "1", "--ttft-slo", "-1"], "--ttft-slo = -1.0"),
-    (["--rate", "1", "--tpot-slo", "-0.01"], "--tpot-slo = -0.01"),
+    (["--rate", "1", "--horizon", "0"], "--horizon = '0'"),
+    (["--rate", "1", "--ttft-slo", "-1"], "--ttft-slo = '-1'"),
+    (["--rate", "1", "--tpot-slo", "-0.01"], "--tpot-slo = '-0.01'"),
     (["--rate", "1", "--prompt-tokens", "5000", "--output-tokens", "10", "--max-model-len", "4096"],
      "max_model_len = 4096"),
     (["--rate", "1", "--prompt-tokens", "150000", "--output-tokens", "1", "--max-model-len", "1000000",
