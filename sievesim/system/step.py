@@ -240,9 +240,11 @@ class StepSimulator(StepBudget):
         check_int("gpus", gpus, "gpus")
         slots = m.num_experts + self.redundant_experts
         if slots % gpus and self.expert_mode == "ep":
+            need = -slots % gpus + self.redundant_experts
             raise field_error("gpus", gpus, f"a divisor of the model's {m.num_experts} routed experts"
                               + (f" + {self.redundant_experts} redundant" if self.redundant_experts else "")
-                              + " (expert parallelism puts as many on each GPU)")
+                              + f" (expert parallelism puts as many on each GPU; or redundant_experts = {need}: "
+                              "--redundant-experts)")
         if batch % gpus and not self.tp_attention:
             raise field_error("batch", batch, f"a multiple of gpus = {gpus} (data-parallel attention "
                                               f"puts B/G requests on each GPU)")
