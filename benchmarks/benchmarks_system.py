@@ -142,3 +142,26 @@ class GraphAdd:
         return t_ref / t_core
 
     track_add_speedup.unit = "x"
+
+
+class RackStep:
+    """Rack scale (docs/hardware.md, "Nodes"): one warm GPU-only step of DeepSeek-V3 in FP8 on 72
+    GPUs of a GB200 NVL72 at B = 72 x 64 (32 redundant experts: 256 + 32 over 72), and of Qwen3.5 on
+    8 GPUs at B = 256 under Sieve. Targets (the rack-scale issue): 0.3 s and 15 ms warm on this
+    2-core machine; ``track_*_nodes`` is the graph's size. ``python benchmarks/run.py RackStep``."""
+
+    def setup(self) -> None:
+        self.rack = StepSimulator("deepseek-v3", "gb200-nvl72", gpus=72, policy="gpu-only", batch=72 * 64,
+                                  weight_format="fp8-block", redundant_experts=32, energy=False)
+        self.rack.run_step(grow_contexts=False)
+        self.box = StepSimulator("qwen3.5-397b-a17b", gpus=8, policy="sieve", batch=256)
+        self.box.run_step(grow_contexts=False)
+
+    def time_deepseek_v3_72_gpus_warm(self) -> None:
+        self.rack.run_step(grow_contexts=False)
+
+    def time_qwen35_8_gpus_warm(self) -> None:
+        self.box.run_step(grow_contexts=False)
+
+    def track_deepseek_v3_72_gpus_nodes(self) -> int:
+        return len(self.rack.run_step(grow_contexts=False)["schedule"].graph)
