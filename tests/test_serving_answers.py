@@ -113,3 +113,33 @@ def test_serve_plot_takes_the_plot_formats_and_refuses_others_before_serving(tmp
     assert (tmp_path / name).exists() == ok and "Traceback" not in err
     if not ok:
         assert "--plot" in err and ".png, .svg, .pdf" in err
+
+
+@pytest.mark.parametrize("kw, err, named", [
+    ({"gpus": 2.5}, ConfigError, "gpus = 2.5"), ({"gpus": "2"}, ConfigError, "gpus = '2'"),
+    ({"gpus": True}, ConfigError, "gpus = True"), ({"seed": 1.5}, ConfigError, "seed = 1.5"),
+    ({"exact": "yes"}, ConfigError, "exact = 'yes'"), ({"top_k": 2.9}, ConfigError, "top_k = 2.9"),
+    ({"model": None}, TypeError, "model = None"), ({"model": 5}, TypeError, "model = 5"),
+])
+def test_the_serving_api_names_a_wrong_type(kw, err, named):
+    from sievesim.serving import simulate_serving
+    args = dict(model="qwen3-30b-a3b", rate=5, requests=3, prompt_tokens=8, output_tokens=2, lengths=None,
+                max_batch=2, token_budget=32, max_model_len=64, error_samples=0)
+    args.update(kw)
+    with pytest.raises(err, match=named.replace("(", r"\(")):
+        simulate_serving(args.pop("model"), **args)
+
+
+def test_run_takes_requests_and_a_positive_rate():
+    from sievesim.serving import ServingSimulator, SchedulerConfig, poisson_requests
+    sim = ServingSimulator("qwen3-30b-a3b", scheduler=SchedulerConfig(2, 32, None), max_model_len=64,
+                           error_samples=0, gpu_model="roofline")
+    q = poisson_requests(5.0, 3, prompt_tokens=8, output_tokens=2, lengths=None, seed=0)
+    for bad in (None, "trace.csv"):
+        with pytest.raises(TypeError, match="expected a Requests"):
+            sim.run(bad)
+    for rate in (-1, float("nan")):
+        with pytest.raises(ConfigError, match="rate"):
+            sim.run(q, rate)
+    with pytest.raises(TypeError, match="scheduler = 'fast'"):
+        ServingSimulator("qwen3-30b-a3b", scheduler="fast")

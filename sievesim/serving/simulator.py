@@ -44,6 +44,32 @@ def _positive(name: str, value: Any, *, allow_none: bool = False, what: str = "a
         raise field_error(name, value, what + (" or none" if allow_none else ""))
 
 
+def _check_api(model: Any, hardware: Any, gpus: Any, policy: Any, scheduler: Any, slo: Any, exact: Any, seed: Any,
+               prefill_gpus: Any, step_options: dict[str, Any], model_type: type, hardware_type: type) -> None:
+    """The types of :class:`ServingSimulator`'s arguments, each named with what it should have been
+    (a float GPU count, a string seed or a bool given as text would otherwise run, or fail deep inside)."""
+    import os
+
+    for name, value, kind in (("model", model, model_type), ("hardware", hardware, hardware_type)):
+        if not isinstance(value, (str, os.PathLike, kind)):
+            raise TypeError(f"{name} = {value!r:.60}: expected a preset name, a path or a {kind.__name__}, "
+                            f"got {type(value).__name__}")
+    _int("gpus", gpus, 1, 1 << 12, "GPUs in one system")
+    _int("seed", seed, 0, (1 << 63) - 1, "a random seed")
+    if prefill_gpus is not None:
+        _int("prefill_gpus", prefill_gpus, 1, 1 << 12, "GPUs of the prefill pool")
+    if not isinstance(policy, str) or not policy:
+        raise field_error("policy", policy, "a policy name")
+    if not isinstance(exact, bool):
+        raise field_error("exact", exact, "true or false")
+    if scheduler is not None and not isinstance(scheduler, SchedulerConfig):
+        raise TypeError(f"scheduler = {scheduler!r:.60}: expected a SchedulerConfig or None, got {type(scheduler).__name__}")
+    if slo is not None and not isinstance(slo, SloTargets):
+        raise TypeError(f"slo = {slo!r:.60}: expected a SloTargets or None, got {type(slo).__name__}")
+    if step_options.get("top_k") is not None:
+        _int("top_k", step_options["top_k"], 1, 1 << 16, "routed experts per token")
+
+
 def _int(name: str, value: Any, lo: int, hi: int, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not lo <= value <= hi:
         raise field_error(name, value, f"an integer from {lo} to {hi} ({what})")
@@ -84,9 +110,11 @@ class ServingSimulator:
                  memory_utilization: float = 0.9, max_model_len: int = DEFAULT_MAX_MODEL_LEN, exact: bool = False,
                  error_samples: int = 20, seed: int = 0, prefill_gpus: int | None = None,
                  **step_options: Any) -> None:
-        from ..hardware import get_hardware
-        from ..models import get_model
+        from ..hardware import HardwareSpec, get_hardware
+        from ..models import ModelSpec, get_model
 
+        _check_api(model, hardware, gpus, policy, scheduler, slo, exact, seed, prefill_gpus, step_options,
+                   ModelSpec, HardwareSpec)
         self.model = get_model(model) if isinstance(model, str) or hasattr(model, "__fspath__") else model
         if step_options.get("top_k") is not None:
             self.model = self.model.with_top_k(int(step_options.pop("top_k")))
@@ -204,6 +232,11 @@ class ServingSimulator:
     def run(self, q: Requests, rate: float | None = None) -> ServingResult:
         """Serve ``q``; ``rate`` (requests/s) is the workload's, for Little's law (default: the
         observed rate, requests / last arrival)."""
+        if not isinstance(q, Requests):
+            raise TypeError(f"requests = {q!r:.60}: expected a Requests (sievesim.serving.poisson_requests, "
+                            f"read_trace or make_requests), got {type(q).__name__}")
+        if rate is not None:
+            _positive("rate", rate, what="a positive rate in requests per second")
         self.check_requests(q)
         if rate is None:
             rate = (len(q) - 1) / float(q.arrival_s[-1]) if len(q) > 1 and q.arrival_s[-1] > 0 else math.nan
