@@ -285,3 +285,14 @@ def test_fig9_side_by_side_in_the_docs_is_what_the_figure_gives(tmp_path):
     doc = (HERE.parent / "docs" / "reproduction.md").read_text()
     for line in lines:
         assert line in doc, line
+
+
+def test_run_can_warm_the_cost_table_until_it_converges(capsys):
+    from sievesim.cli import main
+    assert main(["run", "--model", "qwen3-30b-a3b", "--batch", "16", "--policy", "sieve,noexp", "--warmup",
+                 "converge", "--gpu-model", "roofline", "--json"]) == 0
+    rows = {r["policy"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["sieve"]["table_converged"] and rows["sieve"]["table_warmup_steps"] >= 1
+    assert rows["noexp"]["table_warmup_steps"] == 0          # NoExp reads no table
+    assert main(["run", "--model", "qwen3-30b-a3b", "--batch", "16", "--warmup", "conv"]) == 2
+    assert "'converge'" in capsys.readouterr().err

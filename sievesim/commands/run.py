@@ -35,8 +35,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="draw context lengths from a dataset preset (hh-rlhf, math-500)")
     p.add_argument("--prefill", default=None, metavar="P:L", help="colocate P prefill requests of L tokens")
     p.add_argument("--steps", type=int_arg("batches"), default=1, help="measured steps (default 1)")
-    p.add_argument("--warmup", type=int_arg("batches", lo=0), default=2,
-                   help="warm-up steps before them, while the cost table learns (default 2)")
+    p.add_argument("--warmup", type=_warmup_arg, default=2, metavar="N|converge",
+                   help="warm-up steps before them, while the cost table learns (default 2), or 'converge': "
+                        "until a step moves no table entry by more than 1 %% (at most 10 steps), then the table "
+                        "is copied into a fresh simulator that measures after 2 warm-up steps")
     p.add_argument("--top-k", type=int_arg("experts"), default=None,
                    help="routed experts per token, overriding the model's (the Sieve paper runs "
                         "Qwen3-30B-A3B with 4; its config.json says 8)")
@@ -71,6 +73,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--chrome-trace", default=None, metavar="FILE",
                    help="write the last step's schedule as Chrome trace JSON (Perfetto); one policy only")
     p.set_defaults(func=_run)
+
+
+def _warmup_arg(text: str) -> int | str:
+    if text.strip().lower() == "converge":
+        return "converge"
+    try:
+        return int_arg("batches", lo=0)(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number of warm-up steps from 0 to 4096, or "
+                                         "'converge'") from None
 
 
 def _policies(text: str) -> list[str]:
@@ -161,19 +173,30 @@ def _run(args: argparse.Namespace) -> int:
         from ..policies.options import check_policy_options
         check_policy_options(policy_class("pimoe"), {"unit": args.pimoe_unit}, prefix="--pimoe-", cli=True)
     results = []
+    converge = args.warmup == "converge"
+    warmups: dict[str, Any] = {}
+    if converge:
+        from ..reproduce.warmup import MEASURED_AFTER, WARMUP_LIMIT, warmed_simulator
+        args.warmup = MEASURED_AFTER
     bar = progress_bar(len(names) * (args.warmup + args.steps), "run", None if args.quiet else sys.stderr)
     for name in names:
         if name == "pimoe":   # its static placement must fit the PIM units (exit 2 naming both)
             _check_pimoe_fits(model, hw, args)
         bar.set_description(f"run {name}")
-        sim = StepSimulator(model, hw, gpus=args.gpus, policy=name, batch=args.batch, trace=args.trace,
-                            context_len=args.context_len, context_preset=args.context_preset,
-                            prefill=args.prefill, seed=args.seed,
-                            pimoe_unit=args.pimoe_unit if name == "pimoe" else None,
-                            early_loads="off" if args.no_early_loads else args.early_loads,
-                            pipelined_gemm=not args.sequential_gemm, microbatches=args.microbatches,
-                            contention=not args.no_contention, policy_options=per_policy[name],
-                            scheduler_latency_s=latency_s, energy=not args.no_energy, **gpu_kwargs(args))
+        kwargs = dict(gpus=args.gpus, policy=name, batch=args.batch, trace=args.trace,
+                      context_len=args.context_len, context_preset=args.context_preset,
+                      prefill=args.prefill, seed=args.seed,
+                      pimoe_unit=args.pimoe_unit if name == "pimoe" else None,
+                      early_loads="off" if args.no_early_loads else args.early_loads,
+                      pipelined_gemm=not args.sequential_gemm, microbatches=args.microbatches,
+                      contention=not args.no_contention, policy_options=per_policy[name],
+                      scheduler_latency_s=latency_s, energy=not args.no_energy, **gpu_kwargs(args))
+        if converge:    # the cost table warmed until it stops moving (docs/usage.md)
+            sim, warm = warmed_simulator(WARMUP_LIMIT, model=model, hardware=hw, **kwargs)
+            warmups[name] = {"table_warmup_steps": warm.steps, "table_converged": warm.converged,
+                             "table_last_move": warm.last_move}
+        else:
+            sim = StepSimulator(model, hw, **kwargs)
         results.append(sim.run(steps=args.steps, warmup=args.warmup, on_step=bar.update))
     bar.close()
     if args.chrome_trace:
@@ -182,6 +205,8 @@ def _run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise field_error("--chrome-trace", args.chrome_trace, f"a writable file ({exc.strerror})") from None
     records = [r.to_dict() for r in results]
+    for r in records:
+        r.update(warmups.get(r["policy"], {}))
     _add_speedups(records)
     from .._outputs import check_finite
     check_finite(records)
@@ -230,6 +255,12 @@ def _print_table(records: list[dict[str, Any]], model: Any, hw: Any) -> None:
              else ""))
     print("executed = the dependency graph run with engine-priced PIM nodes; estimate = the policy's Equation 1 "
           "summed over layers")
+    warmed = [r for r in records if "table_warmup_steps" in r]
+    if warmed:
+        print("cost table warmed until a step moved no entry by more than 1 %: " + "; ".join(
+            f"{r['policy']} {r['table_warmup_steps']} step(s)" + ("" if r["table_converged"] else
+                                                                  f", not converged (last move {r['table_last_move']:.1%})")
+            for r in warmed))
     refs = [k for k in ("speedup_over_gpu_only", "speedup_over_noexp") if k in r0]
 
     def label(r: dict[str, Any]) -> str:
