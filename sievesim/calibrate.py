@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .errors import ConfigError, field_error
+from .errors import field_error
 
 __all__ = ["FITTABLE", "DEFAULT_FIT", "CalibrationResult", "calibrate", "with_fields"]
 
@@ -120,11 +120,7 @@ def calibrate(points: Sequence[Any], hardware: Any, fit: Sequence[str] = DEFAULT
     x0 = np.array([start[n] for n in names]) / scale
     lo = np.array([FITTABLE[n][1] for n in names]) / scale
     hi = np.array([FITTABLE[n][2] for n in names]) / scale
-    try:
-        sol = least_squares(residuals, x0, bounds=(lo, hi), x_scale="jac", diff_step=1e-3,
-                            max_nfev=max_evaluations)
-    except ConfigError:
-        raise
+    sol = least_squares(residuals, x0, bounds=(lo, hi), x_scale="jac", diff_step=1e-3, max_nfev=max_evaluations)
     fitted = {n: float(v) for n, v in zip(names, (sol.x * scale).tolist())}
     after = ratios(fitted)
     return CalibrationResult(with_fields(hw, fitted), fitted, start, tuple(points), tuple(before.tolist()),

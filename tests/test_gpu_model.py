@@ -296,3 +296,12 @@ def test_run_can_warm_the_cost_table_until_it_converges(capsys):
     assert rows["noexp"]["table_warmup_steps"] == 0          # NoExp reads no table
     assert main(["run", "--model", "qwen3-30b-a3b", "--batch", "16", "--warmup", "conv"]) == 2
     assert "'converge'" in capsys.readouterr().err
+
+
+def test_the_fitted_constants_are_what_their_published_tables_give():
+    """docs/hardware.md: every constant that is a fit to a published table, fitted again."""
+    from sievesim.benchmarks.kernel_constants import fits
+    h100 = get_hardware("h100")
+    for name, value in fits().items():
+        preset = getattr(h100.gpu, name) if hasattr(h100.gpu, name) else getattr(h100.interconnect, name)
+        assert value == pytest.approx(preset, rel=0.02, abs=1e-9), name

@@ -476,15 +476,12 @@ class StepSimulator(StepBudget):
 
     def _new_build(self) -> f8.StepBuild:
         """The shared state of one step's graph: this step's routing and contexts, the hardware rates."""
-        hw, gpu = self.hw, self.hw.gpu
+        hw = self.hw
         ids, counts_all, owner, mb_rows = self._step_tokens()
         return f8.StepBuild(
             sim=self, graph=f8.Graph(), ids=ids, counts_all=counts_all, owner=owner, mb_rows=mb_rows,
             ctx_lens=self.context + self._step_index,
-            flops_s=(gpu.peak_flops_bf16 * gpu.compute_efficiency if self.gpu_model.name == "roofline"
-                     else self.gpu_model.expert_flops_s),
-            bytes_s=(gpu.hbm_bandwidth_bytes_per_s * gpu.memory_efficiency if self.gpu_model.name == "roofline"
-                     else self.gpu_model.stream_bytes_s),
+            flops_s=self.gpu_model.expert_flops_s, bytes_s=self.gpu_model.stream_bytes_s,
             link_bw=float(hw.interconnect.bandwidth_bytes_per_s_per_direction),
             link_lat=float(hw.interconnect.latency_s),
             dynamic=self.dynamic, gm=self.gpu_model)
