@@ -64,6 +64,11 @@ class CostContext:
     #: Index of this layer among the model's MoE layers (0 = the first). Only PIMoE's static
     #: placement depends on it (its round robin continues from layer to layer).
     moe_layer: int = 0
+    #: GPUs the batch is spread over (``batch / gpus`` requests per GPU).
+    gpus: int = 1
+    #: Micro-batches of the step (``batch`` is one micro-batch's tokens): with more than one, another
+    #: micro-batch's attention and non-MoE work run beside this one's experts.
+    microbatches: int = 1
 
     def __post_init__(self) -> None:
         for name in ("t_comm_s", "t_attention_s", "expert_bytes", "expert_flops_per_token",
@@ -75,6 +80,10 @@ class CostContext:
             v = getattr(self, name)
             if not (v > 0 and math.isfinite(v)):
                 raise field_error(name, v, "a finite number > 0")
+        for name in ("gpus", "microbatches"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, np.integer)) or v < 1:
+                raise field_error(name, v, "a positive integer")
         for name in ("batch", "top_k", "num_experts", "moe_layer"):
             v = getattr(self, name)
             if not isinstance(v, (int, np.integer)) or v < 0:
@@ -409,6 +418,7 @@ def build_context(model: Any, hardware: Any, num_gpus: int, batch: int, *,
         organisation=org,
         comm=comm,
         moe_layer=moe_layer_index(model, layer),
+        gpus=int(num_gpus),
     )
 
 

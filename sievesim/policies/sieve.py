@@ -77,7 +77,9 @@ class Sieve(Policy):
             from .._units import split_unit
             split_unit(unit)            # checks the name
         self.unit = unit
-        if unit is not None:    # the "cheaper" rule wastes loads on a unit placement (docs/system.md)
+        if unit is not None or self.experts_only:
+            # the "cheaper" rule wastes loads on a unit placement and under the expert-work rule (an expert
+            # cheaper on the GPU by itself stays on PIM when the GPU side is the larger; docs/system.md)
             self.early_loads = "off"
 
     def __repr__(self) -> str:

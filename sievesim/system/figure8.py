@@ -38,7 +38,7 @@ from .dag import Graph
 
 __all__ = ["StepBuild", "LayerBatch", "LayerRouting", "GpuPartition", "add_embedding", "add_attention",
            "add_dense_mlp", "route", "add_allgather", "add_metadata", "add_dispatch", "decide", "add_decision",
-           "add_shared_expert", "add_early_load", "add_gpu_path", "add_pim_path", "add_combine_aggregate",
+           "add_shared_expert", "EarlyLoad", "add_early_load", "add_gpu_path", "add_pim_path", "add_combine_aggregate",
            "add_lm_head"]
 
 _count = np.count_nonzero
@@ -368,13 +368,16 @@ def decide(b: StepBuild, lb: LayerBatch, r: LayerRouting, g: int) -> GpuPartitio
             t_comm_s=0.0, t_attention_s=t_attn_est, gpu_fixed=fixed, gpu_flops_per_s=b.flops_s,
             gpu_bytes_per_s=b.bytes_s, expert_bytes=float(m.bytes_per_expert),
             expert_flops_per_token=2.0 * m.params_per_expert, expert_io_bytes_per_token=_expert_io_bytes_per_token(m),
-            pim=pim_model, batch=max(r.mb_tokens, 1), top_k=m.top_k, num_experts=El, organisation=sim.org)
+            pim=pim_model, batch=max(r.mb_tokens, 1), top_k=m.top_k, num_experts=El, organisation=sim.org,
+            gpus=sim.gpus, microbatches=sim.microbatches)
     ctx = base.for_layer(r.comm_ag + 2.0 * r.t_disp[g], sim._moe_index[layer])
     t0 = time.perf_counter()
     part = sim.policy.decide(c, ctx, validate=False)
     b.wall_decide += time.perf_counter() - t0
     b.decisions += 1
     active = c > 0
+    for unit in part.info.get("profile", ()):   # placements the policy priced: their engine times are learned too
+        b.observed.setdefault(unit, []).append(c[active])
     on_pim = part.on_pim & active
     on_gpu = active ^ on_pim
     n_gpu, n_pim = _count(on_gpu), _count(on_pim)
@@ -388,7 +391,7 @@ def decide(b: StepBuild, lb: LayerBatch, r: LayerRouting, g: int) -> GpuPartitio
     b.n_gpu_exp[layer] += n_gpu
     b.n_pim_exp[layer] += n_pim
     decision_s = 0.0
-    if b.dynamic:
+    if b.dynamic and part.info.get("decided", True):     # a policy may skip the decision (no latency)
         activated = n_gpu + n_pim
         tries = part.info.get("moves_tried", min(n_gpu + 1, activated))
         decision_s = sim.hw.gpu.decision_time_s(activated, tries)
@@ -423,21 +426,33 @@ def add_shared_expert(b: StepBuild, lb: LayerBatch, g: int, post: list[int]) -> 
                        [load], gpu=g, layer=lb.layer, kind="shared_gemm", microbatch=lb.mb, tokens=tokens, **work)
 
 
+@dataclass
+class EarlyLoad:
+    """The weights GPU ``g`` loads before its decision, as a stream of two nodes: the first
+    expert's load (``first``) and the rest behind it (``last``, or ``first`` when there is one)."""
+
+    experts: np.ndarray             # bool mask of the local experts loaded early
+    first: int | None = None        # node that loads the first of them (load order: expert index)
+    last: int | None = None         # node after which every early weight is loaded
+    first_gpu: int | None = None    # node after which the first early expert that runs on the GPU is loaded
+
+
 def add_early_load(b: StepBuild, lb: LayerBatch, r: LayerRouting, g: int, p: GpuPartition,
-                   post: list[int]) -> tuple[np.ndarray, int | None]:
-    """Weights of GPU ``g``'s experts loaded right after its router, before the decision; returns
-    the mask of those experts and the node (or None).
+                   post: list[int]) -> EarlyLoad:
+    """Weights of GPU ``g``'s experts loaded right after its router, before the decision.
 
     Rule ``"cheaper"`` (default): an expert whose local token count alone already makes the GPU
     the cheaper side for it, on the policy's own cost table (its GPU time with those tokens,
     weights included, below its PIM time); such an expert only gets more tokens from the other
     GPUs, so the load is rarely wasted. Rule ``"paper"``: >= 2 local tokens (the paper's rule,
-    for comparison). A policy that puts every expert on the GPU (NoExp) loads every locally
-    activated expert. The bytes loaded and those wasted (the expert then ran on PIM) are counted."""
+    for comparison). A policy that
+    puts every expert on the GPU (NoExp) loads every locally activated expert. The bytes loaded
+    and those wasted (the expert then ran on PIM) are counted. The loads stream one expert after
+    another, so the grouped GEMM can start on the first (:func:`add_gpu_path`)."""
     El = b.sim.local_experts
     early = np.zeros(El, dtype=bool)
     if r.own_counts is None:
-        return early, None
+        return EarlyLoad(early)
     lo = b.sim.expert_offset(g)
     local = r.own_counts[g, lo:lo + El]
     if b.sim.static_placement == "gpu":     # NoExp, GPU-only: every local expert runs on the GPU
@@ -455,29 +470,38 @@ def add_early_load(b: StepBuild, lb: LayerBatch, r: LayerRouting, g: int, p: Gpu
             gpu_s = np.maximum(ctx._off_e + ctx._off_t * n, ctx._comp_t * n)
             cheaper = b.memo[key] = (n > 0) & (gpu_s < pim)
         early = cheaper[local]
-    n_early = _count(early)
-    if not n_early:
-        return early, None
-    nbytes = n_early * float(b.sim.model.bytes_per_expert)
-    b.early_load_bytes += nbytes
-    b.early_load_wasted_bytes += _count(early & p.on_pim) * float(b.sim.model.bytes_per_expert)
-    node = b.graph.add(f"L{lb.layer} early weight load g{g}", nbytes / b.bytes_s,
-                       b.r_hbm[g], [post[g]], gpu=g, layer=lb.layer, kind="early_load", experts=early,
-                       microbatch=lb.mb, bytes=nbytes)
-    return early, node
+    ids = np.flatnonzero(early)
+    if not ids.size:
+        return EarlyLoad(early)
+    per_expert = float(b.sim.model.bytes_per_expert)
+    b.early_load_bytes += ids.size * per_expert
+    b.early_load_wasted_bytes += _count(early & p.on_pim) * per_expert
+    first_mask = _one_hot(El, ids[0])
+    first = b.graph.add(f"L{lb.layer} early weight load (first) g{g}", per_expert / b.bytes_s, b.r_hbm[g],
+                        [post[g]], gpu=g, layer=lb.layer, kind="early_load", experts=first_mask,
+                        microbatch=lb.mb, bytes=per_expert)
+    last = first
+    if ids.size > 1:
+        rest = early & ~first_mask
+        last = b.graph.add(f"L{lb.layer} early weight load g{g}", (ids.size - 1) * per_expert / b.bytes_s,
+                           b.r_hbm[g], [first], gpu=g, layer=lb.layer, kind="early_load", experts=rest,
+                           microbatch=lb.mb, bytes=(ids.size - 1) * per_expert)
+    first_gpu = first if p.on_gpu[ids[0]] else (last if _count(early & p.on_gpu) else None)
+    return EarlyLoad(early, first, last, first_gpu)
 
 
 def add_gpu_path(b: StepBuild, lb: LayerBatch, g: int, p: GpuPartition, dec: int, after_dispatch: list[int],
-                 early: np.ndarray, early_node: int | None) -> int | None:
+                 early: EarlyLoad) -> int | None:
     """The GPU experts of GPU ``g`` as a pipelined grouped GEMM; returns its last node (None when no
     expert runs on the GPU).
 
     The grouped GEMM streams the next expert's weights while it computes the current one, so a
     layer's GPU expert time is about max(loads, compute) plus one expert's tail, not their sum.
-    Experts loaded early go first; the others' weights load after the decision, the first
-    expert's on its own (``weight_load``), the rest behind it. The GEMM (``gemm``) starts after
-    dispatch and its first weights, and its last expert's compute (the tail) waits for the last
-    weights: the end is max(GEMM start + compute, last weights) + the last expert's compute."""
+    Experts loaded early go first (their stream starts after the router); the others' weights
+    load after the decision, the first on its own (``weight_load``), the rest behind it. The GEMM
+    (``gemm``) starts after dispatch and its first weights, and its last expert's compute (the
+    tail) waits for the last weights: the end is max(GEMM start + compute, last weights) + the
+    last expert's compute, whichever experts were loaded early (NoExp's included)."""
     if not p.n_gpu:
         return None
     m, graph = b.sim.model, b.graph
@@ -494,49 +518,50 @@ def add_gpu_path(b: StepBuild, lb: LayerBatch, g: int, p: GpuPartition, dec: int
     def gemm_work(tokens: int) -> dict[str, float]:
         return {"tokens": tokens, "flops": flops * float(tokens), "bytes": io * float(tokens)}
 
-    late = p.on_gpu & ~early
+    early_gpu = p.on_gpu & early.experts
+    late = p.on_gpu & ~early.experts
     late_ids = np.flatnonzero(late)
     n_late = late_ids.size
     total_s = (compute_s(p.gpu_tokens) if b.roofline
                else b.gm.grouped_gemm_s(p.counts[p.on_gpu], flops, io) + b.gm.fixed_s("gemm"))
     deps = list(after_dispatch)
-    if n_late < p.n_gpu:     # some GPU experts were loaded early: the GEMM starts on them
-        deps.append(early_node)
-    if not b.sim.pipelined_gemm and n_late:    # the load, then the GEMM (for comparison)
-        deps.append(graph.add(f"L{layer} expert weights HBM->GPU g{g}", n_late * float(m.bytes_per_expert) / b.bytes_s,
-                              b.r_hbm[g], [dec], gpu=g, layer=layer, kind="weight_load", experts=late,
-                              microbatch=mb))
-        n_late = 0
-    if not n_late:
+    load_s = float(m.bytes_per_expert) / b.bytes_s
+    if not b.sim.pipelined_gemm:    # every load, then the GEMM (for comparison)
+        if early.last is not None:
+            deps.append(early.last)
+        if n_late:
+            deps.append(graph.add(f"L{layer} expert weights HBM->GPU g{g}", n_late * load_s, b.r_hbm[g], [dec],
+                                  gpu=g, layer=layer, kind="weight_load", experts=late, microbatch=mb,
+                                  bytes=n_late * float(m.bytes_per_expert)))
         return graph.add(f"L{layer} grouped GEMM g{g}", total_s, b.r_gpu[g], deps, gpu=g, layer=layer,
                          kind="gemm", experts=p.on_gpu, microbatch=mb, **gemm_work(int(p.gpu_tokens)))
-    load_s = float(m.bytes_per_expert) / b.bytes_s
-    first = _one_hot(late.size, late_ids[0])
-    first_node = graph.add(f"L{layer} expert weights HBM->GPU (first) g{g}", load_s, b.r_hbm[g], [dec],
-                           gpu=g, layer=layer, kind="weight_load", experts=first, microbatch=mb,
-                           bytes=float(m.bytes_per_expert))
-    rest_node = None
-    if n_late > 1:
-        rest = late.copy()
-        rest[late_ids[0]] = False
-        rest_node = graph.add(f"L{layer} expert weights HBM->GPU g{g}", (n_late - 1) * load_s, b.r_hbm[g],
-                              [first_node], gpu=g, layer=layer, kind="weight_load", experts=rest, microbatch=mb,
-                              bytes=(n_late - 1) * float(m.bytes_per_expert))
-    if n_late == p.n_gpu:    # nothing loaded early: the GEMM waits for its first weights
-        deps.append(first_node)
-    tail_tokens = int(p.counts[late_ids[-1]])
-    tail_s = compute_s(float(tail_tokens))
+    last_weights = early.last if _count(early_gpu) else None
+    if n_late:
+        first_mask = _one_hot(late.size, late_ids[0])
+        first_late = graph.add(f"L{layer} expert weights HBM->GPU (first) g{g}", load_s, b.r_hbm[g], [dec],
+                               gpu=g, layer=layer, kind="weight_load", experts=first_mask, microbatch=mb,
+                               bytes=float(m.bytes_per_expert))
+        last_weights = first_late
+        if n_late > 1:
+            last_weights = graph.add(f"L{layer} expert weights HBM->GPU g{g}", (n_late - 1) * load_s, b.r_hbm[g],
+                                     [first_late], gpu=g, layer=layer, kind="weight_load",
+                                     experts=late & ~first_mask, microbatch=mb,
+                                     bytes=(n_late - 1) * float(m.bytes_per_expert))
+    deps.append(early.first_gpu if early.first_gpu is not None else first_late)
     if p.n_gpu == 1:
         return graph.add(f"L{layer} grouped GEMM g{g}", total_s, b.r_gpu[g], deps, gpu=g, layer=layer,
                          kind="gemm", experts=p.on_gpu, microbatch=mb, **gemm_work(int(p.gpu_tokens)))
-    tail_mask = _one_hot(late.size, late_ids[-1])
+    tail_id = int(late_ids[-1]) if n_late else int(np.flatnonzero(early_gpu)[-1])
+    tail_tokens = int(p.counts[tail_id])
+    tail_s = compute_s(float(tail_tokens))
+    tail_mask = _one_hot(late.size, tail_id)
     body_mask = p.on_gpu & ~tail_mask
     body = graph.add(f"L{layer} grouped GEMM g{g}", max(total_s - tail_s, 0.0), b.r_gpu[g], deps, gpu=g,
                      layer=layer, kind="gemm", experts=body_mask, microbatch=mb,
                      **gemm_work(int(p.gpu_tokens) - tail_tokens))
-    return graph.add(f"L{layer} grouped GEMM (last expert) g{g}", tail_s, b.r_gpu[g],
-                     [body] + ([rest_node] if rest_node is not None else []), gpu=g, layer=layer, kind="gemm",
-                     experts=tail_mask, microbatch=mb, **gemm_work(tail_tokens))
+    tail_deps = [body] + ([last_weights] if last_weights not in deps else [])
+    return graph.add(f"L{layer} grouped GEMM (last expert) g{g}", tail_s, b.r_gpu[g], tail_deps, gpu=g,
+                     layer=layer, kind="gemm", experts=tail_mask, microbatch=mb, **gemm_work(tail_tokens))
 
 
 def _one_hot(size: int, index: int) -> np.ndarray:

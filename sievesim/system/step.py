@@ -456,8 +456,8 @@ class StepSimulator(StepBudget):
                 dec = f8.add_decision(b, lb, g, p, meta)
                 after_dispatch = [dec] + ([disp[g]] if disp[g] is not None else [])
                 shared_out.append(f8.add_shared_expert(b, lb, g, post))
-                early, early_node = f8.add_early_load(b, lb, r, g, p, post)
-                out_nodes = [n for n in (f8.add_gpu_path(b, lb, g, p, dec, after_dispatch, early, early_node),
+                early = f8.add_early_load(b, lb, r, g, p, post)
+                out_nodes = [n for n in (f8.add_gpu_path(b, lb, g, p, dec, after_dispatch, early),
                                          f8.add_pim_path(b, lb, g, p, after_dispatch)) if n is not None]
                 outs.append(out_nodes or after_dispatch)     # no expert of this GPU was activated: after dispatch
             f8.add_combine_aggregate(b, lb, r, outs, shared_out)
@@ -562,7 +562,7 @@ class StepSimulator(StepBudget):
                 continue
             for n in np.unique(np.concatenate(arrays)).tolist():
                 key = ("expert", n) if unit is None else (("expert", unit), n)
-                self.table.update(key, self.engine_times.expert[(unit, n)])
+                self.table.update(key, self.engine_times.expert_s(n, unit))
         for k, ratios in b.attn_ratio.items():
             self._attn_factor[k].update(float(np.mean(ratios)))
 

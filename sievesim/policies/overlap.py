@@ -1,0 +1,136 @@
+"""Overlap (ours, beyond the paper): Sieve's cut on the work the executed graph overlaps, with the
+PIM placement chosen per layer."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..costs import CostContext, GpuWork
+from ..errors import field_error
+from ._prefix import first_non_decrease, prefix_on_pim, sorted_active
+from .base import Partition, Policy, register_policy
+from .options import Option
+from .placement import DEFAULT_PIMOE_UNIT
+
+__all__ = ["Overlap", "PLACEMENTS"]
+
+#: The placements ``Overlap`` can give a layer's PIM experts: ``tensor`` (each expert over every
+#: channel, the paper's Sieve) or whole experts on one unit (PIMoE's expert parallelism).
+PLACEMENTS = ("tensor", "stack", "channel")
+
+
+@register_policy
+class Overlap(Policy):
+    """Sieve's greedy cut, on what the executed layer overlaps, on the best PIM placement per layer.
+
+    Four changes to the paper's Sieve, each from a measured cause (docs/policies.md):
+
+    1. **What overlaps.** In the executed layer (Figure 8 with one micro-batch) attention, the
+       non-MoE GPU work and the dispatch all finish before the experts start; only the GPU's and
+       the PIM's expert work run side by side. The rule therefore weighs ``max(GPU experts, PIM
+       experts)`` (Sieve with ``experts_only=True``), not Equation 1's attention and non-MoE terms.
+       With the PIM experts on one placement that maximum is the larger of an increasing and a
+       decreasing sequence along the popularity-sorted list, so the greedy walk's first
+       non-decrease is its minimum.
+    2. **Placement per layer.** A PIM expert spread over every channel (tensor-parallel) pays
+       per-command overhead on every channel; whole experts on stacks or channels pay the busiest
+       unit instead. For its first ``calibration`` decisions of a MoE layer (per GPU: ``calibration
+       x gpus`` decisions) the policy prices every placement of ``placements`` and keeps the
+       cheapest for that layer afterwards: a layer's PIM weights have one layout, fixed once
+       (the figures' warm-up plays that calibration).
+    3. **No wasted early load.** Which experts run on the GPU depends on every GPU's tokens, so
+       none is certain from a GPU's own tokens: the policy asks for no early weight loads
+       (``early_loads = "off"``), which the paper's rule wastes (docs/system.md).
+    4. **No decision where a GPU holds about one request** (``batch <= gpus``): every expert runs
+       on PIM, tensor-parallel, and no decision latency is paid (the batch size is known before
+       the step, so the serving engine runs the all-on-PIM graph).
+    """
+
+    name = "overlap"
+    description = "Sieve's cut on the expert work that overlaps, placement chosen per layer (ours, not the paper's)"
+    early_loads = "off"
+    options = {
+        "placements": Option("choice", "auto", "auto: the cheapest of tensor, stack and PIMoE's channel per layer; "
+                                               "or one placement for every layer",
+                             choices=("auto",) + PLACEMENTS),
+        "calibration": Option("int", 2, "decisions per GPU and MoE layer that price every placement before the "
+                                        "layer keeps the cheapest", lo=1, hi=1000),
+        "scope": Option("choice", "model", "model: the placement cheapest summed over every layer priced so far; "
+                                           "layer: each MoE layer keeps its own cheapest", choices=("model", "layer")),
+        "rel_tol": Option("number", 1e-12, "a move counts as a decrease by more than rel_tol x T_start", lo=0.0,
+                          hi=1e-3),
+    }
+
+    def __init__(self, placements: str = "auto", calibration: int = 2, scope: str = "model",
+                 rel_tol: float = 1e-12) -> None:
+        self.scope = scope
+        if placements not in ("auto",) + PLACEMENTS:
+            raise field_error("overlap placements", placements, "auto, " + ", ".join(PLACEMENTS))
+        self.placements = PLACEMENTS if placements == "auto" else (placements,)
+        self.calibration = int(calibration)
+        self.rel_tol = float(rel_tol)
+        self._priced: dict[int, dict[str, float]] = {}    # MoE layer -> placement -> summed estimate [s]
+        self._seen: dict[int, int] = {}                    # MoE layer -> decisions that priced every placement
+        self._layout: dict[int, str] = {}                  # MoE layer -> its fixed placement
+
+    def __repr__(self) -> str:
+        return "Overlap()" if len(self.placements) > 1 else f"Overlap(placements={self.placements[0]!r})"
+
+    def layout(self) -> dict[int, str]:
+        """The placement each MoE layer keeps (layers still calibrating are absent)."""
+        return dict(self._layout)
+
+    def _decide(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> Partition:
+        if ctx.batch <= ctx.gpus:     # about one request per GPU: all on PIM, no decision
+            return Partition(counts, expert_ids, counts > 0, info={"decided": False, "placement": "tensor"})
+        # one micro-batch: only the expert work of the two sides overlaps; with more, another micro-batch's
+        # attention (PIM) and non-MoE work (GPU) run beside these experts, as Equation 1 weighs them
+        work = (dataclasses.replace(ctx, t_comm_s=0.0, t_attention_s=0.0, gpu_fixed=GpuWork())
+                if ctx.microbatches == 1 else ctx)
+        layer = ctx.moe_layer
+        fixed = self._layout.get(layer)
+        if fixed is not None:
+            part, _ = self._walk(fixed, counts, work, expert_ids)
+            return part
+        best: tuple[float, int] | None = None
+        best_part: Partition | None = None
+        tries = 0
+        priced = self._priced.setdefault(layer, dict.fromkeys(self.placements, 0.0))
+        units: list[str | None] = []
+        for rank, placement in enumerate(self.placements):
+            part, t = self._walk(placement, counts, work, expert_ids)
+            tries += int(part.info["moves_tried"])
+            units.append(part.unit)
+            priced[placement] += t
+            if best is None or (t, rank) < best:
+                best, best_part = (t, rank), part
+        assert best_part is not None
+        seen = self._seen[layer] = self._seen.get(layer, 0) + 1
+        if seen >= self.calibration * ctx.gpus:
+            if self.scope == "layer":
+                self._layout[layer] = min(self.placements, key=lambda p: (priced[p], self.placements.index(p)))
+            else:
+                pooled = {p: sum(v[p] for v in self._priced.values()) for p in self.placements}
+                self._layout[layer] = min(self.placements, key=lambda p: (pooled[p], self.placements.index(p)))
+        best_part.info["moves_tried"] = tries
+        # every activated count on every placement priced here is measured (profiled) for the cost table
+        best_part.info["profile"] = tuple(dict.fromkeys(units))
+        return best_part
+
+    def _walk(self, placement: str, counts: np.ndarray, ctx: CostContext,
+              expert_ids: np.ndarray) -> tuple[Partition, float]:
+        """The greedy cut on one placement and its estimate [s] (``ctx`` holds the expert work only)."""
+        if placement == "tensor":
+            s, desc = sorted_active(counts)
+            totals = ctx.prefix_totals(desc)
+            k = first_non_decrease(totals, 0, self.rel_tol * float(totals[0]))
+            part = Partition(counts, expert_ids, prefix_on_pim(counts, expert_ids, s, desc, k),
+                             info={"moves_tried": min(k + 1, desc.size), "placement": "tensor"})
+            return part, float(totals[k])
+        from .sieve import Sieve, _unit_walk
+
+        unit = DEFAULT_PIMOE_UNIT if placement == "channel" else placement
+        part = _unit_walk(Sieve(unit=unit, rel_tol=self.rel_tol), counts, ctx, expert_ids)
+        part.info["placement"] = placement
+        return part, part.evaluate(ctx).t_total_s
