@@ -55,7 +55,7 @@ _CHOICE_KEYS: dict[str, tuple[str, ...]] = {"gpu_model": ("roofline", "calibrate
                                             "experts": ("ep", "tp")}
 _BOOL_KEYS = ("early_loads",)
 #: Early-load rules a grid may name besides true (the policy's default rule) and false (off).
-_EARLY_LOAD_RULES = ("cheaper", "paper", "off")
+_EARLY_LOAD_RULES = ("cheaper", "paper", "policy", "off")
 _FLOAT_KEYS = ("scheduler_latency_us",)
 
 #: Settings of one serving point (``sievesim serve``'s options; times in seconds, ``rate`` in

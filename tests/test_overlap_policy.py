@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 import dataclasses
 
-from sievesim.costs import GpuWork, build_context
+from sievesim.costs import build_context
 from sievesim.errors import ConfigError
 from sievesim.hardware import get_hardware
 from sievesim.models import get_model
@@ -111,7 +111,7 @@ def test_overlap_tensor_cut_is_the_minimum_of_its_estimate(counts):
     sequence along the sorted list, so the greedy cut is the minimum over every prefix cut."""
     c = np.array(counts, dtype=np.int64)
     ctx = _ctx(batch=max(int(c.max()), -(-int(c.sum()) // 4), 2))
-    work = dataclasses.replace(ctx, t_comm_s=0.0, t_attention_s=0.0, gpu_fixed=GpuWork())
+    work = dataclasses.replace(ctx, t_comm_s=0.0, t_attention_s=0.0, gpu_fixed=ctx.gpu_beside)
     part = Overlap(placements="tensor").decide(c, ctx)
     totals = work.prefix_totals(sorted_active(c)[1])
     est = work.evaluate(c, part.on_pim).t_total_s

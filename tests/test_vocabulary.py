@@ -15,10 +15,10 @@ from sievesim.system import simulate_step
 
 @pytest.mark.parametrize("argv, message", [
     (["run", "--model", "qwen3-30b-a3b", "--policy", "seive"],
-     "policy = 'seive': expected one of allexp, naive, noexp, oracle, pimoe, sieve, gpu-only, all (did you mean 'sieve'?)"),
+     "policy = 'seive': expected one of allexp, naive, noexp, oracle, overlap, pimoe, sieve, gpu-only, all (did you mean 'sieve'?)"),
     (["run", "--model", "qwen3-30b-a3b", "--policy", "gpuonly"], "(did you mean 'gpu-only'?)"),
     (["sweep", "--model", "qwen3-30b-a3b", "--batch", "1", "--policy", "siev"],
-     "expected one of allexp, naive, noexp, oracle, pimoe, sieve, gpu-only (did you mean 'sieve'?)"),
+     "expected one of allexp, naive, noexp, oracle, overlap, pimoe, sieve, gpu-only (did you mean 'sieve'?)"),
     (["run", "--model", "my.toml"], "file not found: my.toml (model:"),
     (["run", "--model", "cfg/config.json"], "file not found: cfg/config.json (model:"),
     (["run", "--model", "qwen3-30b-a3b", "--hardware", "hw/my.toml"], "file not found: hw/my.toml (hardware:"),

@@ -15,6 +15,7 @@ import argparse
 import sys
 from typing import Any
 
+from sievesim.errors import ConfigError
 from sievesim.reproduce.common import point_settings
 from sievesim.reproduce.fig9 import _step_batches
 from sievesim.reproduce.warmup import WARMUP_LIMIT, converged_step_point
@@ -29,6 +30,12 @@ HEADER = ("| model | GPUs | micro-batches | B | best baseline | its tokens/s/GPU
           "|---|---:|---:|---:|---|---:|---:|---:|")
 
 
+def check_fits(model: str, gpus: int, batch: int) -> None:
+    """A :class:`~sievesim.errors.ConfigError` when the point does not fit the GPUs' HBM."""
+    from sievesim.system import StepSimulator
+    StepSimulator(model, "b200", gpus=gpus, policy="allexp", batch=batch)
+
+
 def throughput(model: str, gpus: int, policy: str, batch: int, *, unit: str | None = None, microbatches: int = 1,
                gpu_model: str = "roofline") -> float:
     """Executed throughput [tokens/s/GPU] of one point, warmed up as the figures warm up."""
@@ -40,7 +47,13 @@ def throughput(model: str, gpus: int, policy: str, batch: int, *, unit: str | No
 
 
 def row(model: str, gpus: int, batch: int, microbatches: int = 1, gpu_model: str = "roofline") -> str:
-    """The table's row of one point (see the module docstring)."""
+    """The table's row of one point (see the module docstring); a point whose weights and KV cache
+    do not fit the GPUs says so."""
+    try:
+        check_fits(model, gpus, batch)
+    except ConfigError as exc:
+        need = str(exc).split(": needs ")[-1].split(" (")[0]
+        return f"| {model} | {gpus} | {microbatches} | {batch} | does not fit ({need}) | | | |"
     tput = {name: throughput(model, gpus, pol, batch, unit=unit, microbatches=microbatches, gpu_model=gpu_model)
             for name, pol, unit in BASELINES}
     best = max(tput, key=lambda k: (tput[k], -list(tput).index(k)))

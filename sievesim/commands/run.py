@@ -47,10 +47,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                                       "stack, or a fixed group BASE*S such as channel*4")
     p.add_argument("--microbatches", type=int_arg("batch"), default=1,
                    help="2 interleaves two halves of the batch (prior work's schedule; default 1)")
-    p.add_argument("--early-loads", default=None, choices=("cheaper", "paper", "off"),
+    p.add_argument("--early-loads", default=None, choices=("cheaper", "paper", "policy", "off"),
                    help="weights loaded before the decision: 'cheaper' (experts whose local tokens alone make the "
-                        "GPU the cheaper side; never wasted by Sieve), 'paper' (>= 2 local tokens), 'off' "
-                        "(default: the policy's, 'cheaper'; 'off' for PIMoE)")
+                        "GPU the cheaper side), 'paper' (>= 2 local tokens), 'policy' (the experts the policy "
+                        "names and keeps on the GPU: overlap), 'off' (default: the policy's: 'cheaper' for Sieve, "
+                        "'policy' for overlap, 'off' for PIMoE)")
     p.add_argument("--no-early-loads", action="store_true", help="the same as --early-loads off")
     p.add_argument("--sequential-gemm", action="store_true",
                    help="load all GPU experts' weights, then run the grouped GEMM (default: pipelined, the next "

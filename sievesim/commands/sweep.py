@@ -41,9 +41,9 @@ def _int_list(key: str) -> Callable[[str], list[int]]:
 
 
 def _bool(text: str) -> bool | str:
-    """true/false, or an early-load rule (cheaper, paper, off: the spelling of ``run --early-loads``)."""
+    """true/false, or an early-load rule (cheaper, paper, policy, off: the spelling of ``run --early-loads``)."""
     low = text.strip().lower()
-    if low in ("cheaper", "paper", "off"):
+    if low in ("cheaper", "paper", "policy", "off"):
         return low
     if low not in ("true", "false"):
         raise ValueError(text)
@@ -156,7 +156,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=_int_list("seed"), help="seeds (default 0)")
     p.add_argument("--microbatches", type=_int_list("microbatches"), help="1, or 2 to interleave two halves of the batch")
     p.add_argument("--early-loads", type=_list(_bool), metavar="RULE,...",
-                   help="early weight loads: cheaper, paper, off (as run --early-loads) or true/false "
+                   help="early weight loads: cheaper, paper, policy, off (as run --early-loads) or true/false "
                         "(default: the policy's)")
     p.add_argument("--scheduler-latency-us", type=number_list_arg(lo=0, hi=999999, what="microseconds"),
                    metavar="US,...",

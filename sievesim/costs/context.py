@@ -8,7 +8,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import ConfigError, field_error
-from .gpu import CommBreakdown, GpuWork, attention_shape, comm_time_s, dispatch_pairs_from_routing, non_moe_work
+from .gpu import (CommBreakdown, GpuWork, attention_shape, comm_time_s, dispatch_pairs_from_routing, non_moe_work,
+                  shared_expert_work)
 from .pim_cost import PimCostModel, PimOrganisation, RooflinePimCost, _expert_time_array
 
 
@@ -66,6 +67,9 @@ class CostContext:
     moe_layer: int = 0
     #: GPUs the batch is spread over (``batch / gpus`` requests per GPU).
     gpus: int = 1
+    #: GPU work of the layer that runs beside its routed experts in the executed graph (the shared
+    #: experts' weights and GEMMs, issued right after the router); part of ``gpu_fixed`` as well.
+    gpu_beside: GpuWork = field(default_factory=GpuWork)
     #: Micro-batches of the step (``batch`` is one micro-batch's tokens): with more than one, another
     #: micro-batch's attention and non-MoE work run beside this one's experts.
     microbatches: int = 1
@@ -419,6 +423,7 @@ def build_context(model: Any, hardware: Any, num_gpus: int, batch: int, *,
         comm=comm,
         moe_layer=moe_layer_index(model, layer),
         gpus=int(num_gpus),
+        gpu_beside=shared_expert_work(model, local),
     )
 
 

@@ -137,6 +137,19 @@ def attention_shape(model: Any, layer: int) -> AttentionShape:
     return AttentionShape(2.0 * kv_elems * group, window, chunk=chunk)
 
 
+def shared_expert_work(model: Any, local_tokens: int) -> GpuWork:
+    """FLOPs and off-chip bytes of the shared experts on ``local_tokens`` tokens (decode): their
+    weights once, activations in and out; zero for a model without shared experts."""
+    if not getattr(model, "num_shared_experts", 0):
+        return GpuWork()
+    h = float(model.hidden_size)
+    b = float(local_tokens)
+    params = float(model.shared_expert_params)
+    ebytes = float(getattr(model, "expert_bytes_per_param", getattr(model, "dtype_bytes", 2)))
+    act = b * h * float(getattr(model, "dtype_bytes", 2)) * 2.0
+    return GpuWork(2.0 * b * params, params * ebytes + act)
+
+
 def non_moe_work(model: Any, layer: int, local_tokens: int) -> GpuWork:
     """FLOPs and off-chip bytes of the GPU's non-MoE work at one MoE layer (decode).
 

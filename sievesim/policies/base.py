@@ -89,7 +89,8 @@ class Policy(ABC):
     static_placement: ClassVar[str | None] = None
     #: Early weight loads the executed step gives this policy by default (``"cheaper"``: experts
     #: whose local tokens alone make the GPU the cheaper side on the policy's cost table; ``"off"``
-    #: for a policy whose rule does not follow that, so early loads would be wasted).
+    #: for a policy whose rule does not follow that, so early loads would be wasted; ``"policy"``: the
+    #: policy names them, :meth:`early_experts`, and keeps them on the GPU).
     early_loads: ClassVar[str] = "cheaper"
     #: The constructor's options: name -> :class:`~sievesim.policies.options.Option` (type, default,
     #: bounds). Every door (``get_policy``, ``run --policy-option``, sweeps) checks options against
@@ -98,7 +99,7 @@ class Policy(ABC):
     options: ClassVar[Mapping[str, Option] | None] = None
 
     def decide(self, counts: Any, ctx: CostContext, expert_ids: Any = None, *,
-               validate: bool = True) -> Partition:
+               validate: bool = True, preloaded: Any = None) -> Partition:
         """Which experts run on PIM.
 
         Parameters
@@ -113,13 +114,23 @@ class Policy(ABC):
         validate:
             Check the input (negative counts, counts above ``B`` or summing above ``B x top_k``,
             bad ids). The hot path of a simulator that built the counts itself may skip it.
+        preloaded:
+            Bool per expert: weights already loaded to the GPU before the decision (the experts
+            this policy's :meth:`early_experts` named). Only a policy with ``early_loads =
+            "policy"`` takes it; it keeps those experts on the GPU.
         """
         if validate:
             c, ids = validate_counts(counts, ctx, expert_ids)
         else:
             c = counts if isinstance(counts, np.ndarray) else np.asarray(counts, dtype=np.int64)
             ids = default_ids(c.size) if expert_ids is None else np.asarray(expert_ids, dtype=np.int64)
-        out = self._decide(c, ctx, ids)
+        if preloaded is None:
+            out = self._decide(c, ctx, ids)
+        else:
+            pre = np.asarray(preloaded, dtype=bool)
+            if pre.shape != c.shape:
+                raise field_error("preloaded", f"{pre.size} flags", f"{c.size} (one per expert)")
+            out = self._decide_preloaded(c, ctx, ids, pre)
         if isinstance(out, Partition):
             return out
         return Partition(c, ids, np.asarray(out, dtype=bool))
@@ -127,6 +138,17 @@ class Policy(ABC):
     @abstractmethod
     def _decide(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> np.ndarray | Partition:
         """Return ``on_pim`` (bool per expert) or a :class:`Partition`."""
+
+    def early_experts(self, local_counts: np.ndarray, ctx: CostContext) -> np.ndarray:
+        """Experts whose weights the GPU loads right after its router, from its own requests' tokens
+        alone (``local_counts``); used when ``early_loads = "policy"``, and :meth:`decide` then gets
+        them as ``preloaded``. A policy that sets that rule overrides this and :meth:`_decide_preloaded`."""
+        raise ConfigError(f"policy {self.name!r} names no early experts (its early_loads is {self.early_loads!r})")
+
+    def _decide_preloaded(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray,
+                          preloaded: np.ndarray) -> np.ndarray | Partition:
+        """As :meth:`_decide`, with ``preloaded`` experts' weights already on their way to the GPU."""
+        raise ConfigError(f"policy {self.name!r} takes no preloaded experts")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

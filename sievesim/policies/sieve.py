@@ -154,7 +154,8 @@ class Sieve(Policy):
         return prefix_on_pim(counts, expert_ids, s, desc, k)
 
 
-def _unit_walk(sieve: Sieve, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> Partition:
+def _unit_walk(sieve: Sieve, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray,
+               on_gpu_from_start: tuple[int, int] = (0, 0)) -> Partition:
     """Sieve's stopping rule on PIMoE's expert-parallel placement (``Sieve(unit=...)``, not the
     paper's Sieve, whose PIM experts are tensor-parallel over all channels).
 
@@ -163,7 +164,10 @@ def _unit_walk(sieve: Sieve, counts: np.ndarray, ctx: CostContext, expert_ids: n
     PIM; move the most popular expert of the busiest unit to the GPU while Equation 1's ``T_total``
     (interconnect, GPU with its non-MoE work, PIM with attention) strictly decreases. PIMoE moves
     the same experts in the same order but stops on isolated expert times; this variant isolates
-    what Equation 1's terms are worth when both run on the same placement."""
+    what Equation 1's terms are worth when both run on the same placement.
+
+    ``on_gpu_from_start``: ``(experts, tokens)`` already on the GPU outside ``counts`` (Overlap's
+    preloaded experts, given with count 0 here)."""
     import math
 
     from .placement import unit_queues
@@ -173,12 +177,12 @@ def _unit_walk(sieve: Sieve, counts: np.ndarray, ctx: CostContext, expert_ids: n
     n_units = len(queues)
     heads = [0] * n_units
     attention = sieve._attention_s(ctx)
-    n_gpu, tok = 0, 0
+    n_gpu, tok = on_gpu_from_start
 
     def total(n: int, x: int, busiest: float) -> float:
         return max(ctx.t_comm_s, ctx.gpu_time_s(n, x)[0], attention + busiest)
 
-    prev = total(0, 0, float(load.max(initial=0.0)))
+    prev = total(n_gpu, tok, float(load.max(initial=0.0)))
     tol = sieve.rel_tol * prev
     tries = 0
     while True:

@@ -32,6 +32,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..costs import CostContext, attention_node_kind, non_moe_work
+from ..costs.gpu import shared_expert_work
 from . import gpu_ops
 from . import routing_volumes as volumes, tensor_parallel as tp
 from .dag import Graph
@@ -369,10 +370,16 @@ def decide(b: StepBuild, lb: LayerBatch, r: LayerRouting, g: int) -> GpuPartitio
             gpu_bytes_per_s=b.bytes_s, expert_bytes=float(m.bytes_per_expert),
             expert_flops_per_token=2.0 * m.params_per_expert, expert_io_bytes_per_token=_expert_io_bytes_per_token(m),
             pim=pim_model, batch=max(r.mb_tokens, 1), top_k=m.top_k, num_experts=El, organisation=sim.org,
-            gpus=sim.gpus, microbatches=sim.microbatches)
+            gpus=sim.gpus, microbatches=sim.microbatches, gpu_beside=shared_expert_work(m, lb.tokens_g[g]))
     ctx = base.for_layer(r.comm_ag + 2.0 * r.t_disp[g], sim._moe_index[layer])
     t0 = time.perf_counter()
-    part = sim.policy.decide(c, ctx, validate=False)
+    pre = None
+    if sim.early_loads == "policy" and r.own_counts is not None:    # the policy names its early loads
+        local = r.own_counts[g, lo:lo + El]
+        pre = np.asarray(sim.policy.early_experts(local, ctx), dtype=bool) & (local > 0)
+    part = sim.policy.decide(c, ctx, validate=False, preloaded=pre)
+    if pre is not None:
+        part.info["preloaded"] = pre
     b.wall_decide += time.perf_counter() - t0
     b.decisions += 1
     active = c > 0
@@ -445,7 +452,8 @@ def add_early_load(b: StepBuild, lb: LayerBatch, r: LayerRouting, g: int, p: Gpu
     the cheaper side for it, on the policy's own cost table (its GPU time with those tokens,
     weights included, below its PIM time); such an expert only gets more tokens from the other
     GPUs, so the load is rarely wasted. Rule ``"paper"``: >= 2 local tokens (the paper's rule,
-    for comparison). A policy that
+    for comparison). Rule ``"policy"``: the experts the policy named
+    (:meth:`~sievesim.policies.Policy.early_experts`), which its decision keeps on the GPU. A policy that
     puts every expert on the GPU (NoExp) loads every locally activated expert. The bytes loaded
     and those wasted (the expert then ran on PIM) are counted. The loads stream one expert after
     another, so the grouped GEMM can start on the first (:func:`add_gpu_path`)."""
@@ -459,6 +467,8 @@ def add_early_load(b: StepBuild, lb: LayerBatch, r: LayerRouting, g: int, p: Gpu
         early = local > 0
     elif b.sim.early_loads == "paper":
         early = local >= 2
+    elif b.sim.early_loads == "policy":     # named by the policy before its decision, which kept them on the GPU
+        early = p.part.info.get("preloaded", early)
     else:
         unit = getattr(p.part, "unit", None)
         key = ("early", lb.kind, lb.mb, g, unit)

@@ -52,7 +52,7 @@ __all__ = ["StepSimulator", "StepResult", "simulate_step", "GPU_ONLY", "parse_pr
 GPU_ONLY = "gpu-only"
 _RESOURCE_KINDS = ("gpu", "hbm", "pim", "tx", "rx")
 #: Early-load rules (see :func:`sievesim.system.figure8.add_early_load`); True means the default.
-EARLY_LOAD_RULES = ("cheaper", "paper", "off")
+EARLY_LOAD_RULES = ("cheaper", "paper", "policy", "off")
 
 
 def _early_load_rule(value: Any) -> str:
@@ -296,6 +296,9 @@ class StepSimulator(StepBudget):
         self.dynamic = cls.static_placement is None
         self.static_placement = cls.static_placement
         rule = self.policy.early_loads if early_loads is None else _early_load_rule(early_loads)
+        if rule == "policy" and self.policy.early_loads != "policy":
+            raise field_error("early_loads", early_loads, f"true, false, cheaper, paper or off (policy "
+                                                          f"{self.policy.name!r} names no early experts)")
         self.early_loads = rule if cls.static_placement != "pim" else "off"
         self.contention_on = bool(contention) and not self.gpu_only
 
