@@ -125,6 +125,9 @@ def test_redundant_experts_in_a_step_hold_more_and_balance_the_busiest_gpu(capsy
         plain.memory_per_gpu_bytes["expert_weights"] * 5 / 4)                  # 5 replicas per GPU instead of 4
     assert eplb.step_time_s < plain.step_time_s
     assert (round(plain.step_time_s * 1e3, 1), round(eplb.step_time_s * 1e3, 1)) == (49.1, 38.7)   # docs/hardware.md
+    normal = simulate_step("deepseek-v3", "h100", dispatch="normal", **kw)
+    normal_eplb = simulate_step("deepseek-v3", "h100", dispatch="normal", redundant_experts=64, **kw)
+    assert (round(normal.step_time_s * 1e3, 1), round(normal_eplb.step_time_s * 1e3, 1)) == (31.0, 31.8)   # docs
     with pytest.raises(ConfigError, match="gpus = 72: expected a divisor"):
         simulate_step("deepseek-v3", "h100", gpus=72, nodes=9, redundant_experts=8, **{k: v for k, v in kw.items()
                                                                                      if k not in ("gpus", "nodes")})
@@ -169,12 +172,14 @@ def test_eight_nodes_of_eight_gpus_send_a_token_to_at_most_four_nodes():
     own = np.arange(64)
     nodes_hit = np.array([[len(set(ids[t, layer] // 32)) for layer in range(ids.shape[1])] for t in range(64)])
     assert nodes_hit.max() <= 4
+    assert max(len(set(row // 16)) for row in ids.reshape(-1, 8)) <= 8       # 16 nodes: each group on 2, at most 8
     v = _volumes(ids[:, 0, :], own, gpus=64, experts=256, nodes=8, dispatch="normal")
     remote = nodes_hit[:, 0] - np.array([int(t // 8 in set(ids[t, 0] // 32)) for t in range(64)])
     assert v.send_inter[0].tolist() == remote.tolist() and v.send_inter[0].max() <= 4
-    # one node: the routing is drawn without groups, as before
-    assert StepSimulator("deepseek-v3", "h200", gpus=8, policy="gpu-only", batch=8,
-                         weight_format="fp8-block").source.params.expert_groups is None
+    # one node: the routing is drawn without groups, as before, unless the preset routing is named
+    one = dict(gpus=8, policy="gpu-only", batch=8, weight_format="fp8-block")
+    assert StepSimulator("deepseek-v3", "h200", **one).source.params.expert_groups is None
+    assert StepSimulator("deepseek-v3", "h200", trace="synthetic:deepseek-v3", **one).source.params.top_k_groups == 4
 
 
 def test_models_without_groups_cross_nodes_as_before():

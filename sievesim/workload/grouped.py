@@ -37,18 +37,18 @@ class GroupedSampler:
         groups: expert groups per layer (divides E).
         chosen: groups a token's experts come from (1 .. ``groups``).
         top_k: experts per token (at most ``chosen * E / groups``).
+        alias_tables: the function that builds Vose alias tables row by row (``(prob, alias)`` of an
+            ``(rows, n)`` array of weights), the synthetic source's own.
     """
 
-    def __init__(self, popularity: np.ndarray, groups: int, chosen: int, top_k: int) -> None:
-        from .synthetic import _alias_tables
-
+    def __init__(self, popularity: np.ndarray, groups: int, chosen: int, top_k: int, alias_tables: Any) -> None:
         num_layers, e = popularity.shape
         self.layers, self.e, self.groups, self.chosen, self.k = num_layers, e, groups, chosen, top_k
         self.size = e // groups
         self.popularity = popularity
         within = popularity.reshape(num_layers * groups, self.size)
         self.mass = within.sum(axis=1).reshape(num_layers, groups)              # (L, G)
-        prob, alias = _alias_tables(within / within.sum(axis=1, keepdims=True))
+        prob, alias = alias_tables(within / within.sum(axis=1, keepdims=True))
         self._prob, self._alias = prob.ravel(), alias.ravel()                      # tables (L G, S)
 
     def sample(self, rng: np.random.Generator, n: int, prev: np.ndarray | None = None,

@@ -201,7 +201,8 @@ class SyntheticSource(RoutingSource):
         self._grouped = None
         if params.expert_groups is not None and (params.top_k_groups or params.expert_groups) < params.expert_groups:
             from .grouped import GroupedSampler
-            self._grouped = GroupedSampler(self.popularity, params.expert_groups, params.top_k_groups, params.top_k)
+            self._grouped = GroupedSampler(self.popularity, params.expert_groups, params.top_k_groups, params.top_k,
+                                           _alias_tables)
         self._prob = prob.ravel()
         self._alias = (alias + (np.arange(params.num_layers) * e)[:, None]).ravel()
 
