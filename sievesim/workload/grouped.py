@@ -48,6 +48,7 @@ class GroupedSampler:
         self.popularity = popularity
         within = popularity.reshape(num_layers * groups, self.size)
         self.mass = within.sum(axis=1).reshape(num_layers, groups)              # (L, G)
+        self._log_mass = np.log(self.mass)
         prob, alias = alias_tables(within / within.sum(axis=1, keepdims=True))
         self._prob, self._alias = prob.ravel(), alias.ravel()                      # tables (L G, S)
 
@@ -64,9 +65,7 @@ class GroupedSampler:
             prev_ids = prev.reshape(rows, k).T.astype(np.int64)
         chosen = self._choose_groups(rng, layer, None if kept is None else (prev_ids, kept))
         cum = np.cumsum(self.mass[layer[:, None], chosen], axis=1)                  # (rows, chosen)
-        ids = np.empty((k, rows), dtype=np.int64)
-        for j in range(k):
-            ids[j] = self._draw(rng, np.arange(rows), layer, chosen, cum)
+        ids = self._draw(rng, None, layer, chosen, cum)                             # (k, rows)
         if kept is not None:
             ids[kept] = prev_ids[kept]
         for j in range(1, k) if kept is None else range(k):
@@ -85,25 +84,29 @@ class GroupedSampler:
                        kept: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
         """(rows, chosen) groups of each row: the top ``chosen`` of log mass + Gumbel noise, the
         groups of kept slots first."""
-        key = np.log(self.mass[layer]) + rng.gumbel(size=(layer.size, self.groups))
+        key = self._log_mass[layer] + rng.gumbel(size=(layer.size, self.groups))
         if kept is not None:
             prev_ids, keep = kept
             r, _ = np.nonzero(keep.T)
             key[r, (prev_ids.T[keep.T]) // self.size] = np.inf
-        return np.argsort(-key, axis=1, kind="stable")[:, :self.chosen]
+        return np.argpartition(-key, self.chosen - 1, axis=1)[:, :self.chosen]
 
-    def _draw(self, rng: np.random.Generator, at: np.ndarray, layer: np.ndarray, chosen: np.ndarray,
+    def _draw(self, rng: np.random.Generator, at: np.ndarray | None, layer: np.ndarray, chosen: np.ndarray,
               cum: np.ndarray) -> np.ndarray:
-        """One expert for each row in ``at``: a chosen group by mass, then an expert of it by alias."""
-        c = cum[at]
-        u = rng.random(at.size) * c[:, -1]
-        pick = np.minimum((c <= u[:, None]).sum(axis=1), self.chosen - 1)
-        group = chosen[at, pick]
-        table = layer[at] * self.groups + group
-        v = rng.random(at.size) * self.size
+        """One expert for each row in ``at`` (``None``: k for every row, ``(k, rows)``): a chosen group
+        by mass, then an expert of it by alias."""
+        if at is None:
+            shape, rows = (self.k, layer.size), np.arange(layer.size)[None, :]
+            c, lay = cum[None, :, :], layer[None, :]
+        else:
+            shape, rows, c, lay = (at.size,), at, cum[at], layer[at]
+        u = rng.random(shape) * c[..., -1]
+        pick = np.minimum((c <= u[..., None]).sum(axis=-1), self.chosen - 1)
+        group = chosen[rows, pick]
+        v = rng.random(shape) * self.size
         j = np.minimum(v.astype(np.int64), self.size - 1)
-        at_j = table * self.size + j
-        local = np.where(v - j < self._prob[at_j], j, self._alias[at_j] % self.size)
+        at_j = (lay * self.groups + group) * self.size + j
+        local = np.where(v - j < self._prob[at_j], j, self._alias[at_j])
         return group * self.size + local
 
     def _clash(self, ids: np.ndarray, kept: np.ndarray | None, j: int, at: Any) -> np.ndarray:
