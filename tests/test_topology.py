@@ -256,3 +256,24 @@ def test_group_limited_draws_have_the_stated_distribution():
     ids = GroupedSampler(p, 3, 2, 1, _alias_tables).sample(np.random.default_rng(0), 200_000)
     got = np.bincount(ids.ravel(), minlength=6) / ids.size
     assert np.abs(got - want).max() < 0.004
+
+
+def test_groups_are_read_from_the_hf_config():
+    """``n_group``/``topk_group`` become ``expert_groups``/``top_k_groups``; one group, or
+    ``topk_method = "greedy"``, is no groups; a bad value names its key, and a model field that
+    cannot hold the top-k is refused."""
+    import json
+    from pathlib import Path
+
+    from sievesim.models.hf import from_hf_config
+    cfg = json.loads((Path(__file__).parent / "data" / "hf_configs" / "deepseek-ai--DeepSeek-V3.json").read_text())
+    spec = from_hf_config(cfg, name="v3")
+    assert (spec.expert_groups, spec.top_k_groups) == (8, 4) and "n_group" not in dict(spec.ignored_keys)
+    assert from_hf_config({**cfg, "topk_method": "greedy"}, name="v3").expert_groups is None
+    assert from_hf_config({**cfg, "n_group": 1, "topk_group": 1}, name="v3").top_k_groups is None
+    with pytest.raises(ConfigError, match="n_group"):
+        from_hf_config({**cfg, "n_group": "eight"}, name="v3")
+    with pytest.raises(ConfigError, match="expert_groups = 7"):
+        from_hf_config({**cfg, "n_group": 7}, name="v3")
+    with pytest.raises(ConfigError, match="top_k = 8: expected at most the 4 experts"):
+        get_model("deepseek-v3").replace(expert_groups=64, top_k_groups=1)
