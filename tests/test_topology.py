@@ -14,9 +14,9 @@ from sievesim.system import simulate_step
 from sievesim.system.routing_volumes import of_microbatch
 
 
-def _volumes(ids, own, gpus, experts, nodes):
+def _volumes(ids, own, gpus, experts, nodes, dispatch="low-latency"):
     sim = SimpleNamespace(gpus=gpus, local_experts=experts // gpus, num_slots=experts,
-                          nodes=nodes, early_loads="off")
+                          nodes=nodes, early_loads="off", dispatch=dispatch)
     b = SimpleNamespace(sim=sim, memo={}, ids=np.asarray(ids)[:, None, :])       # one MoE layer
     lb = SimpleNamespace(mb=0, rows=np.arange(len(ids)), own=np.asarray(own))
     return of_microbatch(b, lb)
@@ -31,6 +31,27 @@ def test_dispatch_volumes_per_level_are_the_hand_count():
     assert v.send_inter[0].tolist() == [1, 0, 1, 0] and v.recv_inter[0].tolist() == [1, 0, 0, 1]
     one = _volumes([[2, 6], [0, 5], [6, 7]], [0, 2, 3], gpus=4, experts=8, nodes=1)
     assert one.send_inter is None and one.send[0].tolist() == v.send[0].tolist()
+
+
+def test_normal_mode_volumes_cross_once_per_node_and_forward_over_nvlink():
+    """8 GPUs in 2 nodes of 4 (local ranks 0-3), one expert per GPU, top-3. Token A on GPU 0 goes to
+    GPUs 1, 5, 6: NVLink to 1, RDMA once to node 1's rank-0 GPU 4, which forwards to 5 and 6. Token B
+    on GPU 5 goes to GPUs 1, 0, 4: NVLink to 4, RDMA to node 0's rank-1 GPU 1 (a target itself),
+    which forwards to 0. Token C on GPU 2 goes to GPUs 6, 7 and its own 2: RDMA to GPU 6 (a
+    target), which forwards to 7."""
+    ids, own = [[1, 5, 6], [1, 0, 4], [6, 7, 2]], [0, 5, 2]
+    v = _volumes(ids, own, gpus=8, experts=8, nodes=2, dispatch="normal")
+    assert v.send_inter[0].tolist() == [1, 0, 1, 0, 0, 1, 0, 0]
+    assert v.recv_inter[0].tolist() == [0, 1, 0, 0, 1, 0, 1, 0]
+    nvl_send = [1, 1, 0, 0, 2, 1, 1, 0]     # GPU 0 direct; relays 4 (2), 1 (1), 6 (1); GPU 5 direct
+    nvl_recv = [1, 1, 0, 0, 1, 1, 1, 1]     # B forwarded to 0, A direct to 1, B direct to 4, A to 5 and 6, C to 7
+    assert (v.send[0] - v.send_inter[0]).tolist() == nvl_send
+    assert (v.recv[0] - v.recv_inter[0]).tolist() == nvl_recv
+    ll = _volumes(ids, own, gpus=8, experts=8, nodes=2)
+    assert ll.send_inter[0].tolist() == [2, 0, 2, 0, 0, 2, 0, 0]      # low latency: once per GPU
+    # on one node there is nothing to forward: both modes are the same
+    one = _volumes(ids, own, gpus=8, experts=8, nodes=1, dispatch="normal")
+    assert one.send_inter is None and one.send[0].tolist() == _volumes(ids, own, gpus=8, experts=8, nodes=1).send[0].tolist()
 
 
 def test_a_node_count_that_does_not_divide_the_gpus_is_refused(capsys):
@@ -103,7 +124,10 @@ def test_redundant_experts_in_a_step_hold_more_and_balance_the_busiest_gpu(capsy
     assert eplb.memory_per_gpu_bytes["expert_weights"] == pytest.approx(
         plain.memory_per_gpu_bytes["expert_weights"] * 5 / 4)                  # 5 replicas per GPU instead of 4
     assert eplb.step_time_s < plain.step_time_s
-    assert (round(plain.step_time_s * 1e3, 1), round(eplb.step_time_s * 1e3, 1)) == (49.6, 38.6)   # docs/hardware.md
+    assert (round(plain.step_time_s * 1e3, 1), round(eplb.step_time_s * 1e3, 1)) == (49.0, 38.7)   # docs/hardware.md
+    normal = simulate_step("deepseek-v3", "h100", dispatch="normal", **kw)
+    normal_eplb = simulate_step("deepseek-v3", "h100", dispatch="normal", redundant_experts=64, **kw)
+    assert (round(normal.step_time_s * 1e3, 1), round(normal_eplb.step_time_s * 1e3, 1)) == (31.0, 31.8)   # docs
     with pytest.raises(ConfigError, match="gpus = 72: expected a divisor"):
         simulate_step("deepseek-v3", "h100", gpus=72, nodes=9, redundant_experts=8, **{k: v for k, v in kw.items()
                                                                                      if k not in ("gpus", "nodes")})
@@ -111,3 +135,145 @@ def test_redundant_experts_in_a_step_hold_more_and_balance_the_busiest_gpu(capsy
                  "--redundant-experts", "32", "--policy", "gpu-only", "--batch", "72", "--warmup", "0",
                  "--weight-format", "fp8-block", "--json"]) == 0
     assert '"redundant_experts": 32' in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ node-limited routing (groups)
+from sievesim.models import get_model  # noqa: E402
+from sievesim.system.step import StepSimulator  # noqa: E402
+from sievesim.workload.synthetic import source_for_model  # noqa: E402
+
+
+def test_group_limited_routing_keeps_every_token_in_its_top_groups():
+    """DeepSeek-V3 (8 groups of 32 experts, top-4 groups): over steps with persistence and new
+    requests, every token's 8 distinct experts lie in at most 4 groups; without the limit many do not."""
+    m = get_model("deepseek-v3")
+    assert (m.expert_groups, m.top_k_groups, m.group_size) == (8, 4, 32)
+    src, spec = source_for_model(m, seed=5)
+    assert spec == "synthetic:deepseek-v3" and src.params.persistence > 0
+    stream = src.stream(256, seed=1, new_request_prob=0.2)
+    for _ in range(4):
+        ids = stream.step().topk_ids
+        groups = np.sort(ids // 32, axis=2)
+        assert ((np.diff(groups, axis=2) > 0).sum(axis=2) + 1).max() <= 4
+        assert (np.diff(np.sort(ids, axis=2), axis=2) > 0).all()             # no expert twice
+    free = source_for_model(m, seed=5, group_limited=False)[0].stream(256, seed=1).step().topk_ids
+    spans = (np.diff(np.sort(free // 32, axis=2), axis=2) > 0).sum(axis=2) + 1
+    assert spans.max() > 4
+
+
+def test_eight_nodes_of_eight_gpus_send_a_token_to_at_most_four_nodes():
+    """Contiguous experts on 64 GPUs in 8 nodes: node n holds group n, so a DeepSeek-V3 token reaches
+    at most 4 nodes. One token per GPU, so each GPU's RDMA sends (normal kernels) are its token's
+    other nodes."""
+    sim = StepSimulator("deepseek-v3", "h100", gpus=64, nodes=8, policy="gpu-only", batch=64,
+                        weight_format="fp8-block", energy=False)
+    assert sim.source.params.expert_groups == 8
+    ids = sim.stream.step().topk_ids
+    own = np.arange(64)
+    nodes_hit = np.array([[len(set(ids[t, layer] // 32)) for layer in range(ids.shape[1])] for t in range(64)])
+    assert nodes_hit.max() <= 4
+    assert max(len(set(row // 16)) for row in ids.reshape(-1, 8)) <= 8       # 16 nodes: each group on 2, at most 8
+    v = _volumes(ids[:, 0, :], own, gpus=64, experts=256, nodes=8, dispatch="normal")
+    remote = nodes_hit[:, 0] - np.array([int(t // 8 in set(ids[t, 0] // 32)) for t in range(64)])
+    assert v.send_inter[0].tolist() == remote.tolist() and v.send_inter[0].max() <= 4
+    # one node: the routing is drawn without groups, as before, unless the preset routing is named
+    one = dict(gpus=8, policy="gpu-only", batch=8, weight_format="fp8-block")
+    assert StepSimulator("deepseek-v3", "h200", **one).source.params.expert_groups is None
+    assert StepSimulator("deepseek-v3", "h200", trace="synthetic:deepseek-v3", **one).source.params.top_k_groups == 4
+
+
+def test_models_without_groups_cross_nodes_as_before():
+    """Qwen3 and GPT-OSS over several nodes give the step times of the commit before group-limited
+    routing and the normal kernels, to the last bit (tests/data/multinode_steps_2209ca2.json)."""
+    import json
+    from pathlib import Path
+    golden = json.loads((Path(__file__).parent / "data" / "multinode_steps_2209ca2.json").read_text())
+    for p in golden["points"]:
+        r = simulate_step(p["model"], p["hardware"], gpus=p["gpus"], batch=p["batch"], steps=2, warmup=1,
+                          **p["options"])
+        assert [repr(x) for x in r.step_times_s] == p["step_times_s"], p
+        assert repr(r.estimated_step_time_s) == p["estimated_step_time_s"], p
+
+
+# ------------------------------------------------------------------ DeepEP's normal (NVLink-forwarded) kernels
+from sievesim.costs.gpu_model import gpu_model  # noqa: E402
+
+
+def test_normal_kernels_are_priced_on_deepeps_normal_table():
+    """Calibrated: the low-latency kernel's fixed time, then NVLink at 155.5 GB/s (DeepEP normal,
+    intranode EP8 on H800: 153 and 158) and RDMA at the NIC's 50 GB/s (the table's 43-58 GB/s mean,
+    50.3, above the line rate); the roofline: the same line rates as low latency."""
+    h = get_hardware("h100")
+    link = h.interconnect
+    lat = max(link.alltoall_latency_s, link.latency_s, link.scaleout_alltoall_latency_s, link.scaleout_latency_s)
+    normal = gpu_model("calibrated", h, dispatch="normal")
+    assert normal.dispatch_s(1.555e9, 0.0) == pytest.approx(lat + 0.01)
+    assert normal.dispatch_s(1.0e6, 5.0e8) == pytest.approx(lat + 0.01)
+    ll = gpu_model("calibrated", h)
+    assert ll.dispatch_s(0.0, 4.6e8) == pytest.approx(lat + 0.01)              # pure RDMA: 46 GB/s
+    roof_n, roof_ll = gpu_model("roofline", h, dispatch="normal"), gpu_model("roofline", h)
+    assert roof_n.dispatch_s(1e6, 1e7) == roof_ll.dispatch_s(1e6, 1e7)
+    import dataclasses
+    bare = dataclasses.replace(h, interconnect=dataclasses.replace(link, scaleout_forwarded_bandwidth_bytes_per_s=None))
+    with pytest.raises(ConfigError, match="scaleout_forwarded_bandwidth_bytes_per_s"):
+        gpu_model("calibrated", bare, dispatch="normal").dispatch_s(1.0, 1.0)
+    with pytest.raises(ConfigError, match="dispatch = 'fast'"):
+        gpu_model("calibrated", h, dispatch="fast")
+
+
+def test_normal_kernels_in_a_step(capsys):
+    """DeepSeek-V3 on 8 nodes of 8 H100s: once per node over the NIC costs the dispatch less than
+    once per GPU; on one node both modes are the same step."""
+    kw = dict(policy="gpu-only", batch=16 * 64, context_len=2000, steps=1, warmup=0, weight_format="fp8-block",
+              energy=False, gpus=64, nodes=8)
+    ll = simulate_step("deepseek-v3", "h100", **kw)
+    normal = simulate_step("deepseek-v3", "h100", dispatch="normal", **kw)
+    assert (ll.settings["dispatch"], normal.settings["dispatch"]) == ("low-latency", "normal")
+    link = lambda r: sum(n.duration_s for n in r.nodes() if n.kind in ("dispatch", "combine"))
+    assert link(normal) < link(ll) and normal.step_time_s < ll.step_time_s
+    one = dict(kw, gpus=8, nodes=1, batch=64)
+    assert simulate_step("qwen3-30b-a3b", "h100", dispatch="normal", **one).step_times_s == \
+        simulate_step("qwen3-30b-a3b", "h100", **one).step_times_s
+    assert main(["run", "--model", "qwen3-30b-a3b", "--gpus", "2", "--batch", "4", "--dispatch", "fast"]) == 2
+    assert "--dispatch" in capsys.readouterr().err
+
+
+def test_group_limited_draws_have_the_stated_distribution():
+    """6 experts in 3 groups of 2, a token's 1 expert from its 2 chosen groups: groups by Plackett-Luce
+    over their mass, then the expert in proportion to its popularity among the chosen groups'.
+    200,000 draws against the enumeration."""
+    from itertools import permutations
+
+    from sievesim.workload.grouped import GroupedSampler
+    from sievesim.workload.synthetic import _alias_tables
+    p = np.array([[0.30, 0.05, 0.20, 0.15, 0.25, 0.05]])
+    mass = p[0].reshape(3, 2).sum(axis=1)
+    want = np.zeros(6)
+    for a, b in permutations(range(3), 2):                          # ordered draws of two groups
+        pr = mass[a] * mass[b] / (1 - mass[a])
+        for g in (a, b):
+            want[2 * g:2 * g + 2] += pr * p[0, 2 * g:2 * g + 2] / (mass[a] + mass[b])
+    ids = GroupedSampler(p, 3, 2, 1, _alias_tables).sample(np.random.default_rng(0), 200_000)
+    got = np.bincount(ids.ravel(), minlength=6) / ids.size
+    assert np.abs(got - want).max() < 0.004
+
+
+def test_groups_are_read_from_the_hf_config():
+    """``n_group``/``topk_group`` become ``expert_groups``/``top_k_groups``; one group, or
+    ``topk_method = "greedy"``, is no groups; a bad value names its key, and a model field that
+    cannot hold the top-k is refused."""
+    import json
+    from pathlib import Path
+
+    from sievesim.models.hf import from_hf_config
+    cfg = json.loads((Path(__file__).parent / "data" / "hf_configs" / "deepseek-ai--DeepSeek-V3.json").read_text())
+    spec = from_hf_config(cfg, name="v3")
+    assert (spec.expert_groups, spec.top_k_groups) == (8, 4) and "n_group" not in dict(spec.ignored_keys)
+    assert from_hf_config({**cfg, "topk_method": "greedy"}, name="v3").expert_groups is None
+    assert from_hf_config({**cfg, "n_group": 1, "topk_group": 1}, name="v3").top_k_groups is None
+    with pytest.raises(ConfigError, match="n_group"):
+        from_hf_config({**cfg, "n_group": "eight"}, name="v3")
+    with pytest.raises(ConfigError, match="expert_groups = 7"):
+        from_hf_config({**cfg, "n_group": 7}, name="v3")
+    with pytest.raises(ConfigError, match="top_k = 8: expected at most the 4 experts"):
+        get_model("deepseek-v3").replace(expert_groups=64, top_k_groups=1)

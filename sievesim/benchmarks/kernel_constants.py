@@ -12,6 +12,9 @@ again from those tables (docs/hardware.md, "The calibrated model's constants").
   dispatch (77 us at 98 GB/s) and combine (114 us at 127 GB/s) at EP8 on H800.
 * ``scaleout_alltoall_*``: the same line through DeepEP's first, pure-RDMA table (163 us and 318 us at
   46 GB/s).
+* ``forwarded_alltoall_bandwidth_bytes_per_s`` and ``scaleout_forwarded_bandwidth_bytes_per_s``: the
+  means of DeepEP's normal-kernel table on H800 (dispatch and combine): intranode EP8 153 and 158 GB/s
+  over NVLink; internode EP16/32/64 43/58/51 GB/s (dispatch) and 43/57/50 GB/s (combine) over RDMA.
 """
 from __future__ import annotations
 
@@ -29,6 +32,10 @@ NCCL_8XH100 = ((1 << 20, 32.42), (16 << 20, 135.68))
 #: DeepEP low-latency kernels at EP8 on H800: (latency us, GB/s) of dispatch and combine.
 DEEPEP_LL = ((77.0, 98.0), (114.0, 127.0))
 DEEPEP_LL_RDMA = ((163.0, 46.0), (318.0, 46.0))
+#: DeepEP normal kernels on H800 (GB/s): intranode EP8 over NVLink, internode EP16/32/64 over RDMA,
+#: each (dispatch, combine).
+DEEPEP_NORMAL_NVL = ((153.0, 158.0),)
+DEEPEP_NORMAL_RDMA = ((43.0, 43.0), (58.0, 57.0), (51.0, 50.0))
 
 
 def deepgemm_fit() -> tuple[float, float]:
@@ -61,7 +68,9 @@ def fits() -> dict[str, float]:
     return {"kernel_ramp_s": ramp, "kernel_bandwidth_fraction": frac,
             "allreduce_bandwidth_bytes_per_s": allreduce_busbw(), "alltoall_latency_s": ll_lat,
             "alltoall_bandwidth_bytes_per_s": ll_bw, "scaleout_alltoall_latency_s": rdma_lat,
-            "scaleout_alltoall_bandwidth_bytes_per_s": rdma_bw}
+            "scaleout_alltoall_bandwidth_bytes_per_s": rdma_bw,
+            "forwarded_alltoall_bandwidth_bytes_per_s": float(np.mean(DEEPEP_NORMAL_NVL)) * 1e9,
+            "scaleout_forwarded_bandwidth_bytes_per_s": float(np.mean(DEEPEP_NORMAL_RDMA)) * 1e9}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -48,6 +48,10 @@ def add_gpu_args(p: argparse.ArgumentParser, *, parallelism: bool = True) -> Non
         p.add_argument("--redundant-experts", type=_redundant_arg, default=0, metavar="R",
                        help="R extra replicas of the hottest experts, placed as DeepSeek's EPLB places them "
                             "(experts + R a multiple of --gpus; default 0)")
+        p.add_argument("--dispatch", default="low-latency", choices=("low-latency", "normal"),
+                       help="DeepEP's dispatch/combine kernels across nodes: low-latency (default; pure RDMA, a token "
+                            "once to every GPU that needs it, as decode deployments run) or normal (once per node, "
+                            "forwarded over NVLink inside it)")
         p.add_argument("--experts", default="ep", choices=("ep", "tp"),
                        help="routed experts expert-parallel (ep, E/G per GPU; default) or tensor-parallel "
                             "(tp, every expert split by its intermediate size; with --attention tp)")
@@ -58,5 +62,5 @@ def gpu_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"gpu_model": args.gpu_model, "weight_format": args.weight_format}
     if hasattr(args, "attention"):
         out.update(attention=args.attention, experts=args.experts, nodes=args.nodes,
-                   redundant_experts=args.redundant_experts)
+                   redundant_experts=args.redundant_experts, dispatch=args.dispatch)
     return out

@@ -241,6 +241,7 @@ def _gpu_words(r: dict[str, Any]) -> str:
     """The GPU model, parallelism and formats of a record, in words (every output says them)."""
     model = {"roofline": "the paper's roofline", "calibrated": "calibrated"}[r["gpu_model"]]
     par = f"attention {r['attention']}, experts {r['experts']}" + (f", {r['nodes']} nodes" if r.get("nodes", 1) > 1 else "")
+    par += ", DeepEP normal dispatch" if r.get("nodes", 1) > 1 and r.get("dispatch") == "normal" else ""
     formats = f"weights {r['weight_format']}, experts {r['expert_format']}, KV {r['kv_format']}"
     return f"GPU model: {model} ({par}; {formats})"
 

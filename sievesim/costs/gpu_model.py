@@ -24,13 +24,26 @@ import numpy as np
 from ..errors import field_error
 from .gpu import GpuWork
 
-__all__ = ["GPU_MODELS", "DEFAULT_GPU_MODEL", "KERNELS_PER_NODE", "attention_node_kind", "GpuModel", "RooflineGpuModel",
+__all__ = ["GPU_MODELS", "DEFAULT_GPU_MODEL", "DISPATCH_MODES", "check_dispatch", "KERNELS_PER_NODE", "attention_node_kind", "GpuModel", "RooflineGpuModel",
            "CalibratedGpuModel", "gpu_model", "check_gpu_model_name"]
 
 #: The GPU models, by name.
 GPU_MODELS: tuple[str, ...] = ("roofline", "calibrated")
 #: The model ``run``, ``serve`` and ``sweep`` use unless told otherwise (``reproduce``: roofline).
 DEFAULT_GPU_MODEL = "calibrated"
+
+#: DeepEP's dispatch/combine kernels across nodes: pure RDMA once per GPU (the default: what decode
+#: deployments run, CUDA-graph compatible) or once per node, forwarded over NVLink (docs/hardware.md).
+DISPATCH_MODES: tuple[str, ...] = ("low-latency", "normal")
+
+
+def check_dispatch(mode: Any, field: str = "dispatch") -> str:
+    """``mode`` if it is one of :data:`DISPATCH_MODES`, else a clear error."""
+    if not isinstance(mode, str) or mode not in DISPATCH_MODES:
+        raise field_error(field, mode, f"one of {list(DISPATCH_MODES)} (DeepEP's pure-RDMA low-latency kernels, "
+                                       "or its normal kernels: once per node, forwarded over NVLink)")
+    return mode
+
 
 #: Kernels one node of Figure 8's graph launches in a decode step, counted in vLLM's model code
 #: (``qwen3_moe.py``, ``gpt_oss.py``, ``deepseek_v2.py``'s ``DeepseekV2MLAAttention.forward`` and its
@@ -86,8 +99,10 @@ class GpuModel:
     expert_flops_s: float
     stream_bytes_s: float
 
-    def __init__(self, hardware: Any) -> None:
+    def __init__(self, hardware: Any, dispatch: str = "low-latency") -> None:
         self.hw = hardware
+        #: DeepEP's kernels across nodes (:data:`DISPATCH_MODES`).
+        self.dispatch = check_dispatch(dispatch)
 
     def kernel_s(self, work: GpuWork, kind: str, tensor_core: str = "bf16") -> float:
         """One graph node of GPU work (``kind`` as in :data:`KERNELS_PER_NODE`)."""
@@ -119,7 +134,8 @@ class GpuModel:
 
     def dispatch_s(self, intra_bytes: float, inter_bytes: float) -> float:
         """A dispatch or combine over two levels: ``intra_bytes`` over NVLink to GPUs of this GPU's
-        node and ``inter_bytes`` over its NIC to the other nodes, both at once."""
+        node and ``inter_bytes`` over its NIC to the other nodes, both at once (in either mode: the
+        normal kernels' volumes differ, :mod:`sievesim.system.routing_volumes`, not the line rates)."""
         intra = self.alltoall_s(intra_bytes) if intra_bytes > 0 else 0.0
         return max(intra, self.scaleout_s(inter_bytes) if inter_bytes > 0 else 0.0)
 
@@ -152,8 +168,8 @@ class RooflineGpuModel(GpuModel):
 
     name = "roofline"
 
-    def __init__(self, hardware: Any) -> None:
-        super().__init__(hardware)
+    def __init__(self, hardware: Any, dispatch: str = "low-latency") -> None:
+        super().__init__(hardware, dispatch)
         gpu = hardware.gpu
         self._flops = gpu.peak_flops_bf16 * gpu.compute_efficiency
         self._bytes = gpu.hbm_bandwidth_bytes_per_s * gpu.memory_efficiency
@@ -209,8 +225,8 @@ class CalibratedGpuModel(GpuModel):
 
     name = "calibrated"
 
-    def __init__(self, hardware: Any, expert_tensor_core: str = "bf16") -> None:
-        super().__init__(hardware)
+    def __init__(self, hardware: Any, expert_tensor_core: str = "bf16", dispatch: str = "low-latency") -> None:
+        super().__init__(hardware, dispatch)
         gpu = hardware.gpu
         missing = gpu.calibration_missing()
         if missing:
@@ -286,11 +302,27 @@ class CalibratedGpuModel(GpuModel):
 
     def dispatch_s(self, intra_bytes: float, inter_bytes: float) -> float:
         """One dispatch kernel moving data over NVLink and the NIC at once: its fixed time once (the
-        larger of the two curves'), then the slower of the two transfers."""
+        larger of the two curves'), then the slower of the two transfers. The normal kernels move
+        theirs at DeepEP's normal-kernel bandwidths (``forwarded_alltoall_bandwidth_bytes_per_s``,
+        ``scaleout_forwarded_bandwidth_bytes_per_s``, at most the line rates) after the same fixed
+        time: DeepEP publishes none for them, so it is a lower bound."""
         link = self._link
         s_lat, s_bw = self._scaleout_curve()
         lat = max(link.alltoall_latency_s, link.latency_s, s_lat)
+        if self.dispatch == "normal":
+            nvl, rdma = self._forwarded()
+            return lat + max(intra_bytes / nvl, inter_bytes / rdma)
         return lat + max(intra_bytes / link.collective_bandwidth("alltoall"), inter_bytes / s_bw)
+
+    def _forwarded(self) -> tuple[float, float]:
+        """The normal kernels' NVLink and RDMA bandwidths [bytes/s], each at most its line rate."""
+        link = self._link
+        for f in ("forwarded_alltoall_bandwidth_bytes_per_s", "scaleout_forwarded_bandwidth_bytes_per_s"):
+            if getattr(link, f) is None:
+                raise field_error(f"interconnect.{f}", None, "a measured bandwidth of DeepEP's normal kernels for "
+                                  "dispatch 'normal' under the calibrated GPU model (docs/hardware.md, 'Nodes')")
+        return (min(link.forwarded_alltoall_bandwidth_bytes_per_s, link.bandwidth_bytes_per_s_per_direction),
+                min(link.scaleout_forwarded_bandwidth_bytes_per_s, self._scaleout()[0]))
 
     def allreduce_s(self, num_bytes: float, gpus: int) -> float:
         """On the measured NCCL curve; across nodes its latency and the NIC's line rate bound it."""
@@ -314,9 +346,10 @@ class CalibratedGpuModel(GpuModel):
         return out
 
 
-def gpu_model(name: str, hardware: Any, expert_tensor_core: str = "bf16") -> GpuModel:
-    """The GPU model called ``name`` (:data:`GPU_MODELS`) on ``hardware``."""
+def gpu_model(name: str, hardware: Any, expert_tensor_core: str = "bf16", dispatch: str = "low-latency") -> GpuModel:
+    """The GPU model called ``name`` (:data:`GPU_MODELS`) on ``hardware``, its dispatch across nodes
+    by DeepEP's ``dispatch`` kernels (:data:`DISPATCH_MODES`)."""
     key = check_gpu_model_name(name)
     if key == "roofline":
-        return RooflineGpuModel(hardware)
-    return CalibratedGpuModel(hardware, expert_tensor_core)
+        return RooflineGpuModel(hardware, dispatch)
+    return CalibratedGpuModel(hardware, expert_tensor_core, dispatch)

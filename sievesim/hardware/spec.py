@@ -337,6 +337,10 @@ class InterconnectSpec:
     #: [s] and bandwidth one GPU reaches [bytes/s].
     scaleout_alltoall_latency_s: float | None = None
     scaleout_alltoall_bandwidth_bytes_per_s: float | None = None
+    #: DeepEP's normal (NVLink-forwarded) kernels, ``dispatch="normal"``: the bandwidth one GPU reaches
+    #: over NVLink and over RDMA (per node, not per GPU), bytes/s.
+    forwarded_alltoall_bandwidth_bytes_per_s: float | None = None
+    scaleout_forwarded_bandwidth_bytes_per_s: float | None = None
 
     def __post_init__(self) -> None:
         _check_fields(self, "interconnect")
@@ -613,6 +617,8 @@ _FIELD_CHECKS: dict[type, dict[str, Any]] = {
         "scaleout_latency_s": _optional(_latency),
         "scaleout_alltoall_latency_s": _optional(_latency),
         "scaleout_alltoall_bandwidth_bytes_per_s": _optional(_positive("bytes/s per direction")),
+        "forwarded_alltoall_bandwidth_bytes_per_s": _optional(_positive("bytes/s per direction")),
+        "scaleout_forwarded_bandwidth_bytes_per_s": _optional(_positive("bytes/s per direction")),
     },
 }
 

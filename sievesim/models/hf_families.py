@@ -77,6 +77,16 @@ def family_weights(hf: _HF, model_type: str) -> dict[str, Any]:
                 router_bias=router_bias)
 
 
+def routing_groups(hf: _HF) -> dict[str, Any]:
+    """Group-limited routing (DeepSeek-V2/V3, read as their ``MoEGate`` does): ``n_group`` groups of
+    consecutive experts, a token's experts from its ``topk_group`` best groups, unless
+    ``topk_method`` is ``"greedy"`` (DeepSeek-V2-Lite: plain top-k). One group is no groups."""
+    groups, chosen = hf.int("n_group", 1), hf.int("topk_group", None)
+    if groups == 1 or hf.cfg.get("topk_method") == "greedy":
+        return {}
+    return {"expert_groups": groups, "top_k_groups": chosen if chosen is not None else groups}
+
+
 def mtp_layer_count(hf: _HF, model_type: str) -> int:
     """Multi-token-prediction layers shipped with the checkpoint (not simulated, not counted):
     DeepSeek/GLM/Kimi ``num_nextn_predict_layers``, Qwen3.5 ``mtp_num_hidden_layers``, MiniMax-M2

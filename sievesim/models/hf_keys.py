@@ -184,9 +184,8 @@ NO_DECODE_EFFECT_KEYS: dict[str, str] = {
         "softcaps, scalings of embeddings, residuals, logits or attention scores, clipping; Ling's "
         "norm_head normalises the LM head's rows): no shape changes"),
     **dict.fromkeys((
-        "norm_topk_prob", "routed_scaling_factor", "scoring_func", "score_function", "n_group",
-        "topk_group"),
-        "routing-score detail (softmax or sigmoid, grouped top-k, renormalisation, scaling of the "
+        "norm_topk_prob", "routed_scaling_factor", "scoring_func", "score_function"),
+        "routing-score detail (softmax or sigmoid, renormalisation, scaling of the "
         "experts' sum): the same experts' shapes and the same top-k"),
     **dict.fromkeys(("torch_dtype", "dtype"),
                     "storage dtype of the checkpoint: sievesim prices bf16 unless quantization_config names "
@@ -258,6 +257,8 @@ _HF_INT_KEYS: dict[str, tuple[str, bool]] = {
     "moe_shared_expert_intermediate_size": ("a non-negative shared-expert width", True),
     "mtp_num_hidden_layers": ("a non-negative number of layers", True),
     "no_rope_layer_interval": ("a positive layer interval", False),
+    "n_group": ("a positive number of expert groups", False),
+    "topk_group": ("a positive number of expert groups", False),
 }
 # Integer keys that may also be given as a list, one entry per layer (MiMo-V2's moe_layer_freq).
 _HF_INT_OR_LIST_KEYS = frozenset({"moe_layer_freq"})

@@ -138,6 +138,11 @@ class ModelSpec(WeightCounts, CacheSizes):
     expert_bias: bool = False
     #: The router has one bias (or score-correction bias, DeepSeek-V3) per expert.
     router_bias: bool = False
+    #: Group-limited routing (DeepSeek-V3's ``n_group``): the routed experts form this many groups of
+    #: consecutive experts (8 groups of 32); None: no groups.
+    expert_groups: int | None = None
+    #: Groups a token's experts come from (``topk_group``: 4 of the 8); None: every group.
+    top_k_groups: int | None = None
     #: A scalar sigmoid gate ``h -> 1`` on the shared-expert output (Qwen2-MoE / Qwen3-Next / 3.5).
     shared_expert_gate: bool = False
     #: Multi-token-prediction layers shipped with the checkpoint; not simulated and not counted.
@@ -165,6 +170,8 @@ class ModelSpec(WeightCounts, CacheSizes):
         with problems.check():
             if self.top_k > self.num_experts:
                 raise field_error("top_k", self.top_k, f"at most num_experts = {self.num_experts}", source=src)
+        with problems.check():
+            _check_groups(self, src)
         with problems.check():
             if "moe" not in self.layer_mlp:
                 raise field_error("layer_mlp", "<no 'moe' layer>",
@@ -332,6 +339,11 @@ class ModelSpec(WeightCounts, CacheSizes):
         """A copy that activates ``k`` routed experts per token (validated: ``1 <= k <= num_experts``)."""
         return dataclasses.replace(self, top_k=k)
 
+    @property
+    def group_size(self) -> int:
+        """Experts per routing group (``num_experts`` without groups)."""
+        return self.num_experts // (self.expert_groups or 1)
+
     def replace(self, **changes: Any) -> "ModelSpec":
         """A validated copy with ``changes`` applied (``dataclasses.replace``)."""
         unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(self)})
@@ -400,6 +412,25 @@ _DTYPE_FIELDS = ("dtype_bytes", "expert_dtype_bytes", "kv_dtype_bytes", "state_d
 #: Each format field and the bytes field it sets.
 _FORMAT_FIELDS = {"expert_format": "expert_dtype_bytes", "weight_format": "weight_dtype_bytes",
                   "kv_format": "kv_dtype_bytes"}
+
+
+def _check_groups(spec: ModelSpec, src: str) -> None:
+    """Group-limited routing: groups that divide the experts, at most as many chosen as there are,
+    and room in the chosen groups for the top-k experts."""
+    groups, chosen = spec.expert_groups, spec.top_k_groups
+    if groups is None:
+        if chosen is not None:
+            raise field_error("top_k_groups", chosen, "none when expert_groups is none (no routing groups)", source=src)
+        return
+    if spec.num_experts % groups:
+        raise field_error("expert_groups", groups, f"a divisor of num_experts = {spec.num_experts} (groups of "
+                          "as many consecutive experts)", source=src)
+    if chosen is not None and chosen > groups:
+        raise field_error("top_k_groups", chosen, f"at most expert_groups = {groups}", source=src)
+    room = (chosen or groups) * (spec.num_experts // groups)
+    if spec.top_k > room:
+        raise field_error("top_k", spec.top_k, f"at most the {room} experts of the top_k_groups = {chosen} groups "
+                          f"a token may use ({spec.num_experts // groups} per group)", source=src)
 
 
 def _ignored_keys(value: Any, src: str) -> tuple[tuple[str, str], ...]:
@@ -492,6 +523,16 @@ def _field_problems(values: Mapping[str, Any], problems: Problems, src: str) -> 
 
     for fname in _FORMAT_FIELDS:
         check(fname, number_format(fname))
+    def groups_or_none(fname: str) -> Any:
+        def test(value: Any) -> None:
+            if value is not None and (not _is_int(value) or value <= 0):
+                raise field_error(fname, value, "a positive number of expert groups or none", source=src)
+            if value is not None:
+                check_int(fname, value, "experts", source=src)
+        return test
+
+    check("expert_groups", groups_or_none("expert_groups"))
+    check("top_k_groups", groups_or_none("top_k_groups"))
     check("sliding_window", tokens_or_none("sliding_window", "window"))
     check("attention_chunk_size", tokens_or_none("attention_chunk_size", "chunk"))
     check("source", source)

@@ -2,7 +2,17 @@
 step's routing: once to every other GPU that holds one of a token's experts (as DeepEP does), and
 with more than one NVLink domain (``interconnect.gpus_per_node``) the share that crosses the
 scale-out network. Computed for every MoE layer of a micro-batch at once, as integer counts (the
-same values as one layer at a time)."""
+same values as one layer at a time).
+
+Across nodes, two of DeepEP's kernels (the step's ``dispatch``):
+
+* ``"low-latency"`` (pure RDMA): a token goes straight to every GPU of another node that holds one
+  of its experts, once per GPU.
+* ``"normal"`` (NVLink-forwarded): a token crosses the scale-out network once per other node that
+  holds one of its experts, to the GPU of that node with the sender's local rank, which forwards
+  it over NVLink to the node's other GPUs that need it. ``send``/``recv`` then count both networks
+  (direct NVLink sends, forwards, RDMA), ``*_inter`` the RDMA part.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -59,8 +69,34 @@ def of_microbatch(b: Any, lb: Any) -> Volumes:
         far = hit & (node[own][:, None] != node[None, :])[None, :, :]     # to a GPU of another node
         send_inter = (far.sum(axis=2) @ owner_of).astype(np.float64)
         recv_inter = far.sum(axis=1).astype(np.float64)
+        if getattr(sim, "dispatch", "low-latency") == "normal":
+            send, recv, send_inter, recv_inter = _forwarded(hit, far, own, owner_of, sim.nodes, send - send_inter, recv)
     own_counts = None
     if sim.early_loads != "off":
         own_counts = np.bincount(own_at.reshape(-1), minlength=n_layers * G * E).reshape(n_layers, G, E)
     out = b.memo[key] = Volumes(ids, send, recv, own_counts, send_inter, recv_inter)
     return out
+
+
+def _forwarded(hit: np.ndarray, far: np.ndarray, own: np.ndarray, owner_of: np.ndarray, nodes: int,
+               near_send: np.ndarray, recv: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """DeepEP's normal kernels: ``(send, recv, send_inter, recv_inter)`` per layer and GPU, ``(L, G)``.
+    ``hit`` ``(L, R, G)``: row r's token goes to GPU g (never its owner); ``far``: the hits of GPUs
+    of other nodes; ``near_send``: what each GPU sends inside its own node."""
+    n_layers, n_rows, G = hit.shape
+    per = G // nodes
+    far4 = far.reshape(n_layers, n_rows, nodes, per)
+    node_hit = far4.any(axis=3)                                     # (L, R, N): another node to reach
+    rank_of = np.zeros((n_rows, per), dtype=np.int64)
+    rank_of[np.arange(n_rows), own % per] = 1                       # the sender's local rank
+    send_inter = (node_hit.sum(axis=2) @ owner_of).astype(np.float64)
+    # the relay of (token, node) is that node's GPU with the sender's local rank: it receives over
+    # RDMA, keeps the token if it needs it, and forwards it over NVLink to the node's other targets
+    recv_inter = np.matmul(node_hit.transpose(0, 2, 1).astype(np.int64), rank_of).reshape(n_layers, G)
+    targets = np.matmul(far4.sum(axis=3).transpose(0, 2, 1), rank_of).reshape(n_layers, G)
+    at_relay = far4[:, np.arange(n_rows), :, own % per]             # (R, L, N): the relay is a target
+    relay_hit = np.tensordot(rank_of, at_relay.astype(np.int64), axes=([0], [0])).transpose(1, 2, 0).reshape(n_layers, G)
+    forward = targets - relay_hit                                   # NVLink sends of a relay
+    send = near_send + forward + send_inter
+    recv_inter = recv_inter.astype(np.float64)
+    return send, (recv - relay_hit) + recv_inter, send_inter, recv_inter

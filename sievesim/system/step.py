@@ -131,6 +131,9 @@ class StepSimulator(StepBudget):
     nodes:
         NVLink domains the G GPUs span (``None``: the hardware's ``interconnect.gpus_per_node``, one
         domain without it); GPUs of other nodes are reached over the scale-out network.
+    dispatch:
+        DeepEP's kernels across nodes: ``"low-latency"`` (default, pure RDMA: a token once to every GPU
+        of another node that needs it) or ``"normal"`` (once per node, forwarded there over NVLink).
     gpu_model:
         ``"roofline"`` (the Sieve paper's: every GPU op at ``max(flops / peak, bytes / bw)``, links at
         ``latency + bytes / bw``) or ``"calibrated"`` (the default: kernels priced from their shape
@@ -155,7 +158,8 @@ class StepSimulator(StepBudget):
                  scheduler_latency_s: float | None = None, exact_tokens: int = 256,
                  top_k: int | None = None, pipelined_gemm: bool = True, energy: bool = True,
                  gpu_model: str | None = None, weight_format: Any = None, attention: str = "dp",
-                 experts: str = "ep", nodes: int | None = None, redundant_experts: int = 0) -> None:
+                 experts: str = "ep", nodes: int | None = None, redundant_experts: int = 0,
+                 dispatch: str = "low-latency") -> None:
         from ..hardware import get_hardware
         from ..models import get_model
 
@@ -200,7 +204,8 @@ class StepSimulator(StepBudget):
         self._choose_policy(policy, pimoe_unit, policy_options, early_loads, contention)
         from ..costs.gpu_model import DEFAULT_GPU_MODEL, gpu_model as _gpu_model
         self.gpu_model = _gpu_model(DEFAULT_GPU_MODEL if gpu_model is None else gpu_model, self.hw,
-                                    self.model.expert_tensor_core)
+                                    self.model.expert_tensor_core, dispatch)
+        self.dispatch = self.gpu_model.dispatch
         check_pim_formats(self.model, self.hw, self.gpu_only)
         self._open_routing(trace)
         self.placement = None
@@ -309,7 +314,7 @@ class StepSimulator(StepBudget):
         from ..workload.routing import RoutingSource
         if trace is None:
             from ..workload.synthetic import source_for_model
-            self.source, spec = source_for_model(m)
+            self.source, spec = source_for_model(m, group_limited=self.nodes > 1)   # groups: docs/workloads.md
         elif isinstance(trace, RoutingSource):
             spec, self.source = getattr(trace, "name", "source"), trace
         else:
@@ -390,7 +395,7 @@ class StepSimulator(StepBudget):
             "early_loads": self.early_loads, "contention": self.contention_on,
             "pipelined_gemm": self.pipelined_gemm,
             "attention": self.attention_mode, "experts": self.expert_mode, "nodes": self.nodes,
-            "redundant_experts": self.redundant_experts,
+            "redundant_experts": self.redundant_experts, "dispatch": self.dispatch,
             "gpu_model": self.gpu_model.name,
             "expert_format": self.model.expert_format or "bf16",
             "weight_format": self.model.weight_format or "bf16",

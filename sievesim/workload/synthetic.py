@@ -19,6 +19,9 @@ Model (per MoE layer ``l``):
 4. **Persistence** between a request's consecutive tokens: each of the k slots keeps the expert
    the same request had in that slot at its previous token with probability ``persistence``;
    the other slots are drawn as in 3 among the experts not kept.
+5. **Group-limited routing** where the model has it (DeepSeek-V3: 8 groups of 32 experts, each
+   token's experts from 4 of them): groups first, then the experts among the chosen groups'
+   (:mod:`sievesim.workload.grouped`); a model without groups draws exactly as in 3 and 4.
 
 Every random choice comes from a ``numpy.random.Generator`` seeded explicitly: the popularity
 (from ``seed``) and the token draws (from the stream's ``seed``) are reproducible bit for bit.
@@ -58,6 +61,9 @@ class SyntheticParams:
         tail_sigma: log-normal spread inside the tail (large = heavy, long cold tail).
         layer_spread: spread of the per-layer skew exponent (0 = every layer has the same shape).
         persistence: probability that a slot keeps the previous token's expert, [0, 1).
+        expert_groups: groups of consecutive experts for group-limited routing (the model's
+            ``expert_groups``), None: none (:mod:`sievesim.workload.grouped`).
+        top_k_groups: groups a token's experts come from, None: every group.
         fitted_to: what the parameters were calibrated against (documentation only).
     """
 
@@ -71,6 +77,8 @@ class SyntheticParams:
     layer_spread: float = 0.0
     persistence: float = 0.0
     fitted_to: str = ""
+    expert_groups: int | None = None
+    top_k_groups: int | None = None
 
     def __post_init__(self) -> None:
         def need(ok: bool, fld: str, expected: str) -> None:
@@ -85,6 +93,14 @@ class SyntheticParams:
         need(0.0 <= self.tail_sigma <= 10.0, "tail_sigma", "a spread in [0, 10]")
         need(0.0 <= self.layer_spread <= 3.0, "layer_spread", "a spread in [0, 3]")
         need(0.0 <= self.persistence < 1.0, "persistence", "a probability in [0, 1)")
+        groups, chosen = self.expert_groups, self.top_k_groups
+        need(groups is None or (isinstance(groups, (int, np.integer)) and groups >= 1
+                                and self.num_experts % groups == 0),
+             "expert_groups", f"none or a divisor of num_experts = {self.num_experts}")
+        need(chosen is None or (groups is not None and isinstance(chosen, (int, np.integer)) and 1 <= chosen <= groups
+                                and self.top_k <= chosen * (self.num_experts // groups)),
+             "top_k_groups", f"none, or with expert_groups a count in [1, expert_groups] whose groups hold top_k "
+                             f"= {self.top_k} experts")
 
     def shape_vector(self) -> np.ndarray:
         """The five fitted shape parameters as an array (hot_frac, cold_mass, head_sigma,
@@ -182,6 +198,11 @@ class SyntheticSource(RoutingSource):
         self.popularity = layer_popularity(params, seed)
         prob, alias = _alias_tables(self.popularity)
         e = params.num_experts
+        self._grouped = None
+        if params.expert_groups is not None and (params.top_k_groups or params.expert_groups) < params.expert_groups:
+            from .grouped import GroupedSampler
+            self._grouped = GroupedSampler(self.popularity, params.expert_groups, params.top_k_groups, params.top_k,
+                                           _alias_tables)
         self._prob = prob.ravel()
         self._alias = (alias + (np.arange(params.num_layers) * e)[:, None]).ravel()
 
@@ -237,6 +258,8 @@ class SyntheticSource(RoutingSource):
         ``prev`` (n, L, K) and ``keep`` (n, L, K) bool: slots to copy from ``prev`` (persistence);
         the other slots are drawn without replacement among the experts not kept.
         """
+        if self._grouped is not None:    # group-limited routing (sievesim.workload.grouped)
+            return self._grouped.sample(rng, n, prev, keep)
         e, num_layers, k = self.num_experts, self.num_layers, self.top_k
         rows = n * num_layers
         base = np.tile(np.arange(num_layers, dtype=np.int64) * e, n)  # (rows,) layer offsets
@@ -374,6 +397,9 @@ PRESET_GROUP: dict[str, str] = {
 
 PRESETS: tuple[str, ...] = tuple(_SHAPES)
 
+#: Group-limited routing of the presets that have it (``n_group``, ``topk_group`` of the HF config).
+_GROUPS: dict[str, tuple[int, int]] = {"deepseek-v3": (8, 4)}
+
 
 def preset_params(name: str) -> SyntheticParams:
     """:class:`SyntheticParams` of a preset (model) name; see :data:`PRESETS`."""
@@ -385,10 +411,11 @@ def preset_params(name: str) -> SyntheticParams:
     (hf, cm, hs, ts, ls, rho), fitted_to = FITTED[group]
     return SyntheticParams(num_experts=e, top_k=k, num_layers=num_layers, hot_frac=hf,
                            cold_mass=cm, head_sigma=hs, tail_sigma=ts, layer_spread=ls,
-                           persistence=rho, fitted_to=f"{group}: {fitted_to}")
+                           persistence=rho, fitted_to=f"{group}: {fitted_to}",
+                           expert_groups=_GROUPS.get(key, (None, None))[0], top_k_groups=_GROUPS.get(key, (None, None))[1])
 
 
-def source_for_model(model: Any, *, seed: int = 0) -> tuple["SyntheticSource", str]:
+def source_for_model(model: Any, *, seed: int = 0, group_limited: bool = True) -> tuple["SyntheticSource", str]:
     """The calibrated synthetic routing of ``model`` and its spec string.
 
     A preset model (``model.name`` in :data:`PRESETS`) gets its own fitted routing
@@ -396,12 +423,18 @@ def source_for_model(model: Any, *, seed: int = 0) -> tuple["SyntheticSource", s
     ``config.json``, a TOML file) gets the fitted shape of the preset whose expert count and top-k
     are closest (log distance) with the model's own E, K and MoE layers, named
     ``synthetic:like-PRESET``: routing statistics of a similar published model, not of this one.
+    With ``group_limited`` a model's routing groups (``expert_groups``, ``top_k_groups``) limit each
+    token's experts; without, the routing is drawn as for a model without groups.
     """
     e, k, layers = int(model.num_experts), int(model.top_k), int(model.num_moe_layers)
     name = str(getattr(model, "name", "")).lower()
+    groups: dict[str, Any] = {"expert_groups": None, "top_k_groups": None}
+    if group_limited:
+        groups = {"expert_groups": getattr(model, "expert_groups", None),
+                  "top_k_groups": getattr(model, "top_k_groups", None)}
     if name in _SHAPES:
-        src = SyntheticSource.from_preset(name, seed=seed, top_k=k)
+        src = SyntheticSource.from_preset(name, seed=seed, top_k=k, **groups)
         return src, f"synthetic:{name}"
     near = min(_SHAPES, key=lambda p: (abs(np.log(_SHAPES[p][0] / e)) + abs(np.log(_SHAPES[p][1] / k)), p))
-    params = replace(preset_params(near), num_experts=e, top_k=min(k, e), num_layers=max(layers, 1))
+    params = replace(preset_params(near), num_experts=e, top_k=min(k, e), num_layers=max(layers, 1), **groups)
     return SyntheticSource(params, seed=seed, name=f"like-{near}"), f"synthetic:like-{near}"

@@ -1,0 +1,140 @@
+"""Group-limited synthetic routing (DeepSeek-V3's router: ``n_group`` groups of consecutive experts,
+a token's experts from its ``topk_group`` best groups).
+
+Per (token, layer), with the layer's popularity ``p`` over the E experts in ``G`` groups of ``S =
+E / G`` consecutive experts (group ``i`` holds experts ``i S .. (i+1) S - 1``, as in the model's
+router):
+
+1. **Groups**: ``topk_group`` groups drawn without replacement, each in proportion to its mass
+   (the sum of ``p`` over its experts; Plackett-Luce, drawn exactly as the top ``topk_group`` of
+   ``log mass + Gumbel noise``). Groups of the slots a request keeps from its previous token
+   (persistence) are always among them.
+2. **Experts**: the k slots drawn one after the other in proportion to ``p`` among the experts of the
+   chosen groups not yet chosen (a group in proportion to its mass, then an expert of it through
+   the group's alias table; a repeat is drawn again, and after 8 tries the draw is exact over the
+   remaining experts), kept slots copied from the previous token.
+
+So every token's experts lie in at most ``topk_group`` groups. The router itself scores a group by
+its two best experts' affinities; drawing groups by their popularity mass is this model's stand-in
+(docs/workloads.md). Every random number comes from the stream's generator: deterministic.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["GroupedSampler"]
+
+_TRIES = 8   # redraws of a repeated expert before the exact masked draw
+
+
+class GroupedSampler:
+    """Draws group-limited top-k routing for a :class:`~sievesim.workload.synthetic.SyntheticSource`.
+
+    Args:
+        popularity: (L, E) expert popularity per layer (rows sum to 1).
+        groups: expert groups per layer (divides E).
+        chosen: groups a token's experts come from (1 .. ``groups``).
+        top_k: experts per token (at most ``chosen * E / groups``).
+        alias_tables: the function that builds Vose alias tables row by row (``(prob, alias)`` of an
+            ``(rows, n)`` array of weights), the synthetic source's own.
+    """
+
+    def __init__(self, popularity: np.ndarray, groups: int, chosen: int, top_k: int, alias_tables: Any) -> None:
+        num_layers, e = popularity.shape
+        self.layers, self.e, self.groups, self.chosen, self.k = num_layers, e, groups, chosen, top_k
+        self.size = e // groups
+        self.popularity = popularity
+        within = popularity.reshape(num_layers * groups, self.size)
+        self.mass = within.sum(axis=1).reshape(num_layers, groups)              # (L, G)
+        self._log_mass = np.log(self.mass)
+        prob, alias = alias_tables(within / within.sum(axis=1, keepdims=True))
+        self._prob, self._alias = prob.ravel(), alias.ravel()                      # tables (L G, S)
+
+    def sample(self, rng: np.random.Generator, n: int, prev: np.ndarray | None = None,
+               keep: np.ndarray | None = None) -> np.ndarray:
+        """(n, L, K) int32 expert ids of ``n`` tokens; ``prev``/``keep`` (n, L, K) as in
+        :meth:`~sievesim.workload.synthetic.SyntheticSource.sample_tokens`."""
+        num_layers, k = self.layers, self.k
+        rows = n * num_layers
+        layer = np.tile(np.arange(num_layers, dtype=np.int64), n)                  # (rows,)
+        kept = None
+        if prev is not None and keep is not None:
+            kept = np.ascontiguousarray(keep.reshape(rows, k).T)                    # (k, rows)
+            prev_ids = prev.reshape(rows, k).T.astype(np.int64)
+        chosen = self._choose_groups(rng, layer, None if kept is None else (prev_ids, kept))
+        cum = np.cumsum(self.mass[layer[:, None], chosen], axis=1)                  # (rows, chosen)
+        ids = self._draw(rng, None, layer, chosen, cum)                             # (k, rows)
+        if kept is not None:
+            ids[kept] = prev_ids[kept]
+        for j in range(1, k) if kept is None else range(k):
+            cand = np.flatnonzero(self._clash(ids, kept, j, slice(None)))
+            attempt = 0
+            while cand.size:
+                if attempt >= _TRIES:
+                    ids[j, cand] = self._masked_draw(rng, ids, kept, j, cand, layer, chosen)
+                    break
+                ids[j, cand] = self._draw(rng, cand, layer, chosen, cum)
+                cand = cand[self._clash(ids, kept, j, cand)]
+                attempt += 1
+        return np.ascontiguousarray(ids.T.astype(np.int32)).reshape(n, num_layers, k)
+
+    def _choose_groups(self, rng: np.random.Generator, layer: np.ndarray,
+                       kept: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+        """(rows, chosen) groups of each row: the top ``chosen`` of log mass + Gumbel noise, the
+        groups of kept slots first."""
+        key = self._log_mass[layer] + rng.gumbel(size=(layer.size, self.groups))
+        if kept is not None:
+            prev_ids, keep = kept
+            r, _ = np.nonzero(keep.T)
+            key[r, (prev_ids.T[keep.T]) // self.size] = np.inf
+        return np.argpartition(-key, self.chosen - 1, axis=1)[:, :self.chosen]
+
+    def _draw(self, rng: np.random.Generator, at: np.ndarray | None, layer: np.ndarray, chosen: np.ndarray,
+              cum: np.ndarray) -> np.ndarray:
+        """One expert for each row in ``at`` (``None``: k for every row, ``(k, rows)``): a chosen group
+        by mass, then an expert of it by alias."""
+        if at is None:
+            shape, rows = (self.k, layer.size), np.arange(layer.size)[None, :]
+            c, lay = cum[None, :, :], layer[None, :]
+        else:
+            shape, rows, c, lay = (at.size,), at, cum[at], layer[at]
+        u = rng.random(shape) * c[..., -1]
+        pick = np.minimum((c <= u[..., None]).sum(axis=-1), self.chosen - 1)
+        group = chosen[rows, pick]
+        v = rng.random(shape) * self.size
+        j = np.minimum(v.astype(np.int64), self.size - 1)
+        at_j = (lay * self.groups + group) * self.size + j
+        local = np.where(v - j < self._prob[at_j], j, self._alias[at_j])
+        return group * self.size + local
+
+    def _clash(self, ids: np.ndarray, kept: np.ndarray | None, j: int, at: Any) -> np.ndarray:
+        """Rows (of ``at``) whose slot ``j`` repeats a final slot (an earlier or a kept one)."""
+        col = ids[j, at]
+        clash = np.zeros(col.shape, dtype=bool)
+        for i in range(self.k):
+            if i == j:
+                continue
+            final = (i < j) if kept is None else ((i < j) | kept[i, at])
+            clash |= final & (ids[i, at] == col)
+        if kept is not None:
+            clash &= ~kept[j, at]
+        return clash
+
+    def _masked_draw(self, rng: np.random.Generator, ids: np.ndarray, kept: np.ndarray | None, j: int,
+                     cand: np.ndarray, layer: np.ndarray, chosen: np.ndarray) -> np.ndarray:
+        """Exact draw for rows ``cand`` over the chosen groups' experts not yet final."""
+        w = np.zeros((cand.size, self.e))
+        allowed = np.zeros((cand.size, self.groups), dtype=bool)
+        allowed[np.arange(cand.size)[:, None], chosen[cand]] = True
+        w[:] = self.popularity[layer[cand]] * np.repeat(allowed, self.size, axis=1)
+        for i in range(self.k):
+            if i == j:
+                continue
+            final = np.full(cand.size, i < j) if kept is None else ((i < j) | kept[i, cand])
+            r = np.flatnonzero(final)
+            w[r, ids[i, cand[r]]] = 0.0
+        c = np.cumsum(w, axis=1)
+        u = rng.random(cand.size) * c[:, -1]
+        return np.minimum((c <= u[:, None]).sum(axis=1), self.e - 1)
