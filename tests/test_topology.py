@@ -176,10 +176,11 @@ def test_eight_nodes_of_eight_gpus_send_a_token_to_at_most_four_nodes():
     v = _volumes(ids[:, 0, :], own, gpus=64, experts=256, nodes=8, dispatch="normal")
     remote = nodes_hit[:, 0] - np.array([int(t // 8 in set(ids[t, 0] // 32)) for t in range(64)])
     assert v.send_inter[0].tolist() == remote.tolist() and v.send_inter[0].max() <= 4
-    # one node: the routing is drawn without groups, as before, unless the preset routing is named
+    # one node: the model's router is group-limited too (the groups are the model's, not the deployment's)
     one = dict(gpus=8, policy="gpu-only", batch=8, weight_format="fp8-block")
-    assert StepSimulator("deepseek-v3", "h200", **one).source.params.expert_groups is None
+    assert StepSimulator("deepseek-v3", "h200", **one).source.params.top_k_groups == 4
     assert StepSimulator("deepseek-v3", "h200", trace="synthetic:deepseek-v3", **one).source.params.top_k_groups == 4
+    assert StepSimulator("qwen3-30b-a3b", "h200", gpus=1, batch=8).source.params.expert_groups is None
 
 
 def test_models_without_groups_cross_nodes_as_before():

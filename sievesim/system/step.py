@@ -314,7 +314,7 @@ class StepSimulator(StepBudget):
         from ..workload.routing import RoutingSource
         if trace is None:
             from ..workload.synthetic import source_for_model
-            self.source, spec = source_for_model(m, group_limited=self.nodes > 1)   # groups: docs/workloads.md
+            self.source, spec = source_for_model(m)   # with the model's routing groups: docs/workloads.md
         elif isinstance(trace, RoutingSource):
             spec, self.source = getattr(trace, "name", "source"), trace
         else:
