@@ -154,3 +154,18 @@ def test_policy_table_in_the_docs_is_what_the_command_prints(capsys):
     assert len(rows) == 2
     for line in rows:
         assert line in doc, line
+
+
+@pytest.mark.slow
+@settings(max_examples=5, deadline=None)
+@given(st.sampled_from((("qwen3-30b-a3b", 1), ("gpt-oss-120b", 4))), st.sampled_from((1, 2, 8, 32)),
+       st.integers(0, 3))
+def test_no_policy_beats_the_oracle(model_gpus, per_gpu, seed):
+    """The oracle (every prefix cut and busiest-unit walk, priced on the executed layer) is an upper
+    bound of every policy, executed as the figures execute them."""
+    from sievesim.benchmarks.policy_table import BASELINES, throughput
+    model, gpus = model_gpus
+    batch = gpus * per_gpu
+    oracle = throughput(model, gpus, "oracle", batch, seed=seed)
+    for name, pol, unit in BASELINES + (("Overlap", "overlap", None),):
+        assert throughput(model, gpus, pol, batch, unit=unit, seed=seed) <= oracle * (1 + 1e-12), name

@@ -37,9 +37,9 @@ def check_fits(model: str, gpus: int, batch: int) -> None:
 
 
 def throughput(model: str, gpus: int, policy: str, batch: int, *, unit: str | None = None, microbatches: int = 1,
-               gpu_model: str = "roofline") -> float:
+               gpu_model: str = "roofline", seed: int = 0) -> float:
     """Executed throughput [tokens/s/GPU] of one point, warmed up as the figures warm up."""
-    p: dict[str, Any] = point_settings(model, gpus, policy, batch, "text", unit=unit, warmup=WARMUP_LIMIT)
+    p: dict[str, Any] = point_settings(model, gpus, policy, batch, "text", unit=unit, warmup=WARMUP_LIMIT, seed=seed)
     p["gpu_model"] = gpu_model
     if microbatches > 1:
         p["microbatches"] = microbatches

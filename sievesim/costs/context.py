@@ -70,6 +70,9 @@ class CostContext:
     #: GPU work of the layer that runs beside its routed experts in the executed graph (the shared
     #: experts' weights and GEMMs, issued right after the router); part of ``gpu_fixed`` as well.
     gpu_beside: GpuWork = field(default_factory=GpuWork)
+    #: The executed layer's time [s] of a partition (its experts' phase on this GPU, from the router
+    #: to its last expert output), where the step offers it to an oracle; None elsewhere.
+    executed_s: Any = None
     #: Micro-batches of the step (``batch`` is one micro-batch's tokens): with more than one, another
     #: micro-batch's attention and non-MoE work run beside this one's experts.
     microbatches: int = 1

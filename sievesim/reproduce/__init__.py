@@ -8,7 +8,7 @@ One module per figure holds its data function, its plot and its claims::
     warmup.py        the cost table warmed to convergence before the measured step (9-11)
     reasons.py       the "why" of a verdict, written from measured quantities
     plotting.py      the plot boilerplate (lay out, save, close)
-    fig3.py ... fig11.py, overestimate.py, overhead.py, energy.py      the figures, in the order ``all`` runs them
+    fig3.py ... fig11.py, overestimate.py, overhead.py, energy.py, gap.py  the figures, in the order ``all`` runs them
 
 A figure is one function registered with :func:`register_figure`::
 
@@ -36,7 +36,7 @@ from .registry import (COMPARABLE_TOLERANCE, FIGURES, GAIN_TOLERANCE, NO_NUMBER,
                        judge_share_below, register_figure, reproduce, step_records, within)
 
 # The figures register themselves on import, in the paper's order (the order of ``reproduce all``).
-from . import fig3, fig4, fig5, fig6, fig9, fig10, fig11, overestimate, overhead, energy  # noqa: F401  isort: skip
+from . import fig3, fig4, fig5, fig6, fig9, fig10, fig11, overestimate, overhead, energy, gap  # noqa: F401  isort: skip
 
 __all__ = ["Claim", "FigureData", "FigureOptions", "Figure", "FigureReport", "FIGURES",
            "register_figure", "figure_names", "reproduce", "step_records", "format_report",

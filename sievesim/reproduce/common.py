@@ -115,7 +115,7 @@ TEXT_TOP_K = {"qwen3-30b-a3b": 4}
 def series_name(policy: str, unit: str | None, reading: str) -> str:
     """The legend name of a policy (with PIMoE's unit) in a reading, e.g. "PIMoE (stack) [matching]"."""
     name = {"noexp": "NoExp", "allexp": "AllExp", "sieve": "Sieve", "gpu-only": "GPU-only",
-            "naive": "Naive"}.get(policy, "PIMoE")
+            "naive": "Naive", "overlap": "Overlap", "oracle": "Oracle"}.get(policy, "PIMoE")
     if policy == "pimoe":
         name += f" ({unit})"
     return name + ("" if reading == "text" else " [matching]")

@@ -113,19 +113,22 @@ def _claims(records: list[dict[str, Any]], quick: bool) -> list[Claim]:
                  "(no counterpart in the paper)", plot=plot_energy)
 def energy(opts: FigureOptions) -> FigureData:
     """The four policies on the paper's three models (text reading), executed, with their energy."""
+    from .warmup import WARMUP_LIMIT, converged_step_point, warmup_note
+
     points, meta = [], []
-    warmup = 1 if opts.quick else 2
     for model, gpus in STEP_MODELS.items():
         for b in _batches(gpus, opts.quick):
             for pol, unit in POLICIES:
-                points.append(point_settings(model, gpus, pol, b, "text", unit=unit, warmup=warmup, seed=opts.seed))
+                points.append(point_settings(model, gpus, pol, b, "text", unit=unit, warmup=WARMUP_LIMIT,
+                                             seed=opts.seed))
                 meta.append((series_name(pol, unit, "text"), "text"))
-    raw = step_records("energy", points, opts)
+    raw = step_records("energy", points, opts, point_fn=converged_step_point)
     records = _energy_rows(with_series(raw, meta), raw)
     notes = ["executed schedules (the dependency graph with engine-priced PIM nodes) on the b200 preset",
              "energy per node: GPU FLOPs and HBM bytes, link bytes, PIM command counts of the engine's programs; "
              "static: GPU static power and DRAM background over the step (docs/energy.md)",
              "PIMoE in the paper's unit (channel)",
              "the Sieve paper reports no energy: every number here is ours alone; static is the GPUs' static power "
-             "(TDP less the dynamic power at both peaks) and the DRAM background over the step"]
+             "(TDP less the dynamic power at both peaks) and the DRAM background over the step",
+             warmup_note([dict(r, series=m[0]) for r, m in zip(raw, meta)])]
     return FigureData(records, _claims(records, opts.quick), notes)

@@ -93,12 +93,14 @@ def warmed_simulator(limit: int = WARMUP_LIMIT, **kwargs: Any) -> tuple[Any, War
     """(a :class:`~sievesim.system.StepSimulator` of ``kwargs`` whose cost table holds the entries of a
     converged warm-up, the warm-up): a first simulator of the same settings warms up until converged
     (at most ``limit`` steps), and its table is copied into the returned one, which has run no step
-    yet (its next steps see the routing stream from the start). A policy that reads no table gets a
-    fresh simulator and ``Warmup(0, True, 0.0)``."""
+    yet (its next steps see the routing stream from the start). A policy that reads no table, or
+    says it needs no warm one (``needs_warm_table = False``: the oracle, which prices every candidate
+    on the executed layer), gets a fresh simulator and ``Warmup(0, True, 0.0)``."""
     from ..system import StepSimulator
 
     measure = StepSimulator(**kwargs)
-    if not (measure.dynamic and getattr(measure, "table", None) is not None):
+    if not (measure.dynamic and getattr(measure, "table", None) is not None
+            and getattr(measure.policy, "needs_warm_table", True)):
         return measure, Warmup(0, True, 0.0)
     first = StepSimulator(**kwargs)
     first.check_capacity(limit)

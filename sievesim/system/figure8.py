@@ -25,6 +25,7 @@ Every function adds its nodes to :attr:`StepBuild.graph` from a plain per-layer 
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -36,10 +37,11 @@ from ..costs.gpu import shared_expert_work
 from . import gpu_ops
 from . import routing_volumes as volumes, tensor_parallel as tp
 from .dag import Graph
+from .early_loads import EarlyLoad, _one_hot, add_early_load, add_early_nodes, hottest_first
 
 __all__ = ["StepBuild", "LayerBatch", "LayerRouting", "GpuPartition", "add_embedding", "add_attention",
            "add_dense_mlp", "route", "add_allgather", "add_metadata", "add_dispatch", "decide", "add_decision",
-           "add_shared_expert", "EarlyLoad", "add_early_load", "add_gpu_path", "add_pim_path", "add_combine_aggregate",
+           "add_shared_expert", "EarlyLoad", "add_early_load", "add_early_nodes", "add_gpu_path", "add_pim_path", "add_combine_aggregate",
            "add_lm_head"]
 
 _count = np.count_nonzero
@@ -377,9 +379,12 @@ def decide(b: StepBuild, lb: LayerBatch, r: LayerRouting, g: int) -> GpuPartitio
     if sim.early_loads == "policy" and r.own_counts is not None:    # the policy names its early loads
         local = r.own_counts[g, lo:lo + El]
         pre = np.asarray(sim.policy.early_experts(local, ctx), dtype=bool) & (local > 0)
+    if getattr(sim.policy, "prices_executed", False):     # an oracle: it prices partitions on the executed layer
+        from .oracle_pricing import executed_pricer
+        ctx = dataclasses.replace(ctx, executed_s=executed_pricer(b, lb, r, g, ctx))
     part = sim.policy.decide(c, ctx, validate=False, preloaded=pre)
     if pre is not None:
-        part.info["preloaded"] = pre
+        part.info.setdefault("preloaded", pre)
     b.wall_decide += time.perf_counter() - t0
     b.decisions += 1
     active = c > 0
@@ -433,73 +438,6 @@ def add_shared_expert(b: StepBuild, lb: LayerBatch, g: int, post: list[int]) -> 
                        [load], gpu=g, layer=lb.layer, kind="shared_gemm", microbatch=lb.mb, tokens=tokens, **work)
 
 
-@dataclass
-class EarlyLoad:
-    """The weights GPU ``g`` loads before its decision, as a stream of two nodes: the first
-    expert's load (``first``) and the rest behind it (``last``, or ``first`` when there is one)."""
-
-    experts: np.ndarray             # bool mask of the local experts loaded early
-    first: int | None = None        # node that loads the first of them (load order: expert index)
-    last: int | None = None         # node after which every early weight is loaded
-    first_gpu: int | None = None    # node after which the first early expert that runs on the GPU is loaded
-
-
-def add_early_load(b: StepBuild, lb: LayerBatch, r: LayerRouting, g: int, p: GpuPartition,
-                   post: list[int]) -> EarlyLoad:
-    """Weights of GPU ``g``'s experts loaded right after its router, before the decision.
-
-    Rule ``"cheaper"`` (default): an expert whose local token count alone already makes the GPU
-    the cheaper side for it, on the policy's own cost table (its GPU time with those tokens,
-    weights included, below its PIM time); such an expert only gets more tokens from the other
-    GPUs, so the load is rarely wasted. Rule ``"paper"``: >= 2 local tokens (the paper's rule,
-    for comparison). Rule ``"policy"``: the experts the policy named
-    (:meth:`~sievesim.policies.Policy.early_experts`), which its decision keeps on the GPU. A policy that
-    puts every expert on the GPU (NoExp) loads every locally activated expert. The bytes loaded
-    and those wasted (the expert then ran on PIM) are counted. The loads stream one expert after
-    another, so the grouped GEMM can start on the first (:func:`add_gpu_path`)."""
-    El = b.sim.local_experts
-    early = np.zeros(El, dtype=bool)
-    if r.own_counts is None:
-        return EarlyLoad(early)
-    lo = b.sim.expert_offset(g)
-    local = r.own_counts[g, lo:lo + El]
-    if b.sim.static_placement == "gpu":     # NoExp, GPU-only: every local expert runs on the GPU
-        early = local > 0
-    elif b.sim.early_loads == "paper":
-        early = local >= 2
-    elif b.sim.early_loads == "policy":     # named by the policy before its decision, which kept them on the GPU
-        early = p.part.info.get("preloaded", early)
-    else:
-        unit = getattr(p.part, "unit", None)
-        key = ("early", lb.kind, lb.mb, g, unit)
-        cheaper = b.memo.get(key)
-        if cheaper is None:     # the rule for every count a GPU's own tokens can reach (up to the batch)
-            ctx = p.ctx
-            pim = ctx.pim_times(unit) if unit is not None else ctx.pim_times()
-            n = np.arange(pim.size)
-            gpu_s = np.maximum(ctx._off_e + ctx._off_t * n, ctx._comp_t * n)
-            cheaper = b.memo[key] = (n > 0) & (gpu_s < pim)
-        early = cheaper[local]
-    ids = np.flatnonzero(early)
-    if not ids.size:
-        return EarlyLoad(early)
-    per_expert = float(b.sim.model.bytes_per_expert)
-    b.early_load_bytes += ids.size * per_expert
-    b.early_load_wasted_bytes += _count(early & p.on_pim) * per_expert
-    first_mask = _one_hot(El, ids[0])
-    first = b.graph.add(f"L{lb.layer} early weight load (first) g{g}", per_expert / b.bytes_s, b.r_hbm[g],
-                        [post[g]], gpu=g, layer=lb.layer, kind="early_load", experts=first_mask,
-                        microbatch=lb.mb, bytes=per_expert)
-    last = first
-    if ids.size > 1:
-        rest = early & ~first_mask
-        last = b.graph.add(f"L{lb.layer} early weight load g{g}", (ids.size - 1) * per_expert / b.bytes_s,
-                           b.r_hbm[g], [first], gpu=g, layer=lb.layer, kind="early_load", experts=rest,
-                           microbatch=lb.mb, bytes=(ids.size - 1) * per_expert)
-    first_gpu = first if p.on_gpu[ids[0]] else (last if _count(early & p.on_gpu) else None)
-    return EarlyLoad(early, first, last, first_gpu)
-
-
 def add_gpu_path(b: StepBuild, lb: LayerBatch, g: int, p: GpuPartition, dec: int, after_dispatch: list[int],
                  early: EarlyLoad) -> int | None:
     """The GPU experts of GPU ``g`` as a pipelined grouped GEMM; returns its last node (None when no
@@ -530,7 +468,7 @@ def add_gpu_path(b: StepBuild, lb: LayerBatch, g: int, p: GpuPartition, dec: int
 
     early_gpu = p.on_gpu & early.experts
     late = p.on_gpu & ~early.experts
-    late_ids = np.flatnonzero(late)
+    late_ids = hottest_first(np.flatnonzero(late), p.counts)     # after the decision every count is known
     n_late = late_ids.size
     total_s = (compute_s(p.gpu_tokens) if b.roofline
                else b.gm.grouped_gemm_s(p.counts[p.on_gpu], flops, io) + b.gm.fixed_s("gemm"))
@@ -561,7 +499,7 @@ def add_gpu_path(b: StepBuild, lb: LayerBatch, g: int, p: GpuPartition, dec: int
     if p.n_gpu == 1:
         return graph.add(f"L{layer} grouped GEMM g{g}", total_s, b.r_gpu[g], deps, gpu=g, layer=layer,
                          kind="gemm", experts=p.on_gpu, microbatch=mb, **gemm_work(int(p.gpu_tokens)))
-    tail_id = int(late_ids[-1]) if n_late else int(np.flatnonzero(early_gpu)[-1])
+    tail_id = int(late_ids[-1]) if n_late else int(early.order[early_gpu[early.order]][-1])
     tail_tokens = int(p.counts[tail_id])
     tail_s = compute_s(float(tail_tokens))
     tail_mask = _one_hot(late.size, tail_id)
@@ -572,12 +510,6 @@ def add_gpu_path(b: StepBuild, lb: LayerBatch, g: int, p: GpuPartition, dec: int
     tail_deps = [body] + ([last_weights] if last_weights not in deps else [])
     return graph.add(f"L{layer} grouped GEMM (last expert) g{g}", tail_s, b.r_gpu[g], tail_deps, gpu=g,
                      layer=layer, kind="gemm", experts=tail_mask, microbatch=mb, **gemm_work(tail_tokens))
-
-
-def _one_hot(size: int, index: int) -> np.ndarray:
-    out = np.zeros(size, dtype=bool)
-    out[index] = True
-    return out
 
 
 def add_pim_path(b: StepBuild, lb: LayerBatch, g: int, p: GpuPartition, after_dispatch: list[int]) -> int | None:
