@@ -169,3 +169,17 @@ def test_no_policy_beats_the_oracle(model_gpus, per_gpu, seed):
     oracle = throughput(model, gpus, "oracle", batch, seed=seed)
     for name, pol, unit in BASELINES + (("Overlap", "overlap", None),):
         assert throughput(model, gpus, pol, batch, unit=unit, seed=seed) <= oracle * (1 + 1e-12), name
+
+
+def test_system_page_early_load_sentence_is_what_the_runs_give():
+    """docs/system.md's early-load sentence: the waste and step times its commands print."""
+    import re
+    text = re.sub(r"\s+", " ", (HERE.parent / "docs" / "system.md").read_text())
+    kw = dict(batch=64, gpu_model="roofline")
+    cheap = simulate_step("qwen3-30b-a3b", policy="pimoe", pimoe_unit="stack", early_loads="cheaper", **kw)
+    off = simulate_step("qwen3-30b-a3b", policy="pimoe", pimoe_unit="stack", **kw)
+    only = simulate_step("qwen3-30b-a3b", policy="sieve", policy_options={"experts_only": True},
+                         early_loads="cheaper", **kw)
+    assert (f"wastes {cheap.early_load_wasted_bytes / 1e9:.1f} GB per step and runs {cheap.step_time_s * 1e3:.3f} "
+            f"ms against {off.step_time_s * 1e3:.3f} ms") in text
+    assert f"--early-loads cheaper` wastes {only.early_load_wasted_bytes / 1e9:.1f} GB" in text

@@ -185,10 +185,10 @@ def test_eight_nodes_of_eight_gpus_send_a_token_to_at_most_four_nodes():
 
 def test_models_without_groups_cross_nodes_as_before():
     """Qwen3 and GPT-OSS over several nodes give the step times of the commit before group-limited
-    routing and the normal kernels, to the last bit (tests/data/multinode_steps_2209ca2.json)."""
+    routing and the normal kernels, to the last bit, but for the pipelined, hottest-first expert loads of issue 66 (tests/data/multinode_steps.json)."""
     import json
     from pathlib import Path
-    golden = json.loads((Path(__file__).parent / "data" / "multinode_steps_2209ca2.json").read_text())
+    golden = json.loads((Path(__file__).parent / "data" / "multinode_steps.json").read_text())
     for p in golden["points"]:
         r = simulate_step(p["model"], p["hardware"], gpus=p["gpus"], batch=p["batch"], steps=2, warmup=1,
                           **p["options"])

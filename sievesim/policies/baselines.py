@@ -92,8 +92,8 @@ class PIMoE(Policy):
     description = "expert-parallel PIM units; move the busiest unit's top expert until GPU > PIM"
     #: PIMoE balances isolated times unit by unit, so an expert cheaper on the GPU by itself often
     #: stays on PIM: with early loads it wasted 18.8 GB of loads per step (Qwen3-30B-A3B, B = 64,
-    #: stack units) and ran 6.973 ms against 4.767 ms without (`sievesim run --model qwen3-30b-a3b --batch 64
-    #: --policy pimoe --pimoe-unit stack --early-loads cheaper`; docs/system.md, "Fidelity").
+    #: stack units) and ran 6.911 ms against 4.766 ms without (`sievesim run --model qwen3-30b-a3b --batch 64
+    #: --gpu-model roofline --policy pimoe --pimoe-unit stack --early-loads cheaper`; docs/system.md, "Fidelity").
     early_loads = "off"
     options = {"unit": Option("unit", DEFAULT_PIMOE_UNIT, "the PIM unit that holds whole experts")}
 

@@ -26,6 +26,7 @@ Every function adds its nodes to :attr:`StepBuild.graph` from a plain per-layer 
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -38,6 +39,7 @@ from . import gpu_ops
 from . import routing_volumes as volumes, tensor_parallel as tp
 from .dag import Graph
 from .early_loads import EarlyLoad, _one_hot, add_early_load, add_early_nodes, hottest_first
+from .oracle_pricing import executed_pricer
 
 __all__ = ["StepBuild", "LayerBatch", "LayerRouting", "GpuPartition", "add_embedding", "add_attention",
            "add_dense_mlp", "route", "add_allgather", "add_metadata", "add_dispatch", "decide", "add_decision",
@@ -380,8 +382,7 @@ def decide(b: StepBuild, lb: LayerBatch, r: LayerRouting, g: int) -> GpuPartitio
         local = r.own_counts[g, lo:lo + El]
         pre = np.asarray(sim.policy.early_experts(local, ctx), dtype=bool) & (local > 0)
     if getattr(sim.policy, "prices_executed", False):     # an oracle: it prices partitions on the executed layer
-        from .oracle_pricing import executed_pricer
-        ctx = dataclasses.replace(ctx, executed_s=executed_pricer(b, lb, r, g, ctx))
+        ctx = dataclasses.replace(ctx, executed_s=executed_pricer(b, lb, r, g, ctx, sys.modules[__name__]))
     part = sim.policy.decide(c, ctx, validate=False, preloaded=pre)
     if pre is not None:
         part.info.setdefault("preloaded", pre)

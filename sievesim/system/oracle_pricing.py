@@ -20,15 +20,16 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import figure8 as f8
 from . import gpu_ops
+from .early_loads import add_early_nodes
 from .dag import Graph, execute
 
 __all__ = ["executed_pricer"]
 
 
-def executed_pricer(b: Any, lb: Any, r: Any, g: int, ctx: Any) -> Callable[[Any], float]:
-    """``partition -> seconds`` for GPU ``g`` at the layer of ``lb`` (module docstring)."""
+def executed_pricer(b: Any, lb: Any, r: Any, g: int, ctx: Any, f8: Any) -> Callable[[Any], float]:
+    """``partition -> seconds`` for GPU ``g`` at the layer of ``lb`` (module docstring); ``f8`` is the
+    module of the step's node functions (:mod:`sievesim.system.figure8`, which calls this)."""
     sim, m = b.sim, b.sim.model
     G = sim.gpus
     t_meta, _ = b.cached_work(("metadata", r.mb_tokens), lambda: gpu_ops.metadata(m, r.mb_tokens, sim.local_experts),
@@ -67,7 +68,7 @@ def executed_pricer(b: Any, lb: Any, r: Any, g: int, ctx: Any) -> Callable[[Any]
         if G > 1 and not sim.tp_attention:
             after.append(graph.add("dispatch", r.t_disp[g], b.r_link[g], [meta]))
         shared = f8.add_shared_expert(scratch, lb, g, post)
-        early = f8.add_early_nodes(scratch, lb, g, on_gpu if local is not None else on_gpu & False, p, post,
+        early = add_early_nodes(scratch, lb, g, on_gpu if local is not None else on_gpu & False, p, post,
                                    local if local is not None else c)
         ends = [n for n in (f8.add_gpu_path(scratch, lb, g, p, dec, after, early),
                             f8.add_pim_path(scratch, lb, g, p, after), shared) if n is not None]
