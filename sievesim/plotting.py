@@ -162,8 +162,10 @@ def save_plot(fig: Any, path: str | os.PathLike[str]) -> pathlib.Path:
     metadata = {"png": {"Software": None}, "svg": {"Date": None}, "pdf": {"CreationDate": None}}[fmt]
     import matplotlib
 
-    with matplotlib.rc_context({"svg.hashsalt": "sievesim"}):
-        fig.savefig(p, format=fmt, dpi=150, metadata=metadata)
+    from ._outputs import open_output
+
+    with matplotlib.rc_context({"svg.hashsalt": "sievesim"}), open_output(p, "plot") as fh:
+        fig.savefig(fh, format=fmt, dpi=150, metadata=metadata)    # a full disk leaves an earlier file intact
     return p
 
 
