@@ -16,12 +16,14 @@ import difflib
 import math
 import os
 import pathlib
+import warnings
 from typing import Any, Iterable, Mapping, Sequence
 
 from .errors import ConfigError, field_error
 from .results import read_results
 
-__all__ = ["plot_results", "save_plot", "columns_of", "DEFAULT_X", "DEFAULT_Y", "SERVE_X", "SERVE_Y", "FORMATS"]
+__all__ = ["plot_results", "save_plot", "columns_of", "DEFAULT_X", "DEFAULT_Y", "SERVE_X", "SERVE_Y", "FORMATS",
+           "MAX_PLOTTED"]
 
 #: The paper's Pareto axes: interactivity (x) and throughput per GPU (y).
 DEFAULT_X = "interactivity_tokens_per_s_per_user"
@@ -35,10 +37,24 @@ FORMATS = ("png", "svg", "pdf")
 Rows = Sequence[Mapping[str, Any]]
 
 
+def _check_rows(param: str, rows: Any, paths: bool = False) -> list[Mapping[str, Any]]:
+    """``rows`` as a list of mappings, or a :class:`TypeError` naming ``param``."""
+    from ._validate import type_error
+
+    if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Iterable):
+        raise type_error(param, rows, "a list of result rows (dicts)" + (
+            ", or a sweep directory or results file path" if paths else ""))
+    rows = list(rows)
+    for i, r in enumerate(rows):
+        if not isinstance(r, Mapping):
+            raise type_error(f"{param}[{i}]", r, "a result row (a dict of column -> value)")
+    return rows
+
+
 def columns_of(rows: Rows) -> list[str]:
     """Every column of ``rows``, in first-seen order."""
     out: dict[str, None] = {}
-    for r in rows:
+    for r in _check_rows("rows", rows):
         out.update(dict.fromkeys(r))
     return list(out)
 
@@ -55,6 +71,28 @@ def _number(option: str, column: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise field_error(option, column, f"a column of numbers (it holds {value!r}); pick a numeric column")
     return float(value)
+
+
+#: The largest magnitude drawn: past it matplotlib's axis arithmetic overflows (a limit of 1e308
+#: and -1e308 is a range of infinity); such values, NaN and infinities are left out with a warning.
+MAX_PLOTTED = 1e300
+
+
+def _text(value: Any) -> str:
+    """Text from the results or the user as matplotlib prints it literally: a ``$`` would start
+    mathtext (``$\\foo$`` fails to parse), so every one is escaped."""
+    return str(value).replace("$", r"\$")
+
+
+def _drawable(option: str, column: str, value: float, log: bool) -> str | None:
+    """Why ``value`` cannot be drawn on its axis (None: it can)."""
+    if not math.isfinite(value):
+        return "not finite"
+    if abs(value) > MAX_PLOTTED:
+        return f"beyond +-{MAX_PLOTTED:g}"
+    if log and value <= 0:
+        return f"not positive on the logarithmic {option[2:]} axis"
+    return None
 
 
 def _label(row: Mapping[str, Any], column: str | None) -> str:
@@ -74,7 +112,10 @@ def _rows_of(results: str | os.PathLike[str] | Rows) -> list[dict[str, Any]]:
         if not rows:
             raise ConfigError(f"{results}: no result rows to plot")
         return rows
-    return [dict(r) for r in results]
+    rows = [dict(r) for r in _check_rows("results", results, paths=True)]
+    if not rows:
+        raise ConfigError("results = []: no result rows to plot")
+    return rows
 
 
 def _where(rows: list[dict[str, Any]], where: Mapping[str, Any] | None, columns: Sequence[str]) -> list[dict[str, Any]]:
@@ -127,34 +168,50 @@ def plot_results(results: str | os.PathLike[str] | Rows, *, x: str | None = None
     axes = fig.subplots(nrows, ncols, squeeze=False)
     for ax in axes.ravel()[n:]:
         ax.set_visible(False)
+    dropped: dict[str, int] = {}
     for ax, (name, panel) in zip(axes.ravel(), panels.items()):
         series: dict[str, list[tuple[float, float]]] = {}
         for r in panel:
             if r.get(x) is None or r.get(y) is None:
                 continue
-            series.setdefault(_label(r, color), []).append((_number("--x", x, r[x]), _number("--y", y, r[y])))
+            pt = (_number("--x", x, r[x]), _number("--y", y, r[y]))
+            why = _drawable("--x", x, pt[0], logx) or _drawable("--y", y, pt[1], logy)
+            if why is None:
+                series.setdefault(_label(r, color), []).append(pt)
+            else:
+                what = f"{x if _drawable('--x', x, pt[0], logx) else y} {why}"
+                dropped[what] = dropped.get(what, 0) + 1
         for label, pts in series.items():
             pts.sort()
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=4, label=label or None)
-        ax.set_xlabel(x)
-        ax.set_ylabel(y)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=4,
+                    label=_text(label) if label else None)
+        ax.set_xlabel(_text(x))
+        ax.set_ylabel(_text(y))
         if logx:
             ax.set_xscale("log")
         if logy:
             ax.set_yscale("log")
         if facet:
-            ax.set_title(f"{facet} = {name}", fontsize=10)
+            ax.set_title(_text(f"{facet} = {name}"), fontsize=10)
         ax.grid(True, alpha=0.3)
         if color and len(series) > 0:
-            ax.legend(title=color, fontsize=8, title_fontsize=8)
+            ax.legend(title=_text(color), fontsize=8, title_fontsize=8)
+    for what, n in dropped.items():
+        warnings.warn(f"{n} row(s) left out of the plot: {what}", stacklevel=2)
     if title:
-        fig.suptitle(title)
+        fig.suptitle(_text(title))
     return fig
 
 
 def save_plot(fig: Any, path: str | os.PathLike[str]) -> pathlib.Path:
     """Write ``fig`` to ``path`` as PNG, SVG or PDF (by its extension), without a date in the file,
     so that the same results give the same bytes."""
+    from ._validate import type_error
+
+    if not isinstance(path, (str, os.PathLike)):
+        raise type_error("path", path, "a file path ending in " + ", ".join("." + f for f in FORMATS))
+    if not callable(getattr(fig, "savefig", None)):
+        raise type_error("fig", fig, "a matplotlib Figure (from plot_results)")
     p = pathlib.Path(path)
     fmt = p.suffix.lower().lstrip(".")
     if fmt not in FORMATS:
