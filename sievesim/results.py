@@ -190,18 +190,35 @@ def locked_directory(folder: str | os.PathLike[str], what: str = "--out") -> Ite
                               "another --out") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        _HELD[key] = 1
+        _HELD[key], _FDS[key] = 1, fd
         try:
             yield
         finally:
-            del _HELD[key]
+            del _HELD[key], _FDS[key]
     finally:
-        os.close(fd)     # closing the descriptor releases the lock
+        with contextlib.suppress(OSError):
+            os.close(fd)     # closing the descriptor releases the lock
 
 
 #: The lock file of a sweep directory (:func:`locked_directory`).
 LOCK_FILE = ".sievesim.lock"
 _HELD: dict[str, int] = {}
+_FDS: dict[str, int] = {}
+
+
+def _forget_locks_in_child() -> None:
+    """A forked child (a process pool's worker) shares the parent's lock descriptors, and an
+    ``flock`` lasts until every copy is closed: the child closes its copies, so that the lock ends
+    when the parent lets it go, not when the pool's last worker exits."""
+    for fd in _FDS.values():
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _FDS.clear()
+    _HELD.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_locks_in_child)
 
 
 def _number(text: str) -> Any:

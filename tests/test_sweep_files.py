@@ -209,3 +209,14 @@ class _Step:
     def __call__(self, settings: dict[str, Any]) -> dict[str, Any]:
         self.calls.append(settings["batch"])
         return {"step_time_s": 0.001 * settings["batch"]}
+
+
+def test_a_search_through_a_process_pool_keeps_its_own_directory_lock(tmp_path):
+    """Forked workers share the lock's descriptor: they close their copies, so the search's next
+    round can take the lock again (the pool outlives each round)."""
+    import concurrent.futures as cf
+    import multiprocessing
+
+    with cf.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork")) as pool:
+        records = max_rate_search(GROUP, tmp_path / "s", lo=20, hi=200, steps=2, point_fn=probe, executor=pool)
+    assert (records[0]["max_rate"], records[0]["answer"]) == (110.0, "between")
