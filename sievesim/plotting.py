@@ -7,7 +7,8 @@ is the Sieve paper's Pareto picture (Figure 9): throughput per GPU
 one line per policy (PIMoE with its unit), one panel per model when the sweep has several; for
 a serving sweep (``sievesim sweep --kind serve``) it is goodput (``goodput_requests_per_s``)
 against the arrival rate (``rate``).
-:func:`save_plot` writes it as PNG, SVG or PDF (by the file's extension). ``sievesim plot`` is the
+:func:`save_plot` writes it as PNG, SVG, PDF or any other format of :data:`FORMATS` (by the file's
+extension). ``sievesim plot`` is the
 same on the command line. Needs matplotlib (``pip install 'sievesim[plot]'``).
 """
 from __future__ import annotations
@@ -16,6 +17,7 @@ import difflib
 import math
 import os
 import pathlib
+import re
 import warnings
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -31,8 +33,9 @@ DEFAULT_Y = "throughput_tokens_per_s_per_gpu"
 #: The axes of a serving sweep's results: arrival rate [requests/s] (x), goodput [requests/s] (y).
 SERVE_X = "rate"
 SERVE_Y = "goodput_requests_per_s"
-#: File formats :func:`save_plot` writes (by extension).
-FORMATS = ("png", "svg", "pdf")
+#: File formats :func:`save_plot` writes (by extension): every one matplotlib writes but ``.pgf``
+#: (which needs a TeX installation) and ``.avif`` (only with some builds of Pillow).
+FORMATS = ("png", "svg", "pdf", "svgz", "eps", "ps", "jpg", "jpeg", "tif", "tiff", "webp", "gif", "raw", "rgba")
 
 Rows = Sequence[Mapping[str, Any]]
 
@@ -204,8 +207,9 @@ def plot_results(results: str | os.PathLike[str] | Rows, *, x: str | None = None
 
 
 def save_plot(fig: Any, path: str | os.PathLike[str]) -> pathlib.Path:
-    """Write ``fig`` to ``path`` as PNG, SVG or PDF (by its extension), without a date in the file,
-    so that the same results give the same bytes."""
+    """Write ``fig`` to ``path`` in the format its extension names (:data:`FORMATS`: every one
+    matplotlib writes without a TeX installation), without a date in the file, so that the same
+    results give the same bytes; written atomically (a full disk leaves an earlier file intact)."""
     from ._validate import type_error
 
     if not isinstance(path, (str, os.PathLike)):
@@ -216,13 +220,25 @@ def save_plot(fig: Any, path: str | os.PathLike[str]) -> pathlib.Path:
     fmt = p.suffix.lower().lstrip(".")
     if fmt not in FORMATS:
         raise field_error("--out", str(path), f"a file ending in {', '.join('.' + f for f in FORMATS)}")
-    metadata = {"png": {"Software": None}, "svg": {"Date": None}, "pdf": {"CreationDate": None}}[fmt]
+    metadata = {"png": {"Software": None}, "svg": {"Date": None}, "svgz": {"Date": None},
+                "pdf": {"CreationDate": None}}.get(fmt)
+    import io
+
     import matplotlib
 
-    from ._outputs import open_output
+    from ._outputs import write_output
 
-    with matplotlib.rc_context({"svg.hashsalt": "sievesim"}), open_output(p, "plot") as fh:
-        fig.savefig(fh, format=fmt, dpi=150, metadata=metadata)    # a full disk leaves an earlier file intact
+    buf = io.BytesIO()
+    with matplotlib.rc_context({"svg.hashsalt": "sievesim"}):
+        fig.savefig(buf, format="svg" if fmt == "svgz" else fmt, dpi=150,
+                    **({"metadata": metadata} if metadata else {}))
+    data = buf.getvalue()
+    if fmt in ("ps", "eps"):     # PostScript takes its date from the clock (or SOURCE_DATE_EPOCH) only
+        data = re.sub(rb"%%CreationDate: [^\n]*\n", b"%%CreationDate: Thu Jan  1 00:00:00 1970\n", data, count=1)
+    elif fmt == "svgz":
+        import gzip
+        data = gzip.compress(data, mtime=0)
+    write_output(p, data, "plot")
     return p
 
 
