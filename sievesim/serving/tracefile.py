@@ -169,21 +169,23 @@ def _csv_rows(text: str, path: str) -> Iterator[tuple[int, dict[str, Any]]]:
 
 def _number(value: Any) -> float | None:
     """A field as a float, or None when it is not a plain number (text, bool, null, an object...)."""
-    if isinstance(value, bool) or value is None or isinstance(value, _Digits):
-        return None
-    if isinstance(value, int):
-        return float(value)
-    if isinstance(value, float):
-        return value
-    if isinstance(value, str):
+    kind = type(value)
+    if kind is str:      # CSV fields: the common case first
         text = value.strip()
         if len(text) > 64 or not _DECIMAL.fullmatch(text):
             return None
         return float(text)
-    return None
+    if kind is int:
+        return float(value)
+    if kind is float:
+        return value
+    return None          # bool, None, a JSON integer of many digits (_Digits), a list, an object
 
 
 def _tokens(value: Any, path: str, line: int, col: str) -> int:
+    if type(value) is str and 0 < len(value) <= 8 and value.isascii() and value.isdigit() and value[0] != "0" \
+            and int(value) <= MAX_TOKENS:
+        return int(value)          # the common case: plain ASCII digits
     x = _number(value)
     if x is None or not math.isfinite(x) or x != math.floor(x) or not 1 <= x <= MAX_TOKENS:
         raise _err(path, line, col, value, f"an integer from 1 to {MAX_TOKENS} (tokens; {MAX_TOKENS} is the largest "
