@@ -382,9 +382,11 @@ def _run_locked(points: list[dict[str, Any]], out: pathlib.Path, point_fn: Calla
         return cls(f"point {what}: {exc}")
 
     ran = 0
+    over_limit = _work_clock(kind, out, len(points), skipped)
     try:
         if executor is None:
             for pid, settings in todo:
+                over_limit(ran)
                 try:
                     result, seconds = _timed_call(point_fn, settings)
                 except SievesimError as exc:
@@ -403,6 +405,8 @@ def _run_locked(points: list[dict[str, Any]], out: pathlib.Path, point_fn: Calla
                         raise failed(settings, exc) from None
                     record(pid, settings, result, seconds)
                     ran += 1
+                    if ran < len(todo):
+                        over_limit(ran)
             finally:
                 for fut in futures:
                     fut.cancel()
@@ -415,6 +419,26 @@ def _run_locked(points: list[dict[str, Any]], out: pathlib.Path, point_fn: Calla
         # grid order, so that the file does not depend on the order the executor finished in
         _write_atomic(jsonl, b"".join(_json_line(r) for r in file_rows()))
     return SweepSummary(out, len(points), skipped, ran, tuple(sorted_rows()))
+
+
+def _work_clock(kind: PointKind, out: pathlib.Path, total: int, skipped: int) -> Callable[[int], None]:
+    """``check(ran)``: for serving points, whose run time nothing estimates before they run, stop the
+    sweep with a :class:`~sievesim.errors.ConfigError` once it has run longer than the work limit
+    (``--max-work``); the points finished so far are kept, so the same command with a higher limit
+    resumes it. Decode-step sweeps are refused before they start instead (:func:`check_points`)."""
+    from ._validate import format_seconds, max_work_s
+
+    limit, t0 = max_work_s(), time.monotonic()
+
+    def check(ran: int) -> None:
+        spent = time.monotonic() - t0
+        if kind.name == "serve" and spent > limit:
+            from .errors import ConfigError
+            raise field_error("--max-work", format_seconds(limit), f"more time for this sweep: it ran "
+                              f"{format_seconds(spent)} and {skipped + ran} of its {total} points are done (kept in "
+                              f"{out}); rerun the command with a higher limit, e.g. --max-work 2h, to run the "
+                              f"{total - skipped - ran} left", cls=ConfigError)
+    return check
 
 
 # ------------------------------------------------------------------------------------------------

@@ -220,3 +220,28 @@ def test_a_search_through_a_process_pool_keeps_its_own_directory_lock(tmp_path):
     with cf.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork")) as pool:
         records = max_rate_search(GROUP, tmp_path / "s", lo=20, hi=200, steps=2, point_fn=probe, executor=pool)
     assert (records[0]["max_rate"], records[0]["answer"]) == (110.0, "between")
+
+
+# ------------------------------------------------------------------------------------------------
+# --max-work stops a serving sweep (nothing estimates a serving point before it runs)
+
+
+def slow_probe(settings: dict[str, Any]) -> dict[str, Any]:
+    import time
+    time.sleep(0.15)
+    return probe(settings)
+
+
+def test_a_serve_sweep_past_the_work_limit_stops_and_resumes(tmp_path, capsys):
+    from sievesim._validate import work_limit
+    from sievesim.errors import ConfigError
+
+    points = expand_grid([{"model": ["qwen3-30b-a3b"], "requests": [30], "rate": [float(r) for r in range(1, 9)]}],
+                         SERVE)
+    with work_limit(0.4), pytest.raises(ConfigError, match=r"--max-work = '0.4 s': expected more time for this "
+                                                           r"sweep: .* of its 8 points are done"):
+        run_grid(points, tmp_path, point_fn=slow_probe, progress=None, kind=SERVE)
+    done = len(read_results(tmp_path))
+    assert 1 <= done < 8
+    summary = run_grid(points, tmp_path, point_fn=slow_probe, progress=None, kind=SERVE)
+    assert (summary.skipped, summary.ran) == (done, 8 - done)
