@@ -245,3 +245,17 @@ def test_a_serve_sweep_past_the_work_limit_stops_and_resumes(tmp_path, capsys):
     assert 1 <= done < 8
     summary = run_grid(points, tmp_path, point_fn=slow_probe, progress=None, kind=SERVE)
     assert (summary.skipped, summary.ran) == (done, 8 - done)
+
+
+@pytest.mark.parametrize("points, err, needle", [
+    ([{"model": "qwen3-30b-a3b"}], "ConfigError", "batch = None"), ([{"batch": 4}], "ConfigError", "model = None"),
+    ([{"model": "qwen3-30b-a3b", "batch": "4"}], "ConfigError", "batch = '4'"),
+    ([{"model": "qwen3-30b-a3b", "batch": 4, "bogus": 1}], "ConfigError", "bogus"),
+    ([None], "TypeError", r"points\[0\] = None"), (None, "TypeError", "points = None"), (5, "TypeError", "points = 5"),
+])
+def test_check_points_with_partial_settings_names_what_is_wrong(points, err, needle):
+    from sievesim.sweep import check_points
+    with pytest.raises(Exception, match=needle) as info:
+        check_points(points)
+    assert type(info.value).__name__ == err
+    check_points([{"model": "qwen3-30b-a3b", "batch": 4}])       # the rest from the defaults
