@@ -72,8 +72,11 @@ def _check_column(option: str, name: str, columns: Sequence[str]) -> None:
 
 def _number(option: str, column: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise field_error(option, column, f"a column of numbers (it holds {value!r}); pick a numeric column")
-    return float(value)
+        raise field_error(option, column, f"a column of numbers (it holds {value!r:.60}); pick a numeric column")
+    try:
+        return float(value)
+    except OverflowError:      # an integer of hundreds of digits: beyond any axis, left out
+        return math.inf if value > 0 else -math.inf
 
 
 #: The largest magnitude drawn: past it matplotlib's axis arithmetic overflows (a limit of 1e308

@@ -157,9 +157,9 @@ def read_jsonl(path: str | os.PathLike[str], *, repair: bool = False, key: str |
 @contextlib.contextmanager
 def locked_directory(folder: str | os.PathLike[str], what: str = "--out") -> Iterator[None]:
     """Hold the write lock of a sweep's output directory (``.sievesim.lock`` in it, an ``flock``)
-    for the ``with`` block: a second sweep, here or in another process, that starts into the same
-    directory meanwhile is refused with a :class:`ConfigError` naming the directory, instead of both
-    writing its files. Re-entrant within a process (a search runs one sweep per round)."""
+    for the ``with`` block: a sweep of another process that starts into the same directory meanwhile
+    is refused with a :class:`ConfigError` naming the directory, instead of both writing its files.
+    Re-entrant within a process (a search runs one sweep per round); forked workers do not hold it."""
     key = os.path.realpath(folder)
     if key in _HELD:
         _HELD[key] += 1

@@ -119,7 +119,7 @@ def test_mathtext_in_the_title_and_the_results_is_drawn_as_text(tmp_path, capsys
 
 
 @pytest.mark.parametrize("bad, why", [(1e308, "beyond"), (-1e308, "beyond"), (float("nan"), "not finite"),
-                                      (float("inf"), "not finite")])
+                                      (float("inf"), "not finite"), (10 ** 400, "not finite")])
 def test_values_that_cannot_be_drawn_are_left_out_with_a_warning(tmp_path, bad, why):
     rows = [{"rate": 1.0, "goodput_requests_per_s": bad, "policy": "sieve"},
             {"rate": 2.0, "goodput_requests_per_s": -bad if bad == bad else 2.0, "policy": "sieve"},
