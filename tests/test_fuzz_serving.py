@@ -5,7 +5,8 @@
 * serving API types: ``Requests`` made from arrays of any dtype and value;
 * serve-sweep damage: a recorded max-rate search whose ``results.jsonl`` is damaged line by line
   (cut, NUL bytes, garbage, a field of the wrong type or missing), then resumed;
-* plot text and numbers: titles, policy and column names with mathtext, any float on the axes.
+* plot text and numbers: titles, policy and column names with mathtext, any float on the axes;
+* outputs on a full disk: any earlier content, any new content, any file-size limit.
 
 Each case keeps the contract: it succeeds with what the invariants say, or raises one of the
 project's errors (a ``SievesimError``; ``TypeError`` for a wrong type from Python) whose message
@@ -285,3 +286,61 @@ def test_plot_any_text_and_any_number(title, policies, column, ys, logy):
         assert (Path(d) / "p.svg").stat().st_size > 0
     kept = [y for y in ys if _drawable(y, logy)]
     assert sum(len(line.get_xdata()) for ax in fig.axes for line in ax.get_lines()) == len(kept)
+
+
+# ------------------------------------------------------------------------------------------------
+# outputs on a full disk: the file holds the earlier content or the new one, never a part
+
+
+def _write_in_child(writer: str, path: Path, content: bytes, limit: int) -> int:
+    """Write ``content`` to ``path`` with ``writer`` in a forked child whose files may not grow past
+    ``limit`` bytes; the child's exit status (0 written, 2 refused, 3 anything else)."""
+    import os
+    import resource
+    import signal
+
+    pid = os.fork()
+    if pid == 0:
+        code = 3
+        try:
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+            if writer == "csv":
+                from sievesim.serving.metrics import write_csv
+                write_csv(str(path), [{"x": content.decode("latin1")}])
+            elif writer == "results":
+                from sievesim.results import write_atomic
+                write_atomic(path, content)
+            else:
+                from sievesim._outputs import write_output
+                write_output(path, content, "output")
+            code = 0
+        except SievesimError:
+            code = 2
+        except BaseException:  # noqa: BLE001 - anything else is a failure the parent sees
+            code = 3
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=_HEALTH)
+@given(writer=st.sampled_from(["csv", "results", "output"]), old=st.binary(max_size=300),
+       new=st.binary(min_size=1, max_size=3000), limit=st.integers(0, 4000))
+def test_a_full_disk_never_leaves_part_of_a_file(writer, old, new, limit):
+    with tempfile.TemporaryDirectory() as d:
+        f = Path(d) / "out.csv"
+        f.write_bytes(old)
+        code = _write_in_child(writer, f, new, limit)
+        assert code in (0, 2)
+        assert [p.name for p in Path(d).iterdir()] == ["out.csv"]         # no temporary file left
+        got = f.read_bytes()
+        if code == 2:                   # refused: the earlier file as it was
+            assert got == old
+            return
+        if writer == "csv":             # written: all of the new content
+            from sievesim.serving.metrics import write_csv
+            write_csv(str(Path(d) / "want.csv"), [{"x": new.decode("latin1")}])
+            new = (Path(d) / "want.csv").read_bytes()
+        assert got == new and len(got) <= limit
