@@ -256,13 +256,13 @@ def parse_trace(text: str, path: str) -> tuple[np.ndarray, np.ndarray, np.ndarra
         if jsonl and "timestamp" in factors and p_cols[0] == "input_length":
             factors["timestamp"] = 1e-3      # Mooncake's traces: milliseconds
         dates = {c: _is_date(first[c]) for c in a_cols}
-        known = set(a_cols) | set(p_cols) | set(o_cols)
+        known = a_cols + p_cols + o_cols          # (a list: the first missing one is named, every run alike)
         times = {c: array.array("d") for c in a_cols}
         prompt, out, lines = array.array("q"), array.array("q"), array.array("q")
         prev = -math.inf
         for line, row in _chain(first_line, first, rows):
             if jsonl:
-                extra = sorted((set(row) & _KNOWN) - known)
+                extra = sorted((set(row) & _KNOWN) - set(known))
                 if extra:
                     raise TraceError(f"{path}: line {line}: column {extra[0]} is not in the first row: expected "
                                      "the columns of the first row")
