@@ -37,7 +37,7 @@ SIZE_LIMITS: dict[str, int | float] = {
     "config": 16 * 2**20,      # TOML, YAML, Hugging Face config.json, grid files, hardware bases
     "counts": 16 * 2**20,      # --counts JSON (65,536 experts x a few digits)
     "manifest": 256 * 2**20,   # a sweep's grid.json (one entry per point)
-    "trace": 1 / 8,            # DRAM request traces
+    "trace": 1 / 8,            # DRAM request traces, serving request traces (CSV, JSON lines)
     "trace-stream": 1 << 50,   # a DRAM request trace read in pieces (memory stays flat: no practical limit)
     "routing": 1.0,            # routing .npz / SGLang dumps (their arrays are checked from their headers)
     "results": 1.0,            # a sweep's results.jsonl

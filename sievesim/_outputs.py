@@ -13,7 +13,9 @@ file it points to is replaced and the link stays.
 
 Users: ``model save``, ``hardware save``, ``dram gen-trace -o``, ``--log-commands`` (``dram run``,
 ``pim gemv``, Ramulator ``TraceRecorder``/``CommandCounter`` plugins), ``run --chrome-trace``,
-``reproduce`` (CSV and PNG), routing ``.npz`` written by :func:`sievesim.workload.traces.save_trace`.
+``reproduce`` (CSV and PNG), routing ``.npz`` written by :func:`sievesim.workload.traces.save_trace`,
+``serve --requests-csv``/``--timeline-csv``/``--plot``, ``plot --out``, a sweep's ``results.csv``,
+``grid.json``, ``max_rate.json`` and its rewritten ``results.jsonl``.
 """
 from __future__ import annotations
 

@@ -366,9 +366,19 @@ def check_points(points: Sequence[Mapping[str, Any]], *, point: str = "step", wo
 
     Raises :class:`~sievesim.errors.SievesimError` naming the setting, the value and what was
     expected (an unknown model names the closest presets)."""
-    from ._validate import check_work
+    from ._validate import check_work, type_error
     from .system.step import step_work_s
 
+    if isinstance(points, (str, bytes, Mapping)) or not isinstance(points, Iterable):
+        raise type_error("points", points, "a list of point settings (mappings), e.g. from expand_grid")
+    full = []
+    for i, p in enumerate(points):      # partial settings take the defaults; every value is checked
+        if not isinstance(p, Mapping):
+            raise type_error(f"points[{i}]", p, "a mapping of settings (from expand_grid)")
+        if not all(k in p for k in GRID_KEYS):    # (a point of expand_grid has every key, checked already)
+            p = {**expand_grid([{k: [v] for k, v in p.items()}])[0], "pimoe_unit": p.get("pimoe_unit")}
+        full.append(p)
+    points = full
     work = 0.0
     from .hardware import get_hardware
     from .models import get_model

@@ -7,7 +7,8 @@ is the Sieve paper's Pareto picture (Figure 9): throughput per GPU
 one line per policy (PIMoE with its unit), one panel per model when the sweep has several; for
 a serving sweep (``sievesim sweep --kind serve``) it is goodput (``goodput_requests_per_s``)
 against the arrival rate (``rate``).
-:func:`save_plot` writes it as PNG, SVG or PDF (by the file's extension). ``sievesim plot`` is the
+:func:`save_plot` writes it as PNG, SVG, PDF or any other format of :data:`FORMATS` (by the file's
+extension). ``sievesim plot`` is the
 same on the command line. Needs matplotlib (``pip install 'sievesim[plot]'``).
 """
 from __future__ import annotations
@@ -16,12 +17,15 @@ import difflib
 import math
 import os
 import pathlib
+import re
+import warnings
 from typing import Any, Iterable, Mapping, Sequence
 
 from .errors import ConfigError, field_error
 from .results import read_results
 
-__all__ = ["plot_results", "save_plot", "columns_of", "DEFAULT_X", "DEFAULT_Y", "SERVE_X", "SERVE_Y", "FORMATS"]
+__all__ = ["plot_results", "save_plot", "columns_of", "DEFAULT_X", "DEFAULT_Y", "SERVE_X", "SERVE_Y", "FORMATS",
+           "MAX_PLOTTED"]
 
 #: The paper's Pareto axes: interactivity (x) and throughput per GPU (y).
 DEFAULT_X = "interactivity_tokens_per_s_per_user"
@@ -29,16 +33,31 @@ DEFAULT_Y = "throughput_tokens_per_s_per_gpu"
 #: The axes of a serving sweep's results: arrival rate [requests/s] (x), goodput [requests/s] (y).
 SERVE_X = "rate"
 SERVE_Y = "goodput_requests_per_s"
-#: File formats :func:`save_plot` writes (by extension).
-FORMATS = ("png", "svg", "pdf")
+#: File formats :func:`save_plot` writes (by extension): every one matplotlib writes but ``.pgf``
+#: (which needs a TeX installation) and ``.avif`` (only with some builds of Pillow).
+FORMATS = ("png", "svg", "pdf", "svgz", "eps", "ps", "jpg", "jpeg", "tif", "tiff", "webp", "gif", "raw", "rgba")
 
 Rows = Sequence[Mapping[str, Any]]
+
+
+def _check_rows(param: str, rows: Any, paths: bool = False) -> list[Mapping[str, Any]]:
+    """``rows`` as a list of mappings, or a :class:`TypeError` naming ``param``."""
+    from ._validate import type_error
+
+    if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Iterable):
+        raise type_error(param, rows, "a list of result rows (dicts)" + (
+            ", or a sweep directory or results file path" if paths else ""))
+    rows = list(rows)
+    for i, r in enumerate(rows):
+        if not isinstance(r, Mapping):
+            raise type_error(f"{param}[{i}]", r, "a result row (a dict of column -> value)")
+    return rows
 
 
 def columns_of(rows: Rows) -> list[str]:
     """Every column of ``rows``, in first-seen order."""
     out: dict[str, None] = {}
-    for r in rows:
+    for r in _check_rows("rows", rows):
         out.update(dict.fromkeys(r))
     return list(out)
 
@@ -53,8 +72,33 @@ def _check_column(option: str, name: str, columns: Sequence[str]) -> None:
 
 def _number(option: str, column: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise field_error(option, column, f"a column of numbers (it holds {value!r}); pick a numeric column")
-    return float(value)
+        raise field_error(option, column, f"a column of numbers (it holds {value!r:.60}); pick a numeric column")
+    try:
+        return float(value)
+    except OverflowError:      # an integer of hundreds of digits: beyond any axis, left out
+        return math.inf if value > 0 else -math.inf
+
+
+#: The largest magnitude drawn: past it matplotlib's axis arithmetic overflows (a limit of 1e308
+#: and -1e308 is a range of infinity); such values, NaN and infinities are left out with a warning.
+MAX_PLOTTED = 1e300
+
+
+def _text(value: Any) -> str:
+    """Text from the results or the user as matplotlib prints it literally: a ``$`` would start
+    mathtext (``$\\foo$`` fails to parse), so every one is escaped."""
+    return str(value).replace("$", r"\$")
+
+
+def _drawable(option: str, column: str, value: float, log: bool) -> str | None:
+    """Why ``value`` cannot be drawn on its axis (None: it can)."""
+    if not math.isfinite(value):
+        return "not finite"
+    if abs(value) > MAX_PLOTTED:
+        return f"beyond +-{MAX_PLOTTED:g}"
+    if log and value <= 0:
+        return f"not positive on the logarithmic {option[2:]} axis"
+    return None
 
 
 def _label(row: Mapping[str, Any], column: str | None) -> str:
@@ -74,7 +118,10 @@ def _rows_of(results: str | os.PathLike[str] | Rows) -> list[dict[str, Any]]:
         if not rows:
             raise ConfigError(f"{results}: no result rows to plot")
         return rows
-    return [dict(r) for r in results]
+    rows = [dict(r) for r in _check_rows("results", results, paths=True)]
+    if not rows:
+        raise ConfigError("results = []: no result rows to plot")
+    return rows
 
 
 def _where(rows: list[dict[str, Any]], where: Mapping[str, Any] | None, columns: Sequence[str]) -> list[dict[str, Any]]:
@@ -127,43 +174,74 @@ def plot_results(results: str | os.PathLike[str] | Rows, *, x: str | None = None
     axes = fig.subplots(nrows, ncols, squeeze=False)
     for ax in axes.ravel()[n:]:
         ax.set_visible(False)
+    dropped: dict[str, int] = {}
     for ax, (name, panel) in zip(axes.ravel(), panels.items()):
         series: dict[str, list[tuple[float, float]]] = {}
         for r in panel:
             if r.get(x) is None or r.get(y) is None:
                 continue
-            series.setdefault(_label(r, color), []).append((_number("--x", x, r[x]), _number("--y", y, r[y])))
+            pt = (_number("--x", x, r[x]), _number("--y", y, r[y]))
+            why = _drawable("--x", x, pt[0], logx) or _drawable("--y", y, pt[1], logy)
+            if why is None:
+                series.setdefault(_label(r, color), []).append(pt)
+            else:
+                what = f"{x if _drawable('--x', x, pt[0], logx) else y} {why}"
+                dropped[what] = dropped.get(what, 0) + 1
         for label, pts in series.items():
             pts.sort()
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=4, label=label or None)
-        ax.set_xlabel(x)
-        ax.set_ylabel(y)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=4,
+                    label=_text(label) if label else None)
+        ax.set_xlabel(_text(x))
+        ax.set_ylabel(_text(y))
         if logx:
             ax.set_xscale("log")
         if logy:
             ax.set_yscale("log")
         if facet:
-            ax.set_title(f"{facet} = {name}", fontsize=10)
+            ax.set_title(_text(f"{facet} = {name}"), fontsize=10)
         ax.grid(True, alpha=0.3)
         if color and len(series) > 0:
-            ax.legend(title=color, fontsize=8, title_fontsize=8)
+            ax.legend(title=_text(color), fontsize=8, title_fontsize=8)
+    for what, n in dropped.items():
+        warnings.warn(f"{n} row(s) left out of the plot: {what}", stacklevel=2)
     if title:
-        fig.suptitle(title)
+        fig.suptitle(_text(title))
     return fig
 
 
 def save_plot(fig: Any, path: str | os.PathLike[str]) -> pathlib.Path:
-    """Write ``fig`` to ``path`` as PNG, SVG or PDF (by its extension), without a date in the file,
-    so that the same results give the same bytes."""
+    """Write ``fig`` to ``path`` in the format its extension names (:data:`FORMATS`: every one
+    matplotlib writes without a TeX installation), without a date in the file, so that the same
+    results give the same bytes; written atomically (a full disk leaves an earlier file intact)."""
+    from ._validate import type_error
+
+    if not isinstance(path, (str, os.PathLike)):
+        raise type_error("path", path, "a file path ending in " + ", ".join("." + f for f in FORMATS))
+    if not callable(getattr(fig, "savefig", None)):
+        raise type_error("fig", fig, "a matplotlib Figure (from plot_results)")
     p = pathlib.Path(path)
     fmt = p.suffix.lower().lstrip(".")
     if fmt not in FORMATS:
         raise field_error("--out", str(path), f"a file ending in {', '.join('.' + f for f in FORMATS)}")
-    metadata = {"png": {"Software": None}, "svg": {"Date": None}, "pdf": {"CreationDate": None}}[fmt]
+    metadata = {"png": {"Software": None}, "svg": {"Date": None}, "svgz": {"Date": None},
+                "pdf": {"CreationDate": None}}.get(fmt)
+    import io
+
     import matplotlib
 
+    from ._outputs import write_output
+
+    buf = io.BytesIO()
     with matplotlib.rc_context({"svg.hashsalt": "sievesim"}):
-        fig.savefig(p, format=fmt, dpi=150, metadata=metadata)
+        fig.savefig(buf, format="svg" if fmt == "svgz" else fmt, dpi=150,
+                    **({"metadata": metadata} if metadata else {}))
+    data = buf.getvalue()
+    if fmt in ("ps", "eps"):     # PostScript takes its date from the clock (or SOURCE_DATE_EPOCH) only
+        data = re.sub(rb"%%CreationDate: [^\n]*\n", b"%%CreationDate: Thu Jan  1 00:00:00 1970\n", data, count=1)
+    elif fmt == "svgz":
+        import gzip
+        data = gzip.compress(data, mtime=0)
+    write_output(p, data, "plot")
     return p
 
 

@@ -12,18 +12,19 @@ in a traceback.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import os
 import pathlib
 import warnings
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from .errors import ConfigError
 
 __all__ = ["read_results", "read_jsonl", "read_csv_rows", "csv_bytes", "json_line", "append_durable",
-           "write_atomic", "RESULTS_JSONL", "RESULTS_CSV"]
+           "write_atomic", "locked_directory", "RESULTS_JSONL", "RESULTS_CSV", "MAX_LINE_BYTES", "LOCK_FILE"]
 
 RESULTS_JSONL = "results.jsonl"
 RESULTS_CSV = "results.csv"
@@ -46,13 +47,43 @@ def append_durable(path: pathlib.Path, data: bytes) -> None:
 
 
 def write_atomic(path: pathlib.Path, data: bytes) -> None:
-    """Replace ``path`` by ``data`` at once (temporary file, fsync, rename)."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    """Replace ``path`` by ``data`` at once (a temporary file of its own in the same folder, fsync,
+    rename): a full disk or a kill leaves the earlier file as it was
+    (:func:`sievesim._outputs.write_output`)."""
+    from ._outputs import write_output
+
+    write_output(path, data, "sweep result file")
+
+
+#: The longest line of a result file that is read [bytes]: a point's row is a few KB; a longer line
+#: (a file padded with NUL bytes, a damaged write) is skipped with a warning, never held whole.
+MAX_LINE_BYTES = 1 << 20
+
+
+def _lines(fh: Any, limit: int) -> Iterator[tuple[int, bytes | None, bool, int]]:
+    """(line number, its bytes without the newline or None when longer than ``limit``, whether it
+    ended in a newline, bytes read so far) of a binary stream, one line in memory at a time."""
+    n = pos = 0
+    while True:
+        chunk = fh.readline(limit + 1)
+        if not chunk:
+            return
+        n += 1
+        pos += len(chunk)
+        if chunk.endswith(b"\n"):
+            yield n, chunk[:-1], True, pos
+            continue
+        if len(chunk) <= limit:      # the end of the file, without a newline
+            yield n, chunk, False, pos
+            return
+        while True:                  # too long: read past the rest of the line
+            more = fh.readline(limit)
+            pos += len(more)
+            if not more or more.endswith(b"\n"):
+                break
+        yield n, None, bool(more), pos
+        if not more:
+            return
 
 
 def _line_problem(line: bytes, key: str | None) -> tuple[dict[str, Any] | None, str | None]:
@@ -61,6 +92,8 @@ def _line_problem(line: bytes, key: str | None) -> tuple[dict[str, Any] | None, 
         text = line.decode("utf-8")
     except UnicodeDecodeError as exc:
         return None, f"not UTF-8 (byte 0x{line[exc.start]:02x} at column {exc.start + 1})"
+    if "\x00" in text:
+        return None, f"not JSON (a NUL byte at column {text.index(chr(0)) + 1})"
     try:
         obj = json.loads(text)
     except (ValueError, RecursionError):   # JSONDecodeError, an integer of thousands of digits, deep nesting
@@ -76,35 +109,116 @@ def _line_problem(line: bytes, key: str | None) -> tuple[dict[str, Any] | None, 
 
 
 def read_jsonl(path: str | os.PathLike[str], *, repair: bool = False, key: str | None = "point_id",
-               damaged: str = "skipped") -> list[dict[str, Any]]:
-    """Rows of a JSON-lines file.
+               damaged: str = "skipped", check: Callable[[dict[str, Any]], "str | None"] | None = None
+               ) -> list[dict[str, Any]]:
+    """Rows of a JSON-lines file, read one line at a time (at most :data:`MAX_LINE_BYTES` each).
 
-    A last line without its newline (a write cut short) is left out, and with ``repair`` cut from
-    the file. Any other damaged line (not UTF-8, not JSON, not a JSON object, ``key`` not a
-    string) is skipped with a :class:`UserWarning` naming the file, the line and the problem
-    (``damaged`` ends the message: what happens to it)."""
+    A last line without its newline (a write cut short) is left out with a warning, and with
+    ``repair`` cut from the file. Any other damaged line (longer than the bound, not UTF-8, not
+    JSON, not a JSON object, ``key`` not a string, or a row ``check`` finds a problem in: it
+    returns what is wrong) is skipped with a :class:`UserWarning` naming the file, the line and
+    the problem (``damaged`` ends the message: what happens to it)."""
     path = pathlib.Path(path)
     if not path.exists():
         return []
-    from ._inputs import read_bytes
+    from ._inputs import open_input, show_path
 
-    data = read_bytes(path, "sweep result file", "results")     # a regular file of bounded size
-    keep = data.rfind(b"\n") + 1
-    if keep < len(data) and repair:
-        with open(path, "r+b") as fh:
-            fh.truncate(keep)
-            fh.flush()
-            os.fsync(fh.fileno())
-    rows = []
-    for n, line in enumerate(data[:keep].split(b"\n"), 1):
-        if not line.strip():
-            continue
-        row, problem = _line_problem(line, key)
-        if problem is not None:
-            warnings.warn(f"{path}: line {n} is {problem}; {damaged}", stacklevel=2)
-            continue
-        rows.append(row)
+    shown = show_path(path)
+    rows, keep, cut = [], 0, None
+    with open_input(path, "sweep result file", "results") as fh:     # a regular file of bounded size
+        for n, line, ended, pos in _lines(fh, MAX_LINE_BYTES):
+            if not ended:
+                cut = n
+                break
+            keep = pos
+            if line is None:
+                problem: str | None = f"longer than {MAX_LINE_BYTES} bytes"
+            elif not line.strip():
+                continue
+            else:
+                row, problem = _line_problem(line, key)
+                if problem is None and check is not None:
+                    problem = check(row)    # type: ignore[arg-type]
+            if problem is not None:
+                warnings.warn(f"{shown}: line {n} is {problem}; {damaged}", stacklevel=2)
+                continue
+            rows.append(row)
+    if cut is not None:
+        warnings.warn(f"{shown}: line {cut} has no newline at its end (a write cut short); "
+                      f"{'cut from the file' if repair else 'skipped'}", stacklevel=2)
+        if repair:
+            with open(path, "r+b") as out:
+                out.truncate(keep)
+                out.flush()
+                os.fsync(out.fileno())
     return rows
+
+
+@contextlib.contextmanager
+def locked_directory(folder: str | os.PathLike[str], what: str = "--out") -> Iterator[None]:
+    """Hold the write lock of a sweep's output directory (``.sievesim.lock`` in it, an ``flock``)
+    for the ``with`` block: a sweep of another process that starts into the same directory meanwhile
+    is refused with a :class:`ConfigError` naming the directory, instead of both writing its files.
+    Re-entrant within a process (a search runs one sweep per round); forked workers do not hold it."""
+    key = os.path.realpath(folder)
+    if key in _HELD:
+        _HELD[key] += 1
+        try:
+            yield
+        finally:
+            _HELD[key] -= 1
+        return
+    try:
+        import fcntl
+    except ImportError:        # pragma: no cover - Windows: no flock; the directory is not locked
+        yield
+        return
+    lock = os.path.join(key, LOCK_FILE)
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except OSError as exc:
+        raise ConfigError(f"{what} = {str(folder)!r}: cannot create its lock file {LOCK_FILE} "
+                          f"({exc.strerror}): expected a writable directory") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
+            by = f" (process {holder})" if holder.isdigit() else ""
+            raise ConfigError(f"{what} = {str(folder)!r}: another sweep is writing into this directory{by}: "
+                              "expected a directory no other sweep is using; wait for it to end, or give "
+                              "another --out") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        _HELD[key], _FDS[key] = 1, fd
+        try:
+            yield
+        finally:
+            del _HELD[key], _FDS[key]
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(fd)     # closing the descriptor releases the lock
+
+
+#: The lock file of a sweep directory (:func:`locked_directory`).
+LOCK_FILE = ".sievesim.lock"
+_HELD: dict[str, int] = {}
+_FDS: dict[str, int] = {}
+
+
+def _forget_locks_in_child() -> None:
+    """A forked child (a process pool's worker) shares the parent's lock descriptors, and an
+    ``flock`` lasts until every copy is closed: the child closes its copies, so that the lock ends
+    when the parent lets it go, not when the pool's last worker exits."""
+    for fd in _FDS.values():
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _FDS.clear()
+    _HELD.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_locks_in_child)
 
 
 def _number(text: str) -> Any:
@@ -132,13 +246,13 @@ def _number(text: str) -> Any:
 
 def read_csv_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Rows of a CSV file with a header (numbers, booleans, JSON cells and empty cells converted back)."""
+    from ._inputs import read_bytes
+
     path = pathlib.Path(path)
+    if not path.exists():
+        raise ConfigError(f"file not found: {path}")
     try:
-        text = path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"file not found: {path}") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+        text = read_bytes(path, "CSV result file", "results").decode("utf-8")  # a regular file of bounded size
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text (offset {exc.start}); expected a CSV file") from None
     try:

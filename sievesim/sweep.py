@@ -41,7 +41,7 @@ from .grid import (_COLUMN, _FORMAT, GRID_KEYS, INT_SETTINGS, MANIFEST, SETTING_
                    PointKind, _identity, check_points, count_points, expand_grid, load_grid_file, normalise_axes,
                    point_id)
 from .results import (RESULTS_CSV, RESULTS_JSONL, append_durable as _append, csv_bytes, json_line as _json_line,
-                      read_jsonl, read_results, write_atomic as _write_atomic)
+                      locked_directory, read_jsonl, read_results, write_atomic as _write_atomic)
 
 __all__ = ["GRID_KEYS", "SETTING_DEFAULTS", "INT_SETTINGS", "load_grid_file", "expand_grid", "check_points",
            "count_points", "normalise_axes", "point_id", "grid_manifest", "run_grid", "SweepSummary", "read_results", "estimate_point",
@@ -75,10 +75,56 @@ def _row(settings: Mapping[str, Any], pid: str, result: Mapping[str, Any],
     return row, wall
 
 
-def _read_jsonl(path: pathlib.Path, *, repair: bool = False) -> list[dict[str, Any]]:
-    """Rows of a sweep's JSON-lines file; a damaged line is skipped with a warning naming the file
-    and the line, and its point runs again (:func:`sievesim.results.read_jsonl`)."""
-    return read_jsonl(path, repair=repair, damaged="skipped; its point runs again")
+def _read_jsonl(path: pathlib.Path, *, repair: bool = False,
+                check: Callable[[dict[str, Any]], "str | None"] | None = None) -> list[dict[str, Any]]:
+    """Rows of a sweep's JSON-lines file; a damaged line (or a row ``check`` finds wrong) is skipped
+    with a warning naming the file and the line, and its point runs again
+    (:func:`sievesim.results.read_jsonl`)."""
+    return read_jsonl(path, repair=repair, damaged="skipped; its point runs again", check=check)
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _time_or_nan(v: Any) -> bool:
+    return _number(v) and (v != v or 0 <= v < float("inf"))
+
+
+#: Result fields a recorded row of a point kind must hold to be believed when a sweep resumes:
+#: (test, what was expected). A row without one, or with another type (``meets_slos = "false"``,
+#: ``null``), is run again with a warning: a max-rate search never bisects on a damaged probe.
+RESULT_FIELDS: dict[str, dict[str, tuple[Callable[[Any], bool], str]]] = {
+    "serve": {
+        "meets_slos": (lambda v: isinstance(v, bool), "true or false"),
+        "requests_served": (lambda v: _number(v) and float(v).is_integer() and v >= 0, "a count of requests >= 0"),
+        "slo_attainment": (lambda v: _number(v) and (v != v or 0 <= v <= 1), "a share from 0 to 1 (NaN: none arrived)"),
+        "goodput_requests_per_s": (lambda v: _number(v) and 0 <= v < float("inf"), "a finite rate >= 0"),
+        "ttft_p90_s": (_time_or_nan, "a time >= 0 [s] (NaN: none finished)"),
+        "tpot_p90_s": (_time_or_nan, "a time >= 0 [s] (NaN: none finished)")}}
+
+
+def _row_check(kind: PointKind, settings_of: Mapping[str, Mapping[str, Any]]
+               ) -> Callable[[dict[str, Any]], "str | None"]:
+    """What is wrong with a recorded row (None: nothing): a setting that is not its point's (the
+    point id covers the settings, so the row was edited or damaged), or a result field of the
+    wrong type (:data:`RESULT_FIELDS`)."""
+    fields = RESULT_FIELDS.get(kind.name, {})
+
+    def check(row: dict[str, Any]) -> str | None:
+        settings = settings_of.get(row["point_id"], {})
+        for k in kind.keys:
+            want, col = settings.get(k), _COLUMN.get(k, k)
+            got = row.get(col)
+            if want is not None and (got != want or isinstance(got, bool) != isinstance(want, bool)):
+                return f"a row whose {col} = {got!r:.60} is not its point's {want!r:.60}"
+        for name, (ok, expected) in fields.items():
+            if name not in row:
+                return f"a {kind.name} point's row without {name} (expected {expected})"
+            if not ok(row[name]):
+                return f"a {kind.name} point's row whose {name} = {row[name]!r:.60}: expected {expected}"
+        return None
+    return check
 
 
 # ------------------------------------------------------------------------------------------------
@@ -252,8 +298,20 @@ def run_grid(points: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str
     force = check_strict_bool("force", force)
     if executor is not None and not callable(getattr(executor, "submit", None)):
         raise type_error("executor", executor, "a concurrent.futures.Executor or None")
-    out.mkdir(parents=True, exist_ok=True)
-    points = [dict(p) for p in points]
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise field_error("--out", str(out), f"a directory that can be made ({exc.strerror})") from None
+    with locked_directory(out):
+        return _run_locked([dict(p) for p in points], out, point_fn, executor, force, progress, bar, csv_interval_s,
+                           grid_file, label, kind, search)
+
+
+def _run_locked(points: list[dict[str, Any]], out: pathlib.Path, point_fn: Callable[[dict[str, Any]], Mapping[str, Any]],
+                executor: cf.Executor | None, force: bool, progress: Any, bar: bool | None, csv_interval_s: float,
+                grid_file: str | os.PathLike[str] | None, label: str, kind: PointKind,
+                search: Mapping[str, Any] | None) -> SweepSummary:
+    """:func:`run_grid` once it holds the directory's lock."""
     inputs, digest_cols, files = _digests(points, grid_file)
     ids = [point_id(p, i, kind) for p, i in zip(points, inputs)]
     manifest = grid_manifest(points, point_fn, inputs, files, kind, search)
@@ -286,7 +344,7 @@ def run_grid(points: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str
         _write_atomic(man_path, (json.dumps(manifest, indent=1) + "\n").encode())
 
     order = {pid: i for i, pid in enumerate(ids)}
-    recorded = _read_jsonl(jsonl, repair=True)
+    recorded = _read_jsonl(jsonl, repair=True, check=_row_check(kind, dict(zip(ids, points))))
     rows = {r["point_id"]: r for r in recorded if r.get("point_id") in order}
     # a search's later probes are not among this run's points yet: their rows stay in the files
     kept = [r for r in recorded if r.get("point_id") not in order] if search is not None else []
@@ -324,9 +382,11 @@ def run_grid(points: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str
         return cls(f"point {what}: {exc}")
 
     ran = 0
+    over_limit = _work_clock(kind, out, len(points), skipped)
     try:
         if executor is None:
             for pid, settings in todo:
+                over_limit(ran)
                 try:
                     result, seconds = _timed_call(point_fn, settings)
                 except SievesimError as exc:
@@ -345,6 +405,8 @@ def run_grid(points: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str
                         raise failed(settings, exc) from None
                     record(pid, settings, result, seconds)
                     ran += 1
+                    if ran < len(todo):
+                        over_limit(ran)
             finally:
                 for fut in futures:
                     fut.cancel()
@@ -357,6 +419,26 @@ def run_grid(points: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str
         # grid order, so that the file does not depend on the order the executor finished in
         _write_atomic(jsonl, b"".join(_json_line(r) for r in file_rows()))
     return SweepSummary(out, len(points), skipped, ran, tuple(sorted_rows()))
+
+
+def _work_clock(kind: PointKind, out: pathlib.Path, total: int, skipped: int) -> Callable[[int], None]:
+    """``check(ran)``: for serving points, whose run time nothing estimates before they run, stop the
+    sweep with a :class:`~sievesim.errors.ConfigError` once it has run longer than the work limit
+    (``--max-work``); the points finished so far are kept, so the same command with a higher limit
+    resumes it. Decode-step sweeps are refused before they start instead (:func:`check_points`)."""
+    from ._validate import format_seconds, max_work_s
+
+    limit, t0 = max_work_s(), time.monotonic()
+
+    def check(ran: int) -> None:
+        spent = time.monotonic() - t0
+        if kind.name == "serve" and spent > limit:
+            from .errors import ConfigError
+            raise field_error("--max-work", format_seconds(limit), f"more time for this sweep: it ran "
+                              f"{format_seconds(spent)} and {skipped + ran} of its {total} points are done (kept in "
+                              f"{out}); rerun the command with a higher limit, e.g. --max-work 2h, to run the "
+                              f"{total - skipped - ran} left", cls=ConfigError)
+    return check
 
 
 # ------------------------------------------------------------------------------------------------

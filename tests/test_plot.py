@@ -70,7 +70,7 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path, capsys):
     for argv, message in ((["--x", "batchs", "--y", "step_time_s"], "--x = 'batchs': expected a column of the "
                            "results (did you mean 'batch'?); they have: batch, step_time_s"),
                           ([], f"--x = '{DEFAULT_X}': expected a column of the results"),
-                          (["--x", "batch", "--y", "step_time_s", "--out", str(tmp_path / "p.gif")],
+                          (["--x", "batch", "--y", "step_time_s", "--out", str(tmp_path / "p.pgf")],
                            "expected a file ending in .png, .svg, .pdf"),
                           (["--x", "batch", "--y", "step_time_s", "--where", "batch"], "--where = 'batch'")):
         assert main(["plot", str(src), *argv]) == 2
@@ -88,3 +88,80 @@ def test_a_real_sweep_plots_with_the_defaults(tmp_path):
     run_grid(points, tmp_path, point_fn=step_point, progress=None)
     path = save_plot(plot_results(tmp_path), tmp_path / "pareto.png")
     assert path.stat().st_size > 1000
+
+
+# ------------------------------------------------------------------------------------------------
+# hostile text and numbers (issue 69, item 6)
+
+
+def _texts(fig) -> list[str]:
+    out = [t.get_text() for t in fig.texts]
+    for ax in fig.axes:
+        out += [ax.get_title(), ax.get_xlabel(), ax.get_ylabel()]
+        if ax.get_legend() is not None:
+            out += [t.get_text() for t in ax.get_legend().get_texts()] + [ax.get_legend().get_title().get_text()]
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["png", "svg", "pdf"])
+def test_mathtext_in_the_title_and_the_results_is_drawn_as_text(tmp_path, capsys, fmt):
+    f = tmp_path / "r.jsonl"
+    f.write_text("".join(json.dumps({"point_id": str(i), "rate": i + 1.0, "goodput_requests_per_s": i * 1.5,
+                                     "policy": p, "model": m}) + "\n"
+                         for i, (p, m) in enumerate([(r"$\bad$", "a$"), (r"$\bad$", "a$"), ("$x", r"$\m$")])))
+    out = tmp_path / f"p.{fmt}"
+    assert main(["plot", str(f), "--title", r"$\foo$", "--out", str(out)]) == 0, capsys.readouterr().err
+    assert out.stat().st_size > 0
+    fig = plot_results(f, title=r"$\foo$")
+    shown = _texts(fig)
+    assert r"\$\foo\$" in shown and r"\$\bad\$" in shown and "model = \\$\\m\\$" in shown, shown
+    assert all("$" not in t.replace(r"\$", "") for t in shown), shown
+
+
+@pytest.mark.parametrize("bad, why", [(1e308, "beyond"), (-1e308, "beyond"), (float("nan"), "not finite"),
+                                      (float("inf"), "not finite"), (10 ** 400, "not finite")])
+def test_values_that_cannot_be_drawn_are_left_out_with_a_warning(tmp_path, bad, why):
+    rows = [{"rate": 1.0, "goodput_requests_per_s": bad, "policy": "sieve"},
+            {"rate": 2.0, "goodput_requests_per_s": -bad if bad == bad else 2.0, "policy": "sieve"},
+            {"rate": 3.0, "goodput_requests_per_s": 1.0, "policy": "sieve"}]
+    with pytest.warns(UserWarning, match=f"row\\(s\\) left out of the plot: goodput_requests_per_s {why}"):
+        fig = plot_results(rows)
+    save_plot(fig, tmp_path / "p.png")
+    assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
+    line = fig.axes[0].get_lines()[0]
+    assert 3.0 in list(line.get_xdata())
+
+
+def test_zero_on_a_log_axis_is_left_out_with_a_warning():
+    rows = [{"rate": 1.0, "goodput_requests_per_s": 0.0}, {"rate": 2.0, "goodput_requests_per_s": 1.0}]
+    with pytest.warns(UserWarning, match="not positive on the logarithmic y axis"):
+        plot_results(rows, logy=True)
+
+
+@pytest.mark.parametrize("call, needle", [
+    (lambda: plot_results(None), "results = None"), (lambda: plot_results(5), "results = 5"),
+    (lambda: plot_results([1, 2]), r"results\[0\] = 1"), (lambda: save_plot(plot_results(_rows()), 5), "path = 5"),
+    (lambda: save_plot(None, "p.png"), "fig = None"),
+])
+def test_the_plotting_api_names_a_wrong_type(call, needle):
+    from sievesim.plotting import columns_of
+    with pytest.raises(TypeError, match=needle):
+        call()
+    with pytest.raises(TypeError, match="rows = None"):
+        columns_of(None)
+    with pytest.raises(SievesimError, match="no result rows"):
+        plot_results([])
+
+
+def test_every_format_matplotlib_writes_is_written_without_a_date(tmp_path):
+    from sievesim.plotting import FORMATS
+    fig = plot_results([{"rate": 1.0, "goodput_requests_per_s": 1.0}, {"rate": 2.0, "goodput_requests_per_s": 3.0}])
+    for fmt in FORMATS:
+        a, b = tmp_path / f"a.{fmt}", tmp_path / f"b.{fmt}"
+        save_plot(fig, a)
+        assert a.stat().st_size > 0, fmt
+        if fmt in ("eps", "ps", "svgz"):     # a date or a gzip time in the file unless taken out
+            save_plot(fig, b)
+            assert a.read_bytes() == b.read_bytes(), fmt
+    with pytest.raises(SievesimError, match=r"\.pgf = |p\.pgf"):
+        save_plot(fig, tmp_path / "p.pgf")

@@ -102,7 +102,8 @@ def test_bounds_say_what_they_bound(capsys, argv, says):
     assert says in err and "DRAM" not in err and "decode steps" not in err
 
 
-@pytest.mark.parametrize("name, ok", [("p.svg", True), ("p.pdf", True), ("p.txt", False), ("p.jpg", False)])
+@pytest.mark.parametrize("name, ok", [("p.svg", True), ("p.pdf", True), ("p.txt", False), ("p.jpg", True),
+                                      ("p.pgf", False)])
 def test_serve_plot_takes_the_plot_formats_and_refuses_others_before_serving(tmp_path, capsys, name, ok):
     pytest.importorskip("matplotlib")
     argv = ["serve", "--model", "qwen3-30b-a3b", "--rate", "2", "--requests", "3", "--prompt-tokens", "8",

@@ -27,7 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="keep only the rows with this value (repeatable)")
     p.add_argument("--title", default=None, help="title above the panels")
     p.add_argument("--out", default=None, metavar="FILE",
-                   help="picture file, .png, .svg or .pdf (default: plot.png beside the results)")
+                   help="picture file: .png, .svg, .pdf or another format matplotlib writes (.eps, .jpg, "
+                        ".tiff, .webp, ...; default: plot.png beside the results)")
     p.set_defaults(func=_run)
 
 

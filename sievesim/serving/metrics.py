@@ -90,11 +90,16 @@ def per_request_rows(arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray
              "meets_slos": bool(met[i])} for i in range(arrival.size)]
 
 
-def write_csv(path: str, rows: list[dict[str, Any]]) -> None:
-    """Rows as CSV with a header (nothing but the header when there are no rows)."""
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        if not rows:
-            return
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+def write_csv(path: str, rows: list[dict[str, Any]], what: str = "CSV file") -> None:
+    """Rows as CSV with a header (an empty file when there are no rows), written atomically
+    (:func:`sievesim._outputs.open_output`: a full disk leaves an earlier file as it was)."""
+    import io
+
+    from .._outputs import write_output
+
+    buf = io.StringIO(newline="")
+    if rows:
+        w = csv.DictWriter(buf, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
+    write_output(path, buf.getvalue(), what)

@@ -23,22 +23,21 @@ output tokens       ``output_tokens``, ``output_len``, ``output_length`` (Moonca
 ==================  =======================================================================
 
 Arrivals are shifted so that the first request arrives at 0. A row out of order, a missing or
-non-numeric field, or a length below 1 is an error naming the line (:class:`~sievesim.errors.TraceError`).
+non-numeric field, a length outside 1 to 2^24 tokens, a date that does not exist, a column given
+twice or two names of one field that disagree is an error naming the file, the line and the column
+(:class:`~sievesim.errors.TraceError`; the rules in :mod:`sievesim.serving.tracefile`).
 """
 from __future__ import annotations
 
-import csv
-import datetime as _dt
-import io
-import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from .._inputs import read_text
-from ..errors import TraceError, field_error
+from ..errors import field_error
+from .tracefile import (ARRIVAL_COLUMNS, MAX_ARRIVAL_S, MAX_TOKENS, OUTPUT_COLUMNS, PROMPT_COLUMNS,  # noqa: F401
+                        parse_trace)
 
 __all__ = ["Requests", "poisson_requests", "MIN_RATE", "MAX_RATE", "read_trace", "ARRIVAL_COLUMNS", "PROMPT_COLUMNS", "OUTPUT_COLUMNS"]
 
@@ -48,23 +47,56 @@ MAX_RATE = 1e9
 #: millisecond iteration no longer moves it in double precision.
 MIN_RATE = 1e-3
 
-#: Accepted column names (normalised) and the factor to seconds.
-ARRIVAL_COLUMNS = {"arrival_s": 1.0, "arrival_time": 1.0, "arrival_time_s": 1.0, "arrived_at": 1.0,
-                   "timestamp": 1.0, "arrival_ms": 1e-3, "timestamp_ms": 1e-3}
-PROMPT_COLUMNS = ("prompt_tokens", "prompt_len", "input_tokens", "input_length", "num_prefill_tokens",
-                  "context_tokens", "request_tokens")
-OUTPUT_COLUMNS = ("output_tokens", "output_len", "output_length", "num_decode_tokens", "generated_tokens",
-                  "response_tokens")
-
 
 @dataclass(frozen=True)
 class Requests:
-    """A workload: arrival times [s], prompt and output tokens of each request (index = request id)."""
+    """A workload: arrival times [s], prompt and output tokens of each request (index = request id).
+
+    Checked when made (a :class:`~sievesim.errors.ConfigError` naming the field and the first bad
+    entry): one-dimensional arrays of one length, at least one request; arrivals finite, from 0 to
+    1e12 s and in order; lengths integers from 1 to 2^24 tokens (a float array is refused even when
+    its values are whole: it is a sign of lengths computed, not counted)."""
 
     arrival_s: np.ndarray
     prompt_tokens: np.ndarray
     output_tokens: np.ndarray
     description: str = ""
+
+    def __post_init__(self) -> None:
+        from .._validate import type_error
+
+        arrays = {}
+        for name in ("arrival_s", "prompt_tokens", "output_tokens"):
+            value = getattr(self, name)
+            try:
+                a = np.asarray(value)
+            except (TypeError, ValueError):
+                a = np.asarray(None)
+            if a.ndim != 1 or a.dtype.kind not in ("iuf" if name == "arrival_s" else "iu"):
+                want = "real numbers" if name == "arrival_s" else "integers"
+                raise TypeError(f"{str(type_error(name, value, '')).split(': expected')[0]}: expected a "
+                                f"one-dimensional array of {want}, got a {a.ndim}-dimensional {a.dtype} array")
+            arrays[name] = a
+        if not isinstance(self.description, str):
+            raise type_error("description", self.description, "a string")
+        arr, prompt, out = arrays["arrival_s"], arrays["prompt_tokens"], arrays["output_tokens"]
+        if not arr.size == prompt.size == out.size >= 1:
+            raise field_error("requests", (arr.size, prompt.size, out.size), "arrival_s, prompt_tokens and "
+                              "output_tokens of one length, at least 1")
+        arr = arr.astype(np.float64, copy=False)
+        for name, bad, want in (
+                ("arrival_s", ~np.isfinite(arr) | (arr < 0) | (arr > MAX_ARRIVAL_S),
+                 f"a finite arrival time from 0 to {MAX_ARRIVAL_S:g} s"),
+                ("arrival_s", np.concatenate([[False], np.diff(arr) < 0]) if arr.size > 1 else arr < 0,
+                 "arrivals in order (not earlier than the request before)"),
+                ("prompt_tokens", (prompt < 1) | (prompt > MAX_TOKENS), f"an integer from 1 to {MAX_TOKENS} (tokens)"),
+                ("output_tokens", (out < 1) | (out > MAX_TOKENS), f"an integer from 1 to {MAX_TOKENS} (tokens)")):
+            if bad.any():
+                i = int(np.argmax(bad))
+                raise field_error(f"{name}[{i}]", arrays[name][i].item(), want)
+        object.__setattr__(self, "arrival_s", arr)
+        object.__setattr__(self, "prompt_tokens", prompt.astype(np.int64, copy=False))
+        object.__setattr__(self, "output_tokens", out.astype(np.int64, copy=False))
 
     def __len__(self) -> int:
         return int(self.arrival_s.size)
@@ -119,99 +151,11 @@ def poisson_requests(rate: float, n: int, *, seed: int = 0, cv: float = 1.0, len
     return Requests(np.cumsum(gaps), prompt, out, f"{kind} {rate:g}/s, lengths {what}")
 
 
-def _norm(name: str) -> str:
-    name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", str(name).strip())
-    return re.sub(r"[\s\-]+", "_", name).lower()
-
-
-def _rows(text: str, path: str) -> tuple[list[tuple[int, dict[str, Any]]], bool]:
-    """(line number, row) pairs and whether the file is JSON lines."""
-    stripped = text.lstrip()
-    if stripped.startswith("{"):
-        rows = []
-        for i, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except ValueError as exc:
-                raise TraceError(f"{path}: line {i}: not a JSON object ({exc.msg}); expected one request per line") from None
-            if not isinstance(obj, dict):
-                raise TraceError(f"{path}: line {i}: {line.strip()[:60]!r}: expected a JSON object")
-            rows.append((i, {_norm(k): v for k, v in obj.items()}))
-        return rows, True
-    reader = csv.reader(io.StringIO(text))
-    try:
-        header = next(reader)
-    except StopIteration:
-        raise TraceError(f"{path}: empty file; expected a header line and one request per row") from None
-    names = [_norm(h) for h in header]
-    rows = []
-    for row in reader:
-        if not any(c.strip() for c in row):
-            continue
-        if len(row) != len(names):
-            raise TraceError(f"{path}: line {reader.line_num}: {len(row)} fields; expected {len(names)} as in the header")
-        rows.append((reader.line_num, dict(zip(names, row))))
-    return rows, False
-
-
-def _pick(keys: Any, options: Any, path: str, what: str) -> str:
-    for name in options:
-        if name in keys:
-            return name
-    raise TraceError(f"{path}: no {what} column; expected one of {', '.join(options)} (found {', '.join(keys)})")
-
-
-def _number(value: Any, path: str, line: int, col: str, *, integer: bool) -> float:
-    try:
-        x = float(value) if not isinstance(value, bool) else float("nan")
-    except (TypeError, ValueError):
-        x = float("nan")
-    if not np.isfinite(x) or (integer and (x != int(x) or x < 1)) or (not integer and x < 0):
-        want = "an integer >= 1 (tokens)" if integer else "a number of seconds >= 0"
-        raise TraceError(f"{path}: line {line}: {col} = {value!r}: expected {want}")
-    return x
-
-
-def _time(value: Any, path: str, line: int, col: str, factor: float) -> float:
-    if isinstance(value, str) and re.match(r"^\d{4}-\d\d-\d\d[ T]", value.strip()):
-        text = value.strip().replace("T", " ")
-        m = re.match(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(\.\d+)?", text)
-        if not m:
-            raise TraceError(f"{path}: line {line}: {col} = {value!r}: expected a time YYYY-MM-DD HH:MM:SS[.fraction]")
-        base = _dt.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").replace(tzinfo=_dt.timezone.utc)
-        return base.timestamp() + (float(m.group(2)) if m.group(2) else 0.0)
-    return _number(value, path, line, col, integer=False) * factor
-
-
 def read_trace(path: str) -> Requests:
-    """The requests of a trace file (see the module docstring for the formats and column names)."""
+    """The requests of a trace file (see the module docstring for the formats and column names, and
+    :mod:`sievesim.serving.tracefile` for what is refused)."""
+    from .._inputs import show_path
+
     path = str(path)
-    rows, jsonl = _rows(read_text(path, "request trace").lstrip("\ufeff"), path)
-    if not rows:
-        raise TraceError(f"{path}: no requests; expected one request per row")
-    keys = list(rows[0][1])
-    a_col = _pick(keys, ARRIVAL_COLUMNS, path, "arrival time")
-    p_col = _pick(keys, PROMPT_COLUMNS, path, "prompt tokens")
-    o_col = _pick(keys, OUTPUT_COLUMNS, path, "output tokens")
-    factor = ARRIVAL_COLUMNS[a_col]
-    if jsonl and a_col == "timestamp" and p_col == "input_length":
-        factor = 1e-3      # Mooncake's traces: milliseconds
-    arr, prompt, out = [], [], []
-    prev = -np.inf
-    for line, row in rows:
-        for col in (a_col, p_col, o_col):
-            if col not in row:
-                raise TraceError(f"{path}: line {line}: no {col}; expected every row to have it")
-        t = _time(row[a_col], path, line, a_col, factor)
-        if t < prev:
-            raise TraceError(f"{path}: line {line}: {a_col} = {row[a_col]!r} is earlier than the row before; "
-                             "expected arrivals in order")
-        prev = t
-        arr.append(t)
-        prompt.append(int(_number(row[p_col], path, line, p_col, integer=True)))
-        out.append(int(_number(row[o_col], path, line, o_col, integer=True)))
-    a = np.asarray(arr, dtype=np.float64)
-    return Requests(a - a[0], np.asarray(prompt, dtype=np.int64), np.asarray(out, dtype=np.int64),
-                    f"trace {path} ({a_col}, {p_col}, {o_col})")
+    arrival, prompt, out, description = parse_trace(read_text(path, "request trace", "trace"), show_path(path))
+    return Requests(arrival, prompt, out, description)
