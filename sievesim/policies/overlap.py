@@ -62,6 +62,8 @@ class Overlap(Policy):
                              choices=("auto",) + PLACEMENTS),
         "calibration": Option("int", 2, "decisions per GPU and MoE layer that price every placement before the "
                                         "layer keeps the cheapest", lo=1, hi=1000),
+        "rule": Option("choice", "auto", "what the cut weighs: auto (the expert work with one micro-batch, Equation 1 "
+                                         "with more), experts, or equation1", choices=("auto", "experts", "equation1")),
         "scope": Option("choice", "model", "model: the placement cheapest summed over every layer priced so far; "
                                            "layer: each MoE layer keeps its own cheapest", choices=("model", "layer")),
         "rel_tol": Option("number", 1e-12, "a move counts as a decrease by more than rel_tol x T_start", lo=0.0,
@@ -69,8 +71,9 @@ class Overlap(Policy):
     }
 
     def __init__(self, placements: str = "auto", calibration: int = 2, scope: str = "model",
-                 rel_tol: float = 1e-12) -> None:
+                 rel_tol: float = 1e-12, rule: str = "auto") -> None:
         self.scope = scope
+        self.rule = rule
         if placements not in ("auto",) + PLACEMENTS:
             raise field_error("overlap placements", placements, "auto, " + ", ".join(PLACEMENTS))
         self.placements = PLACEMENTS if placements == "auto" else (placements,)
@@ -120,8 +123,8 @@ class Overlap(Policy):
             start, counts_rest = (0, 0), counts
         # one micro-batch: only the expert work of the two sides overlaps; with more, another micro-batch's
         # attention (PIM) and non-MoE work (GPU) run beside these experts, as Equation 1 weighs them
-        work = (dataclasses.replace(ctx, t_comm_s=0.0, t_attention_s=0.0, gpu_fixed=ctx.gpu_beside)
-                if ctx.microbatches == 1 else ctx)
+        experts = self.rule == "experts" or (self.rule == "auto" and ctx.microbatches == 1)
+        work = dataclasses.replace(ctx, t_comm_s=0.0, t_attention_s=0.0, gpu_fixed=ctx.gpu_beside) if experts else ctx
         layer = ctx.moe_layer
         fixed = self._layout.get(layer)
         if fixed is not None:
