@@ -237,8 +237,9 @@ def _run(argv: Sequence[str]) -> int:
         return _error(f"input is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
                       "expected a UTF-8 file")
     except OSError as exc:
-        where = exc.filename if exc.filename is not None else "file"
-        return _error(f"{where}: cannot open ({exc.strerror or _one_line(exc)})")
+        if exc.filename is None:     # no file named: writing the output (stdout) failed, e.g. a full disk
+            return _error(f"standard output: cannot write ({exc.strerror or _one_line(exc)})")
+        return _error(f"{exc.filename}: cannot open ({exc.strerror or _one_line(exc)})")
     except MemoryError:
         return _error("out of memory: the input asks for more memory than this machine has; expected "
                       "smaller sizes (see `sievesim --help` for --max-memory)")

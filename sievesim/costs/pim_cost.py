@@ -164,8 +164,9 @@ class PimCostTable:
 
     def __init__(self, fallback: PimCostModel, alpha: float = 0.5,
                  expert_shape: Hashable = "expert", attention_shape: Hashable = "attention") -> None:
-        if not (0.0 < alpha <= 1.0):
-            raise field_error("alpha", alpha, "a smoothing factor in (0, 1]")
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.integer, np.floating)) \
+                or not (0.0 < alpha <= 1.0):
+            raise field_error("alpha", alpha, "a smoothing factor (a number) in (0, 1]")
         self.fallback = fallback
         self.alpha = float(alpha)
         self.expert_shape = expert_shape

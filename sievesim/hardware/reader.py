@@ -106,7 +106,10 @@ def _raw_hardware(ref: str, relative_to: Path | None, seen: tuple[Path, ...], sr
     if len(seen) >= MAX_BASE_DEPTH:
         raise field_error("base", ref, f"a chain of at most {MAX_BASE_DEPTH} files (each file's base, its base's "
                           "base, ...); flatten the chain into fewer files", source=src)
-    data = read_toml(path)
+    try:
+        data = read_toml(path)
+    except ConfigError as exc:     # the file base names cannot be read: say it was base that named it
+        raise ConfigError(f"{src}: base = {ref!r}: {exc}") from None
     return _apply_base(data, path.parent, seen + (path,), str(path)), path
 
 
