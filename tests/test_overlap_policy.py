@@ -136,6 +136,11 @@ def test_overlap_options_are_checked():
         get_policy("overlap", placements="diagonal")
     with pytest.raises(ConfigError, match="calibration"):
         get_policy("overlap", calibration=0)
+    with pytest.raises(ConfigError, match="overlap scope"):
+        Overlap(scope="rack")
+    with pytest.raises(ConfigError, match="overlap rule"):
+        Overlap(rule="fastest")
+    assert repr(Overlap(rule="experts")) == "Overlap(rule='experts')"
 
 
 @pytest.mark.parametrize("batch,microbatches", [(16, 1), (64, 2)])

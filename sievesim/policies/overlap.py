@@ -72,10 +72,12 @@ class Overlap(Policy):
 
     def __init__(self, placements: str = "auto", calibration: int = 2, scope: str = "model",
                  rel_tol: float = 1e-12, rule: str = "auto") -> None:
+        for name, value, choices in (("placements", placements, ("auto",) + PLACEMENTS),
+                                     ("scope", scope, ("model", "layer")), ("rule", rule, ("auto", "experts", "equation1"))):
+            if value not in choices:
+                raise field_error(f"overlap {name}", value, "one of " + ", ".join(choices))
         self.scope = scope
         self.rule = rule
-        if placements not in ("auto",) + PLACEMENTS:
-            raise field_error("overlap placements", placements, "auto, " + ", ".join(PLACEMENTS))
         self.placements = PLACEMENTS if placements == "auto" else (placements,)
         self.calibration = int(calibration)
         self.rel_tol = float(rel_tol)
@@ -84,7 +86,9 @@ class Overlap(Policy):
         self._layout: dict[int, str] = {}                  # MoE layer -> its fixed placement
 
     def __repr__(self) -> str:
-        return "Overlap()" if len(self.placements) > 1 else f"Overlap(placements={self.placements[0]!r})"
+        args = ([] if len(self.placements) > 1 else [f"placements={self.placements[0]!r}"]) + \
+            ([] if self.scope == "model" else [f"scope={self.scope!r}"]) + ([] if self.rule == "auto" else [f"rule={self.rule!r}"])
+        return f"Overlap({', '.join(args)})"
 
     def layout(self) -> dict[int, str]:
         """The placement each MoE layer keeps (layers still calibrating are absent)."""
