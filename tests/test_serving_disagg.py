@@ -30,7 +30,7 @@ def _pool(name, gpus, blocks, step_s=0.01, per_token_s=1e-5, block_size=16):
         return step_s + per_token_s * (dec_ctx.size + int(pf_len.sum()))
     return SimpleNamespace(name=name, gpus=gpus, kv=SimpleNamespace(blocks_per_gpu=blocks),
                            blocks_for=lambda n: -(-n // block_size),
-                           pricer=SimpleNamespace(memo_s=price, exact_s=price))
+                           pricer=SimpleNamespace(memo_priced=price, exact_priced=price))
 
 
 def _kv_bytes(tokens):

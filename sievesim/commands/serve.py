@@ -94,9 +94,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--pimoe-unit", default=None, help="PIMoE placement unit: pseudo_channel, channel, stack")
     p.add_argument("--policy-option", action="append", default=[], metavar="KEY=VALUE",
                    help="constructor argument of the policies that take it; repeatable")
-    p.add_argument("--requests-csv", default=None, metavar="FILE", help="write one row per request (one policy)")
+    p.add_argument("--requests-csv", default=None, metavar="FILE", help="write one row per request: queue, TTFT, TPOT, e2e, SLOs met, energy_j (one policy)")
     p.add_argument("--timeline-csv", default=None, metavar="FILE",
-                   help="write one row per iteration: batch, prefill, queue, KV use (one policy)")
+                   help="write one row per iteration: batch, prefill, queue, KV use, energy_j (one policy)")
     p.add_argument("--plot", default=None, metavar="FILE",
                    help="PNG: decode batch and KV use over time, one line per policy")
     from ._gpu_args import add_gpu_args
@@ -329,9 +329,27 @@ def _print(records: list[dict[str, Any]], bisect: bool) -> None:
               f"{r['slo_attainment']:6.1%} {r['batch']['mean']:6.1f} {r['preemptions']:7d} "
               f"{r['littles_law_ratio']:6.3f} {e['mean_abs_rel']:8.2%}")
     for r in records:
+        print(_energy_line(r))
+    for r in records:
         if "kv_transfer" in r:
             x, p = r["kv_transfer"], r["pools"]
             print(f"{r['policy']:8s} KV transfers {x['transfers']}, {x['bytes_mean'] / 2**20:.1f} MiB each on average, "
                   f"{x['time_s']['mean'] * 1e6:.1f} us mean / {x['time_s']['p99'] * 1e6:.1f} us p99 on the link after "
                   f"{x['wait_s']['mean'] * 1e3:.2f} ms mean from the end of prefill; busy prefill "
                   f"{p['prefill']['busy_share']:.0%}, decode {p['decode']['busy_share']:.0%}")
+
+
+def _energy_line(r: dict[str, Any]) -> str:
+    """A policy's energy in words: per request, per output token, tokens per joule, power per GPU."""
+    if r.get("energy_j") is None:
+        return f"{r['policy']:8s} energy: none (the hardware file gives no energy fields; docs/energy.md)"
+    idle = r["energy_breakdown_j"]["idle"] / r["energy_j"] if r["energy_j"] > 0 else 0.0
+    return (f"{r['policy']:8s} energy {r['energy_j']:.4g} J: {r['energy_per_request_j']['mean']:.4g} J per request "
+            f"(mean), {_joules(r['energy_per_output_token_j'])} per output token, {r['tokens_per_joule']:.4g} "
+            f"tokens/J, {r['power_per_gpu_w']:.4g} W per GPU ({idle:.0%} idle), "
+            f"{r['goodput_requests_per_joule'] * 1e3:.4g} requests meeting the SLOs per kJ")
+
+
+def _joules(x: float) -> str:
+    """Joules in J, or mJ below 1 J."""
+    return f"{x:.4g} J" if not x < 1 else f"{x * 1e3:.4g} mJ"

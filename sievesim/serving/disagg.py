@@ -46,7 +46,7 @@ from ..errors import ConfigError, field_error
 from .kv import BlockCounter, KvCapacity, kv_capacity
 from .metrics import summary
 from .pricing import IterationPricer, MemoError
-from .scheduler import CHECK_EVERY, SchedulerConfig, ScheduleLog
+from .scheduler import CHECK_EVERY, SchedulerConfig, ScheduleLog, priced
 
 __all__ = ["Pool", "DisaggLog", "run_disaggregated", "build_pools", "pool_sizes"]
 
@@ -124,6 +124,7 @@ class DisaggLog:
     transfer_bytes: list[float] = field(default_factory=list)
     transfer_time_s: list[float] = field(default_factory=list)
     transfer_wait_s: list[float] = field(default_factory=list)
+    transfer_energy_j: float = 0.0          # the KV transfers' link energy (NaN: the link has no energy model)
 
     def in_system(self) -> tuple[list[float], list[float], np.ndarray]:
         """(start, duration, requests in the system) of the segments between decisions [s]."""
@@ -181,7 +182,9 @@ class _Loop:
         self.held = np.zeros(n, dtype=np.int64)         # its blocks there
         self.ready_s = np.full(n, np.nan)
         per = (np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan), self.gen, np.zeros(n, dtype=np.int64))
-        self.log = DisaggLog(ScheduleLog(*per), ScheduleLog(*per), kv_transfer_s=np.full(n, np.nan))
+        energy = np.zeros(n)            # each request's energy [J], both pools' shares and its KV transfers
+        self.log = DisaggLog(ScheduleLog(*per, request_energy_j=energy), ScheduleLog(*per, request_energy_j=energy),
+                             kv_transfer_s=np.full(n, np.nan))
         self.pools = {"prefill": prefill, "decode": decode}
         self.free = {k: [int(p.kv.blocks_per_gpu)] * p.gpus for k, p in self.pools.items()}
         self.clock = {"prefill": 0.0, "decode": 0.0}
@@ -189,8 +192,8 @@ class _Loop:
         self.pending: dict[str, tuple[np.ndarray, np.ndarray]] = {"prefill": (_NONE, _NONE), "decode": (_NONE, _NONE)}
         last = float(arrival[-1]) if n else 0.0
         self.samplers = {k: _Sampler(0 if exact else samples, last) for k in self.pools}
-        self.price = {k: (p.pricer.exact_s if exact else p.pricer.memo_s) for k, p in self.pools.items()}
-        self.exact = None if exact else {k: p.pricer.exact_s for k, p in self.pools.items()}
+        self.price = {k: (p.pricer.exact_priced if exact else p.pricer.memo_priced) for k, p in self.pools.items()}
+        self.exact = None if exact else {k: p.pricer.exact_priced for k, p in self.pools.items()}
         self.waiting: deque[int] = deque()
         self.prefilling: list[int] = []
         self.ready: deque[int] = deque()                # prefilled, KV on the prefill GPU
@@ -254,11 +257,11 @@ class _Loop:
         """Price and log one iteration of pool ``name`` from ``t``; its tokens land at its end."""
         args = ((self.comp[ids] + 1, self.gpu[ids], _NONE, _NONE, _NONE) if dec
                 else (_NONE, _NONE, ntok, self.comp[ids], self.gpu[ids]))
-        dt = self.price[name](*args)
+        dt, parts = priced(self.price[name](*args))
         lg = getattr(self.log, name)
         if self.exact is not None and self.samplers[name].due(t):
-            lg.sample_memo.append(dt)
-            lg.sample_exact.append(self.exact[name](*args))
+            lg.sample((dt, parts), priced(self.exact[name](*args)))
+        lg.add_energy(parts, ids, ntok)
         pool = self.pools[name]
         lg.it_start.append(t)
         lg.it_time.append(dt)
@@ -419,6 +422,12 @@ class _Loop:
             self.log.transfer_bytes.append(nbytes)
             self.log.transfer_time_s.append(dur)
             self.log.transfer_wait_s.append(start - float(self.ready_s[r]))
+            if self.link.energy_pj_per_bit is None:
+                self.log.transfer_energy_j = math.nan
+            else:
+                e = nbytes * 8 * self.link.energy_pj_per_bit * 1e-12
+                self.log.transfer_energy_j += e
+                self.log.decode.request_energy_j[r] += e
 
 
 
@@ -428,19 +437,25 @@ def memo_record(pools: tuple[Pool, Pool], before: list[dict[str, Any]], log: Dis
     tot = {"steps_priced": 0, "lookups": 0, "grid_points_total": 0}
     pairs_m: list[float] = []
     pairs_e: list[float] = []
+    energy_m: list[float] = []
+    energy_e: list[float] = []
     for pool, b in zip(pools, before):
         a = pool.pricer.stats()
         lg = getattr(log, pool.name)
         rec = {"steps_priced": a["grid_points_priced"] - b["grid_points_priced"] + a["exact_steps"] - b["exact_steps"],
                "lookups": a["lookups"] - b["lookups"], "grid_points_total": a["grid_points_priced"],
                "corner_hit_rate": a["corner_hit_rate"],
-               "error_vs_exact": MemoError.from_pairs(lg.sample_memo, lg.sample_exact).as_dict()}
+               "error_vs_exact": MemoError.from_pairs(lg.sample_memo, lg.sample_exact).as_dict(),
+               "energy_error_vs_exact": MemoError.from_pairs(lg.sample_memo_energy, lg.sample_exact_energy).as_dict()}
         per[pool.name] = rec
         for k in tot:
             tot[k] += rec[k]
         pairs_m += lg.sample_memo
         pairs_e += lg.sample_exact
+        energy_m += lg.sample_memo_energy
+        energy_e += lg.sample_exact_energy
     hits = [per[p.name]["corner_hit_rate"] for p in pools if not math.isnan(per[p.name]["corner_hit_rate"])]
     return {"mode": "exact" if exact else "memo", **tot,
             "corner_hit_rate": float(np.mean(hits)) if hits else math.nan,
-            "error_vs_exact": MemoError.from_pairs(pairs_m, pairs_e).as_dict(), "pools": per}
+            "error_vs_exact": MemoError.from_pairs(pairs_m, pairs_e).as_dict(),
+            "energy_error_vs_exact": MemoError.from_pairs(energy_m, energy_e).as_dict(), "pools": per}

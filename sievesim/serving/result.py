@@ -1,7 +1,15 @@
 """The result of a served workload: :class:`ServingResult` (what ``sievesim serve --json`` prints).
 
 Per-request latencies (TTFT, TPOT, end-to-end), their aggregates, goodput under the SLOs, Little's
-law and the iteration log of :mod:`sievesim.serving.scheduler`. Times are in seconds.
+law, energy and the iteration log of :mod:`sievesim.serving.scheduler`. Times are in seconds,
+energies in joules.
+
+Energy (docs/energy.md, "Serving"): every iteration's executed step has its energy by resource
+(GPU compute, HBM, PIM, links, static power over the step); the run's energy adds the static power
+of the GPUs while no iteration runs (``idle``) and, disaggregated, the KV transfers' link energy.
+A request's energy is its share of every iteration it took part in, by the tokens it computed
+there (a decode request 1, a prefill chunk its length), plus its KV transfers: the requests'
+energies sum to the run's energy less ``idle``.
 """
 from __future__ import annotations
 
@@ -31,12 +39,55 @@ class ServingResult:
     kv: dict[str, float]
     memo: dict[str, Any]
     wall_s: float
+    static_power_w: float | None = None
     met: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
         q, lg = self.requests, self.log
         self.ttft, self.tpot, self.e2e = request_latencies(q.arrival_s, q.output_tokens, lg.first_token_s, lg.finish_s)
         self.met = meets_slos(self.slo, self.ttft, self.tpot, self.e2e)
+        parts = self.energy_breakdown()
+        #: The run's energy [J] (None: the hardware has no energy model).
+        self.energy_j: float | None = None if parts is None else math.fsum(parts.values())
+        #: Each request's energy [J] (NaN without an energy model; see the module docstring).
+        self.request_energy_j: np.ndarray = (np.full(len(q), np.nan) if parts is None
+                                             else np.asarray(lg.request_energy_j, dtype=float))
+        #: Each iteration's energy [J] (NaN without an energy model), as ``log.it_time`` [s].
+        self.iteration_energy_j: np.ndarray = np.asarray(lg.it_energy_j, dtype=float)
+
+    def energy_breakdown(self) -> dict[str, float] | None:
+        """The run's energy by resource [J]: the iterations' (``RESOURCE_KINDS``) and ``idle`` (the
+        GPUs' static power while no iteration runs); None without an energy model."""
+        from ..system.energy import RESOURCE_KINDS
+
+        lg = self.log
+        if lg.energy_parts_j is None or self.static_power_w is None:
+            return None
+        out = dict(zip(RESOURCE_KINDS, (float(x) for x in lg.energy_parts_j)))
+        out["idle"] = self.static_power_w * max(0.0, lg.end_s - math.fsum(lg.it_time))
+        return out
+
+    def _iterations_energy_j(self) -> float:
+        """The energy of every iteration together [J]."""
+        return math.fsum(self.log.it_energy_j)
+
+    def _energy_fields(self, finished: np.ndarray, dur: float, iterations: int) -> dict[str, Any]:
+        """``energy_j``, its breakdown, per request (summary over the finished ones), per output token,
+        per iteration, tokens per joule, average power per GPU and goodput per joule (None each
+        without an energy model)."""
+        total, tokens = self.energy_j, int(self.log.generated.sum())
+        parts = self.energy_breakdown()
+        if total is None or parts is None:
+            names = ("energy_j", "energy_breakdown_j", "energy_per_request_j", "energy_per_output_token_j",
+                     "energy_per_iteration_j", "tokens_per_joule", "power_per_gpu_w", "goodput_requests_per_joule")
+            return dict.fromkeys(names)
+        return {"energy_j": total, "energy_breakdown_j": parts,
+                "energy_per_request_j": summary(self.request_energy_j[finished]),
+                "energy_per_output_token_j": total / tokens if tokens else math.nan,
+                "energy_per_iteration_j": self._iterations_energy_j() / iterations if iterations else math.nan,
+                "tokens_per_joule": tokens / total if total > 0 else math.nan,
+                "power_per_gpu_w": total / dur / int(self.settings["gpus"]) if dur > 0 else math.nan,
+                "goodput_requests_per_joule": float(self.met.sum()) / total if total > 0 else math.nan}
 
     def __repr__(self) -> str:
         """One line (the arrays stay in the fields: ``to_dict()`` for everything)."""
@@ -75,6 +126,7 @@ class ServingResult:
             "littles_law_ratio": littles_law_ratio(q.arrival_s[:arrived], lg.finish_s[:arrived], dur,
                                                    *self._in_system(in_system)),
             "preemptions": int(lg.preemptions.sum()),
+            **self._energy_fields(~np.isnan(lg.finish_s), dur, len(lg.it_time)),
             "duration_s": dur, "iterations": len(lg.it_time),
             "batch": tw_stats(decode), "running": tw_stats(running), "kv_use": tw_stats(kv),
             "kv_capacity": dict(self.kv), "pricing": dict(self.memo), "wall_s": self.wall_s,
@@ -89,13 +141,16 @@ class ServingResult:
     def request_rows(self) -> list[dict[str, Any]]:
         """One row per request (``--requests-csv``)."""
         q, lg = self.requests, self.log
-        return per_request_rows(q.arrival_s, q.prompt_tokens, q.output_tokens, lg.scheduled_s, lg.first_token_s,
+        rows = per_request_rows(q.arrival_s, q.prompt_tokens, q.output_tokens, lg.scheduled_s, lg.first_token_s,
                                 lg.finish_s, lg.preemptions, self.met)
+        for row, e in zip(rows, self.request_energy_j.tolist()):
+            row["energy_j"] = e
+        return rows
 
     def iteration_rows(self) -> list[dict[str, Any]]:
-        """One row per iteration (``--timeline-csv``): start, duration, batch, prefill, queue, KV."""
+        """One row per iteration (``--timeline-csv``): start, duration, batch, prefill, queue, KV, energy [J]."""
         lg = self.log
         return [{"start_s": s, "time_s": d, "decode_requests": b, "prefill_tokens": p, "waiting": w,
-                 "running": r, "kv_blocks_used": k}
-                for s, d, b, p, w, r, k in zip(lg.it_start, lg.it_time, lg.it_decode, lg.it_prefill, lg.it_waiting,
-                                               lg.it_running, lg.it_kv_blocks)]
+                 "running": r, "kv_blocks_used": k, "energy_j": e}
+                for s, d, b, p, w, r, k, e in zip(lg.it_start, lg.it_time, lg.it_decode, lg.it_prefill, lg.it_waiting,
+                                                  lg.it_running, lg.it_kv_blocks, lg.it_energy_j)]

@@ -24,13 +24,14 @@ Times are in seconds, lengths in tokens.
 """
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["SchedulerConfig", "ScheduleLog", "run_schedule"]
+__all__ = ["SchedulerConfig", "ScheduleLog", "run_schedule", "priced"]
 
 
 @dataclass(frozen=True)
@@ -58,8 +59,12 @@ class ScheduleLog:
     Per request (arrays indexed by request id): ``first_token_s``, ``finish_s`` (NaN if not
     reached), ``scheduled_s`` (first admission), ``generated`` tokens, ``preemptions``.
     Per iteration (lists): start time, duration, decode requests, prefill tokens, requests
-    waiting and running at the start, KV blocks in use on the fullest GPU, the memo's and the
-    exact time of sampled iterations.
+    waiting and running at the start, KV blocks in use on the fullest GPU, energy [J] (NaN
+    without an energy model), the memo's and the exact time and energy of sampled iterations.
+    Energy (:meth:`add_energy`): ``energy_parts_j``, the iterations' energy by resource
+    (:data:`~sievesim.system.energy.RESOURCE_KINDS`; None without an energy model), and
+    ``request_energy_j``, each request's share of the iterations it took part in, by the tokens
+    it computed in each [J].
     """
 
     first_token_s: np.ndarray
@@ -77,6 +82,36 @@ class ScheduleLog:
     it_kv_blocks: list[int] = field(default_factory=list)
     sample_memo: list[float] = field(default_factory=list)
     sample_exact: list[float] = field(default_factory=list)
+    it_energy_j: list[float] = field(default_factory=list)
+    sample_memo_energy: list[float] = field(default_factory=list)
+    sample_exact_energy: list[float] = field(default_factory=list)
+    energy_parts_j: np.ndarray | None = None
+    request_energy_j: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    def add_energy(self, parts: np.ndarray | None, ids: np.ndarray, ntok: np.ndarray) -> None:
+        """Log one iteration's energy ``parts`` [J by resource; None: no energy model] and share it
+        among the requests ``ids`` by the tokens ``ntok`` each computed in it."""
+        if parts is None:
+            self.it_energy_j.append(math.nan)
+            return
+        total = float(parts.sum())
+        self.it_energy_j.append(total)
+        self.energy_parts_j = parts.copy() if self.energy_parts_j is None else self.energy_parts_j + parts
+        np.add.at(self.request_energy_j, ids, total * ntok / float(ntok.sum()))
+
+    def sample(self, priced: Any, exact: Any) -> None:
+        """Log an iteration priced both ways: ``priced`` and ``exact`` are (time [s], energy parts [J])."""
+        self.sample_memo.append(priced[0])
+        self.sample_exact.append(exact[0])
+        if priced[1] is not None and exact[1] is not None:
+            self.sample_memo_energy.append(float(priced[1].sum()))
+            self.sample_exact_energy.append(float(exact[1].sum()))
+
+
+def priced(result: Any) -> tuple[float, np.ndarray | None]:
+    """An iteration price as (time [s], energy by resource [J] or None): a price function may give
+    the pair or the time alone."""
+    return (float(result[0]), result[1]) if isinstance(result, tuple) else (float(result), None)
 
 
 #: Iterations between two calls of a serving loop's ``check`` (the work limit): a check costs a
@@ -90,7 +125,8 @@ def run_schedule(arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray, cf
                  check: Callable[[float, int], None] | None = None) -> ScheduleLog:
     """Run the loop over the requests (see the module docstring).
 
-    ``price(dec_ctx, dec_gpu, pf_len, pf_off, pf_gpu)`` gives an iteration's time [s]; ``exact``
+    ``price(dec_ctx, dec_gpu, pf_len, pf_off, pf_gpu)`` gives an iteration's time [s], or its time
+    and its energy by resource [J] (:meth:`IterationPricer.memo_priced`); ``exact``
     (same arguments), when given, prices ``samples`` iterations again to measure ``price`` against
     it: the first to start after each of ``samples`` times spread evenly over the arrivals
     (``(k + 1/2) x last arrival / samples``). ``blocks_for(L)``: KV blocks of L tokens.
@@ -106,7 +142,7 @@ def run_schedule(arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray, cf
     gpu = np.full(n, -1, dtype=np.int64)
     held = np.zeros(n, dtype=np.int64)
     log = ScheduleLog(np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan), gen,
-                      np.zeros(n, dtype=np.int64))
+                      np.zeros(n, dtype=np.int64), request_energy_j=np.zeros(n))
     for r in range(n):
         if blocks_for(int(P[r] + O[r])) > blocks_per_gpu:
             from ..errors import field_error
@@ -190,12 +226,12 @@ def run_schedule(arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray, cf
         dec = (ntok == 1) & (comp[ids] + 1 == P[ids] + gen[ids]) & (gen[ids] > 0)
         dec_ids, pf_ids = ids[dec], ids[~dec]
         args = (comp[dec_ids] + 1, gpu[dec_ids], ntok[~dec], comp[pf_ids], gpu[pf_ids])
-        dt = price(*args)
+        dt, parts = priced(price(*args))
         if exact is not None and marks and t >= marks[-1]:
             while marks and t >= marks[-1]:
                 marks.pop()
-            log.sample_memo.append(dt)
-            log.sample_exact.append(exact(*args))
+            log.sample((dt, parts), priced(exact(*args)))
+        log.add_energy(parts, ids, ntok)
         log.it_start.append(t)
         log.it_time.append(dt)
         log.it_decode.append(int(dec_ids.size))

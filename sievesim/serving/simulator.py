@@ -245,20 +245,22 @@ class ServingSimulator:
         t0 = time.perf_counter()
         p = self.pricer
         before = p.stats()
-        price = p.exact_s if self.exact else p.memo_s
+        price = p.exact_priced if self.exact else p.memo_priced
         log = run_schedule(q.arrival_s, q.prompt_tokens, q.output_tokens, self.cfg, gpus=self.gpus,
                            blocks_per_gpu=self.kv.blocks_per_gpu, blocks_for=self.blocks_for, price=price,
-                           exact=None if self.exact else p.exact_s, samples=0 if self.exact else self.error_samples,
-                           check=self.work_guard(q))
+                           exact=None if self.exact else p.exact_priced,
+                           samples=0 if self.exact else self.error_samples, check=self.work_guard(q))
         after = p.stats()
         memo = {"mode": "exact" if self.exact else "memo",
                 "steps_priced": after["grid_points_priced"] - before["grid_points_priced"]
                 + after["exact_steps"] - before["exact_steps"],
                 "lookups": after["lookups"] - before["lookups"],
                 "grid_points_total": after["grid_points_priced"], "corner_hit_rate": after["corner_hit_rate"],
-                "error_vs_exact": MemoError.from_pairs(log.sample_memo, log.sample_exact).as_dict()}
+                "error_vs_exact": MemoError.from_pairs(log.sample_memo, log.sample_exact).as_dict(),
+                "energy_error_vs_exact": MemoError.from_pairs(log.sample_memo_energy,
+                                                              log.sample_exact_energy).as_dict()}
         return ServingResult(self.settings(q, float(rate)), q, log, self.slo, float(rate), self.kv.as_dict(), memo,
-                             time.perf_counter() - t0)
+                             time.perf_counter() - t0, p.static_power_w)
 
 
 def make_requests(*, rate: float | None = None, requests: int | None = None, trace: str | None = None,
