@@ -177,7 +177,8 @@ def _tried(row: Mapping[str, Any]) -> dict[str, Any]:
     """One probe of the search as ``serve --max-rate`` lists it (``tried``)."""
     return {"rate": row["rate"], "requests": row["requests_served"], "slo_attainment": row["slo_attainment"],
             "meets_slos": row["meets_slos"], "goodput_requests_per_s": row["goodput_requests_per_s"],
-            "ttft_p90_s": row["ttft_p90_s"], "tpot_p90_s": row["tpot_p90_s"], "point_id": row["point_id"]}
+            "ttft_p90_s": row["ttft_p90_s"], "tpot_p90_s": row["tpot_p90_s"], "window_reached": row.get("window_reached"),
+            "point_id": row["point_id"]}
 
 
 def _record(group: Mapping[str, Any], found: Mapping[str, Any], tried: list[dict[str, Any]]) -> dict[str, Any]:

@@ -203,7 +203,7 @@ def test_served_run_reports_the_fields_and_conserves(sim):
     for key in ("ttft_s", "tpot_s", "e2e_s"):
         assert d[key]["p50"] <= d[key]["p90"] <= d[key]["p99"]
     assert d["finished_requests"] == 60 and d["output_tokens"] == int(q.output_tokens.sum())
-    assert 0 < d["goodput_requests_per_s"] <= d["throughput_requests_per_s"]
+    assert 0 < d["whole_run"]["goodput_requests_per_s"] <= d["throughput_requests_per_s"]
     x = d["kv_transfer"]
     assert x["transfers"] == int(np.count_nonzero(q.output_tokens > 1))
     kv = sim.model.kv_cache_bytes_per_request

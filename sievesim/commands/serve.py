@@ -227,11 +227,37 @@ def _serve(args: argparse.Namespace) -> int:
         if bracket:
             raise field_error("--plot", args.plot, "a run at one rate or of a trace (not --max-rate)")
         _plot(results, args.plot)
+    if not bracket:
+        _warn_short(records, trace=args.trace is not None)
     if args.json:
         print(json.dumps(records[0] if len(records) == 1 else records))
         return 0
     _print(records, bool(bracket))
     return 0
+
+
+def _warn_short(records: list[dict[str, Any]], *, trace: bool) -> None:
+    """A warning on stderr for each policy whose run is too short to reach its steady-state window
+    (``window.reached`` false), naming what to raise."""
+    import sys
+
+    for r in records:
+        w = r["window"]
+        if w["reached"]:
+            continue
+        raise_it = ("a longer trace" if trace else
+                    f"--arrival-window (to about {w['suggested_arrival_window_s']:g} s) or --requests (to about "
+                    f"{math.ceil(r['rate'] * w['suggested_arrival_window_s'])})" if w["suggested_arrival_window_s"]
+                    else "--requests or --arrival-window")
+        if w["measured_on"] == "whole run":
+            why = f"its window holds {w['requests']} requests or no time, so every figure is the whole run's"
+        elif math.isnan(w["service_s"]):
+            why = "no request of its window finished"
+        else:
+            why = (f"the first 10 % of its arrivals span {w['warmup_s']:.3g} s, less than a request's median time "
+                   f"in service ({w['service_s']:.3g} s): the window still sees the batch filling")
+        print(f"warning: {r['policy']}: the run is too short for a steady state ({why}); raise {raise_it}",
+              file=sys.stderr)
 
 
 def _resumable_search(args: argparse.Namespace, names: list[str], per_policy: dict[str, dict[str, Any]],
@@ -317,6 +343,14 @@ def _print(records: list[dict[str, Any]], bisect: bool) -> None:
     print(f"workload: {r0['workload']}, {r0['requests']} requests, seed {r0['seed']}; max batch {r0['max_batch']}, "
           f"token budget {r0['token_budget']}; KV {r0['kv_capacity']['blocks_per_gpu']} blocks of "
           f"{r0['block_size']} tokens per GPU")
+    w = r0["window"]
+    if w["measured_on"] == "window":
+        print(f"steady-state window: {w['requests']} requests arriving {w['start_s']:.4g} s .. {w['end_s']:.4g} s "
+              f"(after the first 10 % and before the last 10 % of arrivals): TTFT, TPOT, e2e, goodput and attainment; "
+              f"the rest over the whole run (both in --json)")
+    else:
+        print("no steady-state window (fewer than 2 requests in it, or arrivals at one instant): every figure is "
+              "the whole run's")
     head = (f"{'policy':8s} {'done':>6s} {'TTFT p50/p99 ms':>17s} {'TPOT p50/p99 ms':>17s} {'e2e p50/p99 s':>15s} "
             f"{'tok/s':>9s} {'goodput/s':>9s} {'attain':>6s} {'batch':>6s} {'preempt':>7s} {'Little':>6s} "
             f"{'memo err':>8s}")

@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from .metrics import SloTargets, littles_law_ratio, meets_slos, per_request_rows, request_latencies, summary
+from .metrics import (SloTargets, littles_law_ratio, meets_slos, per_request_rows, request_latencies, steady_window,
+                      summary)
 from .scheduler import ScheduleLog
 from .workload import Requests
 
@@ -112,17 +113,22 @@ class ServingResult:
         def tw_stats(x: np.ndarray) -> dict[str, float]:
             return {"mean": float((x * weights).sum() / tw) if x.size else 0.0, "max": float(x.max(initial=0))}
 
+        whole = self._request_figures(slice(None), dur, arrived)
+        win = steady_window(q.arrival_s[:arrived], lg.scheduled_s[:arrived], lg.finish_s[:arrived])
+        window = {k: win[k] for k in ("rule", "requests", "start_s", "end_s", "warmup_s", "service_s", "reached")}
+        window["measured_on"] = "whole run" if win["empty"] else "window"
+        window["suggested_arrival_window_s"] = win["arrival_window_s"]
+        shown = whole if win["empty"] else self._request_figures(slice(win["first"], win["stop"]),
+                                                                 win["end_s"] - win["start_s"], win["stop"] - win["first"])
         out = dict(self.settings)
         out.update({
             "arrived_requests": arrived, "finished_requests": finished, "unfinished_requests": arrived - finished,
-            "ttft_s": summary(self.ttft[~np.isnan(lg.finish_s)]), "tpot_s": summary(self.tpot[~np.isnan(lg.finish_s)]),
-            "e2e_s": summary(self.e2e), "queue_s": summary((lg.scheduled_s - q.arrival_s)[~np.isnan(lg.finish_s)]),
+            **{k: shown[k] for k in ("ttft_s", "tpot_s", "e2e_s", "queue_s")},
             "output_tokens": int(lg.generated.sum()),
             "throughput_tokens_per_s": float(lg.generated.sum() / dur) if dur > 0 else 0.0,
             "throughput_requests_per_s": finished / dur if dur > 0 else 0.0,
-            "goodput_requests_per_s": float(self.met.sum() / dur) if dur > 0 else 0.0,
-            "slo_attainment": float(self.met.sum() / arrived) if arrived else math.nan,
-            "meets_slos": bool(arrived and self.met.sum() >= self.slo.attainment * arrived),
+            **{k: shown[k] for k in ("goodput_requests_per_s", "slo_attainment", "meets_slos")},
+            "window": window, "whole_run": whole,
             "littles_law_ratio": littles_law_ratio(q.arrival_s[:arrived], lg.finish_s[:arrived], dur,
                                                    *self._in_system(in_system)),
             "preemptions": int(lg.preemptions.sum()),
@@ -132,6 +138,18 @@ class ServingResult:
             "kv_capacity": dict(self.kv), "pricing": dict(self.memo), "wall_s": self.wall_s,
         })
         return out
+
+    def _request_figures(self, sel: slice, span_s: float, count: int) -> dict[str, Any]:
+        """Latencies (over the finished requests of ``sel``), goodput (those meeting every SLO per
+        second of ``span_s``), SLO attainment (of ``count`` requests) and whether it meets the target."""
+        q, lg = self.requests, self.log
+        done = ~np.isnan(lg.finish_s[sel])
+        met = int(self.met[sel].sum())
+        return {"ttft_s": summary(self.ttft[sel][done]), "tpot_s": summary(self.tpot[sel][done]),
+                "e2e_s": summary(self.e2e[sel]), "queue_s": summary((lg.scheduled_s - q.arrival_s)[sel][done]),
+                "goodput_requests_per_s": met / span_s if span_s > 0 else 0.0,
+                "slo_attainment": met / count if count else math.nan,
+                "meets_slos": bool(count and met >= self.slo.attainment * count)}
 
     def _in_system(self, in_system: np.ndarray) -> tuple[list[float], list[float], np.ndarray]:
         """(start [s], duration [s], requests in the system) of the segments Little's law averages

@@ -310,12 +310,13 @@ def requests_for(rate: float, requests: int, arrival_window_s: float | None) -> 
 def max_rate_under_slos(sim: ServingSimulator, *, requests: int, lo: float, hi: float, steps: int = 7,
                         seed: int = 0, cv: float = 1.0, lengths: str | None = "hh-rlhf",
                         prompt_tokens: int | None = None, output_tokens: int | None = None,
-                        arrival_window_s: float | None = None) -> dict[str, Any]:
+                        arrival_window_s: float | None = None, window: bool = True) -> dict[str, Any]:
     """The largest rate (requests/s) at which ``sim`` meets its SLOs (``slo.attainment`` of the
     requests meet every target), by bisection between ``lo`` and ``hi`` in ``steps`` halvings, each
     rate served with ``requests`` requests of one seed (at least ``rate x arrival_window_s`` when
     given: a short run hides an overload, whose queue grows with its length). Assumes attainment
-    falls with the rate. Returns the bracket (``max_rate`` = the highest rate seen to meet them,
+    falls with the rate. Each probe is judged on its steady-state window (``window``, the default:
+    :func:`~sievesim.serving.metrics.steady_window`) or on the whole run. Returns the bracket (``max_rate`` = the highest rate seen to meet them,
     ``None`` when ``lo`` does not) and every rate tried with its attainment and goodput."""
     _positive("lo", lo, what="a positive rate (requests/s)")
     _positive("hi", hi, what="a positive rate (requests/s)")
@@ -328,9 +329,12 @@ def max_rate_under_slos(sim: ServingSimulator, *, requests: int, lo: float, hi: 
         q = poisson_requests(rate, requests_for(rate, requests, arrival_window_s), seed=seed, cv=cv,
                              lengths=lengths, prompt_tokens=prompt_tokens, output_tokens=output_tokens)
         d = sim.run(q, rate).to_dict()
+        if not window:
+            d = {**d, **d["whole_run"]}
         tried.append({"rate": rate, "requests": len(q), "slo_attainment": d["slo_attainment"], "meets_slos": d["meets_slos"],
                       "goodput_requests_per_s": d["goodput_requests_per_s"],
-                      "ttft_p90_s": d["ttft_s"]["p90"], "tpot_p90_s": d["tpot_s"]["p90"]})
+                      "ttft_p90_s": d["ttft_s"]["p90"], "tpot_p90_s": d["tpot_s"]["p90"],
+                      "window_reached": d["window"]["reached"]})
         return bool(d["meets_slos"])
 
     outcomes: dict[float, bool] = {}
