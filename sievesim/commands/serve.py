@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from typing import Any
 
 from .._validate import duration_arg, int_arg, number_arg
@@ -27,7 +28,7 @@ POINT_SETTINGS = {
 #: Options of ``serve`` that are not a setting shared by every policy's point (set per policy, by the
 #: search, or outputs).
 NOT_POINT_SETTINGS = ("policy", "pimoe_unit", "policy_option", "rate", "trace", "max_rate", "bisect_steps", "out",
-                      "requests_csv", "timeline_csv", "plot", "json")
+                      "requests_csv", "timeline_csv", "plot", "json", "quiet")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -102,6 +103,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from ._gpu_args import add_gpu_args
     add_gpu_args(p, parallelism=False)
     p.add_argument("--json", action="store_true", help="JSON: one object (one policy) or a list")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bar (shown on a terminal only: requests finished per policy, simulated time)")
     p.set_defaults(func=_serve)
 
 
@@ -193,6 +196,9 @@ def _serve(args: argparse.Namespace) -> int:
         return _resumable_search(args, names, per_policy, bracket)
     records: list[dict[str, Any]] = []
     results = []
+    from ..progress import is_terminal, progress_bar
+    live = not args.json and not bracket
+    stream = None if args.quiet or not is_terminal(sys.stdout) else sys.stderr
     for name in names:
         sim = ServingSimulator(
             args.model, args.hardware, gpus=args.gpus, policy=name,
@@ -214,9 +220,14 @@ def _serve(args: argparse.Namespace) -> int:
                             **({} if sim.pools is None else {"prefill_gpus": sim.pools[0].gpus,
                                                              "decode_gpus": sim.pools[1].gpus}), **found})
             continue
-        res = sim.run(q, rate)
+        with progress_bar(len(q), name, stream, unit="request") as bar:
+            res = sim.run(q, rate, progress=_ticker(bar, name))
         results.append(res)
         records.append(res.to_dict())
+        if live:                                # each policy's row as soon as it has run
+            if len(records) == 1:
+                _print_head(records[0], False)
+            print(_row(records[-1]), flush=True)
     if args.requests_csv:
         from ..serving.metrics import write_csv
         write_csv(args.requests_csv, results[0].request_rows())
@@ -232,15 +243,28 @@ def _serve(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(records[0] if len(records) == 1 else records))
         return 0
-    _print(records, bool(bracket))
+    if bracket:
+        _print(records, True)
+    else:
+        _print_tail(records)
     return 0
+
+
+def _ticker(bar: Any, name: str) -> Any:
+    """A serving run's ``progress(finished, t)`` that moves ``bar`` to the requests finished and
+    shows the simulated time."""
+    seen = [0]
+
+    def tick(finished: int, t: float) -> None:
+        bar.update(finished - seen[0])
+        seen[0] = finished
+        bar.set_description(f"{name} {t:.4g} s simulated")
+    return tick
 
 
 def _warn_short(records: list[dict[str, Any]], *, trace: bool) -> None:
     """A warning on stderr for each policy whose run is too short to reach its steady-state window
     (``window.reached`` false), naming what to raise."""
-    import sys
-
     for r in records:
         w = r["window"]
         if w["reached"]:
@@ -263,8 +287,6 @@ def _warn_short(records: list[dict[str, Any]], *, trace: bool) -> None:
 def _resumable_search(args: argparse.Namespace, names: list[str], per_policy: dict[str, dict[str, Any]],
                       bracket: tuple[float, float]) -> int:
     """``--max-rate --out DIR``: the bisection of every policy with each probe a sweep point in DIR."""
-    import sys
-
     from ..grid import SERVE_DEFAULTS
     from ..serve_sweep import check_serve_points, max_rate_search
 
@@ -326,7 +348,19 @@ def _bracket(text: str) -> tuple[float, float]:
 
 
 def _print(records: list[dict[str, Any]], bisect: bool) -> None:
-    r0 = records[0]
+    _print_head(records[0], bisect)
+    if bisect:
+        from ..serving.search import describe_answer
+        for r in records:
+            print(f"{r['policy']:8s} max rate meeting the SLOs: {describe_answer(r)}, {r['requests']} requests each")
+        return
+    for r in records:
+        print(_row(r))
+    _print_tail(records)
+
+
+def _print_head(r0: dict[str, Any], bisect: bool) -> None:
+    """The settings, the workload, the steady-state window and the table's header."""
     slo = r0["slo"]
     split = r0.get("prefill_gpus")          # a resumable search's record carries it as a setting (None: colocated)
     pools = (f" ({split} prefill + {r0.get('decode_gpus', r0['gpus'] - split)} decode, disaggregated)"
@@ -336,9 +370,6 @@ def _print(records: list[dict[str, Any]], bisect: bool) -> None:
           + f", met by {slo['attainment']:.0%} of the requests"
           + (f"; GPU model: {r0['gpu_model']}" if r0.get("gpu_model") else ""))
     if bisect:
-        for r in records:
-            from ..serving.search import describe_answer
-            print(f"{r['policy']:8s} max rate meeting the SLOs: {describe_answer(r)}, {r['requests']} requests each")
         return
     print(f"workload: {r0['workload']}, {r0['requests']} requests, seed {r0['seed']}; max batch {r0['max_batch']}, "
           f"token budget {r0['token_budget']}; KV {r0['kv_capacity']['blocks_per_gpu']} blocks of "
@@ -351,17 +382,23 @@ def _print(records: list[dict[str, Any]], bisect: bool) -> None:
     else:
         print("no steady-state window (fewer than 2 requests in it, or arrivals at one instant): every figure is "
               "the whole run's")
-    head = (f"{'policy':8s} {'done':>6s} {'TTFT p50/p99 ms':>17s} {'TPOT p50/p99 ms':>17s} {'e2e p50/p99 s':>15s} "
-            f"{'tok/s':>9s} {'goodput/s':>9s} {'attain':>6s} {'batch':>6s} {'preempt':>7s} {'Little':>6s} "
-            f"{'memo err':>8s}")
-    print(head)
-    for r in records:
-        e = r["pricing"]["error_vs_exact"]
-        print(f"{r['policy']:8s} {r['finished_requests']:6d} {r['ttft_s']['p50'] * 1e3:8.2f}/{r['ttft_s']['p99'] * 1e3:8.2f}"
-              f" {r['tpot_s']['p50'] * 1e3:8.3f}/{r['tpot_s']['p99'] * 1e3:8.3f} {r['e2e_s']['p50']:7.2f}/"
-              f"{r['e2e_s']['p99']:7.2f} {r['throughput_tokens_per_s']:9.1f} {r['goodput_requests_per_s']:9.3f} "
-              f"{r['slo_attainment']:6.1%} {r['batch']['mean']:6.1f} {r['preemptions']:7d} "
-              f"{r['littles_law_ratio']:6.3f} {e['mean_abs_rel']:8.2%}")
+    print(f"{'policy':8s} {'done':>6s} {'TTFT p50/p99 ms':>17s} {'TPOT p50/p99 ms':>17s} {'e2e p50/p99 s':>15s} "
+          f"{'tok/s':>9s} {'goodput/s':>9s} {'attain':>6s} {'batch':>6s} {'preempt':>7s} {'Little':>6s} "
+          f"{'memo err':>8s}")
+
+
+def _row(r: dict[str, Any]) -> str:
+    """A policy's line of the table."""
+    e = r["pricing"]["error_vs_exact"]
+    return (f"{r['policy']:8s} {r['finished_requests']:6d} {r['ttft_s']['p50'] * 1e3:8.2f}/{r['ttft_s']['p99'] * 1e3:8.2f}"
+            f" {r['tpot_s']['p50'] * 1e3:8.3f}/{r['tpot_s']['p99'] * 1e3:8.3f} {r['e2e_s']['p50']:7.2f}/"
+            f"{r['e2e_s']['p99']:7.2f} {r['throughput_tokens_per_s']:9.1f} {r['goodput_requests_per_s']:9.3f} "
+            f"{r['slo_attainment']:6.1%} {r['batch']['mean']:6.1f} {r['preemptions']:7d} "
+            f"{r['littles_law_ratio']:6.3f} {e['mean_abs_rel']:8.2%}")
+
+
+def _print_tail(records: list[dict[str, Any]]) -> None:
+    """Each policy's energy, then the KV transfers of a disaggregated run."""
     for r in records:
         print(_energy_line(r))
     for r in records:

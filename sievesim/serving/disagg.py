@@ -157,13 +157,16 @@ class _Sampler:
 
 def run_disaggregated(arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray, cfg: SchedulerConfig, *,
                       prefill: Pool, decode: Pool, link: Any, kv_bytes: Callable[[int], float], exact: bool,
-                      samples: int, check: Callable[[float, int], None] | None = None) -> DisaggLog:
+                      samples: int, check: Callable[[float, int], None] | None = None,
+                      progress: Callable[[int, float], None] | None = None) -> DisaggLog:
     """Serve the requests on the two pools (see the module docstring). ``link`` is the
     :class:`~sievesim.hardware.InterconnectSpec` the KV moves over; ``kv_bytes(L)`` the KV bytes of
     L tokens of one request; ``exact`` prices every iteration exactly; otherwise ``samples``
     iterations of each pool are priced both ways (``ScheduleLog.sample_memo`` / ``sample_exact``).
-    ``check``: as for :func:`~sievesim.serving.scheduler.run_schedule`."""
-    return _Loop(arrival, prompt, output, cfg, prefill, decode, link, kv_bytes, exact, samples, check).run()
+    ``check``, ``progress``: as for :func:`~sievesim.serving.scheduler.run_schedule`."""
+    loop = _Loop(arrival, prompt, output, cfg, prefill, decode, link, kv_bytes, exact, samples, check)
+    loop.progress = progress
+    return loop.run()
 
 
 class _Loop:
@@ -174,6 +177,8 @@ class _Loop:
                  samples: int, check: Callable[[float, int], None] | None = None) -> None:
         n = self.n = int(arrival.size)
         self.check = check
+        self.progress: Callable[[int, float], None] | None = None
+        self.finished = 0
         self.arrival, self.cfg, self.link, self.kv_bytes = arrival, cfg, link, kv_bytes
         self.P, self.O = prompt.astype(np.int64), output.astype(np.int64)
         self.gen = np.zeros(n, dtype=np.int64)
@@ -218,8 +223,11 @@ class _Loop:
                 break
             name, other = ("prefill", "decode") if tp <= td else ("decode", "prefill")
             t = min(tp, td)
-            if self.check is not None and iteration % CHECK_EVERY == 0:
-                self.check(t, self.nxt)
+            if iteration % CHECK_EVERY == 0:
+                if self.check is not None:
+                    self.check(t, self.nxt)
+                if self.progress is not None:
+                    self.progress(self.finished, t)
             iteration += 1
             self._arrived_transfers(t)
             preempted = self._prefill_step(t) if name == "prefill" else self._decode_step(t)
@@ -231,6 +239,8 @@ class _Loop:
                 wake = t if preempted else self._wake(other, t)
                 self.clock[other] = min(self.clock[other], wake)
         self.log.end_s = max(self.log.prefill.end_s, self.log.decode.end_s)
+        if self.progress is not None:
+            self.progress(self.finished, self.log.end_s)
         return self.log
 
     def _wake(self, name: str, t: float) -> float:
@@ -285,6 +295,7 @@ class _Loop:
             if self.gen[r] >= self.O[r]:
                 self.log.prefill.finish_s[r] = t
                 self.in_sys -= 1
+                self.finished += 1
             else:
                 more.append(r)
         return more

@@ -103,17 +103,17 @@ class DisaggResult(ServingResult):
         return rows
 
 
-def serve_disaggregated(sim: Any, q: Requests, rate: float) -> DisaggResult:
+def serve_disaggregated(sim: Any, q: Requests, rate: float, progress: Any = None) -> DisaggResult:
     """Serve ``q`` on the prefill and decode pools of ``sim`` (a
     :class:`~sievesim.serving.simulator.ServingSimulator` with ``prefill_gpus``); ``rate``
-    [requests/s] as for its ``run``."""
+    [requests/s] and ``progress`` as for its ``run``."""
     assert sim.pools is not None
     t0 = time.perf_counter()
     pools = sim.pools
     before = [p.pricer.stats() for p in pools]
     log = run_disaggregated(q.arrival_s, q.prompt_tokens, q.output_tokens, sim.cfg, prefill=pools[0], decode=pools[1],
                             link=sim.hw.interconnect, kv_bytes=sim.model.kv_cache_bytes_per_request, exact=sim.exact,
-                            samples=sim.error_samples, check=sim.work_guard(q))
+                            samples=sim.error_samples, check=sim.work_guard(q), progress=progress)
     memo = memo_record(pools, before, log, sim.exact)
     dec = dataclasses.replace(log.decode, end_s=log.end_s)
     info = {p.name: {"gpus": p.gpus, "kv_capacity": p.kv.as_dict(), "static_power_w": p.pricer.static_power_w}

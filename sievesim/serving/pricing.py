@@ -105,6 +105,14 @@ def spread_contexts(n: int, mean: float, cv: float) -> np.ndarray:
     return np.maximum(1, np.rint(q / q.mean() * mean)).astype(np.int64)
 
 
+def _split(tokens: int, parts: int) -> np.ndarray:
+    """``tokens`` split into ``min(parts, tokens)`` lengths differing by at most one token."""
+    n = max(1, min(int(parts), int(tokens)))
+    out = np.full(n, tokens // n, dtype=np.int64)
+    out[:tokens % n] += 1
+    return out
+
+
 def _bracket(grid: Sequence[int], x: float) -> tuple[int, int, float]:
     """Indices of the grid points around ``x`` and the weight of the upper one (x beyond the ends:
     the end point, weight 0; the grids are built to cover every value an iteration can take)."""
@@ -244,9 +252,14 @@ class IterationPricer:
         self.b_grid = batch_grid(self.gpus, max_batch)
         self.c_grid = context_grid(max_context)
         self.t_grid = prefill_grid(max_prefill_tokens)
-        self.memo: dict[tuple[int, int, int, int], float] = {}
+        #: Equal prompts per GPU priced by the memo: 1, 2, 4, ... up to the first at or above the
+        #: largest prefill tokens (an iteration holds at most that many prompts).
+        self.p_grid = [1]
+        while self.p_grid[-1] < max_prefill_tokens:
+            self.p_grid.append(self.p_grid[-1] * 2)
+        self.memo: dict[tuple[int, int, int, int, int], float] = {}
         #: Dynamic energy [J] of each grid point by resource (``RESOURCE_KINDS``, static left 0).
-        self.memo_energy: dict[tuple[int, int, int, int], np.ndarray] = {}
+        self.memo_energy: dict[tuple[int, int, int, int, int], np.ndarray] = {}
         energy = self.sim.energy
         #: Power every GPU of the system draws whatever runs [W] (None: the hardware has no energy model).
         self.static_power_w: float | None = None if energy is None else float(energy.static_w(self.gpus))
@@ -398,10 +411,12 @@ class IterationPricer:
             total += layers * (self._attention_s(kind, n, float(read.sum()) / n, cv) - self._attention_s(kind, n, c_memo))
         return total
 
-    def point_s(self, i: int, j: int, k: int, f: int) -> float:
+    def point_s(self, i: int, j: int, k: int, f: int, m: int = 0) -> float:
         """The step at grid point (batch index i, context index j, prefill index k, prefill spread f:
-        0 even over the GPUs, 1 all on the first GPU), priced once."""
-        key = (i, j, k, f)
+        0 even over the GPUs, 1 all on the first GPU; prompts index m: the prefill tokens of each GPU
+        that holds any split into ``p_grid[m]`` equal prompts, or one token each when it holds fewer),
+        priced once."""
+        key = (i, j, k, f, m)
         t = self.memo.get(key)
         if t is not None:
             self.corner_hits += 1
@@ -414,22 +429,34 @@ class IterationPricer:
             t = 0.0
             parts = np.zeros(len(RESOURCE_KINDS)) if self.static_power_w is not None else None
         else:
-            if tp == 0:
-                pf_len = np.zeros(0, dtype=np.int64)
-            elif f or G == 1:
-                pf_len = np.array([tp], dtype=np.int64)
-            else:
-                pf_len = np.full(G, tp // G, dtype=np.int64)
-                pf_len[:tp % G] += 1
-                pf_len = pf_len[pf_len > 0]
+            per_gpu = [tp] if f or G == 1 else [tp // G + (g < tp % G) for g in range(G)]
+            p = self.p_grid[m]
+            chunks = [(_split(n, p), g) for g, n in enumerate(per_gpu) if n > 0]
+            pf_len = np.concatenate([x for x, _ in chunks]) if chunks else np.zeros(0, dtype=np.int64)
+            pf_gpu = np.concatenate([np.full(x.size, g, dtype=np.int64) for x, g in chunks]) if chunks \
+                else np.zeros(0, dtype=np.int64)
             t, parts = self._price(np.full(b, c, dtype=np.int64), np.arange(b) % G, pf_len,
-                                   np.zeros(pf_len.size, dtype=np.int64), np.arange(pf_len.size, dtype=np.int64) % G,
-                                   ("memo", b, c, tp, f))
+                                   np.zeros(pf_len.size, dtype=np.int64), pf_gpu,
+                                   ("memo", b, c, tp, f) + ((p,) if m else ()))
         if parts is not None:
             parts[RESOURCE_KINDS.index("static")] = 0.0     # the static part follows the iteration's own time
             self.memo_energy[key] = parts
         self.memo[key] = t
         return t
+
+    def prompts_coordinate(self, pf_len: np.ndarray, pf_gpu: np.ndarray) -> float:
+        """The memo's prompts coordinate: 1 / the effective number of equal prompts on the GPU with the
+        most prefill tokens, T^2 / sum of its chunks' squared lengths (1: one chunk; 1/8: eight of equal
+        length). A GPU's prefill attention is linear in it at given tokens (sum of L^2 / 2 = T^2 x / 2),
+        so that interpolating between grid points of 1, 2, 4, ... equal prompts prices the attention
+        of several prompts sharing an iteration, which one long prompt would overprice."""
+        if pf_len.size < 2:
+            return 1.0
+        L = pf_len.astype(float)
+        if self.gpus > 1:
+            g = int(np.argmax(np.bincount(pf_gpu, weights=L, minlength=self.gpus)))
+            L = L[pf_gpu == g]
+        return float((L * L).sum() / (L.sum() ** 2)) if L.size > 1 else 1.0
 
     def prefill_correction_s(self, pf_len: np.ndarray, pf_off: np.ndarray, pf_gpu: np.ndarray) -> float:
         """What chunk offsets add to fresh prompts of the chunks' lengths [s]: a chunk from position
@@ -483,15 +510,23 @@ class IterationPricer:
             wf = 0.0
         total = 0.0
         energy = None if self.static_power_w is None else np.zeros(len(RESOURCE_KINDS))
+        x = self.prompts_coordinate(pf_len, pf_gpu)
+        if x >= 1.0:
+            prompts = ((0, 1.0),)
+        else:       # between 1/p of two grid points (x falls as p grows)
+            hi = next(m for m, p in enumerate(self.p_grid) if 1.0 / p <= x)
+            a, b = 1.0 / self.p_grid[hi - 1], 1.0 / self.p_grid[hi]
+            prompts = ((hi - 1, (x - b) / (a - b)), (hi, (a - x) / (a - b)))
         for i, wi in ((bi[0], 1.0 - bi[2]), (bi[1], bi[2])):
             for j, wj in ((ci[0], 1.0 - ci[2]), (ci[1], ci[2])):
                 for k, wk in ((ti[0], 1.0 - ti[2]), (ti[1], ti[2])):
                     for f, wff in ((0, 1.0 - wf), (1, wf)):
-                        w = wi * wj * wk * wff
-                        if w > 0.0:
-                            total += w * self.point_s(i, j, k, f)
-                            if energy is not None:
-                                energy += w * self.memo_energy[(i, j, k, f)]
+                        for m, wm in prompts:
+                            w = wi * wj * wk * wff * wm
+                            if w > 0.0:
+                                total += w * self.point_s(i, j, k, f, m)
+                                if energy is not None:
+                                    energy += w * self.memo_energy[(i, j, k, f, m)]
         t = (total + self.attention_correction_s(dec_ctx, dec_gpu, c)
              + self.prefill_correction_s(pf_len, pf_off, pf_gpu))
         if energy is not None:

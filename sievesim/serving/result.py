@@ -95,7 +95,8 @@ class ServingResult:
         s, done = self.settings, int(np.count_nonzero(~np.isnan(self.log.finish_s)))
         return (f"<ServingResult {s.get('model')} on {s.get('gpus')} x {s.get('hardware')}, policy {s.get('policy')}, "
                 f"{done}/{len(self.requests)} requests finished, SLOs met by {float(np.mean(self.met)) if self.met.size else 0.0:.0%}, "
-                f"GPU model {s.get('gpu_model')}>")
+                + (f"{self.energy_j:.4g} J, " if self.energy_j is not None else "")
+                + f"GPU model {s.get('gpu_model')}>")
 
     def to_dict(self) -> dict[str, Any]:
         q, lg = self.requests, self.log

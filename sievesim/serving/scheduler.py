@@ -122,7 +122,8 @@ CHECK_EVERY = 64
 def run_schedule(arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray, cfg: SchedulerConfig, *,
                  gpus: int, blocks_per_gpu: int, blocks_for: Callable[[int], int], price: Callable[..., float],
                  exact: Callable[..., float] | None = None, samples: int = 0,
-                 check: Callable[[float, int], None] | None = None) -> ScheduleLog:
+                 check: Callable[[float, int], None] | None = None,
+                 progress: Callable[[int, float], None] | None = None) -> ScheduleLog:
     """Run the loop over the requests (see the module docstring).
 
     ``price(dec_ctx, dec_gpu, pf_len, pf_off, pf_gpu)`` gives an iteration's time [s], or its time
@@ -132,7 +133,8 @@ def run_schedule(arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray, cf
     (``(k + 1/2) x last arrival / samples``). ``blocks_for(L)``: KV blocks of L tokens.
     ``check(t, arrived)`` is called every :data:`CHECK_EVERY` iterations (the first included) with
     the simulated time [s] and the requests arrived so far; it may raise to stop the run (the
-    work limit, see ServingSimulator.work_guard).
+    work limit, see ServingSimulator.work_guard). ``progress(finished, t)`` is called as often, and
+    once at the end, with the requests finished so far and the simulated time [s] (a progress bar).
     """
     n = int(arrival.size)
     P = prompt.astype(np.int64)
@@ -164,9 +166,13 @@ def run_schedule(arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray, cf
         log.preemptions[v] += 1
 
     iteration = 0
+    finished = 0
     while True:
-        if check is not None and iteration % CHECK_EVERY == 0:
-            check(t, nxt)
+        if iteration % CHECK_EVERY == 0:
+            if check is not None:
+                check(t, nxt)
+            if progress is not None:
+                progress(finished, t)
         iteration += 1
         while nxt < n and arrival[nxt] <= t:
             waiting.append(nxt)
@@ -247,8 +253,11 @@ def run_schedule(arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray, cf
                 log.first_token_s[r] = t
             if gen[r] >= O[r]:
                 log.finish_s[r] = t
+                finished += 1
                 free[gpu[r]] += int(held[r])
                 held[r] = 0
                 running.remove(r)
     log.end_s = t
+    if progress is not None:
+        progress(finished, t)
     return log

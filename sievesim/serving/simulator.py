@@ -229,9 +229,11 @@ class ServingSimulator:
                                   cls=ConfigError)
         return check
 
-    def run(self, q: Requests, rate: float | None = None) -> ServingResult:
+    def run(self, q: Requests, rate: float | None = None,
+            progress: Callable[[int, float], None] | None = None) -> ServingResult:
         """Serve ``q``; ``rate`` (requests/s) is the workload's, for Little's law (default: the
-        observed rate, requests / last arrival)."""
+        observed rate, requests / last arrival). ``progress(finished, t)``, when given, is called
+        every few iterations and at the end with the requests finished and the simulated time [s]."""
         if not isinstance(q, Requests):
             raise TypeError(f"requests = {q!r:.60}: expected a Requests (sievesim.serving.poisson_requests, "
                             f"read_trace or make_requests), got {type(q).__name__}")
@@ -241,7 +243,7 @@ class ServingSimulator:
         if rate is None:
             rate = (len(q) - 1) / float(q.arrival_s[-1]) if len(q) > 1 and q.arrival_s[-1] > 0 else math.nan
         if self.pools is not None:
-            return serve_disaggregated(self, q, float(rate))
+            return serve_disaggregated(self, q, float(rate), progress)
         t0 = time.perf_counter()
         p = self.pricer
         before = p.stats()
@@ -249,7 +251,8 @@ class ServingSimulator:
         log = run_schedule(q.arrival_s, q.prompt_tokens, q.output_tokens, self.cfg, gpus=self.gpus,
                            blocks_per_gpu=self.kv.blocks_per_gpu, blocks_for=self.blocks_for, price=price,
                            exact=None if self.exact else p.exact_priced,
-                           samples=0 if self.exact else self.error_samples, check=self.work_guard(q))
+                           samples=0 if self.exact else self.error_samples, check=self.work_guard(q),
+                           progress=progress)
         after = p.stats()
         memo = {"mode": "exact" if self.exact else "memo",
                 "steps_priced": after["grid_points_priced"] - before["grid_points_priced"]
