@@ -137,98 +137,37 @@ def run_schedule(arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray, cf
     once at the end, with the requests finished so far and the simulated time [s] (a progress bar).
     """
     n = int(arrival.size)
-    P = prompt.astype(np.int64)
-    O = output.astype(np.int64)
-    gen = np.zeros(n, dtype=np.int64)
-    comp = np.zeros(n, dtype=np.int64)
-    gpu = np.full(n, -1, dtype=np.int64)
-    held = np.zeros(n, dtype=np.int64)
-    log = ScheduleLog(np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan), gen,
-                      np.zeros(n, dtype=np.int64), request_energy_j=np.zeros(n))
-    for r in range(n):
-        if blocks_for(int(P[r] + O[r])) > blocks_per_gpu:
-            from ..errors import field_error
-            raise field_error(f"request {r} prompt + output tokens", int(P[r] + O[r]),
-                              f"a request whose KV cache fits one GPU's {blocks_per_gpu} blocks")
-    free = [int(blocks_per_gpu)] * gpus
-    waiting: deque[int] = deque()
-    running: list[int] = []
+    st = _State(prompt, output, cfg, gpus, blocks_per_gpu, blocks_for)
+    log = st.log
     horizon = np.inf if cfg.horizon_s is None else float(cfg.horizon_s)
     t, nxt = 0.0, 0
     marks = list(((np.arange(samples) + 0.5) * float(arrival[-1]) / samples)[::-1]) if samples and n else []
-
-    def preempt(v: int) -> None:
-        free[gpu[v]] += int(held[v])
-        held[v] = 0
-        comp[v] = 0
-        running.remove(v)
-        waiting.appendleft(v)
-        log.preemptions[v] += 1
-
     iteration = 0
-    finished = 0
     while True:
         if iteration % CHECK_EVERY == 0:
             if check is not None:
                 check(t, nxt)
             if progress is not None:
-                progress(finished, t)
+                progress(st.finished, t)
         iteration += 1
         while nxt < n and arrival[nxt] <= t:
-            waiting.append(nxt)
+            st.waiting.append(nxt)
             nxt += 1
-        if not running and not waiting:
+        if not st.running and not st.waiting:
             if nxt >= n or arrival[nxt] >= horizon:
                 break
             t = float(arrival[nxt])
             continue
         if t >= horizon:
             break
-        budget = cfg.token_budget
-        sched: list[tuple[int, int]] = []
-        preempted = False
-        i = 0
-        while i < len(running) and budget > 0:
-            r = running[i]
-            n_tok = min(int(P[r] + gen[r] - comp[r]), budget)
-            g = int(gpu[r])
-            want = blocks_for(int(comp[r]) + n_tok) - int(held[r])
-            while want > free[g]:
-                victim = next(v for v in reversed(running) if gpu[v] == g)
-                preempt(victim)
-                preempted = True
-                if victim == r:
-                    break
-            if r not in running[i:i + 1]:
-                continue
-            free[g] -= want
-            held[r] += want
-            sched.append((r, n_tok))
-            budget -= n_tok
-            i += 1
-        if not preempted:
-            while waiting and budget > 0 and len(running) < cfg.max_batch:
-                r = waiting[0]
-                n_tok = min(int(P[r] + gen[r]), budget)
-                g = int(np.argmax(free))
-                want = blocks_for(n_tok)
-                if want > free[g]:
-                    break
-                waiting.popleft()
-                running.append(r)
-                gpu[r] = g
-                free[g] -= want
-                held[r] = want
-                if np.isnan(log.scheduled_s[r]):
-                    log.scheduled_s[r] = t
-                sched.append((r, n_tok))
-                budget -= n_tok
+        sched, preempted = st.schedule(t)
         if not sched:
             if not preempted:   # cannot happen: a request alone fits a GPU (checked above)
                 raise RuntimeError("serving loop: nothing to schedule and nothing preempted")
             continue
         ids = np.fromiter((r for r, _ in sched), dtype=np.int64, count=len(sched))
         ntok = np.fromiter((k for _, k in sched), dtype=np.int64, count=len(sched))
+        P, gen, comp, gpu = st.P, st.gen, st.comp, st.gpu
         dec = (ntok == 1) & (comp[ids] + 1 == P[ids] + gen[ids]) & (gen[ids] > 0)
         dec_ids, pf_ids = ids[dec], ids[~dec]
         args = (comp[dec_ids] + 1, gpu[dec_ids], ntok[~dec], comp[pf_ids], gpu[pf_ids])
@@ -242,22 +181,109 @@ def run_schedule(arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray, cf
         log.it_time.append(dt)
         log.it_decode.append(int(dec_ids.size))
         log.it_prefill.append(int(ntok[~dec].sum()))
-        log.it_waiting.append(len(waiting))
-        log.it_running.append(len(running))
-        log.it_kv_blocks.append(int(blocks_per_gpu - min(free)))
+        log.it_waiting.append(len(st.waiting))
+        log.it_running.append(len(st.running))
+        log.it_kv_blocks.append(int(blocks_per_gpu - min(st.free)))
         t += dt
-        comp[ids] += ntok
-        for r in ids[comp[ids] == P[ids] + gen[ids]].tolist():
-            gen[r] += 1
-            if np.isnan(log.first_token_s[r]):
-                log.first_token_s[r] = t
-            if gen[r] >= O[r]:
-                log.finish_s[r] = t
-                finished += 1
-                free[gpu[r]] += int(held[r])
-                held[r] = 0
-                running.remove(r)
+        st.emit(ids, ntok, t)
     log.end_s = t
     if progress is not None:
-        progress(finished, t)
+        progress(st.finished, t)
     return log
+
+
+class _State:
+    """The loop's requests (tokens computed and generated, GPU, KV blocks held), queues and free
+    blocks per GPU, and what it logs (see :func:`run_schedule`)."""
+
+    def __init__(self, prompt: np.ndarray, output: np.ndarray, cfg: SchedulerConfig, gpus: int, blocks_per_gpu: int,
+                 blocks_for: Callable[[int], int]) -> None:
+        n = int(prompt.size)
+        self.P, self.O = prompt.astype(np.int64), output.astype(np.int64)
+        self.gen = np.zeros(n, dtype=np.int64)
+        self.comp = np.zeros(n, dtype=np.int64)
+        self.gpu = np.full(n, -1, dtype=np.int64)
+        self.held = np.zeros(n, dtype=np.int64)
+        self.cfg, self.blocks_for = cfg, blocks_for
+        self.log = ScheduleLog(np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan), self.gen,
+                               np.zeros(n, dtype=np.int64), request_energy_j=np.zeros(n))
+        for r in range(n):
+            if blocks_for(int(self.P[r] + self.O[r])) > blocks_per_gpu:
+                from ..errors import field_error
+                raise field_error(f"request {r} prompt + output tokens", int(self.P[r] + self.O[r]),
+                                  f"a request whose KV cache fits one GPU's {blocks_per_gpu} blocks")
+        self.free = [int(blocks_per_gpu)] * gpus
+        self.waiting: deque[int] = deque()
+        self.running: list[int] = []
+        self.finished = 0
+
+    def preempt(self, v: int) -> None:
+        """Recompute: free ``v``'s blocks and put it at the front of the queue."""
+        self.free[self.gpu[v]] += int(self.held[v])
+        self.held[v] = 0
+        self.comp[v] = 0
+        self.running.remove(v)
+        self.waiting.appendleft(v)
+        self.log.preemptions[v] += 1
+
+    def schedule(self, t: float) -> tuple[list[tuple[int, int]], bool]:
+        """Steps 2 and 3 of the module docstring at time ``t``: (request, tokens) of the iteration,
+        and whether it preempted."""
+        P, gen, comp, gpu, held, free = self.P, self.gen, self.comp, self.gpu, self.held, self.free
+        running, waiting, blocks_for = self.running, self.waiting, self.blocks_for
+        budget = self.cfg.token_budget
+        sched: list[tuple[int, int]] = []
+        preempted = False
+        i = 0
+        while i < len(running) and budget > 0:
+            r = running[i]
+            n_tok = min(int(P[r] + gen[r] - comp[r]), budget)
+            g = int(gpu[r])
+            want = blocks_for(int(comp[r]) + n_tok) - int(held[r])
+            while want > free[g]:
+                victim = next(v for v in reversed(running) if gpu[v] == g)
+                self.preempt(victim)
+                preempted = True
+                if victim == r:
+                    break
+            if r not in running[i:i + 1]:
+                continue
+            free[g] -= want
+            held[r] += want
+            sched.append((r, n_tok))
+            budget -= n_tok
+            i += 1
+        if not preempted:
+            while waiting and budget > 0 and len(running) < self.cfg.max_batch:
+                r = waiting[0]
+                n_tok = min(int(P[r] + gen[r]), budget)
+                g = int(np.argmax(free))
+                want = blocks_for(n_tok)
+                if want > free[g]:
+                    break
+                waiting.popleft()
+                running.append(r)
+                gpu[r] = g
+                free[g] -= want
+                held[r] = want
+                if np.isnan(self.log.scheduled_s[r]):
+                    self.log.scheduled_s[r] = t
+                sched.append((r, n_tok))
+                budget -= n_tok
+        return sched, preempted
+
+    def emit(self, ids: np.ndarray, ntok: np.ndarray, t: float) -> None:
+        """Step 4's end at ``t``: the tokens computed; a request whose prompt and output so far are
+        computed emits a token, and leaves with its blocks freed when it has all its output."""
+        log = self.log
+        self.comp[ids] += ntok
+        for r in ids[self.comp[ids] == self.P[ids] + self.gen[ids]].tolist():
+            self.gen[r] += 1
+            if np.isnan(log.first_token_s[r]):
+                log.first_token_s[r] = t
+            if self.gen[r] >= self.O[r]:
+                log.finish_s[r] = t
+                self.finished += 1
+                self.free[self.gpu[r]] += int(self.held[r])
+                self.held[r] = 0
+                self.running.remove(r)
