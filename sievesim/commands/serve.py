@@ -415,7 +415,8 @@ def _energy_line(r: dict[str, Any]) -> str:
     if r.get("energy_j") is None:
         return f"{r['policy']:8s} energy: none (the hardware file gives no energy fields; docs/energy.md)"
     idle = r["energy_breakdown_j"]["idle"] / r["energy_j"] if r["energy_j"] > 0 else 0.0
-    return (f"{r['policy']:8s} energy {r['energy_j']:.4g} J: {r['energy_per_request_j']['mean']:.4g} J per request "
+    total = f"{r['energy_j']:.4g} J" if r["energy_j"] < 1e4 else f"{r['energy_j'] / 1e3:.4g} kJ"
+    return (f"{r['policy']:8s} energy {total}: {r['energy_per_request_j']['mean']:.4g} J per request "
             f"(mean), {_joules(r['energy_per_output_token_j'])} per output token, {r['tokens_per_joule']:.4g} "
             f"tokens/J, {r['power_per_gpu_w']:.4g} W per GPU ({idle:.0%} idle), "
             f"{r['goodput_requests_per_joule'] * 1e3:.4g} requests meeting the SLOs per kJ")
