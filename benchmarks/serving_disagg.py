@@ -4,7 +4,8 @@ Serves the same requests (hh-rlhf lengths, Poisson, one seed, at least ``rate x 
 ``--gpus`` GPUs colocated (chunked prefill beside decode) and split ``P:D`` for each split of
 ``--splits`` (P GPUs prefill, D decode, the KV cache over NVLink), one policy, at each rate of
 ``--rates``. SLOs: TTFT <= 2 s and TPOT <= 50 ms, met by 90 % of the requests (``sievesim serve``
-defaults). Prints a Markdown table (docs/serving.md) and, with ``--json FILE``, every run's record:
+defaults), over the whole run (``serve`` prints its steady-state window's). Prints a Markdown table
+(docs/serving.md) and, with ``--json FILE``, every run's record:
 
     python benchmarks/serving_disagg.py [--model gpt-oss-120b] [--gpus 4] [--splits 2:2] [--rates 50,100,200,300]
     python benchmarks/serving_disagg.py --from-json records.json          # the table again
@@ -46,7 +47,10 @@ def _config(d: dict) -> str:
 
 
 def render(records: list[dict]) -> str:
-    """The table: one row per rate, one column per configuration."""
+    """The table: one row per rate, one column per configuration; goodput, attainment and latencies
+    over the whole run (``whole_run`` in ``serve --json``; records of an earlier version of this
+    script hold them at the top)."""
+    records = [{**d, **d.get("whole_run", {})} for d in records]
     r0 = records[0]
     configs = list(dict.fromkeys(_config(d) for d in records))
     rates = sorted({d["rate"] for d in records})

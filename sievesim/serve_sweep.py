@@ -9,7 +9,8 @@ hardware, request trace) like decode-step points. A row holds the settings, then
 --json``'s fields flattened into columns whose names end in their unit: ``ttft_p50_s``,
 ``tpot_p99_s``, ``e2e_mean_s``, ``throughput_tokens_per_s``, ``goodput_requests_per_s``,
 ``slo_attainment``, ``meets_slos``, ``batch_mean``, ``kv_use_max``, ``kv_capacity_blocks_per_gpu``,
-``memo_error_mean_abs_rel``, ...
+``memo_error_mean_abs_rel``, ``energy_j``, ``energy_per_request_mean_j``, ``energy_breakdown_pim_j``,
+``tokens_per_joule``, ``power_per_gpu_w``, ``goodput_requests_per_joule``, ...
 
 The search: each group (a point without a rate) is bisected between ``lo`` and ``hi``
 (:func:`sievesim.serving.search.next_probe`); every round serves the next probe of every group
@@ -39,12 +40,14 @@ _DROPPED = ("slo", "model", "hardware")
 #: ``serve --json`` fields whose names are settings of a point: the row names them apart.
 _RENAMED = {"requests": "requests_served", "output_tokens": "generated_tokens"}
 #: Row names of the nested ``serve --json`` objects' prefixes (``pricing`` is the memo).
-_PREFIX = {"pricing": "memo", "error_vs_exact": "error"}
+_PREFIX = {"pricing": "memo", "error_vs_exact": "error", "energy_error_vs_exact": "energy_error"}
+#: Units that stay last in a flattened column's name (``energy_breakdown_j`` -> ``energy_breakdown_pim_j``).
+_UNITS = ("_s", "_j")
 
 
 def flatten_result(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     """``serve --json``'s object as flat columns: ``{"ttft_s": {"p50": x}}`` -> ``ttft_p50_s``
-    (the unit stays last), ``{"batch": {"mean": x}}`` -> ``batch_mean``, ``pricing`` ->
+    (the unit, seconds or joules, stays last: ``energy_breakdown_j`` -> ``energy_breakdown_pim_j``), ``{"batch": {"mean": x}}`` -> ``batch_mean``, ``pricing`` ->
     ``memo_...``; ``requests`` (those served) -> ``requests_served``, ``output_tokens`` (those
     generated) -> ``generated_tokens``."""
     out: dict[str, Any] = {}
@@ -53,7 +56,8 @@ def flatten_result(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
             continue
         if isinstance(value, Mapping):
             name = _PREFIX.get(key, key)
-            base, unit = (name[:-2], "_s") if name.endswith("_s") else (name, "")
+            unit = next((u for u in _UNITS if name.endswith(u)), "")
+            base = name[:-len(unit)] if unit else name
             for sub, v in flatten_result(value, f"{prefix}{base}_").items():
                 out[sub + unit] = v
         elif not prefix and key in _RENAMED:
@@ -173,7 +177,8 @@ def _tried(row: Mapping[str, Any]) -> dict[str, Any]:
     """One probe of the search as ``serve --max-rate`` lists it (``tried``)."""
     return {"rate": row["rate"], "requests": row["requests_served"], "slo_attainment": row["slo_attainment"],
             "meets_slos": row["meets_slos"], "goodput_requests_per_s": row["goodput_requests_per_s"],
-            "ttft_p90_s": row["ttft_p90_s"], "tpot_p90_s": row["tpot_p90_s"], "point_id": row["point_id"]}
+            "ttft_p90_s": row["ttft_p90_s"], "tpot_p90_s": row["tpot_p90_s"], "window_reached": row.get("window_reached"),
+            "point_id": row["point_id"]}
 
 
 def _record(group: Mapping[str, Any], found: Mapping[str, Any], tried: list[dict[str, Any]]) -> dict[str, Any]:

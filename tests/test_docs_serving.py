@@ -40,3 +40,20 @@ def test_the_first_goodput_row_of_qwen3_30b(policy):
     column = [c.strip() for c in header.strip("|").split("|")].index(policy)
     for mine, theirs in zip(ours, doc):
         assert mine.strip("|").split("|")[1].strip() == theirs.strip("|").split("|")[column].strip(), (mine, theirs)
+
+
+def _doc_row(first_cells: str) -> str:
+    return next(line for line in DOC.read_text(encoding="utf-8").splitlines() if line.startswith(first_cells))
+
+
+@pytest.mark.slow
+def test_the_memo_error_rows_of_qwen3_30b():
+    """docs/serving.md's memo error under bursty arrivals (CV 4) and its burst of prompts are what
+    `python benchmarks/serving_memo_error.py` prints for Qwen3-30B-A3B."""
+    script = load_script(ROOT / "benchmarks" / "serving_memo_error.py")
+    model = "qwen3-30b-a3b"
+    mine = script.row(script.cell(model, 4.0, 500, 40))
+    assert mine == _doc_row(f"| {model} | 1 | 50 | 4 |")
+    burst = script.burst_ttft(model)
+    assert abs(burst["memo"] - burst["exact"]) / burst["exact"] < 0.01
+    assert script.burst_row(model, burst) in DOC.read_text(encoding="utf-8").splitlines()

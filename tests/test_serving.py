@@ -123,7 +123,7 @@ def test_served_run_reports_the_issue_fields_and_conserves(sim):
         assert set(d[key]) == {"mean", "p50", "p90", "p99"}
         assert d[key]["p50"] <= d[key]["p90"] <= d[key]["p99"]
     assert d["finished_requests"] == 60 and d["output_tokens"] == int(q.output_tokens.sum())
-    assert 0 < d["goodput_requests_per_s"] <= d["throughput_requests_per_s"]
+    assert 0 < d["whole_run"]["goodput_requests_per_s"] <= d["throughput_requests_per_s"]
     assert d["throughput_tokens_per_s"] == pytest.approx(q.output_tokens.sum() / d["duration_s"])
     err = d["pricing"]["error_vs_exact"]
     assert err["samples"] == 5 and err["mean_abs_rel"] < 0.05

@@ -30,7 +30,7 @@ def _pool(name, gpus, blocks, step_s=0.01, per_token_s=1e-5, block_size=16):
         return step_s + per_token_s * (dec_ctx.size + int(pf_len.sum()))
     return SimpleNamespace(name=name, gpus=gpus, kv=SimpleNamespace(blocks_per_gpu=blocks),
                            blocks_for=lambda n: -(-n // block_size),
-                           pricer=SimpleNamespace(memo_s=price, exact_s=price))
+                           pricer=SimpleNamespace(memo_priced=price, exact_priced=price))
 
 
 def _kv_bytes(tokens):
@@ -203,7 +203,7 @@ def test_served_run_reports_the_fields_and_conserves(sim):
     for key in ("ttft_s", "tpot_s", "e2e_s"):
         assert d[key]["p50"] <= d[key]["p90"] <= d[key]["p99"]
     assert d["finished_requests"] == 60 and d["output_tokens"] == int(q.output_tokens.sum())
-    assert 0 < d["goodput_requests_per_s"] <= d["throughput_requests_per_s"]
+    assert 0 < d["whole_run"]["goodput_requests_per_s"] <= d["throughput_requests_per_s"]
     x = d["kv_transfer"]
     assert x["transfers"] == int(np.count_nonzero(q.output_tokens > 1))
     kv = sim.model.kv_cache_bytes_per_request

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from typing import Any
 
 from .._validate import duration_arg, int_arg, number_arg
@@ -27,7 +28,7 @@ POINT_SETTINGS = {
 #: Options of ``serve`` that are not a setting shared by every policy's point (set per policy, by the
 #: search, or outputs).
 NOT_POINT_SETTINGS = ("policy", "pimoe_unit", "policy_option", "rate", "trace", "max_rate", "bisect_steps", "out",
-                      "requests_csv", "timeline_csv", "plot", "json")
+                      "requests_csv", "timeline_csv", "plot", "json", "quiet")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -94,14 +95,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--pimoe-unit", default=None, help="PIMoE placement unit: pseudo_channel, channel, stack")
     p.add_argument("--policy-option", action="append", default=[], metavar="KEY=VALUE",
                    help="constructor argument of the policies that take it; repeatable")
-    p.add_argument("--requests-csv", default=None, metavar="FILE", help="write one row per request (one policy)")
+    p.add_argument("--requests-csv", default=None, metavar="FILE", help="write one row per request: queue, TTFT, TPOT, e2e, SLOs met, energy_j (one policy)")
     p.add_argument("--timeline-csv", default=None, metavar="FILE",
-                   help="write one row per iteration: batch, prefill, queue, KV use (one policy)")
+                   help="write one row per iteration: batch, prefill, queue, KV use, energy_j (one policy)")
     p.add_argument("--plot", default=None, metavar="FILE",
                    help="PNG: decode batch and KV use over time, one line per policy")
     from ._gpu_args import add_gpu_args
     add_gpu_args(p, parallelism=False)
     p.add_argument("--json", action="store_true", help="JSON: one object (one policy) or a list")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bar (shown on a terminal only: requests finished per policy, simulated time)")
     p.set_defaults(func=_serve)
 
 
@@ -193,6 +196,9 @@ def _serve(args: argparse.Namespace) -> int:
         return _resumable_search(args, names, per_policy, bracket)
     records: list[dict[str, Any]] = []
     results = []
+    from ..progress import is_terminal, progress_bar
+    live = not args.json and not bracket
+    stream = None if args.quiet or not is_terminal(sys.stdout) else sys.stderr
     for name in names:
         sim = ServingSimulator(
             args.model, args.hardware, gpus=args.gpus, policy=name,
@@ -214,9 +220,14 @@ def _serve(args: argparse.Namespace) -> int:
                             **({} if sim.pools is None else {"prefill_gpus": sim.pools[0].gpus,
                                                              "decode_gpus": sim.pools[1].gpus}), **found})
             continue
-        res = sim.run(q, rate)
+        with progress_bar(len(q), name, stream, unit="request") as bar:
+            res = sim.run(q, rate, progress=_ticker(bar, name))
         results.append(res)
         records.append(res.to_dict())
+        if live:                                # each policy's row as soon as it has run
+            if len(records) == 1:
+                _print_head(records[0], False)
+            print(_row(records[-1]), flush=True)
     if args.requests_csv:
         from ..serving.metrics import write_csv
         write_csv(args.requests_csv, results[0].request_rows())
@@ -227,18 +238,55 @@ def _serve(args: argparse.Namespace) -> int:
         if bracket:
             raise field_error("--plot", args.plot, "a run at one rate or of a trace (not --max-rate)")
         _plot(results, args.plot)
+    if not bracket:
+        _warn_short(records, trace=args.trace is not None)
     if args.json:
         print(json.dumps(records[0] if len(records) == 1 else records))
         return 0
-    _print(records, bool(bracket))
+    if bracket:
+        _print(records, True)
+    else:
+        _print_tail(records)
     return 0
+
+
+def _ticker(bar: Any, name: str) -> Any:
+    """A serving run's ``progress(finished, t)`` that moves ``bar`` to the requests finished and
+    shows the simulated time."""
+    seen = [0]
+
+    def tick(finished: int, t: float) -> None:
+        bar.update(finished - seen[0])
+        seen[0] = finished
+        bar.set_description(f"{name} {t:.4g} s simulated")
+    return tick
+
+
+def _warn_short(records: list[dict[str, Any]], *, trace: bool) -> None:
+    """A warning on stderr for each policy whose run is too short to reach its steady-state window
+    (``window.reached`` false), naming what to raise."""
+    for r in records:
+        w = r["window"]
+        if w["reached"]:
+            continue
+        raise_it = ("a longer trace" if trace else
+                    f"--arrival-window (to about {w['suggested_arrival_window_s']:g} s) or --requests (to about "
+                    f"{math.ceil(r['rate'] * w['suggested_arrival_window_s'])})" if w["suggested_arrival_window_s"]
+                    else "--requests or --arrival-window")
+        if w["measured_on"] == "whole run":
+            why = f"its window holds {w['requests']} requests or no time, so every figure is the whole run's"
+        elif math.isnan(w["service_s"]):
+            why = "no request of its window finished"
+        else:
+            why = (f"the first 10 % of its arrivals span {w['warmup_s']:.3g} s, less than a request's median time "
+                   f"in service ({w['service_s']:.3g} s): the window still sees the batch filling")
+        print(f"warning: {r['policy']}: the run is too short for a steady state ({why}); raise {raise_it}",
+              file=sys.stderr)
 
 
 def _resumable_search(args: argparse.Namespace, names: list[str], per_policy: dict[str, dict[str, Any]],
                       bracket: tuple[float, float]) -> int:
     """``--max-rate --out DIR``: the bisection of every policy with each probe a sweep point in DIR."""
-    import sys
-
     from ..grid import SERVE_DEFAULTS
     from ..serve_sweep import check_serve_points, max_rate_search
 
@@ -300,7 +348,19 @@ def _bracket(text: str) -> tuple[float, float]:
 
 
 def _print(records: list[dict[str, Any]], bisect: bool) -> None:
-    r0 = records[0]
+    _print_head(records[0], bisect)
+    if bisect:
+        from ..serving.search import describe_answer
+        for r in records:
+            print(f"{r['policy']:8s} max rate meeting the SLOs: {describe_answer(r)}, {r['requests']} requests each")
+        return
+    for r in records:
+        print(_row(r))
+    _print_tail(records)
+
+
+def _print_head(r0: dict[str, Any], bisect: bool) -> None:
+    """The settings, the workload, the steady-state window and the table's header."""
     slo = r0["slo"]
     split = r0.get("prefill_gpus")          # a resumable search's record carries it as a setting (None: colocated)
     pools = (f" ({split} prefill + {r0.get('decode_gpus', r0['gpus'] - split)} decode, disaggregated)"
@@ -310,24 +370,37 @@ def _print(records: list[dict[str, Any]], bisect: bool) -> None:
           + f", met by {slo['attainment']:.0%} of the requests"
           + (f"; GPU model: {r0['gpu_model']}" if r0.get("gpu_model") else ""))
     if bisect:
-        for r in records:
-            from ..serving.search import describe_answer
-            print(f"{r['policy']:8s} max rate meeting the SLOs: {describe_answer(r)}, {r['requests']} requests each")
         return
     print(f"workload: {r0['workload']}, {r0['requests']} requests, seed {r0['seed']}; max batch {r0['max_batch']}, "
           f"token budget {r0['token_budget']}; KV {r0['kv_capacity']['blocks_per_gpu']} blocks of "
           f"{r0['block_size']} tokens per GPU")
-    head = (f"{'policy':8s} {'done':>6s} {'TTFT p50/p99 ms':>17s} {'TPOT p50/p99 ms':>17s} {'e2e p50/p99 s':>15s} "
-            f"{'tok/s':>9s} {'goodput/s':>9s} {'attain':>6s} {'batch':>6s} {'preempt':>7s} {'Little':>6s} "
-            f"{'memo err':>8s}")
-    print(head)
+    w = r0["window"]
+    if w["measured_on"] == "window":
+        print(f"steady-state window: {w['requests']} requests arriving {w['start_s']:.4g} s .. {w['end_s']:.4g} s "
+              f"(after the first 10 % and before the last 10 % of arrivals): TTFT, TPOT, e2e, goodput and attainment; "
+              f"the rest over the whole run (both in --json)")
+    else:
+        print("no steady-state window (fewer than 2 requests in it, or arrivals at one instant): every figure is "
+              "the whole run's")
+    print(f"{'policy':8s} {'done':>6s} {'TTFT p50/p99 ms':>17s} {'TPOT p50/p99 ms':>17s} {'e2e p50/p99 s':>15s} "
+          f"{'tok/s':>9s} {'goodput/s':>9s} {'attain':>6s} {'batch':>6s} {'preempt':>7s} {'Little':>6s} "
+          f"{'memo err':>8s}")
+
+
+def _row(r: dict[str, Any]) -> str:
+    """A policy's line of the table."""
+    e = r["pricing"]["error_vs_exact"]
+    return (f"{r['policy']:8s} {r['finished_requests']:6d} {r['ttft_s']['p50'] * 1e3:8.2f}/{r['ttft_s']['p99'] * 1e3:8.2f}"
+            f" {r['tpot_s']['p50'] * 1e3:8.3f}/{r['tpot_s']['p99'] * 1e3:8.3f} {r['e2e_s']['p50']:7.2f}/"
+            f"{r['e2e_s']['p99']:7.2f} {r['throughput_tokens_per_s']:9.1f} {r['goodput_requests_per_s']:9.3f} "
+            f"{r['slo_attainment']:6.1%} {r['batch']['mean']:6.1f} {r['preemptions']:7d} "
+            f"{r['littles_law_ratio']:6.3f} {e['mean_abs_rel']:8.2%}")
+
+
+def _print_tail(records: list[dict[str, Any]]) -> None:
+    """Each policy's energy, then the KV transfers of a disaggregated run."""
     for r in records:
-        e = r["pricing"]["error_vs_exact"]
-        print(f"{r['policy']:8s} {r['finished_requests']:6d} {r['ttft_s']['p50'] * 1e3:8.2f}/{r['ttft_s']['p99'] * 1e3:8.2f}"
-              f" {r['tpot_s']['p50'] * 1e3:8.3f}/{r['tpot_s']['p99'] * 1e3:8.3f} {r['e2e_s']['p50']:7.2f}/"
-              f"{r['e2e_s']['p99']:7.2f} {r['throughput_tokens_per_s']:9.1f} {r['goodput_requests_per_s']:9.3f} "
-              f"{r['slo_attainment']:6.1%} {r['batch']['mean']:6.1f} {r['preemptions']:7d} "
-              f"{r['littles_law_ratio']:6.3f} {e['mean_abs_rel']:8.2%}")
+        print(_energy_line(r))
     for r in records:
         if "kv_transfer" in r:
             x, p = r["kv_transfer"], r["pools"]
@@ -335,3 +408,20 @@ def _print(records: list[dict[str, Any]], bisect: bool) -> None:
                   f"{x['time_s']['mean'] * 1e6:.1f} us mean / {x['time_s']['p99'] * 1e6:.1f} us p99 on the link after "
                   f"{x['wait_s']['mean'] * 1e3:.2f} ms mean from the end of prefill; busy prefill "
                   f"{p['prefill']['busy_share']:.0%}, decode {p['decode']['busy_share']:.0%}")
+
+
+def _energy_line(r: dict[str, Any]) -> str:
+    """A policy's energy in words: per request, per output token, tokens per joule, power per GPU."""
+    if r.get("energy_j") is None:
+        return f"{r['policy']:8s} energy: none (the hardware file gives no energy fields; docs/energy.md)"
+    idle = r["energy_breakdown_j"]["idle"] / r["energy_j"] if r["energy_j"] > 0 else 0.0
+    total = f"{r['energy_j']:.4g} J" if r["energy_j"] < 1e4 else f"{r['energy_j'] / 1e3:.4g} kJ"
+    return (f"{r['policy']:8s} energy {total}: {r['energy_per_request_j']['mean']:.4g} J per request "
+            f"(mean), {_joules(r['energy_per_output_token_j'])} per output token, {r['tokens_per_joule']:.4g} "
+            f"tokens/J, {r['power_per_gpu_w']:.4g} W per GPU ({idle:.0%} idle), "
+            f"{r['goodput_requests_per_joule'] * 1e3:.4g} requests meeting the SLOs per kJ")
+
+
+def _joules(x: float) -> str:
+    """Joules in J, or mJ below 1 J."""
+    return f"{x:.4g} J" if not x < 1 else f"{x * 1e3:.4g} mJ"

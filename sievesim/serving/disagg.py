@@ -46,7 +46,7 @@ from ..errors import ConfigError, field_error
 from .kv import BlockCounter, KvCapacity, kv_capacity
 from .metrics import summary
 from .pricing import IterationPricer, MemoError
-from .scheduler import CHECK_EVERY, SchedulerConfig, ScheduleLog
+from .scheduler import CHECK_EVERY, SchedulerConfig, ScheduleLog, priced
 
 __all__ = ["Pool", "DisaggLog", "run_disaggregated", "build_pools", "pool_sizes"]
 
@@ -124,6 +124,7 @@ class DisaggLog:
     transfer_bytes: list[float] = field(default_factory=list)
     transfer_time_s: list[float] = field(default_factory=list)
     transfer_wait_s: list[float] = field(default_factory=list)
+    transfer_energy_j: float = 0.0          # the KV transfers' link energy (NaN: the link has no energy model)
 
     def in_system(self) -> tuple[list[float], list[float], np.ndarray]:
         """(start, duration, requests in the system) of the segments between decisions [s]."""
@@ -156,13 +157,16 @@ class _Sampler:
 
 def run_disaggregated(arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray, cfg: SchedulerConfig, *,
                       prefill: Pool, decode: Pool, link: Any, kv_bytes: Callable[[int], float], exact: bool,
-                      samples: int, check: Callable[[float, int], None] | None = None) -> DisaggLog:
+                      samples: int, check: Callable[[float, int], None] | None = None,
+                      progress: Callable[[int, float], None] | None = None) -> DisaggLog:
     """Serve the requests on the two pools (see the module docstring). ``link`` is the
     :class:`~sievesim.hardware.InterconnectSpec` the KV moves over; ``kv_bytes(L)`` the KV bytes of
     L tokens of one request; ``exact`` prices every iteration exactly; otherwise ``samples``
     iterations of each pool are priced both ways (``ScheduleLog.sample_memo`` / ``sample_exact``).
-    ``check``: as for :func:`~sievesim.serving.scheduler.run_schedule`."""
-    return _Loop(arrival, prompt, output, cfg, prefill, decode, link, kv_bytes, exact, samples, check).run()
+    ``check``, ``progress``: as for :func:`~sievesim.serving.scheduler.run_schedule`."""
+    loop = _Loop(arrival, prompt, output, cfg, prefill, decode, link, kv_bytes, exact, samples, check)
+    loop.progress = progress
+    return loop.run()
 
 
 class _Loop:
@@ -173,6 +177,8 @@ class _Loop:
                  samples: int, check: Callable[[float, int], None] | None = None) -> None:
         n = self.n = int(arrival.size)
         self.check = check
+        self.progress: Callable[[int, float], None] | None = None
+        self.finished = 0
         self.arrival, self.cfg, self.link, self.kv_bytes = arrival, cfg, link, kv_bytes
         self.P, self.O = prompt.astype(np.int64), output.astype(np.int64)
         self.gen = np.zeros(n, dtype=np.int64)
@@ -181,7 +187,9 @@ class _Loop:
         self.held = np.zeros(n, dtype=np.int64)         # its blocks there
         self.ready_s = np.full(n, np.nan)
         per = (np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan), self.gen, np.zeros(n, dtype=np.int64))
-        self.log = DisaggLog(ScheduleLog(*per), ScheduleLog(*per), kv_transfer_s=np.full(n, np.nan))
+        energy = np.zeros(n)            # each request's energy [J], both pools' shares and its KV transfers
+        self.log = DisaggLog(ScheduleLog(*per, request_energy_j=energy), ScheduleLog(*per, request_energy_j=energy),
+                             kv_transfer_s=np.full(n, np.nan))
         self.pools = {"prefill": prefill, "decode": decode}
         self.free = {k: [int(p.kv.blocks_per_gpu)] * p.gpus for k, p in self.pools.items()}
         self.clock = {"prefill": 0.0, "decode": 0.0}
@@ -189,8 +197,8 @@ class _Loop:
         self.pending: dict[str, tuple[np.ndarray, np.ndarray]] = {"prefill": (_NONE, _NONE), "decode": (_NONE, _NONE)}
         last = float(arrival[-1]) if n else 0.0
         self.samplers = {k: _Sampler(0 if exact else samples, last) for k in self.pools}
-        self.price = {k: (p.pricer.exact_s if exact else p.pricer.memo_s) for k, p in self.pools.items()}
-        self.exact = None if exact else {k: p.pricer.exact_s for k, p in self.pools.items()}
+        self.price = {k: (p.pricer.exact_priced if exact else p.pricer.memo_priced) for k, p in self.pools.items()}
+        self.exact = None if exact else {k: p.pricer.exact_priced for k, p in self.pools.items()}
         self.waiting: deque[int] = deque()
         self.prefilling: list[int] = []
         self.ready: deque[int] = deque()                # prefilled, KV on the prefill GPU
@@ -215,8 +223,11 @@ class _Loop:
                 break
             name, other = ("prefill", "decode") if tp <= td else ("decode", "prefill")
             t = min(tp, td)
-            if self.check is not None and iteration % CHECK_EVERY == 0:
-                self.check(t, self.nxt)
+            if iteration % CHECK_EVERY == 0:
+                if self.check is not None:
+                    self.check(t, self.nxt)
+                if self.progress is not None:
+                    self.progress(self.finished, t)
             iteration += 1
             self._arrived_transfers(t)
             preempted = self._prefill_step(t) if name == "prefill" else self._decode_step(t)
@@ -228,6 +239,8 @@ class _Loop:
                 wake = t if preempted else self._wake(other, t)
                 self.clock[other] = min(self.clock[other], wake)
         self.log.end_s = max(self.log.prefill.end_s, self.log.decode.end_s)
+        if self.progress is not None:
+            self.progress(self.finished, self.log.end_s)
         return self.log
 
     def _wake(self, name: str, t: float) -> float:
@@ -254,11 +267,11 @@ class _Loop:
         """Price and log one iteration of pool ``name`` from ``t``; its tokens land at its end."""
         args = ((self.comp[ids] + 1, self.gpu[ids], _NONE, _NONE, _NONE) if dec
                 else (_NONE, _NONE, ntok, self.comp[ids], self.gpu[ids]))
-        dt = self.price[name](*args)
+        dt, parts = priced(self.price[name](*args))
         lg = getattr(self.log, name)
         if self.exact is not None and self.samplers[name].due(t):
-            lg.sample_memo.append(dt)
-            lg.sample_exact.append(self.exact[name](*args))
+            lg.sample((dt, parts), priced(self.exact[name](*args)))
+        lg.add_energy(parts, ids, ntok)
         pool = self.pools[name]
         lg.it_start.append(t)
         lg.it_time.append(dt)
@@ -282,6 +295,7 @@ class _Loop:
             if self.gen[r] >= self.O[r]:
                 self.log.prefill.finish_s[r] = t
                 self.in_sys -= 1
+                self.finished += 1
             else:
                 more.append(r)
         return more
@@ -419,6 +433,12 @@ class _Loop:
             self.log.transfer_bytes.append(nbytes)
             self.log.transfer_time_s.append(dur)
             self.log.transfer_wait_s.append(start - float(self.ready_s[r]))
+            if self.link.energy_pj_per_bit is None:
+                self.log.transfer_energy_j = math.nan
+            else:
+                e = nbytes * 8 * self.link.energy_pj_per_bit * 1e-12
+                self.log.transfer_energy_j += e
+                self.log.decode.request_energy_j[r] += e
 
 
 
@@ -428,19 +448,25 @@ def memo_record(pools: tuple[Pool, Pool], before: list[dict[str, Any]], log: Dis
     tot = {"steps_priced": 0, "lookups": 0, "grid_points_total": 0}
     pairs_m: list[float] = []
     pairs_e: list[float] = []
+    energy_m: list[float] = []
+    energy_e: list[float] = []
     for pool, b in zip(pools, before):
         a = pool.pricer.stats()
         lg = getattr(log, pool.name)
         rec = {"steps_priced": a["grid_points_priced"] - b["grid_points_priced"] + a["exact_steps"] - b["exact_steps"],
                "lookups": a["lookups"] - b["lookups"], "grid_points_total": a["grid_points_priced"],
                "corner_hit_rate": a["corner_hit_rate"],
-               "error_vs_exact": MemoError.from_pairs(lg.sample_memo, lg.sample_exact).as_dict()}
+               "error_vs_exact": MemoError.from_pairs(lg.sample_memo, lg.sample_exact).as_dict(),
+               "energy_error_vs_exact": MemoError.from_pairs(lg.sample_memo_energy, lg.sample_exact_energy).as_dict()}
         per[pool.name] = rec
         for k in tot:
             tot[k] += rec[k]
         pairs_m += lg.sample_memo
         pairs_e += lg.sample_exact
+        energy_m += lg.sample_memo_energy
+        energy_e += lg.sample_exact_energy
     hits = [per[p.name]["corner_hit_rate"] for p in pools if not math.isnan(per[p.name]["corner_hit_rate"])]
     return {"mode": "exact" if exact else "memo", **tot,
             "corner_hit_rate": float(np.mean(hits)) if hits else math.nan,
-            "error_vs_exact": MemoError.from_pairs(pairs_m, pairs_e).as_dict(), "pools": per}
+            "error_vs_exact": MemoError.from_pairs(pairs_m, pairs_e).as_dict(),
+            "energy_error_vs_exact": MemoError.from_pairs(energy_m, energy_e).as_dict(), "pools": per}

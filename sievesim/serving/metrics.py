@@ -14,7 +14,18 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SloTargets", "summary", "per_request_rows", "littles_law_ratio", "write_csv"]
+__all__ = ["SloTargets", "summary", "per_request_rows", "littles_law_ratio", "write_csv", "steady_window",
+           "WINDOW_EDGE", "WINDOW_RULE"]
+
+#: Share of the arrivals left out at each end of the steady-state window: the first (warm-up, the
+#: batch filling) and the last (drain, the batch emptying once arrivals stop).
+WINDOW_EDGE = 0.1
+#: The steady-state window in words (``serve``'s output and JSON).
+WINDOW_RULE = ("the requests arriving after the first 10 % and before the last 10 % of the arrivals; goodput = "
+               "those meeting every SLO / the time between the first and the first after them arriving")
+#: Runs whose arrivals span fewer than this many median service times are too short to reach a
+#: steady state (the first 10 % of the arrivals, left out as warm-up, last less than one service time).
+WINDOW_SERVICE_TIMES = 10.0
 
 
 @dataclass(frozen=True)
@@ -103,3 +114,33 @@ def write_csv(path: str, rows: list[dict[str, Any]], what: str = "CSV file") -> 
         w.writeheader()
         w.writerows(rows)
     write_output(path, buf.getvalue(), what)
+
+
+def steady_window(arrival: np.ndarray, scheduled: np.ndarray, finish: np.ndarray,
+                  edge: float = WINDOW_EDGE) -> dict[str, Any]:
+    """The steady-state window of a run's arrived requests (in arrival order; times [s]): requests
+    ``first`` to ``stop - 1``, those after the first ``edge`` and before the last ``edge`` of the
+    arrivals (:data:`WINDOW_RULE`), over ``start_s`` = the first's arrival to ``end_s`` = the
+    arrival of the first after them. ``reached`` says whether the left-out warm-up (``warmup_s``,
+    the first arrivals' span) lasts at least the window's median time in service (admission to
+    finish, ``service_s``): a shorter run measures a batch still filling. A window of fewer than
+    two requests or of no duration (a burst) is ``empty``: the caller reports the whole run.
+    ``arrival_window_s`` is the span of arrivals that would reach it (:data:`WINDOW_SERVICE_TIMES`
+    median service times; None when no request of the window finished)."""
+    n = int(arrival.size)
+    k = int(math.ceil(edge * n - 1e-9))
+    first, stop = k, n - k
+    out: dict[str, Any] = {"rule": WINDOW_RULE, "first": first, "stop": stop, "requests": max(0, stop - first),
+                           "start_s": math.nan, "end_s": math.nan, "warmup_s": math.nan, "service_s": math.nan,
+                           "empty": True, "reached": False, "arrival_window_s": None}
+    if stop - first < 2 or not arrival[stop] > arrival[first]:
+        return out
+    sel = slice(first, stop)
+    service = (finish[sel] - scheduled[sel])[~np.isnan(finish[sel])]
+    out.update(start_s=float(arrival[first]), end_s=float(arrival[stop]), empty=False,
+               warmup_s=float(arrival[first] - arrival[0]))
+    if service.size:
+        med = float(np.median(service))
+        out.update(service_s=med, reached=bool(out["warmup_s"] >= med),
+                   arrival_window_s=float(math.ceil(WINDOW_SERVICE_TIMES * med)))
+    return out

@@ -30,6 +30,11 @@ whenever it is priced. A disaggregated server (:mod:`sievesim.serving.disagg`) h
 pool, on the pool's GPU count: prefill-only batches (no decode requests) on the prefill pool,
 decode-only batches (no prefill tokens) on the decode pool, each warmed up on batches of its own
 kind (``warmup``). Times are in seconds.
+
+Energy: every priced step has its energy by resource (:class:`~sievesim.system.energy.StepEnergy`);
+:meth:`IterationPricer.exact_priced` and :meth:`IterationPricer.memo_priced` give an iteration's
+time and energy [J] (the memo interpolates the grid points' dynamic energy with the time's weights
+and adds the GPUs' static power over the memoised time). Hardware without energy fields gives None.
 """
 from __future__ import annotations
 
@@ -42,6 +47,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import field_error
+from ..system.energy import RESOURCE_KINDS
 from ..system.step import StepSimulator
 
 __all__ = ["IterationPricer", "MemoError", "batch_grid", "context_grid", "prefill_grid", "equivalent_prompt",
@@ -97,6 +103,14 @@ def spread_contexts(n: int, mean: float, cv: float) -> np.ndarray:
     shape = 1.0 / (cv * cv)
     q = gamma.ppf((np.arange(n) + 0.5) / n, shape, scale=1.0 / shape)
     return np.maximum(1, np.rint(q / q.mean() * mean)).astype(np.int64)
+
+
+def _split(tokens: int, parts: int) -> np.ndarray:
+    """``tokens`` split into ``min(parts, tokens)`` lengths differing by at most one token."""
+    n = max(1, min(int(parts), int(tokens)))
+    out = np.full(n, tokens // n, dtype=np.int64)
+    out[:tokens % n] += 1
+    return out
 
 
 def _bracket(grid: Sequence[int], x: float) -> tuple[int, int, float]:
@@ -228,7 +242,7 @@ class IterationPricer:
                  **step_options: Any) -> None:
         if warmup not in WARMUPS:
             raise field_error("warmup", warmup, "one of " + ", ".join(WARMUPS))
-        step_options.setdefault("energy", False)      # an iteration's price is its time; serving reports no energy
+        step_options.setdefault("energy", True)       # an iteration's price is its time and its energy
         self.sim = _IterationStep(model, hardware, gpus=gpus, policy=policy, batch=gpus, seed=seed,
                                   context_len=1, **step_options)
         if not hasattr(self.sim.source, "sample_tokens"):
@@ -238,7 +252,17 @@ class IterationPricer:
         self.b_grid = batch_grid(self.gpus, max_batch)
         self.c_grid = context_grid(max_context)
         self.t_grid = prefill_grid(max_prefill_tokens)
-        self.memo: dict[tuple[int, int, int, int], float] = {}
+        #: Equal prompts per GPU priced by the memo: 1, 2, 4, ... up to the first at or above the
+        #: largest prefill tokens (an iteration holds at most that many prompts).
+        self.p_grid = [1]
+        while self.p_grid[-1] < max_prefill_tokens:
+            self.p_grid.append(self.p_grid[-1] * 2)
+        self.memo: dict[tuple[int, int, int, int, int], float] = {}
+        #: Dynamic energy [J] of each grid point by resource (``RESOURCE_KINDS``, static left 0).
+        self.memo_energy: dict[tuple[int, int, int, int, int], np.ndarray] = {}
+        energy = self.sim.energy
+        #: Power every GPU of the system draws whatever runs [W] (None: the hardware has no energy model).
+        self.static_power_w: float | None = None if energy is None else float(energy.static_w(self.gpus))
         m = self.sim.model
         self._attn: dict[tuple[str, int, int], float] = {}
         kinds = [k for k in m.layer_attention if k != "linear"]
@@ -280,21 +304,33 @@ class IterationPricer:
         self.sim.frozen = True
 
     def _price(self, dec_ctx: np.ndarray, dec_gpu: np.ndarray, pf_len: np.ndarray, pf_off: np.ndarray,
-               pf_gpu: np.ndarray, key: tuple) -> float:
+               pf_gpu: np.ndarray, key: tuple) -> tuple[float, np.ndarray | None]:
+        """The executed step of this batch: its time [s] and its energy [J] by resource
+        (:data:`~sievesim.system.energy.RESOURCE_KINDS`; None without an energy model)."""
         h = zlib.crc32(repr(key).encode())
         self.sim.set_batch(dec_ctx, dec_gpu, pf_len, pf_off, pf_gpu, np.random.default_rng([self.seed, 24, h]))
-        return float(self.sim.run_step(grow_contexts=False)["step_time_s"])
+        r = self.sim.run_step(grow_contexts=False)
+        e = r["energy_j"]
+        parts = None if e is None else np.array([e[k] for k in RESOURCE_KINDS], dtype=float)
+        return float(r["step_time_s"]), parts
 
     # ------------------------------------------------------------------ exact
-    def exact_s(self, dec_ctx: np.ndarray, dec_gpu: np.ndarray, pf_len: np.ndarray, pf_off: np.ndarray,
-                pf_gpu: np.ndarray) -> float:
-        """The step of exactly this batch: decode requests at contexts ``dec_ctx`` [tokens] on GPUs
-        ``dec_gpu``; prefill chunks of ``pf_len`` tokens from position ``pf_off`` on GPUs ``pf_gpu``."""
+    def exact_priced(self, dec_ctx: np.ndarray, dec_gpu: np.ndarray, pf_len: np.ndarray, pf_off: np.ndarray,
+                     pf_gpu: np.ndarray) -> tuple[float, np.ndarray | None]:
+        """The step of exactly this batch (arguments as for :meth:`exact_s`): its time [s] and its
+        energy [J] by resource (:data:`~sievesim.system.energy.RESOURCE_KINDS`; None without an
+        energy model)."""
         self.exact_steps += 1
         order = np.lexsort((dec_ctx, dec_gpu))
         key = ("exact", tuple(dec_gpu[order].tolist()), tuple(dec_ctx[order].tolist()), tuple(pf_len.tolist()),
                tuple(pf_off.tolist()), tuple(pf_gpu.tolist()))
         return self._price(dec_ctx, dec_gpu, pf_len, pf_off, pf_gpu, key)
+
+    def exact_s(self, dec_ctx: np.ndarray, dec_gpu: np.ndarray, pf_len: np.ndarray, pf_off: np.ndarray,
+                pf_gpu: np.ndarray) -> float:
+        """The step of exactly this batch: decode requests at contexts ``dec_ctx`` [tokens] on GPUs
+        ``dec_gpu``; prefill chunks of ``pf_len`` tokens from position ``pf_off`` on GPUs ``pf_gpu``."""
+        return self.exact_priced(dec_ctx, dec_gpu, pf_len, pf_off, pf_gpu)[0]
 
     # ------------------------------------------------------------------ memo
     def read_tokens(self, kind: str, dec_ctx: np.ndarray) -> np.ndarray:
@@ -375,10 +411,12 @@ class IterationPricer:
             total += layers * (self._attention_s(kind, n, float(read.sum()) / n, cv) - self._attention_s(kind, n, c_memo))
         return total
 
-    def point_s(self, i: int, j: int, k: int, f: int) -> float:
+    def point_s(self, i: int, j: int, k: int, f: int, m: int = 0) -> float:
         """The step at grid point (batch index i, context index j, prefill index k, prefill spread f:
-        0 even over the GPUs, 1 all on the first GPU), priced once."""
-        key = (i, j, k, f)
+        0 even over the GPUs, 1 all on the first GPU; prompts index m: the prefill tokens of each GPU
+        that holds any split into ``p_grid[m]`` equal prompts, or one token each when it holds fewer),
+        priced once."""
+        key = (i, j, k, f, m)
         t = self.memo.get(key)
         if t is not None:
             self.corner_hits += 1
@@ -386,22 +424,39 @@ class IterationPricer:
         self.corner_misses += 1
         G = self.gpus
         b, c, tp = self.b_grid[i], self.c_grid[j], self.t_grid[k]
+        parts: np.ndarray | None = None
         if b == 0 and tp == 0:     # an empty iteration never runs; the corner only anchors interpolation
             t = 0.0
+            parts = np.zeros(len(RESOURCE_KINDS)) if self.static_power_w is not None else None
         else:
-            if tp == 0:
-                pf_len = np.zeros(0, dtype=np.int64)
-            elif f or G == 1:
-                pf_len = np.array([tp], dtype=np.int64)
-            else:
-                pf_len = np.full(G, tp // G, dtype=np.int64)
-                pf_len[:tp % G] += 1
-                pf_len = pf_len[pf_len > 0]
-            t = self._price(np.full(b, c, dtype=np.int64), np.arange(b) % G, pf_len,
-                            np.zeros(pf_len.size, dtype=np.int64), np.arange(pf_len.size, dtype=np.int64) % G,
-                            ("memo", b, c, tp, f))
+            per_gpu = [tp] if f or G == 1 else [tp // G + (g < tp % G) for g in range(G)]
+            p = self.p_grid[m]
+            chunks = [(_split(n, p), g) for g, n in enumerate(per_gpu) if n > 0]
+            pf_len = np.concatenate([x for x, _ in chunks]) if chunks else np.zeros(0, dtype=np.int64)
+            pf_gpu = np.concatenate([np.full(x.size, g, dtype=np.int64) for x, g in chunks]) if chunks \
+                else np.zeros(0, dtype=np.int64)
+            t, parts = self._price(np.full(b, c, dtype=np.int64), np.arange(b) % G, pf_len,
+                                   np.zeros(pf_len.size, dtype=np.int64), pf_gpu,
+                                   ("memo", b, c, tp, f) + ((p,) if m else ()))
+        if parts is not None:
+            parts[RESOURCE_KINDS.index("static")] = 0.0     # the static part follows the iteration's own time
+            self.memo_energy[key] = parts
         self.memo[key] = t
         return t
+
+    def prompts_coordinate(self, pf_len: np.ndarray, pf_gpu: np.ndarray) -> float:
+        """The memo's prompts coordinate: 1 / the effective number of equal prompts on the GPU with the
+        most prefill tokens, T^2 / sum of its chunks' squared lengths (1: one chunk; 1/8: eight of equal
+        length). A GPU's prefill attention is linear in it at given tokens (sum of L^2 / 2 = T^2 x / 2),
+        so that interpolating between grid points of 1, 2, 4, ... equal prompts prices the attention
+        of several prompts sharing an iteration, which one long prompt would overprice."""
+        if pf_len.size < 2:
+            return 1.0
+        L = pf_len.astype(float)
+        if self.gpus > 1:
+            g = int(np.argmax(np.bincount(pf_gpu, weights=L, minlength=self.gpus)))
+            L = L[pf_gpu == g]
+        return float((L * L).sum() / (L.sum() ** 2)) if L.size > 1 else 1.0
 
     def prefill_correction_s(self, pf_len: np.ndarray, pf_off: np.ndarray, pf_gpu: np.ndarray) -> float:
         """What chunk offsets add to fresh prompts of the chunks' lengths [s]: a chunk from position
@@ -427,15 +482,17 @@ class IterationPricer:
             best = max(best, extra)
         return best
 
-    def memo_s(self, dec_ctx: np.ndarray, dec_gpu: np.ndarray, pf_len: np.ndarray, pf_off: np.ndarray,
-               pf_gpu: np.ndarray) -> float:
-        """The memoised step time of this batch (arguments as for :meth:`exact_s`): multilinear between
-        grid points in decode requests, their context (:meth:`context_coordinate`), prefill tokens and the share of the
-        prefill tokens on the busiest GPU (from 1/G, even, to 1), plus :meth:`attention_correction_s`
-        for the spread of the contexts and :meth:`prefill_correction_s` for chunk offsets."""
+    def memo_priced(self, dec_ctx: np.ndarray, dec_gpu: np.ndarray, pf_len: np.ndarray, pf_off: np.ndarray,
+                    pf_gpu: np.ndarray) -> tuple[float, np.ndarray | None]:
+        """The memoised step of this batch (arguments as for :meth:`exact_s`): its time [s] (see
+        :meth:`memo_s`) and its energy [J] by resource (:data:`~sievesim.system.energy.RESOURCE_KINDS`;
+        None without an energy model): the grid points' dynamic energies (GPU compute, HBM, PIM,
+        links) with the same multilinear weights as the time, and the static power of the G GPUs
+        over the memoised time. The corrections add time (and so static energy) but no dynamic
+        energy; the error of both against the exact step is measured on sampled iterations."""
         batch, tp = int(dec_ctx.size), int(pf_len.sum())
         if batch == 0 and tp == 0:
-            return 0.0
+            return 0.0, (None if self.static_power_w is None else np.zeros(len(RESOURCE_KINDS)))
         self.lookups += 1
         G = self.gpus
         bi = _bracket(self.b_grid, batch)
@@ -452,15 +509,37 @@ class IterationPricer:
         else:
             wf = 0.0
         total = 0.0
+        energy = None if self.static_power_w is None else np.zeros(len(RESOURCE_KINDS))
+        x = self.prompts_coordinate(pf_len, pf_gpu)
+        if x >= 1.0:
+            prompts = ((0, 1.0),)
+        else:       # between 1/p of two grid points (x falls as p grows)
+            hi = next(m for m, p in enumerate(self.p_grid) if 1.0 / p <= x)
+            a, b = 1.0 / self.p_grid[hi - 1], 1.0 / self.p_grid[hi]
+            prompts = ((hi - 1, (x - b) / (a - b)), (hi, (a - x) / (a - b)))
         for i, wi in ((bi[0], 1.0 - bi[2]), (bi[1], bi[2])):
             for j, wj in ((ci[0], 1.0 - ci[2]), (ci[1], ci[2])):
                 for k, wk in ((ti[0], 1.0 - ti[2]), (ti[1], ti[2])):
                     for f, wff in ((0, 1.0 - wf), (1, wf)):
-                        w = wi * wj * wk * wff
-                        if w > 0.0:
-                            total += w * self.point_s(i, j, k, f)
-        return (total + self.attention_correction_s(dec_ctx, dec_gpu, c)
-                + self.prefill_correction_s(pf_len, pf_off, pf_gpu))
+                        for m, wm in prompts:
+                            w = wi * wj * wk * wff * wm
+                            if w > 0.0:
+                                total += w * self.point_s(i, j, k, f, m)
+                                if energy is not None:
+                                    energy += w * self.memo_energy[(i, j, k, f, m)]
+        t = (total + self.attention_correction_s(dec_ctx, dec_gpu, c)
+             + self.prefill_correction_s(pf_len, pf_off, pf_gpu))
+        if energy is not None:
+            energy[RESOURCE_KINDS.index("static")] = self.static_power_w * t
+        return t, energy
+
+    def memo_s(self, dec_ctx: np.ndarray, dec_gpu: np.ndarray, pf_len: np.ndarray, pf_off: np.ndarray,
+               pf_gpu: np.ndarray) -> float:
+        """The memoised step time of this batch (arguments as for :meth:`exact_s`): multilinear between
+        grid points in decode requests, their context (:meth:`context_coordinate`), prefill tokens and the share of the
+        prefill tokens on the busiest GPU (from 1/G, even, to 1), plus :meth:`attention_correction_s`
+        for the spread of the contexts and :meth:`prefill_correction_s` for chunk offsets."""
+        return self.memo_priced(dec_ctx, dec_gpu, pf_len, pf_off, pf_gpu)[0]
 
     def stats(self) -> dict[str, Any]:
         """Memo use: lookups, grid points priced, hits among the corners looked up, exact steps."""

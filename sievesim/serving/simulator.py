@@ -229,9 +229,11 @@ class ServingSimulator:
                                   cls=ConfigError)
         return check
 
-    def run(self, q: Requests, rate: float | None = None) -> ServingResult:
+    def run(self, q: Requests, rate: float | None = None,
+            progress: Callable[[int, float], None] | None = None) -> ServingResult:
         """Serve ``q``; ``rate`` (requests/s) is the workload's, for Little's law (default: the
-        observed rate, requests / last arrival)."""
+        observed rate, requests / last arrival). ``progress(finished, t)``, when given, is called
+        every few iterations and at the end with the requests finished and the simulated time [s]."""
         if not isinstance(q, Requests):
             raise TypeError(f"requests = {q!r:.60}: expected a Requests (sievesim.serving.poisson_requests, "
                             f"read_trace or make_requests), got {type(q).__name__}")
@@ -241,24 +243,27 @@ class ServingSimulator:
         if rate is None:
             rate = (len(q) - 1) / float(q.arrival_s[-1]) if len(q) > 1 and q.arrival_s[-1] > 0 else math.nan
         if self.pools is not None:
-            return serve_disaggregated(self, q, float(rate))
+            return serve_disaggregated(self, q, float(rate), progress)
         t0 = time.perf_counter()
         p = self.pricer
         before = p.stats()
-        price = p.exact_s if self.exact else p.memo_s
+        price = p.exact_priced if self.exact else p.memo_priced
         log = run_schedule(q.arrival_s, q.prompt_tokens, q.output_tokens, self.cfg, gpus=self.gpus,
                            blocks_per_gpu=self.kv.blocks_per_gpu, blocks_for=self.blocks_for, price=price,
-                           exact=None if self.exact else p.exact_s, samples=0 if self.exact else self.error_samples,
-                           check=self.work_guard(q))
+                           exact=None if self.exact else p.exact_priced,
+                           samples=0 if self.exact else self.error_samples, check=self.work_guard(q),
+                           progress=progress)
         after = p.stats()
         memo = {"mode": "exact" if self.exact else "memo",
                 "steps_priced": after["grid_points_priced"] - before["grid_points_priced"]
                 + after["exact_steps"] - before["exact_steps"],
                 "lookups": after["lookups"] - before["lookups"],
                 "grid_points_total": after["grid_points_priced"], "corner_hit_rate": after["corner_hit_rate"],
-                "error_vs_exact": MemoError.from_pairs(log.sample_memo, log.sample_exact).as_dict()}
+                "error_vs_exact": MemoError.from_pairs(log.sample_memo, log.sample_exact).as_dict(),
+                "energy_error_vs_exact": MemoError.from_pairs(log.sample_memo_energy,
+                                                              log.sample_exact_energy).as_dict()}
         return ServingResult(self.settings(q, float(rate)), q, log, self.slo, float(rate), self.kv.as_dict(), memo,
-                             time.perf_counter() - t0)
+                             time.perf_counter() - t0, p.static_power_w)
 
 
 def make_requests(*, rate: float | None = None, requests: int | None = None, trace: str | None = None,
@@ -308,12 +313,13 @@ def requests_for(rate: float, requests: int, arrival_window_s: float | None) -> 
 def max_rate_under_slos(sim: ServingSimulator, *, requests: int, lo: float, hi: float, steps: int = 7,
                         seed: int = 0, cv: float = 1.0, lengths: str | None = "hh-rlhf",
                         prompt_tokens: int | None = None, output_tokens: int | None = None,
-                        arrival_window_s: float | None = None) -> dict[str, Any]:
+                        arrival_window_s: float | None = None, window: bool = True) -> dict[str, Any]:
     """The largest rate (requests/s) at which ``sim`` meets its SLOs (``slo.attainment`` of the
     requests meet every target), by bisection between ``lo`` and ``hi`` in ``steps`` halvings, each
     rate served with ``requests`` requests of one seed (at least ``rate x arrival_window_s`` when
     given: a short run hides an overload, whose queue grows with its length). Assumes attainment
-    falls with the rate. Returns the bracket (``max_rate`` = the highest rate seen to meet them,
+    falls with the rate. Each probe is judged on its steady-state window (``window``, the default:
+    :func:`~sievesim.serving.metrics.steady_window`) or on the whole run. Returns the bracket (``max_rate`` = the highest rate seen to meet them,
     ``None`` when ``lo`` does not) and every rate tried with its attainment and goodput."""
     _positive("lo", lo, what="a positive rate (requests/s)")
     _positive("hi", hi, what="a positive rate (requests/s)")
@@ -326,9 +332,12 @@ def max_rate_under_slos(sim: ServingSimulator, *, requests: int, lo: float, hi: 
         q = poisson_requests(rate, requests_for(rate, requests, arrival_window_s), seed=seed, cv=cv,
                              lengths=lengths, prompt_tokens=prompt_tokens, output_tokens=output_tokens)
         d = sim.run(q, rate).to_dict()
+        if not window:
+            d = {**d, **d["whole_run"]}
         tried.append({"rate": rate, "requests": len(q), "slo_attainment": d["slo_attainment"], "meets_slos": d["meets_slos"],
                       "goodput_requests_per_s": d["goodput_requests_per_s"],
-                      "ttft_p90_s": d["ttft_s"]["p90"], "tpot_p90_s": d["tpot_s"]["p90"]})
+                      "ttft_p90_s": d["ttft_s"]["p90"], "tpot_p90_s": d["tpot_s"]["p90"],
+                      "window_reached": d["window"]["reached"]})
         return bool(d["meets_slos"])
 
     outcomes: dict[float, bool] = {}
