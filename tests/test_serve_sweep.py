@@ -152,7 +152,7 @@ def test_max_rate_search_resumes_after_ctrl_c_without_serving_a_recorded_probe_a
     ref_fn = _Counted()
     ref = max_rate_search(groups, whole, lo=20, hi=200, steps=2, point_fn=ref_fn)
     assert ref_fn.calls == [20.0, 200.0, 110.0, 155.0]
-    assert (ref[0]["max_rate"], ref[0]["bracket"]) == (110.0, [110.0, 155.0])
+    assert (ref[0]["max_rate"], ref[0]["bracket"]) == (155.0, [155.0, 200.0])
     # the same bisection as serve --max-rate (one simulator, probes one after the other)
     direct = max_rate_under_slos(simulator_for(groups[0]), requests=30, lo=20, hi=200, steps=2, lengths=None,
                                  prompt_tokens=64, output_tokens=16)

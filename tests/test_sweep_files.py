@@ -37,6 +37,7 @@ def _main_with_file_size_limit(argv: list[str], limit: int) -> tuple[int, str]:
         try:
             os.close(r)
             sys.stderr = os.fdopen(w, "w")
+            sys.stdout = open(os.devnull, "w")      # the printed rows are not the file under test
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
             try:
