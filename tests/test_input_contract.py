@@ -1112,7 +1112,14 @@ def test_ctrl_c_during_a_sweep_is_one_line_and_exit_130(tmp_path, jobs):
     argv = [sys.executable, "-m", "sievesim", "sweep", "--model", "qwen3-30b-a3b", "--context-len", "16",
             "--batch", ",".join(str(b) for b in range(1024, 1024 + 16 * 32, 32)), "--steps", "2", "--out", str(out),
             "--jobs", jobs, "--quiet"]
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    def as_from_a_terminal() -> None:
+        # a Ctrl-C from a shell: default disposition, not blocked (a child inherits both from this test
+        # process, where the suite's earlier tests may have left SIGINT ignored or blocked)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+                         preexec_fn=as_from_a_terminal)
     t0 = time.monotonic()
     while not ((out / "results.jsonl").exists() and (out / "results.jsonl").read_bytes().count(b"\n") >= 1):
         assert p.poll() is None and time.monotonic() - t0 < 120, p.communicate()
