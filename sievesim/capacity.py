@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+import numpy as np
+
 from .errors import ConfigError
 
 __all__ = ["MemoryUse", "memory_per_gpu", "check_capacity", "ACTIVATION_VECTORS_PER_TOKEN"]
@@ -72,9 +74,9 @@ def memory_per_gpu(model: Any, hardware: Any, gpus: int, decode_context_lens: Se
     expert = m.num_moe_layers * local_experts * float(m.bytes_per_expert)
     all_routed = m.num_moe_layers * m.num_experts * float(m.bytes_per_expert)
     replicated = float(m.total_bytes) - all_routed
-    kv = 0.0
-    for length in list(decode_context_lens) + list(prefill_lens):
-        kv += m.kv_cache_bytes_per_request(int(length))
+    lengths = np.concatenate([np.asarray(decode_context_lens, dtype=np.int64).ravel(),
+                              np.asarray(list(prefill_lens), dtype=np.int64)])
+    kv = float(m.kv_cache_bytes(lengths).sum())
     tokens = len(decode_context_lens) + sum(int(x) for x in prefill_lens)
     activations = tokens * ACTIVATION_VECTORS_PER_TOKEN * m.hidden_size * m.dtype_bytes
     return MemoryUse(expert, replicated, kv, float(activations), float(hardware.gpu.hbm_capacity_bytes))

@@ -7,6 +7,11 @@ Units: bytes, tokens, elements as named.
 """
 from __future__ import annotations
 
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
 from .._inputs import is_int as _is_int
 from ..errors import field_error
 from .kinds import _SOFTMAX_GQA_KINDS, chunked_attended_tokens
@@ -86,8 +91,30 @@ class CacheSizes:
 
     def kv_cache_bytes_per_request(self, context_len: int) -> float:
         """Bytes of one request's KV cache + linear state over all layers at ``context_len`` tokens."""
-        total = 0.0
-        for layer, kind in enumerate(self.layer_attention):
-            total += self.kv_tokens_held(layer, context_len) * self._kv_elements(kind) * self.kv_bytes_per_element
-        return total + self.linear_state_bytes_per_request
+        if not _is_int(context_len) or context_len < 0:
+            raise field_error("context_len", context_len, "a non-negative integer (tokens)")
+        return float(self.kv_cache_bytes(np.array([int(context_len)], dtype=np.int64))[0])
 
+    def kv_cache_bytes(self, context_lens: Any) -> np.ndarray:
+        """:meth:`kv_cache_bytes_per_request` of every request in ``context_lens`` (tokens, an
+        integer array >= 0) at once [bytes]. Layers of one attention kind hold the same tokens and
+        elements, so the sum runs over kinds; every term is an integer times a dyadic byte width,
+        so the sum is exact whatever its order."""
+        lens = np.asarray(context_lens)
+        if lens.size and (lens.dtype.kind not in "iu" or lens.min() < 0):
+            bad = lens.ravel()[0] if lens.dtype.kind not in "iu" else lens.min()
+            raise field_error("context_len", bad, "non-negative integers (tokens)")
+        lens = lens.astype(np.int64, copy=False)
+        total = np.zeros(lens.shape, dtype=np.float64)
+        for kind, layers in Counter(self.layer_attention).items():
+            elements = self._kv_elements(kind)
+            if kind == "linear" or not elements:
+                continue
+            if kind == "sliding":
+                held = np.minimum(lens, int(self.sliding_window)) if self.sliding_window else lens
+            elif kind == "chunked" and self.attention_chunk_size:
+                held = np.where(lens > 0, (lens - 1) % int(self.attention_chunk_size) + 1, 0)
+            else:
+                held = lens
+            total += held * float(layers * elements * self.kv_bytes_per_element)
+        return total + self.linear_state_bytes_per_request
