@@ -12,9 +12,9 @@ def _gpu_model_arg(text: str) -> str:
     return check_gpu_model_name(text, "--gpu-model")
 
 
-def _redundant_arg(text: str) -> int:
+def _redundant_arg(text: str) -> int | str:
     from .._validate import int_arg
-    return int_arg("experts", lo=0)(text)
+    return "auto" if text.strip() == "auto" else int_arg("experts", lo=0)(text)
 
 
 def _nodes_arg(text: str) -> int:
@@ -45,9 +45,10 @@ def add_gpu_args(p: argparse.ArgumentParser, *, parallelism: bool = True) -> Non
         p.add_argument("--nodes", type=_nodes_arg, default=None, metavar="N",
                        help="NVLink domains the --gpus span, joined by the hardware's scale-out network "
                             "(default: the hardware's interconnect.gpus_per_node; one domain without it)")
-        p.add_argument("--redundant-experts", type=_redundant_arg, default=0, metavar="R",
+        p.add_argument("--redundant-experts", type=_redundant_arg, default="auto", metavar="R",
                        help="R extra replicas of the hottest experts, placed as DeepSeek's EPLB places them "
-                            "(experts + R a multiple of --gpus; default 0)")
+                            "(experts + R a multiple of --gpus; default auto: 0 when --gpus divides the experts, "
+                            "else the fewest that make them a multiple, e.g. 32 for 256 experts on 72 GPUs)")
         p.add_argument("--dispatch", default="low-latency", choices=("low-latency", "normal"),
                        help="DeepEP's dispatch/combine kernels across nodes: low-latency (default; pure RDMA, a token "
                             "once to every GPU that needs it, as decode deployments run) or normal (once per node, "

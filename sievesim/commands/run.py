@@ -224,8 +224,10 @@ def _check_pimoe_fits(model: Any, hw: Any, args: argparse.Namespace) -> None:
     that a mistyped option is named first."""
     from ..policies import DEFAULT_PIMOE_UNIT, PIMoE
     from ..policies.placement import check_pimoe_capacity
+    from ..system.parallelism import resolve_redundant
 
-    check_pimoe_capacity(model, hw, args.gpus, PIMoE(args.pimoe_unit or DEFAULT_PIMOE_UNIT).unit)
+    redundant = resolve_redundant(args.redundant_experts, model.num_experts, args.gpus, args.experts)
+    check_pimoe_capacity(model, hw, args.gpus, PIMoE(args.pimoe_unit or DEFAULT_PIMOE_UNIT).unit, redundant)
 
 
 def _add_speedups(records: list[dict[str, Any]]) -> None:
@@ -242,6 +244,7 @@ def _gpu_words(r: dict[str, Any]) -> str:
     model = {"roofline": "the paper's roofline", "calibrated": "calibrated"}[r["gpu_model"]]
     par = f"attention {r['attention']}, experts {r['experts']}" + (f", {r['nodes']} nodes" if r.get("nodes", 1) > 1 else "")
     par += ", DeepEP normal dispatch" if r.get("nodes", 1) > 1 and r.get("dispatch") == "normal" else ""
+    par += f", {r['redundant_experts']} redundant experts" if r.get("redundant_experts") else ""
     formats = f"weights {r['weight_format']}, experts {r['expert_format']}, KV {r['kv_format']}"
     return f"GPU model: {model} ({par}; {formats})"
 

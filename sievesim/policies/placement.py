@@ -132,13 +132,17 @@ class PimoeLayout:
         return per
 
 
-def pimoe_layout(model: Any, hardware: Any, num_gpus: int, unit: str = DEFAULT_PIMOE_UNIT) -> PimoeLayout:
+def pimoe_layout(model: Any, hardware: Any, num_gpus: int, unit: str = DEFAULT_PIMOE_UNIT,
+                 redundant_experts: int = 0) -> PimoeLayout:
     """The layout of :func:`expert_placement` for ``model`` (a ``ModelSpec``) on ``num_gpus`` GPUs
-    of ``hardware`` (a ``HardwareSpec``): every MoE layer's ``E / G`` experts of one GPU."""
-    if not isinstance(num_gpus, (int, np.integer)) or num_gpus < 1 or model.num_experts % num_gpus:
-        raise field_error("gpus", num_gpus, f"a positive divisor of the model's {model.num_experts} experts")
+    of ``hardware`` (a ``HardwareSpec``): every MoE layer's ``(E + redundant_experts) / G`` expert
+    replicas of one GPU."""
+    slots = int(model.num_experts) + int(redundant_experts)
+    if not isinstance(num_gpus, (int, np.integer)) or num_gpus < 1 or slots % num_gpus:
+        extra = f" + {redundant_experts} redundant" if redundant_experts else ""
+        raise field_error("gpus", num_gpus, f"a positive divisor of the model's {model.num_experts} experts{extra}")
     org = pim_organisation(hardware)
-    local = int(model.num_experts) // int(num_gpus)
+    local = slots // int(num_gpus)
     name = resolve_unit(local, org, unit)
     base, span = split_unit(name)
     groups = org.count(name)
@@ -152,11 +156,12 @@ def pimoe_layout(model: Any, hardware: Any, num_gpus: int, unit: str = DEFAULT_P
                        hbm_capacity_bytes=hbm)
 
 
-def check_pimoe_capacity(model: Any, hardware: Any, num_gpus: int, unit: str = DEFAULT_PIMOE_UNIT) -> PimoeLayout:
+def check_pimoe_capacity(model: Any, hardware: Any, num_gpus: int, unit: str = DEFAULT_PIMOE_UNIT,
+                         redundant_experts: int = 0) -> PimoeLayout:
     """:func:`pimoe_layout`, raising :class:`~sievesim.errors.ConfigError` (exit 2 on the CLI) that
     names the need and the capacity when the experts placed on one base unit do not fit in its
     share of the HBM."""
-    lay = pimoe_layout(model, hardware, num_gpus, unit)
+    lay = pimoe_layout(model, hardware, num_gpus, unit, redundant_experts)
     if lay.fits:
         return lay
     gib = 2.0 ** 30

@@ -96,7 +96,8 @@ def build_pools(model: Any, hw: Any, *, prefill_gpus: int, decode_gpus: int, pol
     for name, g, batch, budget in sizes:         # both capacities before any pricer's warm-up
         try:
             kvs.append(kv_capacity(model, hw, g, max_batch=batch, token_budget=budget, block_size=block_size,
-                                   memory_utilization=memory_utilization))
+                                   memory_utilization=memory_utilization,
+                                   redundant_experts=step_options.get("redundant_experts", "auto")))
         except ConfigError as exc:
             flag = "--prefill-gpus" if name == "prefill" else "--gpus minus --prefill-gpus"
             raise ConfigError(f"{name} pool ({flag} = {g}): {exc}") from None

@@ -48,12 +48,17 @@ class KvCapacity:
 
 
 def kv_capacity(model: Any, hardware: Any, gpus: int, *, max_batch: int, token_budget: int, block_size: int,
-                memory_utilization: float) -> KvCapacity:
+                memory_utilization: float, redundant_experts: int | str = "auto") -> KvCapacity:
     """The KV capacity of one GPU when ``model`` runs on ``gpus`` GPUs of ``hardware`` with at most
-    ``max_batch`` decode requests and ``token_budget`` tokens per iteration."""
+    ``max_batch`` decode requests and ``token_budget`` tokens per iteration; each GPU holds
+    (E + ``redundant_experts``) / G expert replicas (``"auto"``: the fewest replicas that make E + R a
+    multiple of G, as the step simulator takes them)."""
     per_gpu = -(-max_batch // gpus)
-    use = memory_per_gpu(model, hardware, gpus, [], [])
-    tokens_use = memory_per_gpu(model, hardware, gpus, [1] * per_gpu, [token_budget])
+    from ..system.parallelism import resolve_redundant
+    redundant = resolve_redundant(redundant_experts, model.num_experts, gpus)
+    local = -(-(model.num_experts + redundant) // gpus)
+    use = memory_per_gpu(model, hardware, gpus, [], [], local)
+    tokens_use = memory_per_gpu(model, hardware, gpus, [1] * per_gpu, [token_budget], local)
     capacity = memory_utilization * use.capacity
     kv_bytes = capacity - use.weights - tokens_use.activations
     what = f"{model.name} on {gpus} x {hardware.name}"

@@ -124,7 +124,7 @@ class ServingSimulator:
             from ..formats import parse_weight_formats
             self.model = self.model.with_formats(weight_format if isinstance(weight_format, dict)
                                                  else parse_weight_formats(weight_format, "weight_format"))
-        for key, only in (("attention", "dp"), ("experts", "ep"), ("redundant_experts", 0)):
+        for key, only in (("attention", "dp"), ("experts", "ep")):
             if step_options.get(key, only) != only:
                 raise field_error(key, step_options[key], f"{only!r}: serving prices its iterations with data-parallel "
                                   "attention and expert parallelism (tensor-parallel serving is not modelled; "
@@ -149,7 +149,8 @@ class ServingSimulator:
             return
         self.kv = kv_capacity(self.model, self.hw, self.gpus, max_batch=self.cfg.max_batch,
                               token_budget=self.cfg.token_budget, block_size=self.block_size,
-                              memory_utilization=self.memory_utilization)
+                              memory_utilization=self.memory_utilization,
+                              redundant_experts=step_options.get("redundant_experts", "auto"))
         self.blocks_for = BlockCounter(self.model, self.kv)
         self.pricer = IterationPricer(self.model, self.hw, gpus=self.gpus, policy=self.policy,
                                       max_batch=self.cfg.max_batch, max_prefill_tokens=self.cfg.token_budget,

@@ -78,12 +78,24 @@ def with_nodes(hardware: Any, gpus: int, nodes: Any) -> tuple[Any, int]:
 PLACEMENT_STEPS = 4
 
 
-def check_redundant(redundant: Any, expert_mode: str) -> int:
-    """A non-negative count of redundant expert replicas, only with expert parallelism."""
+def check_redundant(redundant: Any, expert_mode: str) -> int | None:
+    """A non-negative count of redundant expert replicas, only with expert parallelism; ``"auto"``
+    gives None (the step simulator takes the fewest that make the experts a multiple of the GPUs)."""
+    if isinstance(redundant, str) and redundant == "auto":
+        return None
     if isinstance(redundant, bool) or not isinstance(redundant, (int, np.integer)) or not 0 <= redundant <= 1 << 16:
-        raise field_error("redundant_experts", redundant, "a count of replicas from 0 to 65536")
+        raise field_error("redundant_experts", redundant, "a count of replicas from 0 to 65536, or 'auto'")
     if redundant and expert_mode != "ep":
         raise field_error("redundant_experts", redundant, "0 with tensor-parallel experts (every GPU holds every expert)")
+    return int(redundant)
+
+
+def resolve_redundant(redundant: int | str | None, num_experts: int, gpus: int, expert_mode: str = "ep") -> int:
+    """The count of redundant replicas a run takes: ``redundant`` itself, or for ``"auto"`` (or None)
+    the fewest that make ``num_experts`` + R a multiple of ``gpus`` (0 when ``gpus`` divides the
+    experts, and under tensor-parallel experts)."""
+    if redundant is None or (isinstance(redundant, str) and redundant == "auto"):
+        return -int(num_experts) % int(gpus) if expert_mode == "ep" else 0
     return int(redundant)
 
 

@@ -30,7 +30,7 @@ from . import figure8 as f8
 from .dag import Contention, Schedule, execute
 from .options import parse_policy_options, parse_prefill
 from .parallelism import (ATTENTION_MODES, EXPERT_MODES, check_parallelism, check_pim_formats, check_redundant,
-                          sample_loads, with_nodes)
+                          resolve_redundant, sample_loads, with_nodes)
 from .pim_costs import EngineTimes, LearnedPimCost, _Ema
 from .budget import _BYTES_PER_GPU_LAYER, StepBudget, step_work_s
 from .result import StepResult
@@ -127,7 +127,8 @@ class StepSimulator(StepBudget):
     redundant_experts:
         R extra replicas of the hottest experts (DeepSeek's EPLB; :mod:`sievesim.system.eplb`): the
         E + R replicas placed over the GPUs from the routing's loads so that the busiest GPU's load
-        falls, a replicated expert's tokens split over its replicas. E + R must be a multiple of G.
+        falls, a replicated expert's tokens split over its replicas. E + R must be a multiple of G;
+        ``"auto"`` (default) takes the fewest that make it one (0 when G divides E).
     nodes:
         NVLink domains the G GPUs span (``None``: the hardware's ``interconnect.gpus_per_node``, one
         domain without it); GPUs of other nodes are reached over the scale-out network.
@@ -158,7 +159,7 @@ class StepSimulator(StepBudget):
                  scheduler_latency_s: float | None = None, exact_tokens: int = 256,
                  top_k: int | None = None, pipelined_gemm: bool = True, energy: bool = True,
                  gpu_model: str | None = None, weight_format: Any = None, attention: str = "dp",
-                 experts: str = "ep", nodes: int | None = None, redundant_experts: int = 0,
+                 experts: str = "ep", nodes: int | None = None, redundant_experts: int | str = "auto",
                  dispatch: str = "low-latency") -> None:
         from ..hardware import get_hardware
         from ..models import get_model
@@ -243,6 +244,8 @@ class StepSimulator(StepBudget):
                 raise field_error(name, value, f"an integer >= {low}")
         check_int("batch", batch, "batch")
         check_int("gpus", gpus, "gpus")
+        if self.redundant_experts is None:     # "auto": as many as make E + R a multiple of G (0 when G divides E)
+            self.redundant_experts = resolve_redundant(None, m.num_experts, gpus, self.expert_mode)
         slots = m.num_experts + self.redundant_experts
         if slots % gpus and self.expert_mode == "ep":
             need = -slots % gpus + self.redundant_experts
@@ -294,7 +297,7 @@ class StepSimulator(StepBudget):
         self.pimoe_unit = getattr(self.policy, "unit", None) if cls.name == "pimoe" else None
         if self.pimoe_unit is not None:   # PIMoE's static placement must fit the PIM units
             from ..policies.placement import check_pimoe_capacity
-            check_pimoe_capacity(self.model, hw, self.gpus, self.pimoe_unit)
+            check_pimoe_capacity(self.model, hw, self.gpus, self.pimoe_unit, self.redundant_experts)
         if not self.gpu_only and getattr(hw, "pim", None) is None:
             raise field_error("hardware", hw.name, f"hardware with PIM for policy {self.policy_name!r} "
                                                    f"(or policy {GPU_ONLY!r})")
