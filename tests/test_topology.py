@@ -137,6 +137,35 @@ def test_redundant_experts_in_a_step_hold_more_and_balance_the_busiest_gpu(capsy
     assert '"redundant_experts": 32' in capsys.readouterr().out
 
 
+
+def test_redundant_experts_auto_takes_the_fewest_that_divide(capsys):
+    """The default ("auto") replicates as few experts as make E + R a multiple of G, and nothing when G
+    divides E; an explicit count that does not divide is still refused; serving's KV capacity and
+    PIMoE's layout count the same replicas."""
+    from sievesim.policies.placement import pimoe_layout
+    from sievesim.serving.kv import kv_capacity
+    from sievesim.system.parallelism import resolve_redundant
+
+    assert [resolve_redundant("auto", 256, g) for g in (8, 72, 144, 48)] == [0, 32, 32, 32]
+    assert resolve_redundant("auto", 384, 72) == 48 and resolve_redundant("auto", 256, 72, "tp") == 0
+    kw = dict(policy="gpu-only", batch=72, context_len=512, steps=1, warmup=0, weight_format="fp8-block",
+              energy=False)
+    auto = simulate_step("deepseek-v3", "h100", gpus=72, nodes=9, **kw)
+    assert auto.settings["redundant_experts"] == 32
+    assert simulate_step("qwen3-30b-a3b", "b200", gpus=8, **kw | dict(batch=8)).settings["redundant_experts"] == 0
+    with pytest.raises(ConfigError, match=r"gpus = 72: expected a divisor of the model's 256 routed experts "
+                                          r"\(expert parallelism puts as many on each GPU; or redundant_experts = 32"):
+        simulate_step("deepseek-v3", "h100", gpus=72, nodes=9, redundant_experts=0, **kw)
+    model, hw = get_model("deepseek-v3").with_formats({"weights": "fp8-block"}), get_hardware("h100")
+    caps = [kv_capacity(model, hw, 72, max_batch=72, token_budget=512, block_size=16, memory_utilization=0.9,
+                        redundant_experts=r) for r in ("auto", 32, 104)]
+    assert caps[0] == caps[1] and caps[2].weights_bytes - caps[0].weights_bytes == pytest.approx(
+        model.num_moe_layers * float(model.bytes_per_expert))          # 5 replicas per GPU and layer, not 4
+    assert pimoe_layout(model, get_hardware("b200"), 72, "channel", 32).local_experts == 4
+    assert main(["run", "--model", "kimi-k2", "--hardware", "gb200-nvl72", "--gpus", "72", "--batch", "72",
+                 "--policy", "gpu-only", "--warmup", "0", "--context-len", "512"]) == 0
+    assert "48 redundant experts" in capsys.readouterr().out
+
 # ------------------------------------------------------------------ node-limited routing (groups)
 from sievesim.models import get_model  # noqa: E402
 from sievesim.system.step import StepSimulator  # noqa: E402
