@@ -95,26 +95,39 @@ class CacheSizes:
             raise field_error("context_len", context_len, "a non-negative integer (tokens)")
         return float(self.kv_cache_bytes(np.array([int(context_len)], dtype=np.int64))[0])
 
+    def kv_tokens_held_many(self, layer: int, context_lens: Any) -> np.ndarray:
+        """:meth:`kv_tokens_held` of every request in ``context_lens`` (tokens, integers >= 0) at
+        ``layer``, as an int64 array."""
+        kind = self.layer_attention[self._check_layer(layer)]
+        return self._held(kind, _token_counts(context_lens))
+
+    def _held(self, kind: str, lens: np.ndarray) -> np.ndarray:
+        if kind == "linear":
+            return np.zeros_like(lens)
+        if kind == "sliding" and self.sliding_window:
+            return np.minimum(lens, int(self.sliding_window))
+        if kind == "chunked" and self.attention_chunk_size:
+            return np.where(lens > 0, (lens - 1) % int(self.attention_chunk_size) + 1, 0)
+        return lens
+
     def kv_cache_bytes(self, context_lens: Any) -> np.ndarray:
         """:meth:`kv_cache_bytes_per_request` of every request in ``context_lens`` (tokens, an
         integer array >= 0) at once [bytes]. Layers of one attention kind hold the same tokens and
         elements, so the sum runs over kinds; every term is an integer times a dyadic byte width,
         so the sum is exact whatever its order."""
-        lens = np.asarray(context_lens)
-        if lens.size and (lens.dtype.kind not in "iu" or lens.min() < 0):
-            bad = lens.ravel()[0] if lens.dtype.kind not in "iu" else lens.min()
-            raise field_error("context_len", bad, "non-negative integers (tokens)")
-        lens = lens.astype(np.int64, copy=False)
+        lens = _token_counts(context_lens)
         total = np.zeros(lens.shape, dtype=np.float64)
         for kind, layers in Counter(self.layer_attention).items():
             elements = self._kv_elements(kind)
-            if kind == "linear" or not elements:
-                continue
-            if kind == "sliding":
-                held = np.minimum(lens, int(self.sliding_window)) if self.sliding_window else lens
-            elif kind == "chunked" and self.attention_chunk_size:
-                held = np.where(lens > 0, (lens - 1) % int(self.attention_chunk_size) + 1, 0)
-            else:
-                held = lens
-            total += held * float(layers * elements * self.kv_bytes_per_element)
+            if kind != "linear" and elements:
+                total += self._held(kind, lens) * float(layers * elements * self.kv_bytes_per_element)
         return total + self.linear_state_bytes_per_request
+
+
+def _token_counts(context_lens: Any) -> np.ndarray:
+    """``context_lens`` as an int64 array, refused (naming ``context_len``) unless integers >= 0."""
+    lens = np.asarray(context_lens)
+    if lens.size and (lens.dtype.kind not in "iu" or lens.min() < 0):
+        bad = lens.ravel()[0] if lens.dtype.kind not in "iu" else lens.min()
+        raise field_error("context_len", bad, "non-negative integers (tokens)")
+    return lens.astype(np.int64, copy=False)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ..costs import GpuWork, attention_shape
 
 __all__ = ["roofline_s", "attention_out_params", "pre_attention", "post_attention", "dense_mlp",
@@ -98,15 +100,18 @@ def lm_head(model: Any, tokens: int) -> GpuWork:
 def decode_attention_on_gpu(model: Any, layer: int, context_lens) -> GpuWork:
     """Decode attention of requests with these context lengths, on the GPU (the GPU-only reference):
     the KV cache (or the linear-attention state, read and written) crosses the HBM bus once."""
-    lens = [int(x) for x in context_lens]
+    lens = np.asarray(context_lens)
+    if lens.dtype.kind not in "iu":
+        lens = np.asarray([int(x) for x in lens.ravel()], dtype=np.int64)   # as int() reads each
+    lens = lens.ravel()
     flops = attention_shape(model, layer).total_flops(lens)
     kind = model.layer_attention[layer]
     if kind == "linear":
-        nbytes = 2.0 * model.linear_state_bytes_per_layer * len(lens)
+        nbytes = 2.0 * model.linear_state_bytes_per_layer * lens.size
     else:
         per_token = model.kv_bytes_per_token(layer)
-        nbytes = sum(model.kv_tokens_held(layer, L) for L in lens) * per_token
-    return GpuWork(flops, nbytes + _act(model, len(lens), 2.0))
+        nbytes = int(model.kv_tokens_held_many(layer, lens).sum()) * per_token
+    return GpuWork(flops, nbytes + _act(model, int(lens.size), 2.0))
 
 
 def prefill_attention(model: Any, layer: int, prompt_lens) -> GpuWork:

@@ -48,14 +48,53 @@ def of_microbatch(b: Any, lb: Any) -> Volumes:
     rows, own = lb.rows, lb.own
     ids = b.ids[rows]                                   # (R, L, K)
     n_rows, n_layers, _ = ids.shape
+    if getattr(sim, "dispatch", "low-latency") == "normal" and sim.nodes > 1:
+        send, recv, send_inter, recv_inter = _dense_volumes(ids, own, G, El, sim.nodes)
+    else:
+        send, recv, send_inter, recv_inter = _sparse_volumes(ids, own, G, El, sim.nodes)
+    own_counts = None
+    if sim.early_loads != "off":
+        layers = np.arange(n_layers, dtype=np.int64)[None, :, None]
+        own_at = (layers * G + own[:, None, None]) * E + ids
+        if ids.min(initial=0) < 0:      # a recorded trace's empty slots (-1) route nowhere
+            own_at = own_at[ids >= 0]
+        own_counts = np.bincount(own_at.reshape(-1), minlength=n_layers * G * E).reshape(n_layers, G, E)
+    out = b.memo[key] = Volumes(ids, send, recv, own_counts, send_inter, recv_inter)
+    return out
+
+
+def _sparse_volumes(ids: np.ndarray, own: np.ndarray, G: int, El: int, nodes: int) -> tuple[Any, Any, Any, Any]:
+    """``(send, recv, send_inter, recv_inter)`` per layer and GPU ``(L, G)`` (the last two None on one
+    node), counted from each token's distinct destination GPUs other than its owner: O(rows x layers
+    x K) work, where the dense ``(L, R, G)`` hit array of :func:`_dense_volumes` grows with G."""
+    n_rows, n_layers, k = ids.shape
+    dest = np.sort(np.where(ids >= 0, ids // El, -1), axis=2)            # (R, L, K) destination GPUs
+    first = np.ones(dest.shape, dtype=bool)
+    first[:, :, 1:] = dest[:, :, 1:] != dest[:, :, :-1]                  # each GPU once per token
+    hit = first & (dest >= 0) & (dest != own[:, None, None])
+    r, layer, slot = np.nonzero(hit)
+    to = dest[r, layer, slot]
+    size = n_layers * G
+    send = np.bincount(layer * G + own[r], minlength=size).reshape(n_layers, G).astype(np.float64)
+    recv = np.bincount(layer * G + to, minlength=size).reshape(n_layers, G).astype(np.float64)
+    if nodes <= 1:
+        return send, recv, None, None
+    per = G // nodes
+    far = (to // per) != (own[r] // per)                                 # to a GPU of another node
+    send_inter = np.bincount(layer[far] * G + own[r][far], minlength=size).reshape(n_layers, G).astype(np.float64)
+    recv_inter = np.bincount(layer[far] * G + to[far], minlength=size).reshape(n_layers, G).astype(np.float64)
+    return send, recv, send_inter, recv_inter
+
+
+def _dense_volumes(ids: np.ndarray, own: np.ndarray, G: int, El: int, nodes: int) -> tuple[Any, Any, Any, Any]:
+    """The volumes from a dense ``(L, R, G)`` hit array (DeepEP's normal kernels need it: a token's
+    relays per node)."""
+    n_rows, n_layers, _ = ids.shape
     layers = np.arange(n_layers, dtype=np.int64)[None, :, None]
     row_numbers = np.arange(n_rows, dtype=np.int64)
-    # flat indices into hit (L, R, G) and into own_counts (L, G, E) of every routed slot
     hit_at = (layers * n_rows + row_numbers[:, None, None]) * G + ids // El
-    own_at = (layers * G + own[:, None, None]) * E + ids
     if ids.min(initial=0) < 0:      # a recorded trace's empty slots (-1) route nowhere
-        valid = ids >= 0
-        hit_at, own_at = hit_at[valid], own_at[valid]
+        hit_at = hit_at[ids >= 0]
     hit = np.zeros((n_layers, n_rows, G), dtype=bool)
     hit.reshape(-1)[hit_at.reshape(-1)] = True
     hit[:, row_numbers, own] = False
@@ -63,19 +102,11 @@ def of_microbatch(b: Any, lb: Any) -> Volumes:
     owner_of[np.arange(n_rows), own] = 1
     send = (hit.sum(axis=2) @ owner_of).astype(np.float64)      # (L, G)
     recv = hit.sum(axis=1).astype(np.float64)                   # (L, G)
-    send_inter = recv_inter = None
-    if sim.nodes > 1:
-        node = np.arange(G) // (G // sim.nodes)
-        far = hit & (node[own][:, None] != node[None, :])[None, :, :]     # to a GPU of another node
-        send_inter = (far.sum(axis=2) @ owner_of).astype(np.float64)
-        recv_inter = far.sum(axis=1).astype(np.float64)
-        if getattr(sim, "dispatch", "low-latency") == "normal":
-            send, recv, send_inter, recv_inter = _forwarded(hit, far, own, owner_of, sim.nodes, send - send_inter, recv)
-    own_counts = None
-    if sim.early_loads != "off":
-        own_counts = np.bincount(own_at.reshape(-1), minlength=n_layers * G * E).reshape(n_layers, G, E)
-    out = b.memo[key] = Volumes(ids, send, recv, own_counts, send_inter, recv_inter)
-    return out
+    node = np.arange(G) // (G // nodes)
+    far = hit & (node[own][:, None] != node[None, :])[None, :, :]     # to a GPU of another node
+    send_inter = (far.sum(axis=2) @ owner_of).astype(np.float64)
+    recv_inter = far.sum(axis=1).astype(np.float64)
+    return _forwarded(hit, far, own, owner_of, nodes, send - send_inter, recv)
 
 
 def _forwarded(hit: np.ndarray, far: np.ndarray, own: np.ndarray, owner_of: np.ndarray, nodes: int,
