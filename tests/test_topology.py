@@ -307,3 +307,44 @@ def test_groups_are_read_from_the_hf_config():
         from_hf_config({**cfg, "n_group": 7}, name="v3")
     with pytest.raises(ConfigError, match="top_k = 8: expected at most the 4 experts"):
         get_model("deepseek-v3").replace(expert_groups=64, top_k_groups=1)
+
+
+# ------------------------------------------------------------------ dispatch volumes: sparse count = dense count
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_sparse_dispatch_volumes_equal_the_dense_hit_array(data):
+    """The step counts each token's distinct destinations (O(rows x layers x K)); a dense (L, R, G)
+    array of hits, built independently here, gives the same sends and receives per GPU and level,
+    with empty slots (-1) of a recorded trace."""
+    from sievesim.system.routing_volumes import _sparse_volumes
+
+    gpus = data.draw(st.sampled_from([1, 2, 4, 8, 16]))
+    per_gpu = data.draw(st.integers(1, 4))
+    nodes = data.draw(st.sampled_from([n for n in (1, 2, 4) if gpus % n == 0]))
+    rows, layers = data.draw(st.integers(1, 20)), data.draw(st.integers(1, 3))
+    k = data.draw(st.integers(1, min(6, gpus * per_gpu)))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    ids = np.stack([rng.permutation(gpus * per_gpu)[:k] for _ in range(rows * layers)]).reshape(rows, layers, k)
+    if data.draw(st.booleans()):
+        ids[rng.random(ids.shape) < 0.25] = -1
+    own = rng.integers(0, gpus, rows)
+    send, recv, send_far, recv_far = _sparse_volumes(ids, own, gpus, per_gpu, nodes)
+    hit = np.zeros((layers, rows, gpus), dtype=bool)
+    for r in range(rows):
+        for layer in range(layers):
+            for e in ids[r, layer]:
+                if e >= 0 and e // per_gpu != own[r]:
+                    hit[layer, r, e // per_gpu] = True
+    node = np.arange(gpus) // (gpus // nodes)
+    far = hit & (node[own][None, :, None] != node[None, None, :])
+    for mine, dense in ((send, hit), (send_far, far)):
+        if mine is None:
+            assert nodes == 1
+            continue
+        want = np.zeros((layers, gpus))
+        for r in range(rows):
+            want[:, own[r]] += dense[:, r, :].sum(axis=1)
+        assert np.array_equal(mine, want)
+    assert np.array_equal(recv, hit.sum(axis=1))
+    if nodes > 1:
+        assert np.array_equal(recv_far, far.sum(axis=1))

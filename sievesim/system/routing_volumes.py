@@ -68,21 +68,26 @@ def _sparse_volumes(ids: np.ndarray, own: np.ndarray, G: int, El: int, nodes: in
     node), counted from each token's distinct destination GPUs other than its owner: O(rows x layers
     x K) work, where the dense ``(L, R, G)`` hit array of :func:`_dense_volumes` grows with G."""
     n_rows, n_layers, k = ids.shape
-    dest = np.sort(np.where(ids >= 0, ids // El, -1), axis=2)            # (R, L, K) destination GPUs
-    first = np.ones(dest.shape, dtype=bool)
-    first[:, :, 1:] = dest[:, :, 1:] != dest[:, :, :-1]                  # each GPU once per token
-    hit = first & (dest >= 0) & (dest != own[:, None, None])
-    r, layer, slot = np.nonzero(hit)
-    to = dest[r, layer, slot]
+    dest = np.where(ids >= 0, ids // El, -1).transpose(2, 0, 1).copy()   # (K, R, L) destination GPUs
+    hit = (dest >= 0) & (dest != own[None, :, None])
+    for j in range(1, k):                                                 # each GPU once per token
+        for i in range(j):
+            hit[j] &= dest[j] != dest[i]
     size = n_layers * G
-    send = np.bincount(layer * G + own[r], minlength=size).reshape(n_layers, G).astype(np.float64)
-    recv = np.bincount(layer * G + to, minlength=size).reshape(n_layers, G).astype(np.float64)
+    layer_base = np.arange(n_layers, dtype=np.int64) * G
+    sender = (layer_base[None, :] + own[:, None]).ravel()                 # (R L,) the owner's cell
+    to = layer_base[None, None, :] + dest                                 # (K, R, L) the target's cell
+
+    def per_gpu(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        sent = np.bincount(sender, weights=mask.sum(axis=0).ravel(), minlength=size)
+        got = np.bincount(to[mask], minlength=size)
+        return sent.reshape(n_layers, G).astype(np.float64), got.reshape(n_layers, G).astype(np.float64)
+
+    send, recv = per_gpu(hit)
     if nodes <= 1:
         return send, recv, None, None
     per = G // nodes
-    far = (to // per) != (own[r] // per)                                 # to a GPU of another node
-    send_inter = np.bincount(layer[far] * G + own[r][far], minlength=size).reshape(n_layers, G).astype(np.float64)
-    recv_inter = np.bincount(layer[far] * G + to[far], minlength=size).reshape(n_layers, G).astype(np.float64)
+    send_inter, recv_inter = per_gpu(hit & (dest // per != (own // per)[None, :, None]))   # to another node
     return send, recv, send_inter, recv_inter
 
 
