@@ -50,7 +50,7 @@ class Placement:
         valid = ids >= 0
         e = np.where(valid, ids, 0)
         reps = self.replicas[layer, e]
-        pick = (np.arange(t)[:, None, None] + np.zeros_like(e)) % reps
+        pick = np.arange(t)[:, None, None] % reps
         slots = self.slot_table[layer, e, pick]
         return np.where(valid, slots, -1)
 
