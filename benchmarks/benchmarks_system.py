@@ -10,6 +10,11 @@ on one core. Run with ``python benchmarks/run.py system``.
 contention), compiled (``time_execute_compiled``) and the pure-Python reference
 (``time_execute_reference``); ``track_compiled_speedup`` measures both in one run and checks that
 their schedules are the same bit for bit. ``python benchmarks/run.py ExecuteGraph``.
+
+:class:`RackStep`: rack scale (issue: rack scale), warm: DeepSeek-V3 on a GB200 NVL72 rack, 72 GPUs at
+B = 72 x 64 under Sieve (32 redundant experts, the fewest that divide), and on 144 GPUs in two racks;
+target 0.3 s per step and 2 GB of peak memory on this 2-core machine (not met: docs/performance-todo.md).
+``python benchmarks/run.py RackStep``.
 """
 from __future__ import annotations
 
@@ -51,6 +56,28 @@ class SystemStep:
 
     def track_nodes_per_step(self, model: str) -> int:
         return len(self.warm.run_step(grow_contexts=False)["schedule"].graph)
+
+
+class RackStep:
+    """One warm step of DeepSeek-V3 on 72 GPUs (one NVL72 rack) and 144 (two racks), 64 requests per GPU."""
+
+    params = ([72, 144],)
+    param_names = ["gpus"]
+    repeat = 3
+
+    def setup(self, gpus: int) -> None:
+        self.sim = StepSimulator("deepseek-v3", "gb200-nvl72", gpus=gpus, nodes=gpus // 72, policy="sieve",
+                                 batch=64 * gpus)
+        self.sim.run_step(grow_contexts=False)
+
+    def time_step_warm(self, gpus: int) -> None:
+        self.sim.run_step(grow_contexts=False)
+
+    def peakmem_step_warm(self, gpus: int) -> None:
+        self.sim.run_step(grow_contexts=False)
+
+    def track_nodes_per_step(self, gpus: int) -> int:
+        return len(self.sim.run_step(grow_contexts=False)["schedule"].graph)
 
 
 class LinearExtension:

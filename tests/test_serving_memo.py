@@ -116,3 +116,15 @@ def test_prompts_arriving_together_are_priced_as_prompts_not_one_long_one(gpus):
             assert p.memo_s(none, none, np.full(8, 256), np.zeros(8, dtype=np.int64), pf_gpu) == ttft[False]
     assert abs(ttft[False] - ttft[True]) / ttft[True] < 0.01
     assert (one_long - ttft[True]) / ttft[True] > {1: 0.03, 2: 0.015}[gpus]     # what the memo gave before
+
+
+def test_the_batch_grid_below_the_gpus_is_every_count_up_to_nine_gpus_then_about_19_percent_apart():
+    from sievesim.serving.pricing import batch_grid
+    assert batch_grid(8, 256)[:10] == [0, 1, 2, 3, 4, 5, 6, 7, 8, 16]
+    assert batch_grid(9, 64)[:11] == list(range(10)) + [18]
+    rack = batch_grid(72, 256)
+    below = [b for b in rack if 0 < b < 72]
+    assert below[:8] == list(range(1, 9)) and below[-1] == 71 and len(below) == 20
+    steps = [b / a for a, b in zip(below[7:], below[8:])]
+    assert all(1.05 < s <= 1.26 for s in steps), steps
+    assert rack[rack.index(72):] == [72 * p for p in range(1, 9)]
