@@ -53,6 +53,9 @@ def add_gpu_args(p: argparse.ArgumentParser, *, parallelism: bool = True) -> Non
                        help="DeepEP's dispatch/combine kernels across nodes: low-latency (default; pure RDMA, a token "
                             "once to every GPU that needs it, as decode deployments run) or normal (once per node, "
                             "forwarded over NVLink inside it)")
+        p.add_argument("--attention-on", default="pim", choices=("pim", "gpu"),
+                       help="where decode attention runs beside PIM experts: pim (the Sieve paper's; default) or gpu "
+                            "(the experts are still split between GPU and PIM by the policy)")
         p.add_argument("--experts", default="ep", choices=("ep", "tp"),
                        help="routed experts expert-parallel (ep, E/G per GPU; default) or tensor-parallel "
                             "(tp, every expert split by its intermediate size; with --attention tp)")
@@ -63,5 +66,5 @@ def gpu_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"gpu_model": args.gpu_model, "weight_format": args.weight_format}
     if hasattr(args, "attention"):
         out.update(attention=args.attention, experts=args.experts, nodes=args.nodes,
-                   redundant_experts=args.redundant_experts, dispatch=args.dispatch)
+                   redundant_experts=args.redundant_experts, dispatch=args.dispatch, attention_on=args.attention_on)
     return out

@@ -124,7 +124,7 @@ class ServingSimulator:
             from ..formats import parse_weight_formats
             self.model = self.model.with_formats(weight_format if isinstance(weight_format, dict)
                                                  else parse_weight_formats(weight_format, "weight_format"))
-        for key, only in (("attention", "dp"), ("experts", "ep")):
+        for key, only in (("attention", "dp"), ("experts", "ep"), ("attention_on", "pim")):
             if step_options.get(key, only) != only:
                 raise field_error(key, step_options[key], f"{only!r}: serving prices its iterations with data-parallel "
                                   "attention and expert parallelism (tensor-parallel serving is not modelled; "

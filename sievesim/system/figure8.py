@@ -217,7 +217,7 @@ def add_attention(b: StepBuild, lb: LayerBatch) -> list[int]:
         pre = graph.add(f"L{layer} pre-attention g{g}", t_pre, b.r_gpu_hbm[g], [b.prev[(mb, g)]], gpu=g, layer=layer,
                         kind="pre_attention", microbatch=mb, tokens=tokens, **pre_work)
         deps = [pre]
-        if sim.gpu_only:
+        if sim.attention_on_gpu:
             t_att = b.cached(("gpu-attn", kind, mb, g), lambda: b.roof(gpu_ops.decode_attention_on_gpu(m, layer, lens))
                              if b.roofline else b.gm.attention_s(gpu_ops.decode_attention_on_gpu(m, layer, lens)))
             deps.append(graph.add(f"L{layer} attention g{g}", t_att, b.r_gpu_hbm[g], [pre],
@@ -264,7 +264,7 @@ def add_dense_mlp(b: StepBuild, lb: LayerBatch, post: list[int]) -> None:
             b.agg_nodes[layer].append(node)
         work = (gpu_ops.pre_attention(m, layer, tokens) + gpu_ops.post_attention(m, layer, tokens)
                 + gpu_ops.dense_mlp(m, tokens))
-        if sim.gpu_only:
+        if sim.attention_on_gpu:
             est = b.roof(work + gpu_ops.decode_attention_on_gpu(m, layer, lb.lens_g[g]))
         else:
             est = max(b.roof(work), sim._learned[lb.kind].attention_time_s(lb.lens_g[g]))
@@ -363,9 +363,9 @@ def decide(b: StepBuild, lb: LayerBatch, r: LayerRouting, g: int) -> GpuPartitio
     base = b.memo.get(("ctx", kind, mb, g))
     if base is None:    # the same at every layer of this kind but for T_comm and the layer index
         fixed = non_moe_work(m, layer, lb.tokens_g[g])
-        if sim.gpu_only:
+        if sim.attention_on_gpu:
             fixed = fixed + gpu_ops.decode_attention_on_gpu(m, layer, lb.lens_g[g])
-            t_attn_est, pim_model = 0.0, sim._no_pim
+            t_attn_est, pim_model = 0.0, (sim._no_pim if sim.gpu_only else sim._learned[kind])
         else:
             pim_model = sim._learned[kind]
             t_attn_est = pim_model.attention_time_s(lb.lens_g[g])

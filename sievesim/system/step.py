@@ -160,7 +160,7 @@ class StepSimulator(StepBudget):
                  top_k: int | None = None, pipelined_gemm: bool = True, energy: bool = True,
                  gpu_model: str | None = None, weight_format: Any = None, attention: str = "dp",
                  experts: str = "ep", nodes: int | None = None, redundant_experts: int | str = "auto",
-                 dispatch: str = "low-latency") -> None:
+                 dispatch: str = "low-latency", attention_on: str = "pim") -> None:
         from ..hardware import get_hardware
         from ..models import get_model
 
@@ -203,6 +203,11 @@ class StepSimulator(StepBudget):
         self.pipelined_gemm = pipelined_gemm
         self.hw, self.nodes = with_nodes(self.hw, self.gpus, nodes)
         self._choose_policy(policy, pimoe_unit, policy_options, early_loads, contention)
+        if attention_on not in ("pim", "gpu"):
+            raise field_error("attention_on", attention_on, "'pim' (the paper's: decode attention on PIM) or 'gpu'")
+        #: Decode attention runs on the GPU (the GPU-only reference, or ``attention_on="gpu"``: the
+        #: experts are still split between GPU and PIM).
+        self.attention_on_gpu = self.gpu_only or attention_on == "gpu"
         from ..costs.gpu_model import DEFAULT_GPU_MODEL, gpu_model as _gpu_model
         self.gpu_model = _gpu_model(DEFAULT_GPU_MODEL if gpu_model is None else gpu_model, self.hw,
                                     self.model.expert_tensor_core, dispatch)
@@ -399,6 +404,7 @@ class StepSimulator(StepBudget):
             "pipelined_gemm": self.pipelined_gemm,
             "attention": self.attention_mode, "experts": self.expert_mode, "nodes": self.nodes,
             "redundant_experts": self.redundant_experts, "dispatch": self.dispatch,
+            "attention_on": "gpu" if self.attention_on_gpu else "pim",
             "gpu_model": self.gpu_model.name,
             "expert_format": self.model.expert_format or "bf16",
             "weight_format": self.model.weight_format or "bf16",
