@@ -14,7 +14,7 @@ from .run import _policies, _policy_options, options_for_policies
 _SECONDS = number_arg(lo=-1e12, hi=1e12, what="seconds")
 
 #: Options that are one setting of every policy's serving point (``--max-rate --out``: a sweep
-#: point, :data:`sievesim.grid.SERVE_KEYS`), by their ``args`` name; a new option of ``serve`` is
+#: point, :data:`sievesim.sweeps.grid.SERVE_KEYS`), by their ``args`` name; a new option of ``serve`` is
 #: either here or in :data:`NOT_POINT_SETTINGS` (a test checks).
 POINT_SETTINGS = {
     "model": "model", "top_k": "top_k", "hardware": "hardware", "gpus": "gpus", "prefill_gpus": "prefill_gpus",
@@ -135,7 +135,7 @@ def _refuse_what_does_not_apply(args: argparse.Namespace, names: list[str]) -> N
                               "or another of its outputs)")
         seen[key] = opt
     if args.plot is not None:
-        from ..plotting import FORMATS
+        from ..sweeps.plotting import FORMATS
         if os.path.splitext(args.plot)[1].lower().lstrip(".") not in FORMATS:
             raise field_error("--plot", args.plot, "a file ending in " + ", ".join("." + f for f in FORMATS))
     args.cv = 1.0 if args.cv is None else args.cv
@@ -287,8 +287,8 @@ def _warn_short(records: list[dict[str, Any]], *, trace: bool) -> None:
 def _resumable_search(args: argparse.Namespace, names: list[str], per_policy: dict[str, dict[str, Any]],
                       bracket: tuple[float, float]) -> int:
     """``--max-rate --out DIR``: the bisection of every policy with each probe a sweep point in DIR."""
-    from ..grid import SERVE_DEFAULTS
-    from ..serve_sweep import check_serve_points, max_rate_search
+    from ..sweeps.grid import SERVE_DEFAULTS
+    from ..sweeps.serve_points import check_serve_points, max_rate_search
 
     if args.plot or args.requests_csv or args.timeline_csv:
         raise field_error("--out", args.out, "no --plot, --requests-csv or --timeline-csv with --max-rate")
@@ -316,7 +316,7 @@ def _plot(results: list[Any], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..plotting import save_plot
+    from ..sweeps.plotting import save_plot
 
     fig, (ax_b, ax_k) = plt.subplots(2, 1, figsize=(7, 5), sharex=True)
     for res in results:

@@ -12,12 +12,12 @@ from typing import Any, Callable, Iterator
 
 from .._validate import MAX_LIST, _arg_type, int_arg, int_list_arg, number_list_arg, parse_number
 from ..errors import ConfigError, field_error
-from ..sweep import INT_SETTINGS
+from ..sweeps.run import INT_SETTINGS
 
 #: Point functions by name; ``step`` (the executed decode step) is the default.
 POINT_FUNCTIONS = {
-    "step": "sievesim.sweep:step_point",
-    "estimate": "sievesim.sweep:estimate_point",
+    "step": "sievesim.sweeps.run:step_point",
+    "estimate": "sievesim.sweeps.run:estimate_point",
 }
 
 
@@ -88,7 +88,7 @@ _STEP_ONLY = ("batch", "context_len", "context_preset", "prefill", "steps", "war
 def _choice_list(key: str, sep: str = ",") -> Callable[[str], list[Any]]:
     """argparse ``type=`` for separated values of ``key`` (GPU model, parallelism, formats), each
     checked as a grid file's value is."""
-    from ..grid import _choice_problem
+    from ..sweeps.grid import _choice_problem
 
     def parse(text: str) -> list[Any]:
         parts = [x.strip() for x in text.split(sep)]
@@ -105,8 +105,8 @@ _ASCII_INT = re.compile(r"[+-]?[0-9]{1,30}")
 
 def _serve_list(key: str) -> Callable[[str], list[Any]]:
     """argparse ``type=`` for comma-separated values of the serving setting ``key``, each checked
-    as a grid file's value is (:data:`sievesim.grid.SERVE`)."""
-    from ..grid import _SERVE_INTS, _SERVE_NUMBERS, SERVE
+    as a grid file's value is (:data:`sievesim.sweeps.grid.SERVE`)."""
+    from ..sweeps.grid import _SERVE_INTS, _SERVE_NUMBERS, SERVE
 
     def parse(text: str) -> list[Any]:
         parts = [x.strip() for x in text.split(",")]
@@ -201,7 +201,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _grid_keys() -> tuple[str, ...]:
-    from ..sweep import GRID_KEYS
+    from ..sweeps.run import GRID_KEYS
     return GRID_KEYS
 
 
@@ -215,7 +215,7 @@ def resolve_point_function(name: str | None) -> Callable[..., Any]:
 
 def _kind(args: argparse.Namespace) -> tuple[Any, list[dict[str, Any]]]:
     """The kind of point (``--kind``, or the grid file's ``kind``) and the grid file's products."""
-    from ..grid import KINDS, read_grid_file
+    from ..sweeps.grid import KINDS, read_grid_file
 
     if args.grid and not os.path.exists(args.grid):
         raise ConfigError(f"file not found: {args.grid} (--grid)")
@@ -248,7 +248,7 @@ def _shown(value: Any) -> Any:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..sweep import check_points, expand_grid
+    from ..sweeps.run import check_points, expand_grid
 
     kind, products = _kind(args)
     _check_flags(args, kind)
@@ -277,8 +277,8 @@ def _run(args: argparse.Namespace) -> int:
 
 def run_grid_of(args: argparse.Namespace, points: list[dict[str, Any]], point_fn: Callable[..., Any],
                 executor: Any, **kw: Any) -> Any:
-    """:func:`sievesim.sweep.run_grid` of the command's points in ``--out``."""
-    from ..sweep import run_grid
+    """:func:`sievesim.sweeps.run.run_grid` of the command's points in ``--out``."""
+    from ..sweeps.run import run_grid
 
     return run_grid(points, args.out, point_fn=point_fn, executor=executor, force=args.force,
                     progress=None if args.quiet else sys.stderr, grid_file=args.grid, **kw)
@@ -291,8 +291,8 @@ def _summary_line(summary: Any) -> None:
 
 def _serve_sweep(args: argparse.Namespace, points: list[dict[str, Any]]) -> int:
     """``--kind serve``: one serving run per point, or with ``--max-rate`` a bisection per point."""
-    from ..grid import SERVE
-    from ..serve_sweep import MAX_RATE_JSON, check_serve_points, max_rate_lines, max_rate_search, serve_point
+    from ..sweeps.grid import SERVE
+    from ..sweeps.serve_points import MAX_RATE_JSON, check_serve_points, max_rate_lines, max_rate_search, serve_point
     from .serve import _bracket
 
     bracket = _bracket(args.max_rate) if args.max_rate is not None else None
@@ -350,7 +350,7 @@ def _executor(args: argparse.Namespace, parallel: int) -> Iterator[Any]:
     elif args.jobs == 1 or parallel == 1:
         yield None
     else:
-        from ..workers import process_pool
+        from ..sweeps.workers import process_pool
 
         with process_pool(min(args.jobs or os.cpu_count() or 1, parallel)) as pool:
             yield pool

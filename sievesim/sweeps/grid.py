@@ -12,8 +12,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from ._validate import BOUNDS, MAX_LIST, Problems
-from .errors import ConfigError, field_error
+from .._validate import BOUNDS, MAX_LIST, Problems
+from ..errors import ConfigError, field_error
 
 #: Settings of one point, in the order they appear in result rows. Each is a keyword argument of
 #: ``sievesim.system.simulate_step``.
@@ -140,8 +140,8 @@ def _choice_problem(key: str, v: Any) -> str | None:
     if key in _CHOICE_KEYS and v not in _CHOICE_KEYS[key]:
         return "one of " + ", ".join(_CHOICE_KEYS[key])
     if key == "weight_format" and v is not None:
-        from .errors import ConfigError
-        from .formats import parse_weight_formats
+        from ..errors import ConfigError
+        from ..formats import parse_weight_formats
         try:
             parse_weight_formats(v, key)
         except ConfigError as exc:
@@ -254,7 +254,7 @@ def read_grid_file(path: str | os.PathLike[str]) -> tuple[PointKind, list[dict[s
     keys on top of them (for example one table per (model, GPU count) pair). Without ``[[grid]]``
     tables the top-level keys form one product. Every problem of the file is reported in one error.
     """
-    from ._inputs import read_toml
+    from .._inputs import read_toml
 
     data = read_toml(path)
     where = str(path)
@@ -284,7 +284,7 @@ def expand_grid(products: Iterable[Mapping[str, Sequence[Any]]], kind: PointKind
     ``pimoe_unit`` is ``None`` unless the policy is PIMoE, so that a sweep over units runs the
     other policies once."""
     kind = kind or STEP
-    from ._validate import type_error
+    from .._validate import type_error
 
     if isinstance(products, (str, bytes, Mapping)) or not isinstance(products, Iterable):
         raise type_error("products", products, "a list of mappings {setting: value or list of values} "
@@ -352,7 +352,7 @@ def point_id(settings: Mapping[str, Any], inputs: Mapping[str, str] | None = Non
              kind: PointKind | None = None) -> str:
     """A short stable id of a point: a hash of its settings (those of ``kind``, default
     :data:`STEP`; a serving point's identity also says ``kind = "serve"``) and of the content
-    digests of its input files (``inputs``, from :func:`sievesim.provenance.point_inputs`; none
+    digests of its input files (``inputs``, from :func:`sievesim.sweeps.provenance.point_inputs`; none
     when every input is a preset), so that an edited model, hardware or trace file makes its
     points new."""
     text = json.dumps(_identity(settings, inputs, kind), sort_keys=True)
@@ -366,8 +366,8 @@ def check_points(points: Sequence[Mapping[str, Any]], *, point: str = "step", wo
 
     Raises :class:`~sievesim.errors.SievesimError` naming the setting, the value and what was
     expected (an unknown model names the closest presets)."""
-    from ._validate import check_work, type_error
-    from .system.step import step_work_s
+    from .._validate import check_work, type_error
+    from ..system.step import step_work_s
 
     if isinstance(points, (str, bytes, Mapping)) or not isinstance(points, Iterable):
         raise type_error("points", points, "a list of point settings (mappings), e.g. from expand_grid")
@@ -380,11 +380,11 @@ def check_points(points: Sequence[Mapping[str, Any]], *, point: str = "step", wo
         full.append(p)
     points = full
     work = 0.0
-    from .hardware import get_hardware
-    from .models import get_model
-    from .policies import PIMoE, policy_class
-    from .system import GPU_ONLY
-    from .workload.lengths import get_length_preset
+    from ..hardware import get_hardware
+    from ..models import get_model
+    from ..policies import PIMoE, policy_class
+    from ..system import GPU_ONLY
+    from ..workload.lengths import get_length_preset
 
     models = functools.lru_cache(maxsize=None)(get_model)
     hardware = functools.lru_cache(maxsize=None)(get_hardware)
@@ -416,13 +416,13 @@ def check_points(points: Sequence[Mapping[str, Any]], *, point: str = "step", wo
         if p.get("context_len") is not None and p.get("context_preset") is not None:
             raise field_error("context_preset", p["context_preset"], "not both context_len and context_preset")
         if p.get("prefill") is not None:
-            from .system import parse_prefill
+            from ..system import parse_prefill
             parse_prefill(p["prefill"])
         if p.get("microbatches") is not None and p["microbatches"] not in (1, 2):
             raise field_error("microbatches", p["microbatches"], "1 or 2")
         if p.get("policy_options") is not None:   # checked against the point's policy's options table
-            from .policies.options import check_policy_options
-            from .system import parse_policy_options
+            from ..policies.options import check_policy_options
+            from ..system import parse_policy_options
             try:
                 check_policy_options(policy_cls, parse_policy_options(p["policy_options"]),
                                      prefix=f"policy_options (policy {p['policy']}) ", cli=True)
@@ -437,7 +437,7 @@ def check_points(points: Sequence[Mapping[str, Any]], *, point: str = "step", wo
         if point == "step":
             prefill = 0
             if p.get("prefill") is not None:
-                from .system import parse_prefill
+                from ..system import parse_prefill
                 n, length = parse_prefill(p["prefill"])
                 prefill = n * length
             work += step_work_s(model, gpus, p["batch"] + prefill, steps)

@@ -21,7 +21,7 @@ import re
 import warnings
 from typing import Any, Iterable, Mapping, Sequence
 
-from .errors import ConfigError, field_error
+from ..errors import ConfigError, field_error
 from .results import read_results
 
 __all__ = ["plot_results", "save_plot", "columns_of", "DEFAULT_X", "DEFAULT_Y", "SERVE_X", "SERVE_Y", "FORMATS",
@@ -42,7 +42,7 @@ Rows = Sequence[Mapping[str, Any]]
 
 def _check_rows(param: str, rows: Any, paths: bool = False) -> list[Mapping[str, Any]]:
     """``rows`` as a list of mappings, or a :class:`TypeError` naming ``param``."""
-    from ._validate import type_error
+    from .._validate import type_error
 
     if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Iterable):
         raise type_error(param, rows, "a list of result rows (dicts)" + (
@@ -213,7 +213,7 @@ def save_plot(fig: Any, path: str | os.PathLike[str]) -> pathlib.Path:
     """Write ``fig`` to ``path`` in the format its extension names (:data:`FORMATS`: every one
     matplotlib writes without a TeX installation), without a date in the file, so that the same
     results give the same bytes; written atomically (a full disk leaves an earlier file intact)."""
-    from ._validate import type_error
+    from .._validate import type_error
 
     if not isinstance(path, (str, os.PathLike)):
         raise type_error("path", path, "a file path ending in " + ", ".join("." + f for f in FORMATS))
@@ -229,7 +229,7 @@ def save_plot(fig: Any, path: str | os.PathLike[str]) -> pathlib.Path:
 
     import matplotlib
 
-    from ._outputs import write_output
+    from .._outputs import write_output
 
     buf = io.BytesIO()
     with matplotlib.rc_context({"svg.hashsalt": "sievesim"}):

@@ -1,7 +1,7 @@
 """Provenance by content: digests of the inputs a sweep point reads.
 
 A sweep point names its model, hardware and routing trace by preset name or by path. A path says
-nothing of what the file held when the point ran, so :mod:`sievesim.sweep` also keys every point
+nothing of what the file held when the point ran, so :mod:`sievesim.sweeps.run` also keys every point
 by the *content* of its input files (:func:`point_inputs`): edit a hardware TOML and the points
 that use it get new ids and run again. Every result row records the digests of the resolved model
 and hardware (:func:`spec_digest`), whatever named them, so that two rows can be told apart even
@@ -107,9 +107,9 @@ def resolved_digest(kind: str, name_or_path: Any) -> str:
     ``name_or_path`` names (a preset name or a file), read now."""
     text = os.fspath(name_or_path)
     if kind == "model":
-        from .models import get_model
+        from ..models import get_model
         spec: Any = get_model(text)
     else:
-        from .hardware import get_hardware
+        from ..hardware import get_hardware
         spec = get_hardware(text)
     return spec_digest(spec)

@@ -3,7 +3,7 @@ a kill at any moment loses at most the row being written, read so that a damaged
 in a traceback.
 
 * :func:`read_results` reads a sweep directory, a ``results.jsonl`` or a ``results.csv`` into a
-  list of dicts (one per finished point), the input of :mod:`sievesim.plotting` and of pandas
+  list of dicts (one per finished point), the input of :mod:`sievesim.sweeps.plotting` and of pandas
   (``pandas.DataFrame(read_results(DIR))``).
 * A JSON-lines file may end in a line cut short by a kill (no newline): it is left out (and, when
   a sweep resumes, cut from the file). Any other damaged line (not UTF-8, not JSON, JSON that is
@@ -21,7 +21,7 @@ import pathlib
 import warnings
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 __all__ = ["read_results", "read_jsonl", "read_csv_rows", "csv_bytes", "json_line", "append_durable",
            "write_atomic", "locked_directory", "RESULTS_JSONL", "RESULTS_CSV", "MAX_LINE_BYTES", "LOCK_FILE"]
@@ -50,7 +50,7 @@ def write_atomic(path: pathlib.Path, data: bytes) -> None:
     """Replace ``path`` by ``data`` at once (a temporary file of its own in the same folder, fsync,
     rename): a full disk or a kill leaves the earlier file as it was
     (:func:`sievesim._outputs.write_output`)."""
-    from ._outputs import write_output
+    from .._outputs import write_output
 
     write_output(path, data, "sweep result file")
 
@@ -121,7 +121,7 @@ def read_jsonl(path: str | os.PathLike[str], *, repair: bool = False, key: str |
     path = pathlib.Path(path)
     if not path.exists():
         return []
-    from ._inputs import open_input, show_path
+    from .._inputs import open_input, show_path
 
     shown = show_path(path)
     rows, keep, cut = [], 0, None
@@ -246,7 +246,7 @@ def _number(text: str) -> Any:
 
 def read_csv_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Rows of a CSV file with a header (numbers, booleans, JSON cells and empty cells converted back)."""
-    from ._inputs import read_bytes
+    from .._inputs import read_bytes
 
     path = pathlib.Path(path)
     if not path.exists():

@@ -18,7 +18,7 @@ on each point through any :class:`concurrent.futures.Executor` (a process pool, 
 Every row carries the settings that produced it (the point function's inputs, the
 ``point_id``, the digests of the resolved model and hardware and the sievesim version), so one
 row is enough to reproduce itself. A point's id covers the content of its input files
-(:mod:`sievesim.provenance`): after an edit those points are new and run again. When every point
+(:mod:`sievesim.sweeps.provenance`): after an edit those points are new and run again. When every point
 is done, ``results.jsonl`` is rewritten in grid order, so two runs of one grid give byte-identical
 result files however the executor ordered the work.
 """
@@ -34,8 +34,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from . import __version__
-from .errors import SievesimError, field_error
+from .. import __version__
+from ..errors import SievesimError, field_error
 from .provenance import file_digest, point_inputs, resolved_digest
 from .grid import (_COLUMN, _FORMAT, GRID_KEYS, INT_SETTINGS, MANIFEST, SETTING_DEFAULTS, STEP, WALL_CLOCK_JSONL,
                    PointKind, _identity, check_points, count_points, expand_grid, load_grid_file, normalise_axes,
@@ -79,7 +79,7 @@ def _read_jsonl(path: pathlib.Path, *, repair: bool = False,
                 check: Callable[[dict[str, Any]], "str | None"] | None = None) -> list[dict[str, Any]]:
     """Rows of a sweep's JSON-lines file; a damaged line (or a row ``check`` finds wrong) is skipped
     with a warning naming the file and the line, and its point runs again
-    (:func:`sievesim.results.read_jsonl`)."""
+    (:func:`sievesim.sweeps.results.read_jsonl`)."""
     return read_jsonl(path, repair=repair, damaged="skipped; its point runs again", check=check)
 
 
@@ -146,8 +146,14 @@ class SweepSummary:
         return self.skipped + self.ran
 
 
+#: The modules of the sweep family by the name they had before it became a package: a point
+#: function's name in ``grid.json`` keeps the old spelling, so directories written before resume.
+_FORMER_NAMES = {"sievesim.sweeps.run": "sievesim.sweep", "sievesim.sweeps.serve_points": "sievesim.serve_sweep"}
+
+
 def _function_name(fn: Callable[..., Any]) -> str:
-    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+    module = getattr(fn, '__module__', '?')
+    return f"{_FORMER_NAMES.get(module, module)}.{getattr(fn, '__qualname__', repr(fn))}"
 
 
 def grid_manifest(points: Sequence[Mapping[str, Any]], fn: Callable[..., Any],
@@ -157,7 +163,7 @@ def grid_manifest(points: Sequence[Mapping[str, Any]], fn: Callable[..., Any],
     """What ``grid.json`` records of a sweep: its points (with the content digests of their input
     files, ``inputs``, one mapping per point), the point function's name and, in ``input_files``,
     the digest of every file the sweep read (the grid file included). A search whose points
-    grow as it goes (:mod:`sievesim.serve_sweep`) records what it searches in ``search``."""
+    grow as it goes (:mod:`sievesim.sweeps.serve_points`) records what it searches in ``search``."""
     inputs = inputs or [{}] * len(points)
     out: dict[str, Any] = {"format": _FORMAT, "point_function": _function_name(fn),
                            "points": [_identity(p, i, kind) for p, i in zip(points, inputs)]}
@@ -274,8 +280,8 @@ def run_grid(points: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str
     ``progress``: stream for the progress bar or lines (``None``: quiet); ``bar``: force the tqdm
     bar on (True) or off (False); default: on when ``progress`` is a terminal. ``grid_file``: the
     TOML file the points came from (its digest goes into ``grid.json``); ``label``: the bar's name;
-    ``kind``: the settings of a point (:data:`sievesim.grid.STEP`, the decode step's, or
-    :data:`sievesim.grid.SERVE`, a serving run's). ``search``: what a search whose points grow
+    ``kind``: the settings of a point (:data:`sievesim.sweeps.grid.STEP`, the decode step's, or
+    :data:`sievesim.sweeps.grid.SERVE`, a serving run's). ``search``: what a search whose points grow
     from run to run searches (a directory is then refused when it holds another search, not when
     it holds fewer points).
 
@@ -284,7 +290,7 @@ def run_grid(points: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str
     again (the others are kept); every row records ``model_digest``, ``hardware_digest`` (of the
     resolved specs, presets too), ``trace_digest`` (trace files) and ``sievesim_version``.
     """
-    from ._validate import check_name_or_path, check_strict_bool, type_error
+    from .._validate import check_name_or_path, check_strict_bool, type_error
 
     out = pathlib.Path(check_name_or_path("out_dir", out_dir, "an output directory path"))
     if not callable(point_fn):
@@ -322,7 +328,7 @@ def _run_locked(points: list[dict[str, Any]], out: pathlib.Path, point_fn: Calla
     if existing and not force:
         if man_path.exists():
             try:
-                from ._inputs import read_text
+                from .._inputs import read_text
                 old = json.loads(read_text(man_path, "sweep grid.json", "manifest"))
             except (json.JSONDecodeError, RecursionError):   # damaged: an unknown grid (a FIFO or an oversized file is refused)
                 old = None
@@ -426,14 +432,14 @@ def _work_clock(kind: PointKind, out: pathlib.Path, total: int, skipped: int) ->
     sweep with a :class:`~sievesim.errors.ConfigError` once it has run longer than the work limit
     (``--max-work``); the points finished so far are kept, so the same command with a higher limit
     resumes it. Decode-step sweeps are refused before they start instead (:func:`check_points`)."""
-    from ._validate import format_seconds, max_work_s
+    from .._validate import format_seconds, max_work_s
 
     limit, t0 = max_work_s(), time.monotonic()
 
     def check(ran: int) -> None:
         spent = time.monotonic() - t0
         if kind.name == "serve" and spent > limit:
-            from .errors import ConfigError
+            from ..errors import ConfigError
             raise field_error("--max-work", format_seconds(limit), f"more time for this sweep: it ran "
                               f"{format_seconds(spent)} and {skipped + ran} of its {total} points are done (kept in "
                               f"{out}); rerun the command with a higher limit, e.g. --max-work 2h, to run the "
@@ -447,7 +453,7 @@ def _work_clock(kind: PointKind, out: pathlib.Path, total: int, skipped: int) ->
 def step_point(settings: Mapping[str, Any]) -> dict[str, Any]:
     """The executed decode step at a point: ``sievesim.system.simulate_step(**settings).to_dict()``
     (settings left as ``None`` take the step's own defaults)."""
-    from .system import parse_policy_options, simulate_step
+    from ..system import parse_policy_options, simulate_step
 
     kwargs = {k: settings[k] for k in GRID_KEYS if settings.get(k) is not None}
     if "scheduler_latency_us" in kwargs:
@@ -464,8 +470,8 @@ def step_point(settings: Mapping[str, Any]) -> dict[str, Any]:
 def _routing_source(spec: str | None, model: Any, seed: int) -> tuple[Any, str]:
     """(source, spec) of a point's routing: ``spec``, or the model's calibrated synthetic routing;
     the model's top-k either way."""
-    from .workload.batches import open_source
-    from .workload.synthetic import source_for_model
+    from ..workload.batches import open_source
+    from ..workload.synthetic import source_for_model
 
     if spec is None:
         return source_for_model(model, seed=seed)
@@ -488,13 +494,13 @@ def estimate_point(settings: Mapping[str, Any]) -> dict[str, Any]:
     """
     import numpy as np
 
-    from .costs import DEFAULT_CONTEXT_LEN, build_context, default_layer
-    from .hardware import get_hardware
-    from .models import get_model
-    from .policies import get_policy
-    from .workload.lengths import decode_context_lengths
+    from ..costs import DEFAULT_CONTEXT_LEN, build_context, default_layer
+    from ..hardware import get_hardware
+    from ..models import get_model
+    from ..policies import get_policy
+    from ..workload.lengths import decode_context_lengths
 
-    from .system import parse_policy_options, parse_prefill
+    from ..system import parse_policy_options, parse_prefill
 
     if settings.get("prefill") and parse_prefill(settings["prefill"])[0] > 0:
         raise field_error("prefill", settings["prefill"], "none with the estimate point function "
@@ -503,7 +509,7 @@ def estimate_point(settings: Mapping[str, Any]) -> dict[str, Any]:
     hw = get_hardware(settings.get("hardware") or "b200")
     gpus, batch = int(settings.get("gpus") or 1), int(settings["batch"])
     seed, steps = int(settings.get("seed") or 0), int(settings.get("steps") or 1)
-    from ._validate import check_int
+    from .._validate import check_int
     check_int("steps", steps, "batches")
     name = str(settings.get("policy") or "sieve")
     kwargs = parse_policy_options(settings["policy_options"]) if settings.get("policy_options") else {}

@@ -2,8 +2,8 @@
 largest rate meeting the SLOs searched by bisection with every probe a sweep point
 (:func:`max_rate_search`), so that an interrupted search resumes from the probes it recorded.
 
-A serving point's settings are :data:`sievesim.grid.SERVE_KEYS` (``serve``'s options; times in
-seconds, ``rate`` in requests/s); :func:`sievesim.sweep.run_grid` runs them with
+A serving point's settings are :data:`sievesim.sweeps.grid.SERVE_KEYS` (``serve``'s options; times in
+seconds, ``rate`` in requests/s); :func:`sievesim.sweeps.run.run_grid` runs them with
 ``kind=SERVE``, so they are resumable and keyed by the content of every input file (model,
 hardware, request trace) like decode-step points. A row holds the settings, then ``serve
 --json``'s fields flattened into columns whose names end in their unit: ``ttft_p50_s``,
@@ -27,7 +27,7 @@ import os
 import pathlib
 from typing import Any, Callable, Mapping, Sequence
 
-from .errors import ConfigError, field_error
+from ..errors import ConfigError, field_error
 from .grid import SERVE, SERVE_DEFAULTS, SERVE_KEYS
 
 __all__ = ["serve_point", "check_serve_points", "max_rate_search", "MAX_RATE_JSON", "flatten_result"]
@@ -73,16 +73,16 @@ def _full(settings: Mapping[str, Any]) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=16)
 def _policy_kwargs(text: str | None) -> tuple[tuple[str, Any], ...]:
-    from .system import parse_policy_options
+    from ..system import parse_policy_options
 
     return tuple(parse_policy_options(text).items()) if text else ()
 
 
 def simulator_for(settings: Mapping[str, Any]) -> Any:
     """The :class:`~sievesim.serving.simulator.ServingSimulator` of a serving point's settings."""
-    from .serving.metrics import SloTargets
-    from .serving.scheduler import SchedulerConfig
-    from .serving.simulator import ServingSimulator
+    from ..serving.metrics import SloTargets
+    from ..serving.scheduler import SchedulerConfig
+    from ..serving.simulator import ServingSimulator
 
     s = _full(settings)
     policy = str(s["policy"]).lower()
@@ -109,7 +109,7 @@ def serve_point(settings: Mapping[str, Any]) -> dict[str, Any]:
     arrival_window_s``) arriving at ``rate`` per second, or the first ``requests`` rows of the
     request ``trace``. A fresh simulator each time, so a point's row does not depend on the
     points run before it in the same process."""
-    from .serving.simulator import make_requests, requests_for
+    from ..serving.simulator import make_requests, requests_for
 
     s = _full(settings)
     n = s["requests"]
@@ -126,11 +126,11 @@ def check_serve_points(points: Sequence[Mapping[str, Any]], *, search: bool = Fa
     (not both; neither with ``search``, which picks the rates), a trace file exists.
 
     Raises :class:`~sievesim.errors.SievesimError` naming the setting, the value and what was expected."""
-    from .hardware import get_hardware
-    from .models import get_model
-    from .policies import PIMoE, policy_class
-    from .system import GPU_ONLY
-    from .workload.lengths import get_length_preset
+    from ..hardware import get_hardware
+    from ..models import get_model
+    from ..policies import PIMoE, policy_class
+    from ..system import GPU_ONLY
+    from ..workload.lengths import get_length_preset
 
     models = functools.lru_cache(maxsize=None)(get_model)
     hardware = functools.lru_cache(maxsize=None)(get_hardware)
@@ -150,7 +150,7 @@ def check_serve_points(points: Sequence[Mapping[str, Any]], *, search: bool = Fa
         if model.num_experts % p["gpus"]:
             raise field_error("gpus", p["gpus"], f"a positive divisor of {model.name}'s {model.num_experts} experts")
         if p["policy_options"] is not None:
-            from .policies.options import check_policy_options
+            from ..policies.options import check_policy_options
             check_policy_options(cls, dict(_policy_kwargs(p["policy_options"])),
                                  prefix=f"policy_options (policy {p['policy']}) ", cli=True)
         if _lengths(p) is not None:
@@ -196,7 +196,7 @@ def max_rate_search(groups: Sequence[Mapping[str, Any]], out_dir: str | os.PathL
                     point_fn: Callable[[dict[str, Any]], Mapping[str, Any]] = serve_point) -> list[dict[str, Any]]:
     """The largest rate [requests/s] in ``[lo, hi]`` at which each group (serving settings without
     a rate) meets its SLOs, by ``steps`` bisection steps, every probe a point of a sweep in
-    ``out_dir`` (:func:`sievesim.sweep.run_grid`, ``kind=SERVE``).
+    ``out_dir`` (:func:`sievesim.sweeps.run.run_grid`, ``kind=SERVE``).
 
     Each round serves the next probe of every group not yet decided (through ``executor`` when
     given); a rerun finds the probes already in ``results.jsonl`` and, given their outcomes,
@@ -205,11 +205,11 @@ def max_rate_search(groups: Sequence[Mapping[str, Any]], out_dir: str | os.PathL
     unless ``force``. Returns one record per group (its settings, ``slo``, ``max_rate``,
     ``bracket``, ``tried``: the probes in order, each with its ``point_id``), also written to
     ``out_dir/max_rate.json``."""
-    from ._outputs import write_output
-    from ._validate import check_int
-    from .serving.search import next_probe
-    from .serving.workload import MAX_RATE, MIN_RATE
-    from .sweep import run_grid
+    from .._outputs import write_output
+    from .._validate import check_int
+    from ..serving.search import next_probe
+    from ..serving.workload import MAX_RATE, MIN_RATE
+    from .run import run_grid
 
     if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in (lo, hi)) \
             or not MIN_RATE <= lo < hi <= MAX_RATE:
@@ -272,6 +272,6 @@ def max_rate_lines(records: Sequence[Mapping[str, Any]]) -> list[str]:
     for r in records:
         policy = f"{r['policy']}({r['pimoe_unit']})" if r.get("pimoe_unit") else r["policy"]
         what = " ".join([f"model={r['model']}", f"policy={policy}", *(f"{k}={r[k]}" for k in varying)])
-        from .serving.search import describe_answer
+        from ..serving.search import describe_answer
         lines.append(f"{what}: max rate meeting the SLOs {describe_answer(r)}")
     return lines
