@@ -313,14 +313,11 @@ def run_grid(points: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike[str
                            grid_file, label, kind, search)
 
 
-def _run_locked(points: list[dict[str, Any]], out: pathlib.Path, point_fn: Callable[[dict[str, Any]], Mapping[str, Any]],
-                executor: cf.Executor | None, force: bool, progress: Any, bar: bool | None, csv_interval_s: float,
-                grid_file: str | os.PathLike[str] | None, label: str, kind: PointKind,
-                search: Mapping[str, Any] | None) -> SweepSummary:
-    """:func:`run_grid` once it holds the directory's lock."""
-    inputs, digest_cols, files = _digests(points, grid_file)
-    ids = [point_id(p, i, kind) for p, i in zip(points, inputs)]
-    manifest = grid_manifest(points, point_fn, inputs, files, kind, search)
+def _claim_directory(out: pathlib.Path, manifest: dict[str, Any], files: Mapping[str, str], force: bool,
+                     progress: Any) -> None:
+    """Make ``out`` this grid's directory: refuse one that holds another grid (unless ``force``, which
+    empties it), say how many points read input files that changed since the last run, and write
+    ``grid.json`` when it differs from ``manifest``."""
     jsonl, csv_path, wall_path, man_path = (out / RESULTS_JSONL, out / RESULTS_CSV,
                                             out / WALL_CLOCK_JSONL, out / MANIFEST)
     existing = man_path.exists() or jsonl.exists() or csv_path.exists()
@@ -348,6 +345,18 @@ def _run_locked(points: list[dict[str, Any]], out: pathlib.Path, point_fn: Calla
                   f"{' (' + ', '.join(changed) + ')' if changed else ''}: they are new and run again",
                   file=progress, flush=True)
         _write_atomic(man_path, (json.dumps(manifest, indent=1) + "\n").encode())
+
+
+def _run_locked(points: list[dict[str, Any]], out: pathlib.Path, point_fn: Callable[[dict[str, Any]], Mapping[str, Any]],
+                executor: cf.Executor | None, force: bool, progress: Any, bar: bool | None, csv_interval_s: float,
+                grid_file: str | os.PathLike[str] | None, label: str, kind: PointKind,
+                search: Mapping[str, Any] | None) -> SweepSummary:
+    """:func:`run_grid` once it holds the directory's lock."""
+    inputs, digest_cols, files = _digests(points, grid_file)
+    ids = [point_id(p, i, kind) for p, i in zip(points, inputs)]
+    manifest = grid_manifest(points, point_fn, inputs, files, kind, search)
+    jsonl, csv_path, wall_path = out / RESULTS_JSONL, out / RESULTS_CSV, out / WALL_CLOCK_JSONL
+    _claim_directory(out, manifest, files, force, progress)
 
     order = {pid: i for i, pid in enumerate(ids)}
     recorded = _read_jsonl(jsonl, repair=True, check=_row_check(kind, dict(zip(ids, points))))
