@@ -9,9 +9,12 @@ from typing import Any
 
 from .._validate import duration_arg, int_arg, number_arg
 from ..errors import field_error
+from ..sweeps.grid import SETTING_DEFAULTS
 from .run import _policies, _policy_options, options_for_policies
 
-_SECONDS = number_arg(lo=-1e12, hi=1e12, what="seconds")
+_RATE = number_arg(lo=-1e12, hi=1e12, what="requests per second")
+_CV = number_arg(lo=-1e12, hi=1e12, what="a coefficient of variation, no unit")
+_SHARE = number_arg(lo=-1e12, hi=1e12, what="a share from 0 to 1")
 
 #: Options that are one setting of every policy's serving point (``--max-rate --out``: a sweep
 #: point, :data:`sievesim.sweeps.grid.SERVE_KEYS`), by their ``args`` name; a new option of ``serve`` is
@@ -47,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--prefill-gpus", type=int_arg("gpus"), default=None, metavar="P",
                    help="disaggregated prefill: P of the --gpus GPUs prefill, the rest decode, the KV cache moved "
                         "over the interconnect (default: prefill colocated with decode on all GPUs)")
-    p.add_argument("--rate", type=_SECONDS, default=None, metavar="R", help="arrivals per second")
+    p.add_argument("--rate", type=_RATE, default=None, metavar="R", help="arrivals per second")
     p.add_argument("--requests", type=int_arg("served_requests"), default=None, metavar="N",
                    help="requests (default 100; with --trace: its first N rows)")
     p.add_argument("--arrival-window", type=duration_arg(), default=None, metavar="TIME",
@@ -56,7 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--trace", default=None, metavar="FILE",
                    help="request trace, CSV or JSON lines: arrival time, prompt tokens, output tokens "
                         "(column names in docs/serving.md)")
-    p.add_argument("--cv", type=_SECONDS, default=None,
+    p.add_argument("--cv", type=_CV, default=None,
                    help="coefficient of variation of the inter-arrival times (gamma; default 1 = Poisson)")
     p.add_argument("--lengths", default=None, help="length preset: hh-rlhf (default), math-500")
     p.add_argument("--prompt-tokens", type=int_arg("context", lo=1), default=None, help="fixed prompt length")
@@ -75,10 +78,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "(default 0.05 s)")
     p.add_argument("--e2e-slo", type=duration_arg(bare_max=3600), default=None, metavar="TIME",
                    help="end-to-end target: seconds, or with a unit (default none)")
-    p.add_argument("--attainment", type=_SECONDS, default=0.9,
+    p.add_argument("--attainment", type=_SHARE, default=0.9,
                    help="share of requests that must meet every target (default 0.9)")
     p.add_argument("--block-size", type=int_arg("context", lo=1), default=16, help="tokens per KV block (16)")
-    p.add_argument("--memory-utilization", type=_SECONDS, default=0.9,
+    p.add_argument("--memory-utilization", type=_SHARE, default=0.9,
                    help="share of the HBM the server may use (default 0.9)")
     p.add_argument("--max-model-len", type=int_arg("context", lo=2), default=32768,
                    help="longest request, prompt + output tokens (default 32768)")
@@ -92,7 +95,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="with --max-rate: record every probe in DIR as a sweep point (results.jsonl, max_rate.json); "
                         "rerunning the command resumes the search from the probes recorded")
     p.add_argument("--top-k", type=int_arg("experts"), default=None, help="routed experts per token")
-    p.add_argument("--pimoe-unit", default=None, help="PIMoE placement unit: pseudo_channel, channel, stack")
+    p.add_argument("--pimoe-unit", default=None,
+                   help=f"PIMoE placement unit: pseudo_channel, channel, stack or BASE*S (default "
+                        f"{SETTING_DEFAULTS['pimoe_unit']}, the paper's)")
     p.add_argument("--policy-option", action="append", default=[], metavar="KEY=VALUE",
                    help="constructor argument of the policies that take it; repeatable")
     p.add_argument("--requests-csv", default=None, metavar="FILE", help="write one row per request: queue, TTFT, TPOT, e2e, SLOs met, energy_j (one policy)")
@@ -215,6 +220,7 @@ def _serve(args: argparse.Namespace) -> int:
                                         prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
                                         arrival_window_s=args.arrival_window)
             records.append({"model": sim.model.name, "gpus": sim.gpus, "hardware": sim.hw.name, "policy": name,
+                            "pimoe_unit": sim.pricer.sim.pimoe_unit,
                             "gpu_model": args.gpu_model,
                             "slo": sim.slo.as_dict(), "requests": args.requests or 100, "seed": args.seed,
                             **({} if sim.pools is None else {"prefill_gpus": sim.pools[0].gpus,
@@ -280,7 +286,7 @@ def _warn_short(records: list[dict[str, Any]], *, trace: bool) -> None:
         else:
             why = (f"the first 10 % of its arrivals span {w['warmup_s']:.3g} s, less than a request's median time "
                    f"in service ({w['service_s']:.3g} s): the window still sees the batch filling")
-        print(f"warning: {r['policy']}: the run is too short for a steady state ({why}); raise {raise_it}",
+        print(f"warning: {policy_label(r)}: the run is too short for a steady state ({why}); raise {raise_it}",
               file=sys.stderr)
 
 
@@ -320,7 +326,7 @@ def _plot(results: list[Any], path: str) -> None:
 
     fig, (ax_b, ax_k) = plt.subplots(2, 1, figsize=(7, 5), sharex=True)
     for res in results:
-        lg, name = res.log, res.settings["policy"]
+        lg, name = res.log, policy_label(res.settings)
         ax_b.plot(lg.it_start, lg.it_decode, lw=0.8, label=name)
         ax_k.plot(lg.it_start, [k / res.kv["blocks_per_gpu"] for k in lg.it_kv_blocks], lw=0.8, label=name)
     ax_b.set_ylabel("decode requests")
@@ -352,7 +358,7 @@ def _print(records: list[dict[str, Any]], bisect: bool) -> None:
     if bisect:
         from ..serving.search import describe_answer
         for r in records:
-            print(f"{r['policy']:8s} max rate meeting the SLOs: {describe_answer(r)}, {r['requests']} requests each")
+            print(f"{policy_label(r):14s} max rate meeting the SLOs: {describe_answer(r)}, {r['requests']} requests each")
         return
     for r in records:
         print(_row(r))
@@ -382,15 +388,20 @@ def _print_head(r0: dict[str, Any], bisect: bool) -> None:
     else:
         print("no steady-state window (fewer than 2 requests in it, or arrivals at one instant): every figure is "
               "the whole run's")
-    print(f"{'policy':8s} {'done':>6s} {'TTFT p50/p99 ms':>17s} {'TPOT p50/p99 ms':>17s} {'e2e p50/p99 s':>15s} "
+    print(f"{'policy':14s} {'done':>6s} {'TTFT p50/p99 ms':>17s} {'TPOT p50/p99 ms':>17s} {'e2e p50/p99 s':>15s} "
           f"{'tok/s':>9s} {'goodput/s':>9s} {'attain':>6s} {'batch':>6s} {'preempt':>7s} {'Little':>6s} "
           f"{'memo err':>8s}")
+
+
+def policy_label(r: dict[str, Any]) -> str:
+    """The policy as ``run``, ``sweep`` and ``plot`` print it: PIMoE with its unit, ``pimoe(channel)``."""
+    return r["policy"] + (f"({r['pimoe_unit']})" if r.get("pimoe_unit") else "")
 
 
 def _row(r: dict[str, Any]) -> str:
     """A policy's line of the table."""
     e = r["pricing"]["error_vs_exact"]
-    return (f"{r['policy']:8s} {r['finished_requests']:6d} {r['ttft_s']['p50'] * 1e3:8.2f}/{r['ttft_s']['p99'] * 1e3:8.2f}"
+    return (f"{policy_label(r):14s} {r['finished_requests']:6d} {r['ttft_s']['p50'] * 1e3:8.2f}/{r['ttft_s']['p99'] * 1e3:8.2f}"
             f" {r['tpot_s']['p50'] * 1e3:8.3f}/{r['tpot_s']['p99'] * 1e3:8.3f} {r['e2e_s']['p50']:7.2f}/"
             f"{r['e2e_s']['p99']:7.2f} {r['throughput_tokens_per_s']:9.1f} {r['goodput_requests_per_s']:9.3f} "
             f"{r['slo_attainment']:6.1%} {r['batch']['mean']:6.1f} {r['preemptions']:7d} "
@@ -404,7 +415,7 @@ def _print_tail(records: list[dict[str, Any]]) -> None:
     for r in records:
         if "kv_transfer" in r:
             x, p = r["kv_transfer"], r["pools"]
-            print(f"{r['policy']:8s} KV transfers {x['transfers']}, {x['bytes_mean'] / 2**20:.1f} MiB each on average, "
+            print(f"{policy_label(r):14s} KV transfers {x['transfers']}, {x['bytes_mean'] / 2**20:.1f} MiB each on average, "
                   f"{x['time_s']['mean'] * 1e6:.1f} us mean / {x['time_s']['p99'] * 1e6:.1f} us p99 on the link after "
                   f"{x['wait_s']['mean'] * 1e3:.2f} ms mean from the end of prefill; busy prefill "
                   f"{p['prefill']['busy_share']:.0%}, decode {p['decode']['busy_share']:.0%}")
@@ -413,10 +424,10 @@ def _print_tail(records: list[dict[str, Any]]) -> None:
 def _energy_line(r: dict[str, Any]) -> str:
     """A policy's energy in words: per request, per output token, tokens per joule, power per GPU."""
     if r.get("energy_j") is None:
-        return f"{r['policy']:8s} energy: none (the hardware file gives no energy fields; docs/energy.md)"
+        return f"{policy_label(r):14s} energy: none (the hardware file gives no energy fields; docs/energy.md)"
     idle = r["energy_breakdown_j"]["idle"] / r["energy_j"] if r["energy_j"] > 0 else 0.0
     total = f"{r['energy_j']:.4g} J" if r["energy_j"] < 1e4 else f"{r['energy_j'] / 1e3:.4g} kJ"
-    return (f"{r['policy']:8s} energy {total}: {r['energy_per_request_j']['mean']:.4g} J per request "
+    return (f"{policy_label(r):14s} energy {total}: {r['energy_per_request_j']['mean']:.4g} J per request "
             f"(mean), {_joules(r['energy_per_output_token_j'])} per output token, {r['tokens_per_joule']:.4g} "
             f"tokens/J, {r['power_per_gpu_w']:.4g} W per GPU ({idle:.0%} idle), "
             f"{r['goodput_requests_per_joule'] * 1e3:.4g} requests meeting the SLOs per kJ")

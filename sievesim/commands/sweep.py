@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterator
 
 from .._validate import MAX_LIST, _arg_type, int_arg, int_list_arg, number_list_arg, parse_number
 from ..errors import ConfigError, field_error
+from ..sweeps.grid import SETTING_DEFAULTS
 from ..sweeps.run import INT_SETTINGS
 
 #: Point functions by name; ``step`` (the executed decode step) is the default.
@@ -143,7 +144,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--hardware", type=_list(str), help="hardware presets or TOML paths (default b200)")
     p.add_argument("--gpus", type=_int_list("gpus"), help="GPU counts (default 1)")
     p.add_argument("--policy", type=_list(str), help="policies (default sieve; gpu-only = no PIM)")
-    p.add_argument("--pimoe-unit", type=_list(str), help="PIMoE placement units (default stack)")
+    p.add_argument("--pimoe-unit", type=_list(str),
+                   help=f"PIMoE placement units, comma-separated: pseudo_channel, channel, stack or BASE*S "
+                        f"(default {SETTING_DEFAULTS['pimoe_unit']}, the paper's)")
     p.add_argument("--batch", type=_int_list("batch"), help="batch sizes (decode requests)")
     p.add_argument("--trace", type=_list(str), help="routing: trace files or synthetic:MODEL (default: the model's synthetic routing); with "
                         "--kind serve: request traces (CSV or JSON lines, docs/serving.md)")
