@@ -100,9 +100,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         f"{SETTING_DEFAULTS['pimoe_unit']}, the paper's)")
     p.add_argument("--policy-option", action="append", default=[], metavar="KEY=VALUE",
                    help="constructor argument of the policies that take it; repeatable")
-    p.add_argument("--requests-csv", default=None, metavar="FILE", help="write one row per request: queue, TTFT, TPOT, e2e, SLOs met, energy_j (one policy)")
+    p.add_argument("--requests-csv", default=None, metavar="FILE", help="write one row per request: queue, TTFT, TPOT, e2e, SLOs met, energy_j "
+                        "(several policies: one file, a policy column first)")
     p.add_argument("--timeline-csv", default=None, metavar="FILE",
-                   help="write one row per iteration: batch, prefill, queue, KV use, energy_j (one policy)")
+                   help="write one row per iteration: batch, prefill, queue, KV use, energy_j "
+                        "(several policies: one file, a policy column first)")
     p.add_argument("--plot", default=None, metavar="FILE",
                    help="PNG: decode batch and KV use over time, one line per policy")
     from ._gpu_args import add_gpu_args
@@ -162,8 +164,6 @@ def _serve(args: argparse.Namespace) -> int:
 
     names = _policies(args.policy)
     _refuse_what_does_not_apply(args, names)
-    if (args.requests_csv or args.timeline_csv) and len(names) != 1:
-        raise field_error("--requests-csv", args.requests_csv or args.timeline_csv, "one policy (--policy NAME)")
     for name in ("--ttft-slo", "--tpot-slo", "--e2e-slo", "--horizon"):
         _seconds(name, getattr(args, name[2:].replace("-", "_")))
     if args.rate is not None and not (math.isfinite(args.rate) and MIN_RATE <= args.rate <= MAX_RATE):
@@ -175,6 +175,10 @@ def _serve(args: argparse.Namespace) -> int:
     if not 0.01 <= args.cv <= 100:
         raise field_error("--cv", args.cv, "a coefficient of variation from 0.01 to 100 (1 = Poisson)")
     bracket = _bracket(args.max_rate) if args.max_rate else None
+    for opt in ("--requests-csv", "--timeline-csv", "--plot"):
+        if bracket and getattr(args, opt[2:].replace("-", "_")) is not None:
+            raise field_error(opt, getattr(args, opt[2:].replace("-", "_")),
+                              "a run at one rate or of a trace (not --max-rate)")
     if bracket and args.trace:
         raise field_error("--max-rate", args.max_rate, "no --max-rate with --trace (the trace sets the arrivals)")
     if bracket is None and args.rate is None and args.trace is None:
@@ -231,18 +235,18 @@ def _serve(args: argparse.Namespace) -> int:
         results.append(res)
         records.append(res.to_dict())
         if live:                                # each policy's row as soon as it has run
+            width = _width([{"policy": n, "pimoe_unit": args.pimoe_unit or SETTING_DEFAULTS["pimoe_unit"]}
+                            if n == "pimoe" else {"policy": n} for n in names])
             if len(records) == 1:
-                _print_head(records[0], False)
-            print(_row(records[-1]), flush=True)
+                _print_head(records[0], False, width)
+            print(_row(records[-1], width), flush=True)
     if args.requests_csv:
         from ..serving.metrics import write_csv
-        write_csv(args.requests_csv, results[0].request_rows())
+        write_csv(args.requests_csv, _policy_rows(results, "request_rows"))
     if args.timeline_csv:
         from ..serving.metrics import write_csv
-        write_csv(args.timeline_csv, results[0].iteration_rows())
+        write_csv(args.timeline_csv, _policy_rows(results, "iteration_rows"))
     if args.plot:
-        if bracket:
-            raise field_error("--plot", args.plot, "a run at one rate or of a trace (not --max-rate)")
         _plot(results, args.plot)
     if not bracket:
         _warn_short(records, trace=args.trace is not None)
@@ -254,6 +258,15 @@ def _serve(args: argparse.Namespace) -> int:
     else:
         _print_tail(records)
     return 0
+
+
+def _policy_rows(results: list[Any], rows: str) -> list[dict[str, Any]]:
+    """The rows (``request_rows`` or ``iteration_rows``) of every policy's result in one table: one
+    policy's as they are; several policies' one after the other, each row led by a ``policy``
+    column (``pimoe(channel)`` with its unit), so that one file holds the comparison."""
+    if len(results) == 1:
+        return getattr(results[0], rows)()
+    return [{"policy": policy_label(res.settings), **row} for res in results for row in getattr(res, rows)()]
 
 
 def _ticker(bar: Any, name: str) -> Any:
@@ -354,18 +367,19 @@ def _bracket(text: str) -> tuple[float, float]:
 
 
 def _print(records: list[dict[str, Any]], bisect: bool) -> None:
-    _print_head(records[0], bisect)
+    width = _width(records)
+    _print_head(records[0], bisect, width)
     if bisect:
         from ..serving.search import describe_answer
         for r in records:
-            print(f"{policy_label(r):14s} max rate meeting the SLOs: {describe_answer(r)}, {r['requests']} requests each")
+            print(f"{policy_label(r):{width}s} max rate meeting the SLOs: {describe_answer(r)}, {r['requests']} requests each")
         return
     for r in records:
-        print(_row(r))
+        print(_row(r, width))
     _print_tail(records)
 
 
-def _print_head(r0: dict[str, Any], bisect: bool) -> None:
+def _print_head(r0: dict[str, Any], bisect: bool, width: int = 8) -> None:
     """The settings, the workload, the steady-state window and the table's header."""
     slo = r0["slo"]
     split = r0.get("prefill_gpus")          # a resumable search's record carries it as a setting (None: colocated)
@@ -388,7 +402,7 @@ def _print_head(r0: dict[str, Any], bisect: bool) -> None:
     else:
         print("no steady-state window (fewer than 2 requests in it, or arrivals at one instant): every figure is "
               "the whole run's")
-    print(f"{'policy':14s} {'done':>6s} {'TTFT p50/p99 ms':>17s} {'TPOT p50/p99 ms':>17s} {'e2e p50/p99 s':>15s} "
+    print(f"{'policy':{width}s} {'done':>6s} {'TTFT p50/p99 ms':>17s} {'TPOT p50/p99 ms':>17s} {'e2e p50/p99 s':>15s} "
           f"{'tok/s':>9s} {'goodput/s':>9s} {'attain':>6s} {'batch':>6s} {'preempt':>7s} {'Little':>6s} "
           f"{'memo err':>8s}")
 
@@ -398,10 +412,15 @@ def policy_label(r: dict[str, Any]) -> str:
     return r["policy"] + (f"({r['pimoe_unit']})" if r.get("pimoe_unit") else "")
 
 
-def _row(r: dict[str, Any]) -> str:
+def _width(records: list[dict[str, Any]]) -> int:
+    """The policy column's width: the longest label, at least 8 characters."""
+    return max([8] + [len(policy_label(r)) for r in records])
+
+
+def _row(r: dict[str, Any], width: int = 8) -> str:
     """A policy's line of the table."""
     e = r["pricing"]["error_vs_exact"]
-    return (f"{policy_label(r):14s} {r['finished_requests']:6d} {r['ttft_s']['p50'] * 1e3:8.2f}/{r['ttft_s']['p99'] * 1e3:8.2f}"
+    return (f"{policy_label(r):{width}s} {r['finished_requests']:6d} {r['ttft_s']['p50'] * 1e3:8.2f}/{r['ttft_s']['p99'] * 1e3:8.2f}"
             f" {r['tpot_s']['p50'] * 1e3:8.3f}/{r['tpot_s']['p99'] * 1e3:8.3f} {r['e2e_s']['p50']:7.2f}/"
             f"{r['e2e_s']['p99']:7.2f} {r['throughput_tokens_per_s']:9.1f} {r['goodput_requests_per_s']:9.3f} "
             f"{r['slo_attainment']:6.1%} {r['batch']['mean']:6.1f} {r['preemptions']:7d} "
@@ -410,24 +429,25 @@ def _row(r: dict[str, Any]) -> str:
 
 def _print_tail(records: list[dict[str, Any]]) -> None:
     """Each policy's energy, then the KV transfers of a disaggregated run."""
+    width = _width(records)
     for r in records:
-        print(_energy_line(r))
+        print(_energy_line(r, width))
     for r in records:
         if "kv_transfer" in r:
             x, p = r["kv_transfer"], r["pools"]
-            print(f"{policy_label(r):14s} KV transfers {x['transfers']}, {x['bytes_mean'] / 2**20:.1f} MiB each on average, "
+            print(f"{policy_label(r):{width}s} KV transfers {x['transfers']}, {x['bytes_mean'] / 2**20:.1f} MiB each on average, "
                   f"{x['time_s']['mean'] * 1e6:.1f} us mean / {x['time_s']['p99'] * 1e6:.1f} us p99 on the link after "
                   f"{x['wait_s']['mean'] * 1e3:.2f} ms mean from the end of prefill; busy prefill "
                   f"{p['prefill']['busy_share']:.0%}, decode {p['decode']['busy_share']:.0%}")
 
 
-def _energy_line(r: dict[str, Any]) -> str:
+def _energy_line(r: dict[str, Any], width: int = 8) -> str:
     """A policy's energy in words: per request, per output token, tokens per joule, power per GPU."""
     if r.get("energy_j") is None:
-        return f"{policy_label(r):14s} energy: none (the hardware file gives no energy fields; docs/energy.md)"
+        return f"{policy_label(r):{width}s} energy: none (the hardware file gives no energy fields; docs/energy.md)"
     idle = r["energy_breakdown_j"]["idle"] / r["energy_j"] if r["energy_j"] > 0 else 0.0
     total = f"{r['energy_j']:.4g} J" if r["energy_j"] < 1e4 else f"{r['energy_j'] / 1e3:.4g} kJ"
-    return (f"{policy_label(r):14s} energy {total}: {r['energy_per_request_j']['mean']:.4g} J per request "
+    return (f"{policy_label(r):{width}s} energy {total}: {r['energy_per_request_j']['mean']:.4g} J per request "
             f"(mean), {_joules(r['energy_per_output_token_j'])} per output token, {r['tokens_per_joule']:.4g} "
             f"tokens/J, {r['power_per_gpu_w']:.4g} W per GPU ({idle:.0%} idle), "
             f"{r['goodput_requests_per_joule'] * 1e3:.4g} requests meeting the SLOs per kJ")

@@ -61,7 +61,8 @@ def _list_semicolon(text: str) -> list[str]:
 #: Serving settings (``--kind serve``) and their flags; model, hardware, GPUs, policy, PIMoE unit,
 #: top-k, trace (a request trace here), seed and policy options are shared with decode sweeps.
 SERVE_FLAGS = {
-    "prefill_gpus": ("--prefill-gpus", "GPUs of a prefill pool of their own (disaggregated prefill; default: colocated)"),
+    "prefill_gpus": ("--prefill-gpus", "GPUs of a prefill pool of their own (disaggregated prefill); 0 or none: "
+                                       "colocated (the default), so --prefill-gpus 0,1 runs both"),
     "rate": ("--rate", "arrival rates, requests/s (Poisson, or gamma with --cv)"),
     "requests": ("--requests", "requests per point (default 100; with --trace: its first N rows)"),
     "arrival_window_s": ("--arrival-window", "serve at least rate x S requests (seconds)"),
@@ -116,6 +117,9 @@ def _serve_list(key: str) -> Callable[[str], list[Any]]:
         out: list[Any] = []
         for x in parts:
             v: Any = x
+            if key == "prefill_gpus" and x.lower() == "none":      # colocated, as 0 is
+                out.append(None)
+                continue
             if key in _SERVE_INTS:
                 if not _ASCII_INT.fullmatch(x):
                     raise field_error("value", x, "an integer written in ASCII digits")

@@ -3,6 +3,7 @@ file, the products a grid expands to, the checks of every point before anything 
 of a point (its settings and the content digests of its input files)."""
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import hashlib
@@ -10,10 +11,10 @@ import itertools
 import json
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from .._validate import BOUNDS, MAX_LIST, Problems
-from ..errors import ConfigError, field_error
+from ..errors import ConfigError, SievesimError, field_error
 
 #: Settings of one point, in the order they appear in result rows. Each is a keyword argument of
 #: ``sievesim.system.simulate_step``.
@@ -76,10 +77,13 @@ SERVE_DEFAULTS: dict[str, Any] = {
     "ttft_slo_s": 2.0, "tpot_slo_s": 0.05, "e2e_slo_s": None, "attainment": 0.9, "block_size": 16,
     "memory_utilization": 0.9, "max_model_len": 32768, "exact": False, "error_samples": 20,
     "gpu_model": "calibrated", "weight_format": None}
+#: The serving setting whose 0 means colocated prefill (the point of ``None``, the default), so that
+#: one grid or command line mixes colocated and disaggregated points (``--prefill-gpus 0,1,2``).
+COLOCATED_KEY = "prefill_gpus"
 #: Integer serving settings: (lowest, highest, what they count).
 _SERVE_INTS: dict[str, tuple[int, int, str]] = {
     "top_k": (1, 1 << 16, "routed experts per token"), "gpus": (1, 1 << 12, "GPUs in one system"),
-    "prefill_gpus": (1, 1 << 12, "GPUs of the prefill pool (disaggregated prefill; fewer than gpus)"),
+    "prefill_gpus": (0, 1 << 12, "GPUs of the prefill pool (disaggregated prefill; fewer than gpus; 0: colocated)"),
     "requests": (1, 10_000_000, "requests served at the point"),
     "prompt_tokens": (1, 1 << 24, "tokens"), "output_tokens": (1, 1 << 24, "tokens"),
     "seed": (0, (1 << 63) - 1, "a random seed"), "max_batch": (1, 1 << 14, "running requests"),
@@ -226,6 +230,8 @@ def _normalise(axes: Mapping[str, Any], problems: Problems, where: str, label: s
                     raise field_error(field, v, expected, source=where)
         if key in kind.floats and key in out:
             out[key] = [float(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in out[key]]
+        if key == COLOCATED_KEY and kind.name == "serve" and key in out:   # 0 prefill GPUs: colocated, one point
+            out[key] = [None if v == 0 and not isinstance(v, bool) else v for v in out[key]]
     return out
 
 
@@ -273,8 +279,31 @@ def read_grid_file(path: str | os.PathLike[str]) -> tuple[PointKind, list[dict[s
         tables = []
     products = [{**base, **_normalise(t, problems, where, f"[[grid]] #{i + 1} ", kind)}
                 for i, t in enumerate(tables or [])]
+    if problems.messages:    # the names too, so that one error lists what a run of the points would find
+        _name_problems(products or [base], problems)
     problems.raise_if_any()
     return kind, products or [base]
+
+
+def _name_problems(products: Sequence[Mapping[str, Sequence[Any]]], problems: Problems) -> None:
+    """Record in ``problems`` each model, hardware and policy of ``products`` that does not exist
+    (each once; the points' other checks come when the file has no problem of its own)."""
+    from ..hardware import get_hardware
+    from ..models import get_model
+    from ..policies import policy_class
+    from ..system import GPU_ONLY
+
+    def policy(name: str) -> Any:
+        return policy_class("noexp" if name.lower() == GPU_ONLY else name, also=(GPU_ONLY,))
+
+    seen: set[tuple[str, str]] = set()
+    for axes in products:
+        for key, check in (("model", get_model), ("hardware", get_hardware), ("policy", policy)):
+            for value in axes.get(key, ()):
+                if isinstance(value, str) and (key, value) not in seen:
+                    seen.add((key, value))
+                    with problems.check():
+                        check(value)
 
 
 def expand_grid(products: Iterable[Mapping[str, Sequence[Any]]], kind: PointKind | None = None
@@ -359,15 +388,44 @@ def point_id(settings: Mapping[str, Any], inputs: Mapping[str, str] | None = Non
     return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
+class AllProblems:
+    """Every problem of a grid's points, each once (many points share one bad value), raised together
+    by :meth:`raise_if_any`: one problem as it was raised (its own class and message), several as
+    one :class:`~sievesim.errors.ConfigError` listing them (the first :data:`SHOWN` of them)."""
+
+    SHOWN = 20
+
+    def __init__(self) -> None:
+        self.errors: list[SievesimError] = []
+
+    @contextlib.contextmanager
+    def check(self) -> Iterator[None]:
+        try:
+            yield
+        except SievesimError as exc:
+            if all(str(exc) != str(e) for e in self.errors):
+                self.errors.append(exc)
+
+    def raise_if_any(self) -> None:
+        if len(self.errors) == 1:
+            raise self.errors[0]
+        if self.errors:
+            more = len(self.errors) - self.SHOWN
+            raise ConfigError(f"{len(self.errors)} problems: " + "; ".join(str(e) for e in self.errors[:self.SHOWN])
+                              + (f"; and {more} more" if more > 0 else ""))
+
+
 def check_points(points: Sequence[Mapping[str, Any]], *, point: str = "step", workers: int = 1) -> None:
     """Check every point's settings before anything runs (names exist, numbers in range), and the
     estimated time of the whole sweep (``point``: ``"step"`` or ``"estimate"``, run on ``workers``
     processes) against the work limit (``--max-work``).
 
     Raises :class:`~sievesim.errors.SievesimError` naming the setting, the value and what was
-    expected (an unknown model names the closest presets)."""
+    expected (an unknown model names the closest presets); every problem of every point at once
+    (:class:`AllProblems`)."""
     from .._validate import check_work, type_error
-    from ..system.step import step_work_s
+    from ..hardware import get_hardware
+    from ..models import get_model
 
     if isinstance(points, (str, bytes, Mapping)) or not isinstance(points, Iterable):
         raise type_error("points", points, "a list of point settings (mappings), e.g. from expand_grid")
@@ -379,69 +437,89 @@ def check_points(points: Sequence[Mapping[str, Any]], *, point: str = "step", wo
             p = {**expand_grid([{k: [v] for k, v in p.items()}])[0], "pimoe_unit": p.get("pimoe_unit")}
         full.append(p)
     points = full
-    work = 0.0
-    from ..hardware import get_hardware
-    from ..models import get_model
-    from ..policies import PIMoE, policy_class
-    from ..system import GPU_ONLY
-    from ..workload.lengths import get_length_preset
-
     models = functools.lru_cache(maxsize=None)(get_model)
     hardware = functools.lru_cache(maxsize=None)(get_hardware)
+    problems = AllProblems()
+    work = 0.0
     for p in points:
+        work += _step_point_problems(p, point, models, hardware, problems)
+    problems.raise_if_any()
+    check_work(work / max(1, workers), f"the sweep ({len(points)} points on {max(1, workers)} worker(s))",
+               "grid points", len(points))
+
+
+def _step_point_problems(p: Mapping[str, Any], point: str, models: Callable[[Any], Any],
+                         hardware: Callable[[Any], Any], problems: AllProblems) -> float:
+    """Record the problems of one decode-step point in ``problems``; its estimated work [s] (0 when
+    it has a problem: the sweep is refused then)."""
+    from ..policies import PIMoE, policy_class
+    from ..system import GPU_ONLY
+    from ..system.step import step_work_s
+    from ..workload.lengths import get_length_preset
+
+    before = len(problems.errors)
+    model = policy_cls = None
+    with problems.check():
         model = models(p["model"])
         if p.get("top_k") is not None:
             model = model.with_top_k(p["top_k"])
+    with problems.check():
         hardware(p["hardware"])
+    with problems.check():
         policy_cls = policy_class("noexp" if str(p["policy"]).lower() == GPU_ONLY else p["policy"], also=(GPU_ONLY,))
-        if p.get("pimoe_unit") is not None:
+    if p.get("pimoe_unit") is not None:
+        with problems.check():
             try:
                 PIMoE(unit=p["pimoe_unit"])
             except ConfigError:
                 raise field_error("pimoe_unit", p["pimoe_unit"], "one of pseudo_channel, channel, stack, "
                                   "or a group BASE*S such as channel*4") from None
-        gpus = p["gpus"]
-        if gpus < 1 or model.num_experts % gpus:
-            raise field_error("gpus", gpus, f"a positive divisor of {model.name}'s {model.num_experts} experts")
-        if p["batch"] < 1:
-            raise field_error("batch", p["batch"], "an integer >= 1 (requests)")
-        if p["steps"] < 1:
-            raise field_error("steps", p["steps"], "an integer >= 1")
-        if p.get("warmup") is not None and p["warmup"] < 0:
-            raise field_error("warmup", p["warmup"], "an integer >= 0 (steps)")
-        if p.get("context_len") is not None and p["context_len"] < 0:
-            raise field_error("context_len", p["context_len"], "a non-negative number of tokens")
+    gpus = p["gpus"]
+    with problems.check():
+        if gpus < 1 or (model is not None and model.num_experts % gpus):
+            expected = (f"a positive divisor of {model.name}'s {model.num_experts} experts" if model is not None
+                        else "a positive number of GPUs")
+            raise field_error("gpus", gpus, expected)
+    for ok, field, expected in ((p["batch"] >= 1, "batch", "an integer >= 1 (requests)"),
+                                (p["steps"] >= 1, "steps", "an integer >= 1"),
+                                (p.get("warmup") is None or p["warmup"] >= 0, "warmup", "an integer >= 0 (steps)"),
+                                (p.get("context_len") is None or p["context_len"] >= 0, "context_len",
+                                 "a non-negative number of tokens")):
+        if not ok:
+            with problems.check():
+                raise field_error(field, p[field], expected)
+    with problems.check():
         if p.get("context_preset") is not None:
             get_length_preset(p["context_preset"])
-        if p.get("context_len") is not None and p.get("context_preset") is not None:
-            raise field_error("context_preset", p["context_preset"], "not both context_len and context_preset")
+            if p.get("context_len") is not None:
+                raise field_error("context_preset", p["context_preset"], "not both context_len and context_preset")
+    prefill = 0
+    with problems.check():
         if p.get("prefill") is not None:
             from ..system import parse_prefill
-            parse_prefill(p["prefill"])
-        if p.get("microbatches") is not None and p["microbatches"] not in (1, 2):
+            n, length = parse_prefill(p["prefill"])
+            prefill = n * length
+    if p.get("microbatches") is not None and p["microbatches"] not in (1, 2):
+        with problems.check():
             raise field_error("microbatches", p["microbatches"], "1 or 2")
-        if p.get("policy_options") is not None:   # checked against the point's policy's options table
-            from ..policies.options import check_policy_options
-            from ..system import parse_policy_options
+    if p.get("policy_options") is not None and policy_cls is not None:   # checked against the policy's options
+        from ..policies.options import check_policy_options
+        from ..system import parse_policy_options
+        with problems.check():
             try:
                 check_policy_options(policy_cls, parse_policy_options(p["policy_options"]),
                                      prefix=f"policy_options (policy {p['policy']}) ", cli=True)
             except ConfigError as exc:
                 raise ConfigError(f"{exc} (a grid crosses every policy with every policy_options value: give "
                                   "a policy its options in its own [[grid]] table of a grid file)") from None
-        trace = p.get("trace")
-        if trace is not None and not trace.startswith("synthetic:") and not os.path.exists(trace):
+    trace = p.get("trace")
+    if trace is not None and not trace.startswith("synthetic:") and not os.path.exists(trace):
+        with problems.check():
             raise ConfigError(f"file not found: {trace} (trace: expected a routing file (.npz, SGLang dump) "
                               "or synthetic:MODEL)")
-        steps = p["steps"] + (2 if p.get("warmup") is None else p["warmup"])
-        if point == "step":
-            prefill = 0
-            if p.get("prefill") is not None:
-                from ..system import parse_prefill
-                n, length = parse_prefill(p["prefill"])
-                prefill = n * length
-            work += step_work_s(model, gpus, p["batch"] + prefill, steps)
-        else:      # one layer's decision per step: about 1 ms
-            work += 1e-3 * p["steps"]
-    check_work(work / max(1, workers), f"the sweep ({len(points)} points on {max(1, workers)} worker(s))",
-               "grid points", len(points))
+    if len(problems.errors) > before or model is None:
+        return 0.0
+    steps = p["steps"] + (2 if p.get("warmup") is None else p["warmup"])
+    if point == "step":
+        return step_work_s(model, gpus, p["batch"] + prefill, steps)
+    return 1e-3 * p["steps"]      # one layer's decision per step: about 1 ms

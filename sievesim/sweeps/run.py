@@ -68,11 +68,31 @@ def _row(settings: Mapping[str, Any], pid: str, result: Mapping[str, Any],
         if k.startswith("wall_"):
             wall[k] = v
         elif k not in row:
-            row[k] = v
+            flat = _flat_columns(k, v)
+            if flat is None:
+                row[k] = v
+            else:
+                row.update((col, x) for col, x in flat.items() if col not in row)
     for k, v in (digests or {}).items():
         row.setdefault(k, v)
     row.setdefault("sievesim_version", __version__)
     return row, wall
+
+
+#: Units that stay last in a flattened column's name, as in serving rows
+#: (``energy_breakdown_j`` -> ``energy_breakdown_pim_j``).
+_UNIT_SUFFIXES = ("_j", "_s", "_bytes")
+
+
+def _flat_columns(key: str, value: Any) -> dict[str, Any] | None:
+    """A result's mapping of numbers as one column each, so that ``plot`` and pandas read them
+    (``energy_breakdown_j = {"pim": x}`` -> ``energy_breakdown_pim_j = x``); None for any other value."""
+    if not isinstance(value, Mapping) or not value or not all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) for x in value.values()):
+        return None
+    unit = next((u for u in _UNIT_SUFFIXES if key.endswith(u)), "")
+    base = key[:-len(unit)] if unit else key
+    return {f"{base}_{sub}{unit}": x for sub, x in value.items()}
 
 
 def _read_jsonl(path: pathlib.Path, *, repair: bool = False,

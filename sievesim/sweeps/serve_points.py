@@ -28,7 +28,7 @@ import pathlib
 from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import ConfigError, field_error
-from .grid import SERVE, SERVE_DEFAULTS, SERVE_KEYS
+from .grid import SERVE, SERVE_DEFAULTS, SERVE_KEYS, AllProblems
 
 __all__ = ["serve_point", "check_serve_points", "max_rate_search", "MAX_RATE_JSON", "flatten_result"]
 
@@ -125,49 +125,74 @@ def check_serve_points(points: Sequence[Mapping[str, Any]], *, search: bool = Fa
     unit, length preset), GPUs divide the experts, the policy takes its options, a rate or a trace
     (not both; neither with ``search``, which picks the rates), a trace file exists.
 
-    Raises :class:`~sievesim.errors.SievesimError` naming the setting, the value and what was expected."""
+    Raises :class:`~sievesim.errors.SievesimError` naming the setting, the value and what was
+    expected; every problem of every point at once (:class:`~sievesim.sweeps.grid.AllProblems`)."""
     from ..hardware import get_hardware
     from ..models import get_model
+
+    models = functools.lru_cache(maxsize=None)(get_model)
+    hardware = functools.lru_cache(maxsize=None)(get_hardware)
+    problems = AllProblems()
+    for p in map(_full, points):
+        _serve_point_problems(p, search, models, hardware, problems)
+    problems.raise_if_any()
+
+
+def _serve_point_problems(p: Mapping[str, Any], search: bool, models: Callable[[Any], Any],
+                          hardware: Callable[[Any], Any], problems: AllProblems) -> None:
+    """Record the problems of one serving point (all its settings) in ``problems``."""
     from ..policies import PIMoE, policy_class
     from ..system import GPU_ONLY
     from ..workload.lengths import get_length_preset
 
-    models = functools.lru_cache(maxsize=None)(get_model)
-    hardware = functools.lru_cache(maxsize=None)(get_hardware)
-    for p in map(_full, points):
+    model = cls = None
+    with problems.check():
         model = models(p["model"])
         if p["top_k"] is not None:
             model = model.with_top_k(p["top_k"])
+    with problems.check():
         hardware(p["hardware"])
-        name = str(p["policy"]).lower()
+    name = str(p["policy"]).lower()
+    with problems.check():
         cls = policy_class("noexp" if name == GPU_ONLY else name, also=(GPU_ONLY,))
-        if p["pimoe_unit"] is not None and name == "pimoe":
+    if p["pimoe_unit"] is not None and name == "pimoe":
+        with problems.check():
             try:
                 PIMoE(unit=p["pimoe_unit"])
             except ConfigError:
                 raise field_error("pimoe_unit", p["pimoe_unit"], "one of pseudo_channel, channel, stack, "
                                   "or a group BASE*S such as channel*4") from None
-        if model.num_experts % p["gpus"]:
+    if model is not None and model.num_experts % p["gpus"]:
+        with problems.check():
             raise field_error("gpus", p["gpus"], f"a positive divisor of {model.name}'s {model.num_experts} experts")
-        if p["policy_options"] is not None:
-            from ..policies.options import check_policy_options
+    if p["policy_options"] is not None and cls is not None:
+        from ..policies.options import check_policy_options
+        with problems.check():
             check_policy_options(cls, dict(_policy_kwargs(p["policy_options"])),
                                  prefix=f"policy_options (policy {p['policy']}) ", cli=True)
+    with problems.check():
         if _lengths(p) is not None:
             get_length_preset(_lengths(p))
-        if search:
-            for key in ("rate", "trace"):
-                if p[key] is not None:
-                    raise field_error(key, p[key], "none with --max-rate (the search picks the rates)")
-        elif p["rate"] is None and p["trace"] is None:
-            raise field_error("rate", None, "a rate (requests/s), a request trace, or --max-rate LO:HI")
-        if p["rate"] is not None and p["trace"] is not None:
-            raise field_error("rate", p["rate"], "no rate with a request trace (the trace sets the arrivals)")
-        if p["trace"] is not None:
-            if p["arrival_window_s"] is not None:
-                raise field_error("arrival_window_s", p["arrival_window_s"], "none with a request trace")
-            if not os.path.exists(p["trace"]):     # what is there (a FIFO, a directory) its reader refuses
-                raise ConfigError(f"file not found: {p['trace']} (trace: expected a request trace, CSV or JSON lines)")
+    with problems.check():
+        _arrival_problem(p, search)
+
+
+def _arrival_problem(p: Mapping[str, Any], search: bool) -> None:
+    """Raise the first problem of a point's arrivals: a rate or a trace (not both; neither with
+    ``search``), no arrival window with a trace, the trace file there."""
+    if search:
+        for key in ("rate", "trace"):
+            if p[key] is not None:
+                raise field_error(key, p[key], "none with --max-rate (the search picks the rates)")
+    elif p["rate"] is None and p["trace"] is None:
+        raise field_error("rate", None, "a rate (requests/s), a request trace, or --max-rate LO:HI")
+    if p["rate"] is not None and p["trace"] is not None:
+        raise field_error("rate", p["rate"], "no rate with a request trace (the trace sets the arrivals)")
+    if p["trace"] is not None:
+        if p["arrival_window_s"] is not None:
+            raise field_error("arrival_window_s", p["arrival_window_s"], "none with a request trace")
+        if not os.path.exists(p["trace"]):     # what is there (a FIFO, a directory) its reader refuses
+            raise ConfigError(f"file not found: {p['trace']} (trace: expected a request trace, CSV or JSON lines)")
 
 
 # ------------------------------------------------------------------------------------------------
