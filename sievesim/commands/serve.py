@@ -156,13 +156,55 @@ def _seconds(name: str, value: float | None, *, allow_none: bool = True) -> None
         raise field_error(name, value, "a positive number of seconds")
 
 
+#: Requests served when neither --requests nor --arrival-window is given (and the first run of the
+#: default arrival window, which sizes the window).
+DEFAULT_REQUESTS = 100
+#: The most requests the default arrival window serves (beyond, the run says what to raise).
+DEFAULT_WINDOW_MAX_REQUESTS = 10_000
+#: The default arrival window in median service times of the first run: twice what reaches the
+#: steady-state window (10; the left-out first 10 % of arrivals then span two service times), room
+#: for the service time to grow as the longer run's batch fills.
+DEFAULT_WINDOW_SERVICE_TIMES = 20
+
+
 def _serve(args: argparse.Namespace) -> int:
-    from ..serving.metrics import SloTargets
-    from ..serving.scheduler import SchedulerConfig
-    from ..serving.simulator import ServingSimulator, make_requests, max_rate_under_slos, requests_for
+    names = _policies(args.policy)
+    bracket = _check_args(args, names)
+    per_policy = options_for_policies(names, _policy_options(args.policy_option))
+    if args.out is not None and not bracket:
+        raise field_error("--out", args.out, "only with --max-rate LO:HI (serving points at given rates: "
+                          "sievesim sweep --kind serve)")
+    if bracket and args.out is not None:
+        return _resumable_search(args, names, per_policy, bracket)
+    sims = [_simulator(args, name, per_policy) for name in names]
+    if bracket:
+        records = [_max_rate_record(args, sim, name, bracket) for sim, name in zip(sims, names)]
+        if args.json:
+            print(json.dumps(records[0] if len(records) == 1 else records))
+        else:
+            _print(records, True)
+        return 0
+    results, records = _serve_at_one_rate(args, names, sims)
+    if args.requests_csv:
+        from ..serving.metrics import write_csv
+        write_csv(args.requests_csv, _policy_rows(results, "request_rows"))
+    if args.timeline_csv:
+        from ..serving.metrics import write_csv
+        write_csv(args.timeline_csv, _policy_rows(results, "iteration_rows"))
+    if args.plot:
+        _plot(results, args.plot)
+    _warn_short(records, trace=args.trace is not None)
+    if args.json:
+        print(json.dumps(records[0] if len(records) == 1 else records))
+    else:
+        _print_tail(records)
+    return 0
+
+
+def _check_args(args: argparse.Namespace, names: list[str]) -> tuple[float, float] | None:
+    """Every option checked before anything runs; the ``--max-rate`` bracket (None without it)."""
     from ..serving.workload import MAX_RATE, MIN_RATE
 
-    names = _policies(args.policy)
     _refuse_what_does_not_apply(args, names)
     for name in ("--ttft-slo", "--tpot-slo", "--e2e-slo", "--horizon"):
         _seconds(name, getattr(args, name[2:].replace("-", "_")))
@@ -183,81 +225,114 @@ def _serve(args: argparse.Namespace) -> int:
         raise field_error("--max-rate", args.max_rate, "no --max-rate with --trace (the trace sets the arrivals)")
     if bracket is None and args.rate is None and args.trace is None:
         raise field_error("--rate", None, "a rate (requests/s), --trace FILE or --max-rate LO:HI")
-    options = _policy_options(args.policy_option)
-    fixed = (args.prompt_tokens, args.output_tokens)
-    lengths = None if None not in fixed else args.lengths
     if args.arrival_window is not None:
         _seconds("--arrival-window", args.arrival_window)
         if args.trace:
             raise field_error("--arrival-window", args.arrival_window, "no window with --trace")
-    if bracket is None:
-        n = args.requests
-        if args.arrival_window is not None:
-            n = requests_for(args.rate, args.requests or 1, args.arrival_window)
-        q, rate = make_requests(rate=args.rate, requests=n, trace=args.trace, cv=args.cv,
-                                lengths=lengths, prompt_tokens=args.prompt_tokens,
-                                output_tokens=args.output_tokens, seed=args.seed)
-    per_policy = options_for_policies(names, options)
-    if args.out is not None and not bracket:
-        raise field_error("--out", args.out, "only with --max-rate LO:HI (serving points at given rates: "
-                          "sievesim sweep --kind serve)")
-    if bracket and args.out is not None:
-        return _resumable_search(args, names, per_policy, bracket)
-    records: list[dict[str, Any]] = []
-    results = []
+    return bracket
+
+
+def _lengths(args: argparse.Namespace) -> str | None:
+    """The length preset, None when both lengths are fixed."""
+    return None if None not in (args.prompt_tokens, args.output_tokens) else args.lengths
+
+
+def _simulator(args: argparse.Namespace, name: str, per_policy: dict[str, dict[str, Any]]) -> Any:
+    """The serving simulator of policy ``name`` with the command's settings."""
+    from ..serving.metrics import SloTargets
+    from ..serving.scheduler import SchedulerConfig
+    from ..serving.simulator import ServingSimulator
+
+    return ServingSimulator(
+        args.model, args.hardware, gpus=args.gpus, policy=name,
+        scheduler=SchedulerConfig(args.max_batch, args.token_budget, args.horizon),
+        slo=SloTargets(args.ttft_slo, args.tpot_slo, args.e2e_slo, args.attainment),
+        block_size=args.block_size, memory_utilization=args.memory_utilization,
+        max_model_len=args.max_model_len, exact=args.exact, error_samples=args.error_samples, seed=args.seed,
+        top_k=args.top_k, pimoe_unit=args.pimoe_unit if name == "pimoe" else None,
+        policy_options=per_policy[name], prefill_gpus=args.prefill_gpus, gpu_model=args.gpu_model,
+        weight_format=args.weight_format)
+
+
+def _max_rate_record(args: argparse.Namespace, sim: Any, name: str, bracket: tuple[float, float]) -> dict[str, Any]:
+    """``--max-rate`` of one policy: its bisection's answer with the settings it ran under."""
+    from ..serving.simulator import max_rate_under_slos
+
+    found = max_rate_under_slos(sim, requests=args.requests or DEFAULT_REQUESTS, lo=bracket[0], hi=bracket[1],
+                                steps=args.bisect_steps, seed=args.seed, cv=args.cv, lengths=_lengths(args),
+                                prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
+                                arrival_window_s=args.arrival_window)
+    return {"model": sim.model.name, "gpus": sim.gpus, "hardware": sim.hw.name, "policy": name,
+            "pimoe_unit": sim.pricer.sim.pimoe_unit, "gpu_model": args.gpu_model,
+            "slo": sim.slo.as_dict(), "requests": args.requests or DEFAULT_REQUESTS, "seed": args.seed,
+            **({} if sim.pools is None else {"prefill_gpus": sim.pools[0].gpus,
+                                             "decode_gpus": sim.pools[1].gpus}), **found}
+
+
+def _workload(args: argparse.Namespace, n: int | None) -> tuple[Any, float | None]:
+    from ..serving.simulator import make_requests
+
+    return make_requests(rate=args.rate, requests=n, trace=args.trace, cv=args.cv, lengths=_lengths(args),
+                         prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens, seed=args.seed)
+
+
+def _serve_at_one_rate(args: argparse.Namespace, names: list[str], sims: list[Any]
+                       ) -> tuple[list[Any], list[dict[str, Any]]]:
+    """Every policy served with the same requests: ``--requests``, at least rate x
+    ``--arrival-window``, or by default (neither given, arrivals at a rate) an arrival window that
+    reaches a steady state (:func:`_default_window`). Each policy's row is printed as it ends."""
     from ..progress import is_terminal, progress_bar
-    live = not args.json and not bracket
+    from ..serving.simulator import requests_for
+
     stream = None if args.quiet or not is_terminal(sys.stdout) else sys.stderr
-    for name in names:
-        sim = ServingSimulator(
-            args.model, args.hardware, gpus=args.gpus, policy=name,
-            scheduler=SchedulerConfig(args.max_batch, args.token_budget, args.horizon),
-            slo=SloTargets(args.ttft_slo, args.tpot_slo, args.e2e_slo, args.attainment),
-            block_size=args.block_size, memory_utilization=args.memory_utilization,
-            max_model_len=args.max_model_len, exact=args.exact, error_samples=args.error_samples, seed=args.seed,
-            top_k=args.top_k, pimoe_unit=args.pimoe_unit if name == "pimoe" else None,
-            policy_options=per_policy[name], prefill_gpus=args.prefill_gpus, gpu_model=args.gpu_model,
-            weight_format=args.weight_format)
-        if bracket:
-            found = max_rate_under_slos(sim, requests=args.requests or 100, lo=bracket[0], hi=bracket[1],
-                                        steps=args.bisect_steps, seed=args.seed, cv=args.cv, lengths=lengths,
-                                        prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
-                                        arrival_window_s=args.arrival_window)
-            records.append({"model": sim.model.name, "gpus": sim.gpus, "hardware": sim.hw.name, "policy": name,
-                            "pimoe_unit": sim.pricer.sim.pimoe_unit,
-                            "gpu_model": args.gpu_model,
-                            "slo": sim.slo.as_dict(), "requests": args.requests or 100, "seed": args.seed,
-                            **({} if sim.pools is None else {"prefill_gpus": sim.pools[0].gpus,
-                                                             "decode_gpus": sim.pools[1].gpus}), **found})
-            continue
-        with progress_bar(len(q), name, stream, unit="request") as bar:
-            res = sim.run(q, rate, progress=_ticker(bar, name))
-        results.append(res)
-        records.append(res.to_dict())
-        if live:                                # each policy's row as soon as it has run
-            width = _width([{"policy": n, "pimoe_unit": args.pimoe_unit or SETTING_DEFAULTS["pimoe_unit"]}
-                            if n == "pimoe" else {"policy": n} for n in names])
-            if len(records) == 1:
+    width = _width([{"policy": n, "pimoe_unit": args.pimoe_unit or SETTING_DEFAULTS["pimoe_unit"]}
+                    if n == "pimoe" else {"policy": n} for n in names])
+    window = {"arrival_window_s": args.arrival_window, "arrival_window_default": False}
+    n = args.requests
+    if args.arrival_window is not None:
+        n = requests_for(args.rate, args.requests or 1, args.arrival_window)
+    q, rate = _workload(args, n)
+    results: list[Any] = []
+    if args.trace is None and args.requests is None and args.arrival_window is None:
+        results, window, q, rate = _default_window(args, names, sims, q, rate, stream)
+    records: list[dict[str, Any]] = []
+    for i, (name, sim) in enumerate(zip(names, sims)):
+        if i == len(results):      # not served yet (the default window's first run may serve them all)
+            with progress_bar(len(q), name, stream, unit="request") as bar:
+                results.append(sim.run(q, rate, progress=_ticker(bar, name)))
+        records.append({**results[i].to_dict(), **window})
+        if not args.json:                                  # each policy's row as soon as it has run
+            if i == 0:
                 _print_head(records[0], False, width)
             print(_row(records[-1], width), flush=True)
-    if args.requests_csv:
-        from ..serving.metrics import write_csv
-        write_csv(args.requests_csv, _policy_rows(results, "request_rows"))
-    if args.timeline_csv:
-        from ..serving.metrics import write_csv
-        write_csv(args.timeline_csv, _policy_rows(results, "iteration_rows"))
-    if args.plot:
-        _plot(results, args.plot)
-    if not bracket:
-        _warn_short(records, trace=args.trace is not None)
-    if args.json:
-        print(json.dumps(records[0] if len(records) == 1 else records))
-        return 0
-    if bracket:
-        _print(records, True)
-    else:
-        _print_tail(records)
-    return 0
+    return results, records
+
+
+def _default_window(args: argparse.Namespace, names: list[str], sims: list[Any], q: Any, rate: float,
+                    stream: Any) -> tuple[list[Any], dict[str, Any], Any, float]:
+    """The default arrival window: every policy serves :data:`DEFAULT_REQUESTS` requests; when each
+    run reaches its steady-state window (its warm-up lasts a median time in service) those runs
+    are the answer, else every policy serves again with the arrivals spanning
+    :data:`DEFAULT_WINDOW_SERVICE_TIMES` median service times of the policy whose service is the
+    longest (twice its ``window.suggested_arrival_window_s``; at most
+    :data:`DEFAULT_WINDOW_MAX_REQUESTS` requests), the same requests for all. Returns (the
+    results kept, the window's record fields, the requests and rate to serve the rest with)."""
+    from ..progress import progress_bar
+    from ..serving.metrics import WINDOW_SERVICE_TIMES
+    from ..serving.simulator import requests_for
+
+    first = []
+    for name, sim in zip(names, sims):
+        with progress_bar(len(q), f"{name} (sizing the window)", stream, unit="request") as bar:
+            first.append(sim.run(q, rate, progress=_ticker(bar, name)))
+    windows = [r.to_dict()["window"] for r in first]
+    wanted = [w["suggested_arrival_window_s"] for w in windows if w["suggested_arrival_window_s"]]
+    if all(w["reached"] for w in windows) or not wanted:
+        return first, {"arrival_window_s": None, "arrival_window_default": False}, q, rate
+    span = max(wanted) * DEFAULT_WINDOW_SERVICE_TIMES / WINDOW_SERVICE_TIMES
+    n = min(requests_for(rate, DEFAULT_REQUESTS, span), DEFAULT_WINDOW_MAX_REQUESTS)
+    q, rate = _workload(args, n)
+    return [], {"arrival_window_s": span, "arrival_window_default": True}, q, rate
 
 
 def _policy_rows(results: list[Any], rows: str) -> list[dict[str, Any]]:
@@ -394,6 +469,13 @@ def _print_head(r0: dict[str, Any], bisect: bool, width: int = 8) -> None:
     print(f"workload: {r0['workload']}, {r0['requests']} requests, seed {r0['seed']}; max batch {r0['max_batch']}, "
           f"token budget {r0['token_budget']}; KV {r0['kv_capacity']['blocks_per_gpu']} blocks of "
           f"{r0['block_size']} tokens per GPU")
+    if r0.get("arrival_window_default"):
+        span, capped = r0["arrival_window_s"], r0["requests"] < math.ceil(r0["rate"] * r0["arrival_window_s"])
+        print(f"arrival window: {span:g} s by default ({DEFAULT_WINDOW_SERVICE_TIMES} median service times of a "
+              f"first run of {DEFAULT_REQUESTS} "
+              f"requests, whose warm-up was shorter than one: the steady-state window opens once the batch has "
+              f"filled)" + (f", cut to {DEFAULT_WINDOW_MAX_REQUESTS} requests" if capped else "")
+              + "; --requests or --arrival-window to choose")
     w = r0["window"]
     if w["measured_on"] == "window":
         print(f"steady-state window: {w['requests']} requests arriving {w['start_s']:.4g} s .. {w['end_s']:.4g} s "
