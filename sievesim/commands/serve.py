@@ -52,7 +52,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "over the interconnect (default: prefill colocated with decode on all GPUs)")
     p.add_argument("--rate", type=_RATE, default=None, metavar="R", help="arrivals per second")
     p.add_argument("--requests", type=int_arg("served_requests"), default=None, metavar="N",
-                   help="requests (default 100; with --trace: its first N rows)")
+                   help="requests (default: 100, or as many as an arrival window of 20 median service "
+                        "times when 100 do not reach a steady state; with --trace: its first N rows)")
     p.add_argument("--arrival-window", type=duration_arg(), default=None, metavar="TIME",
                    help="serve at least rate x S requests (with --rate or --max-rate): an overload shows only "
                         "when it lasts")
