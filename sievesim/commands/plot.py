@@ -34,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from ..errors import ConfigError
-    from ..plotting import parse_where, plot_results, save_plot
+    from ..sweeps.plotting import parse_where, plot_results, save_plot
 
     src = pathlib.Path(args.results)
     if not src.exists():

@@ -9,12 +9,15 @@ from typing import Any
 
 from .._validate import duration_arg, int_arg, number_arg
 from ..errors import field_error
+from ..sweeps.grid import SETTING_DEFAULTS
 from .run import _policies, _policy_options, options_for_policies
 
-_SECONDS = number_arg(lo=-1e12, hi=1e12, what="seconds")
+_RATE = number_arg(lo=-1e12, hi=1e12, what="requests per second")
+_CV = number_arg(lo=-1e12, hi=1e12, what="a coefficient of variation, no unit")
+_SHARE = number_arg(lo=-1e12, hi=1e12, what="a share from 0 to 1")
 
 #: Options that are one setting of every policy's serving point (``--max-rate --out``: a sweep
-#: point, :data:`sievesim.grid.SERVE_KEYS`), by their ``args`` name; a new option of ``serve`` is
+#: point, :data:`sievesim.sweeps.grid.SERVE_KEYS`), by their ``args`` name; a new option of ``serve`` is
 #: either here or in :data:`NOT_POINT_SETTINGS` (a test checks).
 POINT_SETTINGS = {
     "model": "model", "top_k": "top_k", "hardware": "hardware", "gpus": "gpus", "prefill_gpus": "prefill_gpus",
@@ -47,16 +50,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--prefill-gpus", type=int_arg("gpus"), default=None, metavar="P",
                    help="disaggregated prefill: P of the --gpus GPUs prefill, the rest decode, the KV cache moved "
                         "over the interconnect (default: prefill colocated with decode on all GPUs)")
-    p.add_argument("--rate", type=_SECONDS, default=None, metavar="R", help="arrivals per second")
+    p.add_argument("--rate", type=_RATE, default=None, metavar="R", help="arrivals per second")
     p.add_argument("--requests", type=int_arg("served_requests"), default=None, metavar="N",
-                   help="requests (default 100; with --trace: its first N rows)")
+                   help="requests (default: 100, or as many as an arrival window of 20 median service "
+                        "times when 100 do not reach a steady state; with --trace: its first N rows)")
     p.add_argument("--arrival-window", type=duration_arg(), default=None, metavar="TIME",
                    help="serve at least rate x S requests (with --rate or --max-rate): an overload shows only "
                         "when it lasts")
     p.add_argument("--trace", default=None, metavar="FILE",
                    help="request trace, CSV or JSON lines: arrival time, prompt tokens, output tokens "
                         "(column names in docs/serving.md)")
-    p.add_argument("--cv", type=_SECONDS, default=None,
+    p.add_argument("--cv", type=_CV, default=None,
                    help="coefficient of variation of the inter-arrival times (gamma; default 1 = Poisson)")
     p.add_argument("--lengths", default=None, help="length preset: hh-rlhf (default), math-500")
     p.add_argument("--prompt-tokens", type=int_arg("context", lo=1), default=None, help="fixed prompt length")
@@ -75,10 +79,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "(default 0.05 s)")
     p.add_argument("--e2e-slo", type=duration_arg(bare_max=3600), default=None, metavar="TIME",
                    help="end-to-end target: seconds, or with a unit (default none)")
-    p.add_argument("--attainment", type=_SECONDS, default=0.9,
+    p.add_argument("--attainment", type=_SHARE, default=0.9,
                    help="share of requests that must meet every target (default 0.9)")
     p.add_argument("--block-size", type=int_arg("context", lo=1), default=16, help="tokens per KV block (16)")
-    p.add_argument("--memory-utilization", type=_SECONDS, default=0.9,
+    p.add_argument("--memory-utilization", type=_SHARE, default=0.9,
                    help="share of the HBM the server may use (default 0.9)")
     p.add_argument("--max-model-len", type=int_arg("context", lo=2), default=32768,
                    help="longest request, prompt + output tokens (default 32768)")
@@ -92,12 +96,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="with --max-rate: record every probe in DIR as a sweep point (results.jsonl, max_rate.json); "
                         "rerunning the command resumes the search from the probes recorded")
     p.add_argument("--top-k", type=int_arg("experts"), default=None, help="routed experts per token")
-    p.add_argument("--pimoe-unit", default=None, help="PIMoE placement unit: pseudo_channel, channel, stack")
+    p.add_argument("--pimoe-unit", default=None,
+                   help=f"PIMoE placement unit: pseudo_channel, channel, stack or BASE*S (default "
+                        f"{SETTING_DEFAULTS['pimoe_unit']}, the paper's)")
     p.add_argument("--policy-option", action="append", default=[], metavar="KEY=VALUE",
                    help="constructor argument of the policies that take it; repeatable")
-    p.add_argument("--requests-csv", default=None, metavar="FILE", help="write one row per request: queue, TTFT, TPOT, e2e, SLOs met, energy_j (one policy)")
+    p.add_argument("--requests-csv", default=None, metavar="FILE", help="write one row per request: queue, TTFT, TPOT, e2e, SLOs met, energy_j "
+                        "(several policies: one file, a policy column first)")
     p.add_argument("--timeline-csv", default=None, metavar="FILE",
-                   help="write one row per iteration: batch, prefill, queue, KV use, energy_j (one policy)")
+                   help="write one row per iteration: batch, prefill, queue, KV use, energy_j "
+                        "(several policies: one file, a policy column first)")
     p.add_argument("--plot", default=None, metavar="FILE",
                    help="PNG: decode batch and KV use over time, one line per policy")
     from ._gpu_args import add_gpu_args
@@ -135,7 +143,7 @@ def _refuse_what_does_not_apply(args: argparse.Namespace, names: list[str]) -> N
                               "or another of its outputs)")
         seen[key] = opt
     if args.plot is not None:
-        from ..plotting import FORMATS
+        from ..sweeps.plotting import FORMATS
         if os.path.splitext(args.plot)[1].lower().lstrip(".") not in FORMATS:
             raise field_error("--plot", args.plot, "a file ending in " + ", ".join("." + f for f in FORMATS))
     args.cv = 1.0 if args.cv is None else args.cv
@@ -149,16 +157,56 @@ def _seconds(name: str, value: float | None, *, allow_none: bool = True) -> None
         raise field_error(name, value, "a positive number of seconds")
 
 
+#: Requests served when neither --requests nor --arrival-window is given (and the first run of the
+#: default arrival window, which sizes the window).
+DEFAULT_REQUESTS = 100
+#: The most requests the default arrival window serves (beyond, the run says what to raise).
+DEFAULT_WINDOW_MAX_REQUESTS = 10_000
+#: The default arrival window in median service times of the first run: twice what reaches the
+#: steady-state window (10; the left-out first 10 % of arrivals then span two service times), room
+#: for the service time to grow as the longer run's batch fills.
+DEFAULT_WINDOW_SERVICE_TIMES = 20
+
+
 def _serve(args: argparse.Namespace) -> int:
-    from ..serving.metrics import SloTargets
-    from ..serving.scheduler import SchedulerConfig
-    from ..serving.simulator import ServingSimulator, make_requests, max_rate_under_slos, requests_for
+    names = _policies(args.policy)
+    bracket = _check_args(args, names)
+    per_policy = options_for_policies(names, _policy_options(args.policy_option))
+    if args.out is not None and not bracket:
+        raise field_error("--out", args.out, "only with --max-rate LO:HI (serving points at given rates: "
+                          "sievesim sweep --kind serve)")
+    if bracket and args.out is not None:
+        return _resumable_search(args, names, per_policy, bracket)
+    sims = [_simulator(args, name, per_policy) for name in names]
+    if bracket:
+        records = [_max_rate_record(args, sim, name, bracket) for sim, name in zip(sims, names)]
+        if args.json:
+            print(json.dumps(records[0] if len(records) == 1 else records))
+        else:
+            _print(records, True)
+        return 0
+    results, records = _serve_at_one_rate(args, names, sims)
+    if args.requests_csv:
+        from ..serving.metrics import write_csv
+        write_csv(args.requests_csv, _policy_rows(results, "request_rows"))
+    if args.timeline_csv:
+        from ..serving.metrics import write_csv
+        write_csv(args.timeline_csv, _policy_rows(results, "iteration_rows"))
+    if args.plot:
+        _plot(results, args.plot)
+    _warn_short(records, trace=args.trace is not None)
+    if args.json:
+        print(json.dumps(records[0] if len(records) == 1 else records))
+    else:
+        _print_tail(records)
+    return 0
+
+
+def _check_args(args: argparse.Namespace, names: list[str]) -> tuple[float, float] | None:
+    """Every option checked before anything runs; the ``--max-rate`` bracket (None without it)."""
     from ..serving.workload import MAX_RATE, MIN_RATE
 
-    names = _policies(args.policy)
     _refuse_what_does_not_apply(args, names)
-    if (args.requests_csv or args.timeline_csv) and len(names) != 1:
-        raise field_error("--requests-csv", args.requests_csv or args.timeline_csv, "one policy (--policy NAME)")
     for name in ("--ttft-slo", "--tpot-slo", "--e2e-slo", "--horizon"):
         _seconds(name, getattr(args, name[2:].replace("-", "_")))
     if args.rate is not None and not (math.isfinite(args.rate) and MIN_RATE <= args.rate <= MAX_RATE):
@@ -170,84 +218,131 @@ def _serve(args: argparse.Namespace) -> int:
     if not 0.01 <= args.cv <= 100:
         raise field_error("--cv", args.cv, "a coefficient of variation from 0.01 to 100 (1 = Poisson)")
     bracket = _bracket(args.max_rate) if args.max_rate else None
+    for opt in ("--requests-csv", "--timeline-csv", "--plot"):
+        if bracket and getattr(args, opt[2:].replace("-", "_")) is not None:
+            raise field_error(opt, getattr(args, opt[2:].replace("-", "_")),
+                              "a run at one rate or of a trace (not --max-rate)")
     if bracket and args.trace:
         raise field_error("--max-rate", args.max_rate, "no --max-rate with --trace (the trace sets the arrivals)")
     if bracket is None and args.rate is None and args.trace is None:
         raise field_error("--rate", None, "a rate (requests/s), --trace FILE or --max-rate LO:HI")
-    options = _policy_options(args.policy_option)
-    fixed = (args.prompt_tokens, args.output_tokens)
-    lengths = None if None not in fixed else args.lengths
     if args.arrival_window is not None:
         _seconds("--arrival-window", args.arrival_window)
         if args.trace:
             raise field_error("--arrival-window", args.arrival_window, "no window with --trace")
-    if bracket is None:
-        n = args.requests
-        if args.arrival_window is not None:
-            n = requests_for(args.rate, args.requests or 1, args.arrival_window)
-        q, rate = make_requests(rate=args.rate, requests=n, trace=args.trace, cv=args.cv,
-                                lengths=lengths, prompt_tokens=args.prompt_tokens,
-                                output_tokens=args.output_tokens, seed=args.seed)
-    per_policy = options_for_policies(names, options)
-    if args.out is not None and not bracket:
-        raise field_error("--out", args.out, "only with --max-rate LO:HI (serving points at given rates: "
-                          "sievesim sweep --kind serve)")
-    if bracket and args.out is not None:
-        return _resumable_search(args, names, per_policy, bracket)
-    records: list[dict[str, Any]] = []
-    results = []
+    return bracket
+
+
+def _lengths(args: argparse.Namespace) -> str | None:
+    """The length preset, None when both lengths are fixed."""
+    return None if None not in (args.prompt_tokens, args.output_tokens) else args.lengths
+
+
+def _simulator(args: argparse.Namespace, name: str, per_policy: dict[str, dict[str, Any]]) -> Any:
+    """The serving simulator of policy ``name`` with the command's settings."""
+    from ..serving.metrics import SloTargets
+    from ..serving.scheduler import SchedulerConfig
+    from ..serving.simulator import ServingSimulator
+
+    return ServingSimulator(
+        args.model, args.hardware, gpus=args.gpus, policy=name,
+        scheduler=SchedulerConfig(args.max_batch, args.token_budget, args.horizon),
+        slo=SloTargets(args.ttft_slo, args.tpot_slo, args.e2e_slo, args.attainment),
+        block_size=args.block_size, memory_utilization=args.memory_utilization,
+        max_model_len=args.max_model_len, exact=args.exact, error_samples=args.error_samples, seed=args.seed,
+        top_k=args.top_k, pimoe_unit=args.pimoe_unit if name == "pimoe" else None,
+        policy_options=per_policy[name], prefill_gpus=args.prefill_gpus, gpu_model=args.gpu_model,
+        weight_format=args.weight_format)
+
+
+def _max_rate_record(args: argparse.Namespace, sim: Any, name: str, bracket: tuple[float, float]) -> dict[str, Any]:
+    """``--max-rate`` of one policy: its bisection's answer with the settings it ran under."""
+    from ..serving.simulator import max_rate_under_slos
+
+    found = max_rate_under_slos(sim, requests=args.requests or DEFAULT_REQUESTS, lo=bracket[0], hi=bracket[1],
+                                steps=args.bisect_steps, seed=args.seed, cv=args.cv, lengths=_lengths(args),
+                                prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
+                                arrival_window_s=args.arrival_window)
+    return {"model": sim.model.name, "gpus": sim.gpus, "hardware": sim.hw.name, "policy": name,
+            "pimoe_unit": sim.pricer.sim.pimoe_unit, "gpu_model": args.gpu_model,
+            "slo": sim.slo.as_dict(), "requests": args.requests or DEFAULT_REQUESTS, "seed": args.seed,
+            **({} if sim.pools is None else {"prefill_gpus": sim.pools[0].gpus,
+                                             "decode_gpus": sim.pools[1].gpus}), **found}
+
+
+def _workload(args: argparse.Namespace, n: int | None) -> tuple[Any, float | None]:
+    from ..serving.simulator import make_requests
+
+    return make_requests(rate=args.rate, requests=n, trace=args.trace, cv=args.cv, lengths=_lengths(args),
+                         prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens, seed=args.seed)
+
+
+def _serve_at_one_rate(args: argparse.Namespace, names: list[str], sims: list[Any]
+                       ) -> tuple[list[Any], list[dict[str, Any]]]:
+    """Every policy served with the same requests: ``--requests``, at least rate x
+    ``--arrival-window``, or by default (neither given, arrivals at a rate) an arrival window that
+    reaches a steady state (:func:`_default_window`). Each policy's row is printed as it ends."""
     from ..progress import is_terminal, progress_bar
-    live = not args.json and not bracket
+    from ..serving.simulator import requests_for
+
     stream = None if args.quiet or not is_terminal(sys.stdout) else sys.stderr
-    for name in names:
-        sim = ServingSimulator(
-            args.model, args.hardware, gpus=args.gpus, policy=name,
-            scheduler=SchedulerConfig(args.max_batch, args.token_budget, args.horizon),
-            slo=SloTargets(args.ttft_slo, args.tpot_slo, args.e2e_slo, args.attainment),
-            block_size=args.block_size, memory_utilization=args.memory_utilization,
-            max_model_len=args.max_model_len, exact=args.exact, error_samples=args.error_samples, seed=args.seed,
-            top_k=args.top_k, pimoe_unit=args.pimoe_unit if name == "pimoe" else None,
-            policy_options=per_policy[name], prefill_gpus=args.prefill_gpus, gpu_model=args.gpu_model,
-            weight_format=args.weight_format)
-        if bracket:
-            found = max_rate_under_slos(sim, requests=args.requests or 100, lo=bracket[0], hi=bracket[1],
-                                        steps=args.bisect_steps, seed=args.seed, cv=args.cv, lengths=lengths,
-                                        prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
-                                        arrival_window_s=args.arrival_window)
-            records.append({"model": sim.model.name, "gpus": sim.gpus, "hardware": sim.hw.name, "policy": name,
-                            "gpu_model": args.gpu_model,
-                            "slo": sim.slo.as_dict(), "requests": args.requests or 100, "seed": args.seed,
-                            **({} if sim.pools is None else {"prefill_gpus": sim.pools[0].gpus,
-                                                             "decode_gpus": sim.pools[1].gpus}), **found})
-            continue
-        with progress_bar(len(q), name, stream, unit="request") as bar:
-            res = sim.run(q, rate, progress=_ticker(bar, name))
-        results.append(res)
-        records.append(res.to_dict())
-        if live:                                # each policy's row as soon as it has run
-            if len(records) == 1:
-                _print_head(records[0], False)
-            print(_row(records[-1]), flush=True)
-    if args.requests_csv:
-        from ..serving.metrics import write_csv
-        write_csv(args.requests_csv, results[0].request_rows())
-    if args.timeline_csv:
-        from ..serving.metrics import write_csv
-        write_csv(args.timeline_csv, results[0].iteration_rows())
-    if args.plot:
-        if bracket:
-            raise field_error("--plot", args.plot, "a run at one rate or of a trace (not --max-rate)")
-        _plot(results, args.plot)
-    if not bracket:
-        _warn_short(records, trace=args.trace is not None)
-    if args.json:
-        print(json.dumps(records[0] if len(records) == 1 else records))
-        return 0
-    if bracket:
-        _print(records, True)
-    else:
-        _print_tail(records)
-    return 0
+    width = _width([{"policy": n, "pimoe_unit": args.pimoe_unit or SETTING_DEFAULTS["pimoe_unit"]}
+                    if n == "pimoe" else {"policy": n} for n in names])
+    window = {"arrival_window_s": args.arrival_window, "arrival_window_default": False}
+    n = args.requests
+    if args.arrival_window is not None:
+        n = requests_for(args.rate, args.requests or 1, args.arrival_window)
+    q, rate = _workload(args, n)
+    results: list[Any] = []
+    if args.trace is None and args.requests is None and args.arrival_window is None:
+        results, window, q, rate = _default_window(args, names, sims, q, rate, stream)
+    records: list[dict[str, Any]] = []
+    for i, (name, sim) in enumerate(zip(names, sims)):
+        if i == len(results):      # not served yet (the default window's first run may serve them all)
+            with progress_bar(len(q), name, stream, unit="request") as bar:
+                results.append(sim.run(q, rate, progress=_ticker(bar, name)))
+        records.append({**results[i].to_dict(), **window})
+        if not args.json:                                  # each policy's row as soon as it has run
+            if i == 0:
+                _print_head(records[0], False, width)
+            print(_row(records[-1], width), flush=True)
+    return results, records
+
+
+def _default_window(args: argparse.Namespace, names: list[str], sims: list[Any], q: Any, rate: float,
+                    stream: Any) -> tuple[list[Any], dict[str, Any], Any, float]:
+    """The default arrival window: every policy serves :data:`DEFAULT_REQUESTS` requests; when each
+    run reaches its steady-state window (its warm-up lasts a median time in service) those runs
+    are the answer, else every policy serves again with the arrivals spanning
+    :data:`DEFAULT_WINDOW_SERVICE_TIMES` median service times of the policy whose service is the
+    longest (twice its ``window.suggested_arrival_window_s``; at most
+    :data:`DEFAULT_WINDOW_MAX_REQUESTS` requests), the same requests for all. Returns (the
+    results kept, the window's record fields, the requests and rate to serve the rest with)."""
+    from ..progress import progress_bar
+    from ..serving.metrics import WINDOW_SERVICE_TIMES
+    from ..serving.simulator import requests_for
+
+    first = []
+    for name, sim in zip(names, sims):
+        with progress_bar(len(q), f"{name} (sizing the window)", stream, unit="request") as bar:
+            first.append(sim.run(q, rate, progress=_ticker(bar, name)))
+    windows = [r.to_dict()["window"] for r in first]
+    wanted = [w["suggested_arrival_window_s"] for w in windows if w["suggested_arrival_window_s"]]
+    if all(w["reached"] for w in windows) or not wanted:
+        return first, {"arrival_window_s": None, "arrival_window_default": False}, q, rate
+    span = max(wanted) * DEFAULT_WINDOW_SERVICE_TIMES / WINDOW_SERVICE_TIMES
+    n = min(requests_for(rate, DEFAULT_REQUESTS, span), DEFAULT_WINDOW_MAX_REQUESTS)
+    q, rate = _workload(args, n)
+    return [], {"arrival_window_s": span, "arrival_window_default": True}, q, rate
+
+
+def _policy_rows(results: list[Any], rows: str) -> list[dict[str, Any]]:
+    """The rows (``request_rows`` or ``iteration_rows``) of every policy's result in one table: one
+    policy's as they are; several policies' one after the other, each row led by a ``policy``
+    column (``pimoe(channel)`` with its unit), so that one file holds the comparison."""
+    if len(results) == 1:
+        return getattr(results[0], rows)()
+    return [{"policy": policy_label(res.settings), **row} for res in results for row in getattr(res, rows)()]
 
 
 def _ticker(bar: Any, name: str) -> Any:
@@ -280,15 +375,15 @@ def _warn_short(records: list[dict[str, Any]], *, trace: bool) -> None:
         else:
             why = (f"the first 10 % of its arrivals span {w['warmup_s']:.3g} s, less than a request's median time "
                    f"in service ({w['service_s']:.3g} s): the window still sees the batch filling")
-        print(f"warning: {r['policy']}: the run is too short for a steady state ({why}); raise {raise_it}",
+        print(f"warning: {policy_label(r)}: the run is too short for a steady state ({why}); raise {raise_it}",
               file=sys.stderr)
 
 
 def _resumable_search(args: argparse.Namespace, names: list[str], per_policy: dict[str, dict[str, Any]],
                       bracket: tuple[float, float]) -> int:
     """``--max-rate --out DIR``: the bisection of every policy with each probe a sweep point in DIR."""
-    from ..grid import SERVE_DEFAULTS
-    from ..serve_sweep import check_serve_points, max_rate_search
+    from ..sweeps.grid import SERVE_DEFAULTS
+    from ..sweeps.serve_points import check_serve_points, max_rate_search
 
     if args.plot or args.requests_csv or args.timeline_csv:
         raise field_error("--out", args.out, "no --plot, --requests-csv or --timeline-csv with --max-rate")
@@ -316,11 +411,11 @@ def _plot(results: list[Any], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..plotting import save_plot
+    from ..sweeps.plotting import save_plot
 
     fig, (ax_b, ax_k) = plt.subplots(2, 1, figsize=(7, 5), sharex=True)
     for res in results:
-        lg, name = res.log, res.settings["policy"]
+        lg, name = res.log, policy_label(res.settings)
         ax_b.plot(lg.it_start, lg.it_decode, lw=0.8, label=name)
         ax_k.plot(lg.it_start, [k / res.kv["blocks_per_gpu"] for k in lg.it_kv_blocks], lw=0.8, label=name)
     ax_b.set_ylabel("decode requests")
@@ -348,18 +443,19 @@ def _bracket(text: str) -> tuple[float, float]:
 
 
 def _print(records: list[dict[str, Any]], bisect: bool) -> None:
-    _print_head(records[0], bisect)
+    width = _width(records)
+    _print_head(records[0], bisect, width)
     if bisect:
         from ..serving.search import describe_answer
         for r in records:
-            print(f"{r['policy']:8s} max rate meeting the SLOs: {describe_answer(r)}, {r['requests']} requests each")
+            print(f"{policy_label(r):{width}s} max rate meeting the SLOs: {describe_answer(r)}, {r['requests']} requests each")
         return
     for r in records:
-        print(_row(r))
+        print(_row(r, width))
     _print_tail(records)
 
 
-def _print_head(r0: dict[str, Any], bisect: bool) -> None:
+def _print_head(r0: dict[str, Any], bisect: bool, width: int = 8) -> None:
     """The settings, the workload, the steady-state window and the table's header."""
     slo = r0["slo"]
     split = r0.get("prefill_gpus")          # a resumable search's record carries it as a setting (None: colocated)
@@ -374,6 +470,13 @@ def _print_head(r0: dict[str, Any], bisect: bool) -> None:
     print(f"workload: {r0['workload']}, {r0['requests']} requests, seed {r0['seed']}; max batch {r0['max_batch']}, "
           f"token budget {r0['token_budget']}; KV {r0['kv_capacity']['blocks_per_gpu']} blocks of "
           f"{r0['block_size']} tokens per GPU")
+    if r0.get("arrival_window_default"):
+        span, capped = r0["arrival_window_s"], r0["requests"] < math.ceil(r0["rate"] * r0["arrival_window_s"])
+        print(f"arrival window: {span:g} s by default ({DEFAULT_WINDOW_SERVICE_TIMES} median service times of a "
+              f"first run of {DEFAULT_REQUESTS} "
+              f"requests, whose warm-up was shorter than one: the steady-state window opens once the batch has "
+              f"filled)" + (f", cut to {DEFAULT_WINDOW_MAX_REQUESTS} requests" if capped else "")
+              + "; --requests or --arrival-window to choose")
     w = r0["window"]
     if w["measured_on"] == "window":
         print(f"steady-state window: {w['requests']} requests arriving {w['start_s']:.4g} s .. {w['end_s']:.4g} s "
@@ -382,15 +485,25 @@ def _print_head(r0: dict[str, Any], bisect: bool) -> None:
     else:
         print("no steady-state window (fewer than 2 requests in it, or arrivals at one instant): every figure is "
               "the whole run's")
-    print(f"{'policy':8s} {'done':>6s} {'TTFT p50/p99 ms':>17s} {'TPOT p50/p99 ms':>17s} {'e2e p50/p99 s':>15s} "
+    print(f"{'policy':{width}s} {'done':>6s} {'TTFT p50/p99 ms':>17s} {'TPOT p50/p99 ms':>17s} {'e2e p50/p99 s':>15s} "
           f"{'tok/s':>9s} {'goodput/s':>9s} {'attain':>6s} {'batch':>6s} {'preempt':>7s} {'Little':>6s} "
           f"{'memo err':>8s}")
 
 
-def _row(r: dict[str, Any]) -> str:
+def policy_label(r: dict[str, Any]) -> str:
+    """The policy as ``run``, ``sweep`` and ``plot`` print it: PIMoE with its unit, ``pimoe(channel)``."""
+    return r["policy"] + (f"({r['pimoe_unit']})" if r.get("pimoe_unit") else "")
+
+
+def _width(records: list[dict[str, Any]]) -> int:
+    """The policy column's width: the longest label, at least 8 characters."""
+    return max([8] + [len(policy_label(r)) for r in records])
+
+
+def _row(r: dict[str, Any], width: int = 8) -> str:
     """A policy's line of the table."""
     e = r["pricing"]["error_vs_exact"]
-    return (f"{r['policy']:8s} {r['finished_requests']:6d} {r['ttft_s']['p50'] * 1e3:8.2f}/{r['ttft_s']['p99'] * 1e3:8.2f}"
+    return (f"{policy_label(r):{width}s} {r['finished_requests']:6d} {r['ttft_s']['p50'] * 1e3:8.2f}/{r['ttft_s']['p99'] * 1e3:8.2f}"
             f" {r['tpot_s']['p50'] * 1e3:8.3f}/{r['tpot_s']['p99'] * 1e3:8.3f} {r['e2e_s']['p50']:7.2f}/"
             f"{r['e2e_s']['p99']:7.2f} {r['throughput_tokens_per_s']:9.1f} {r['goodput_requests_per_s']:9.3f} "
             f"{r['slo_attainment']:6.1%} {r['batch']['mean']:6.1f} {r['preemptions']:7d} "
@@ -399,24 +512,25 @@ def _row(r: dict[str, Any]) -> str:
 
 def _print_tail(records: list[dict[str, Any]]) -> None:
     """Each policy's energy, then the KV transfers of a disaggregated run."""
+    width = _width(records)
     for r in records:
-        print(_energy_line(r))
+        print(_energy_line(r, width))
     for r in records:
         if "kv_transfer" in r:
             x, p = r["kv_transfer"], r["pools"]
-            print(f"{r['policy']:8s} KV transfers {x['transfers']}, {x['bytes_mean'] / 2**20:.1f} MiB each on average, "
+            print(f"{policy_label(r):{width}s} KV transfers {x['transfers']}, {x['bytes_mean'] / 2**20:.1f} MiB each on average, "
                   f"{x['time_s']['mean'] * 1e6:.1f} us mean / {x['time_s']['p99'] * 1e6:.1f} us p99 on the link after "
                   f"{x['wait_s']['mean'] * 1e3:.2f} ms mean from the end of prefill; busy prefill "
                   f"{p['prefill']['busy_share']:.0%}, decode {p['decode']['busy_share']:.0%}")
 
 
-def _energy_line(r: dict[str, Any]) -> str:
+def _energy_line(r: dict[str, Any], width: int = 8) -> str:
     """A policy's energy in words: per request, per output token, tokens per joule, power per GPU."""
     if r.get("energy_j") is None:
-        return f"{r['policy']:8s} energy: none (the hardware file gives no energy fields; docs/energy.md)"
+        return f"{policy_label(r):{width}s} energy: none (the hardware file gives no energy fields; docs/energy.md)"
     idle = r["energy_breakdown_j"]["idle"] / r["energy_j"] if r["energy_j"] > 0 else 0.0
     total = f"{r['energy_j']:.4g} J" if r["energy_j"] < 1e4 else f"{r['energy_j'] / 1e3:.4g} kJ"
-    return (f"{r['policy']:8s} energy {total}: {r['energy_per_request_j']['mean']:.4g} J per request "
+    return (f"{policy_label(r):{width}s} energy {total}: {r['energy_per_request_j']['mean']:.4g} J per request "
             f"(mean), {_joules(r['energy_per_output_token_j'])} per output token, {r['tokens_per_joule']:.4g} "
             f"tokens/J, {r['power_per_gpu_w']:.4g} W per GPU ({idle:.0%} idle), "
             f"{r['goodput_requests_per_joule'] * 1e3:.4g} requests meeting the SLOs per kJ")

@@ -12,12 +12,13 @@ from typing import Any, Callable, Iterator
 
 from .._validate import MAX_LIST, _arg_type, int_arg, int_list_arg, number_list_arg, parse_number
 from ..errors import ConfigError, field_error
-from ..sweep import INT_SETTINGS
+from ..sweeps.grid import SETTING_DEFAULTS
+from ..sweeps.run import INT_SETTINGS
 
 #: Point functions by name; ``step`` (the executed decode step) is the default.
 POINT_FUNCTIONS = {
-    "step": "sievesim.sweep:step_point",
-    "estimate": "sievesim.sweep:estimate_point",
+    "step": "sievesim.sweeps.run:step_point",
+    "estimate": "sievesim.sweeps.run:estimate_point",
 }
 
 
@@ -60,7 +61,8 @@ def _list_semicolon(text: str) -> list[str]:
 #: Serving settings (``--kind serve``) and their flags; model, hardware, GPUs, policy, PIMoE unit,
 #: top-k, trace (a request trace here), seed and policy options are shared with decode sweeps.
 SERVE_FLAGS = {
-    "prefill_gpus": ("--prefill-gpus", "GPUs of a prefill pool of their own (disaggregated prefill; default: colocated)"),
+    "prefill_gpus": ("--prefill-gpus", "GPUs of a prefill pool of their own (disaggregated prefill); 0 or none: "
+                                       "colocated (the default), so --prefill-gpus 0,1 runs both"),
     "rate": ("--rate", "arrival rates, requests/s (Poisson, or gamma with --cv)"),
     "requests": ("--requests", "requests per point (default 100; with --trace: its first N rows)"),
     "arrival_window_s": ("--arrival-window", "serve at least rate x S requests (seconds)"),
@@ -88,7 +90,7 @@ _STEP_ONLY = ("batch", "context_len", "context_preset", "prefill", "steps", "war
 def _choice_list(key: str, sep: str = ",") -> Callable[[str], list[Any]]:
     """argparse ``type=`` for separated values of ``key`` (GPU model, parallelism, formats), each
     checked as a grid file's value is."""
-    from ..grid import _choice_problem
+    from ..sweeps.grid import _choice_problem
 
     def parse(text: str) -> list[Any]:
         parts = [x.strip() for x in text.split(sep)]
@@ -105,8 +107,8 @@ _ASCII_INT = re.compile(r"[+-]?[0-9]{1,30}")
 
 def _serve_list(key: str) -> Callable[[str], list[Any]]:
     """argparse ``type=`` for comma-separated values of the serving setting ``key``, each checked
-    as a grid file's value is (:data:`sievesim.grid.SERVE`)."""
-    from ..grid import _SERVE_INTS, _SERVE_NUMBERS, SERVE
+    as a grid file's value is (:data:`sievesim.sweeps.grid.SERVE`)."""
+    from ..sweeps.grid import _SERVE_INTS, _SERVE_NUMBERS, SERVE
 
     def parse(text: str) -> list[Any]:
         parts = [x.strip() for x in text.split(",")]
@@ -115,6 +117,9 @@ def _serve_list(key: str) -> Callable[[str], list[Any]]:
         out: list[Any] = []
         for x in parts:
             v: Any = x
+            if key == "prefill_gpus" and x.lower() == "none":      # colocated, as 0 is
+                out.append(None)
+                continue
             if key in _SERVE_INTS:
                 if not _ASCII_INT.fullmatch(x):
                     raise field_error("value", x, "an integer written in ASCII digits")
@@ -143,7 +148,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--hardware", type=_list(str), help="hardware presets or TOML paths (default b200)")
     p.add_argument("--gpus", type=_int_list("gpus"), help="GPU counts (default 1)")
     p.add_argument("--policy", type=_list(str), help="policies (default sieve; gpu-only = no PIM)")
-    p.add_argument("--pimoe-unit", type=_list(str), help="PIMoE placement units (default stack)")
+    p.add_argument("--pimoe-unit", type=_list(str),
+                   help=f"PIMoE placement units, comma-separated: pseudo_channel, channel, stack or BASE*S "
+                        f"(default {SETTING_DEFAULTS['pimoe_unit']}, the paper's)")
     p.add_argument("--batch", type=_int_list("batch"), help="batch sizes (decode requests)")
     p.add_argument("--trace", type=_list(str), help="routing: trace files or synthetic:MODEL (default: the model's synthetic routing); with "
                         "--kind serve: request traces (CSV or JSON lines, docs/serving.md)")
@@ -201,7 +208,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _grid_keys() -> tuple[str, ...]:
-    from ..sweep import GRID_KEYS
+    from ..sweeps.run import GRID_KEYS
     return GRID_KEYS
 
 
@@ -215,7 +222,7 @@ def resolve_point_function(name: str | None) -> Callable[..., Any]:
 
 def _kind(args: argparse.Namespace) -> tuple[Any, list[dict[str, Any]]]:
     """The kind of point (``--kind``, or the grid file's ``kind``) and the grid file's products."""
-    from ..grid import KINDS, read_grid_file
+    from ..sweeps.grid import KINDS, read_grid_file
 
     if args.grid and not os.path.exists(args.grid):
         raise ConfigError(f"file not found: {args.grid} (--grid)")
@@ -248,7 +255,7 @@ def _shown(value: Any) -> Any:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..sweep import check_points, expand_grid
+    from ..sweeps.run import check_points, expand_grid
 
     kind, products = _kind(args)
     _check_flags(args, kind)
@@ -277,8 +284,8 @@ def _run(args: argparse.Namespace) -> int:
 
 def run_grid_of(args: argparse.Namespace, points: list[dict[str, Any]], point_fn: Callable[..., Any],
                 executor: Any, **kw: Any) -> Any:
-    """:func:`sievesim.sweep.run_grid` of the command's points in ``--out``."""
-    from ..sweep import run_grid
+    """:func:`sievesim.sweeps.run.run_grid` of the command's points in ``--out``."""
+    from ..sweeps.run import run_grid
 
     return run_grid(points, args.out, point_fn=point_fn, executor=executor, force=args.force,
                     progress=None if args.quiet else sys.stderr, grid_file=args.grid, **kw)
@@ -291,8 +298,8 @@ def _summary_line(summary: Any) -> None:
 
 def _serve_sweep(args: argparse.Namespace, points: list[dict[str, Any]]) -> int:
     """``--kind serve``: one serving run per point, or with ``--max-rate`` a bisection per point."""
-    from ..grid import SERVE
-    from ..serve_sweep import MAX_RATE_JSON, check_serve_points, max_rate_lines, max_rate_search, serve_point
+    from ..sweeps.grid import SERVE
+    from ..sweeps.serve_points import MAX_RATE_JSON, check_serve_points, max_rate_lines, max_rate_search, serve_point
     from .serve import _bracket
 
     bracket = _bracket(args.max_rate) if args.max_rate is not None else None
@@ -350,7 +357,7 @@ def _executor(args: argparse.Namespace, parallel: int) -> Iterator[Any]:
     elif args.jobs == 1 or parallel == 1:
         yield None
     else:
-        from ..workers import process_pool
+        from ..sweeps.workers import process_pool
 
         with process_pool(min(args.jobs or os.cpu_count() or 1, parallel)) as pool:
             yield pool

@@ -108,9 +108,33 @@ def _load_yaml(yaml: Any, text: str) -> Any:
 
 def load_ramulator_yaml(path: str | pathlib.Path) -> DRAMConfig:
     """Parse ``path``; the frontend's trace path is kept in ``DRAMConfig.source`` only."""
+    src = os.fspath(path)
+    r, doc = _read_document(src)
+    # ---- structure, keys and types of every section (every problem gathered, then raised at once)
+    clock_ratio, ms, mem_ratio = _frontend_and_memory_system(doc, r)
+    std, org_node, tim_node = _dram_section(ms, r)
+    org, density, dq = _organisation(std, org_node, r)
+    timings, tnames = _timing_section(std, tim_node, r, src)
+    plugins, row_policy, cap, watermarks = _controller(ms, std, r)
+    mapper = _address_mapper(ms, r)
+    r.problems.raise_if_any()
+    assert std is not None and tim_node is not None
+    # ---- meaning: the organisation's density and every timing
+    _check_density(std, org, density, dq, r)
+    timings = _resolved_timings(std, timings, tnames, tim_node, density, r)
+    return DRAMConfig(
+        name=os.path.splitext(os.path.basename(src))[0], standard=std, org=org, timings=timings, mapper=mapper,
+        row_policy=row_policy, row_policy_cap=cap, refresh=True,
+        wr_low_watermark=watermarks["wr_low_watermark"], wr_high_watermark=watermarks["wr_high_watermark"],
+        clock_ratio=clock_ratio, memory_clock_ratio=mem_ratio, end="accepted", source=src, plugins=plugins,
+    )
+
+
+def _read_document(src: str) -> tuple[_Reader, dict]:
+    """The YAML file's top mapping with the reader that gathers its problems; a file that is not
+    YAML (or nests brackets deeper than a configuration does) stops here."""
     import yaml  # here, not at the top: ``import sievesim.dram`` stays free of the YAML parser
 
-    src = os.fspath(path)
     text = read_text(src, "Ramulator 2.0 YAML file")
     depth = _flow_depth(text)
     if depth > _MAX_DEPTH:  # the pure-Python YAML parser takes seconds on such input before it fails
@@ -129,8 +153,11 @@ def load_ramulator_yaml(path: str | pathlib.Path) -> DRAMConfig:
     r.problems.raise_if_any()
     assert doc is not None
     r.keys(doc, {"Frontend", "MemorySystem"}, "<top>")
+    return r, doc
 
-    # ---- structure, keys and types of every section
+
+def _frontend_and_memory_system(doc: dict, r: _Reader) -> tuple[int | None, dict | None, int | None]:
+    """(the frontend's clock ratio, the ``MemorySystem`` section, its clock ratio)."""
     clock_ratio: int | None = 1
     fe = r.section(doc.get("Frontend", {}), "Frontend")
     if fe:
@@ -149,7 +176,11 @@ def load_ramulator_yaml(path: str | pathlib.Path) -> DRAMConfig:
         r.impl(ms, "MemorySystem", {"GenericDRAM"})
         r.keys(ms, {"impl", "clock_ratio", "DRAM", "Controller", "AddrMapper"}, "MemorySystem")
         mem_ratio = r.int(ms.get("clock_ratio", 1), "MemorySystem.clock_ratio", "clock_ratio")
+    return clock_ratio, ms, mem_ratio
 
+
+def _dram_section(ms: dict | None, r: _Reader) -> tuple[Any, dict | None, dict | None]:
+    """(the standard ``MemorySystem.DRAM.impl`` names, its ``org`` node, its ``timing`` node)."""
     dram = r.section(ms.get("DRAM"), "MemorySystem.DRAM") if ms is not None else None
     std = org_node = tim_node = None
     if dram is not None:
@@ -158,7 +189,12 @@ def load_ramulator_yaml(path: str | pathlib.Path) -> DRAMConfig:
         std = get_standard(_DEVICES[device]) if device else None
         org_node = r.section(dram.get("org", {}), "MemorySystem.DRAM.org")
         tim_node = r.section(dram.get("timing", {}), "MemorySystem.DRAM.timing")
+    return std, org_node, tim_node
 
+
+def _organisation(std: Any, org_node: dict | None, r: _Reader
+                  ) -> tuple[dict[str, int], int | None, int | None]:
+    """(level counts, density in Mb, dq) from ``org``: its preset, then the keys that override it."""
     org: dict[str, int] = {}
     density = dq = None
     if std is not None and org_node is not None:
@@ -178,7 +214,12 @@ def load_ramulator_yaml(path: str | pathlib.Path) -> DRAMConfig:
         if "channel_width" in org_node and org_node["channel_width"] != std.channel_width_bits:
             r.problem(f"{where}.channel_width", org_node["channel_width"],
                       f"{std.channel_width_bits} (the only width sievesim's {std.name} mirror supports)")
+    return org, density, dq
 
+
+def _timing_section(std: Any, tim_node: dict | None, r: _Reader, src: str) -> tuple[dict[str, int], set[str]]:
+    """(the timings of the preset or the rate, -1 where still unknown; the timing names the file may
+    override), the overrides' types checked (they apply once the clock is known)."""
     timings: dict[str, int] = {}
     tnames: set[str] = set()
     if std is not None and tim_node is not None:
@@ -202,7 +243,12 @@ def load_ramulator_yaml(path: str | pathlib.Path) -> DRAMConfig:
                 r.int(tim_node[n], f"{where}.{n}", lo=-1 if n in ("nRFC", "nRFCSB", "nREFISB") else 0)
             elif "t" + n[1:] in tim_node:
                 r.number(tim_node["t" + n[1:]], f"{where}.t{n[1:]}", lo=0, hi=1e9, what="a time in ns")
+    return timings, tnames
 
+
+def _controller(ms: dict | None, std: Any, r: _Reader
+                ) -> tuple[tuple[ControllerPlugin, ...], str, int | None, dict[str, float | None]]:
+    """(plugins, row policy, its cap, write watermarks) of ``MemorySystem.Controller``."""
     ctrl = r.section(ms.get("Controller"), "MemorySystem.Controller") if ms is not None else None
     plugins: tuple[ControllerPlugin, ...] = ()
     row_policy, cap, watermarks = "open", 10_000_000, {}
@@ -227,16 +273,21 @@ def load_ramulator_yaml(path: str | pathlib.Path) -> DRAMConfig:
         for key, default in (("wr_low_watermark", 0.2), ("wr_high_watermark", 0.8)):
             watermarks[key] = r.number(ctrl.get(key, default), f"MemorySystem.Controller.{key}", lo=0, hi=1,
                                        what="a fraction of the write queue")
+    return plugins, row_policy, cap, watermarks
 
+
+def _address_mapper(ms: dict | None, r: _Reader) -> str | None:
+    """The ``MemorySystem.AddrMapper`` impl, or None (the standard's default mapper)."""
     mapper = None
     mapper_node = r.section(ms.get("AddrMapper"), "MemorySystem.AddrMapper") if ms is not None else None
     if mapper_node is not None:
         mapper = r.impl(mapper_node, "MemorySystem.AddrMapper", {"RoBaRaCoCh", "ChRaBaRoCo", "MOP4CLXOR"})
         r.keys(mapper_node, {"impl"}, "MemorySystem.AddrMapper")
-    r.problems.raise_if_any()
-    assert std is not None and tim_node is not None
+    return mapper
 
-    # ---- meaning: the organisation's density and every timing
+
+def _check_density(std: Any, org: dict[str, int], density: int | None, dq: int | None, r: _Reader) -> None:
+    """Every level counted, and the density the one the organisation gives (as Ramulator checks)."""
     where = "MemorySystem.DRAM.org"
     for key in std.levels:
         if key not in org:
@@ -251,6 +302,12 @@ def load_ramulator_yaml(path: str | pathlib.Path) -> DRAMConfig:
     if density is not None and density not in (2048, 4096, 8192, 16384):
         r.problem(f"{where}.density", density, "2048, 4096, 8192 or 16384 Mb (Ramulator 2.0's tRFC table)")
     r.problems.raise_if_any()
+
+
+def _resolved_timings(std: Any, timings: dict[str, int], tnames: set[str], tim_node: dict, density: int | None,
+                      r: _Reader) -> dict[str, int]:
+    """Every timing in cycles: the preset's or the rate's (Ramulator 2.0's formulas), then the file's
+    overrides (``nX`` in cycles, ``tX`` in ns rounded as JEDEC does); one still unknown is a problem."""
     timings = _r2_finish_timings(timings, density)
     tck_ps = timings["tCK_ps"]
     for n in sorted(tnames):
@@ -262,13 +319,7 @@ def load_ramulator_yaml(path: str | pathlib.Path) -> DRAMConfig:
         if timings.get(n, -1) == -1 and n not in ("nRFCSB", "nREFISB"):
             r.problem(f"MemorySystem.DRAM.timing.{n}", None, "a value in cycles")
     r.problems.raise_if_any()
-
-    return DRAMConfig(
-        name=os.path.splitext(os.path.basename(src))[0], standard=std, org=org, timings=timings, mapper=mapper,
-        row_policy=row_policy, row_policy_cap=cap, refresh=True,
-        wr_low_watermark=watermarks["wr_low_watermark"], wr_high_watermark=watermarks["wr_high_watermark"],
-        clock_ratio=clock_ratio, memory_clock_ratio=mem_ratio, end="accepted", source=src, plugins=plugins,
-    )
+    return timings
 
 
 def _plugins(node: Any, std: Any, r: _Reader) -> tuple[ControllerPlugin, ...]:

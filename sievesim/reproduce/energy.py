@@ -29,7 +29,9 @@ def _batches(gpus: int, quick: bool) -> list[int]:
 def _energy_rows(rows: list[dict[str, Any]], raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each CSV row with the step's energy per token and its breakdown per token [J/token]."""
     for r, x in zip(rows, raw):
-        per = {k: x.get(f"energy_breakdown_j.{k}", (x.get("energy_breakdown_j") or {}).get(k)) for k in KINDS}
+        per = {k: x.get(f"energy_breakdown_{k}_j", x.get(f"energy_breakdown_j.{k}",      # a sweep row's column,
+                                                          (x.get("energy_breakdown_j") or {}).get(k)))  # or older rows'
+               for k in KINDS}
         for k in KINDS:
             r[f"energy_{k}_j_per_token"] = per[k] / x["batch"] if per[k] is not None else None
     return rows

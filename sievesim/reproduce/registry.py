@@ -320,16 +320,16 @@ def _matplotlib_backends(matplotlib: Any) -> set[str]:
 
 def step_records(name: str, points: Sequence[dict[str, Any]], opts: FigureOptions, *,
                  point_fn: Callable[[dict[str, Any]], Any] | None = None) -> list[dict[str, Any]]:
-    """Rows of the executed step (:func:`sievesim.sweep.step_point`, or ``point_fn``) at every
+    """Rows of the executed step (:func:`sievesim.sweeps.run.step_point`, or ``point_fn``) at every
     point, in point order, for a figure that needs the step (Figures 6 and 9-11).
 
     The points run as a sweep in ``OUT/NAME-points/`` (``opts.jobs`` worker processes), so an
     interrupted ``reproduce`` resumes where it stopped and a rerun of a finished figure only
-    redraws it. ``points`` are settings dicts as :func:`sievesim.sweep.expand_grid` gives them
+    redraws it. ``points`` are settings dicts as :func:`sievesim.sweeps.run.expand_grid` gives them
     (``expand_grid`` fills the defaults)."""
-    from ..provenance import point_inputs
-    from ..sweep import expand_grid, point_id, read_results, run_grid, step_point
-    from ..workers import process_pool
+    from ..sweeps.provenance import point_inputs
+    from ..sweeps.run import expand_grid, point_id, read_results, run_grid, step_point
+    from ..sweeps.workers import process_pool
 
     fn = point_fn or step_point
     pts = expand_grid([{k: [v] for k, v in {"gpu_model": opts.gpu_model, **p}.items()} for p in points])
@@ -348,7 +348,7 @@ def step_records(name: str, points: Sequence[dict[str, Any]], opts: FigureOption
 def _grid_changed(out: pathlib.Path, points: Sequence[dict[str, Any]], fn: Callable[..., Any]) -> bool:
     """Whether ``out`` holds the points of another grid (a figure's points changed with --quick or
     --seed): then its directory is started over."""
-    from ..sweep import MANIFEST, grid_manifest
+    from ..sweeps.run import MANIFEST, grid_manifest
 
     path = out / MANIFEST
     if not path.exists():
@@ -399,7 +399,7 @@ def reproduce(name: str, out_dir: str | os.PathLike[str] = "figures", *, quick: 
             r.setdefault("figure", n)
         csv_path = out / f"{n}{opts.suffix}.csv"
         from .._outputs import write_output
-        from ..sweep import csv_bytes
+        from ..sweeps.run import csv_bytes
         write_output(csv_path, csv_bytes(data.records), "figure CSV")
         png, message = None, ""
         if plot and fig.plot is not None:

@@ -111,13 +111,13 @@ def warmed_simulator(limit: int = WARMUP_LIMIT, **kwargs: Any) -> tuple[Any, War
 
 
 def converged_step_point(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """:func:`sievesim.sweep.step_point` with a converged cost table (module docstring): ``warmup``
+    """:func:`sievesim.sweeps.run.step_point` with a converged cost table (module docstring): ``warmup``
     is the most warm-up steps of the first simulator (default :data:`WARMUP_LIMIT`); the measured
     step follows :data:`MEASURED_AFTER` warm-up steps of the second. The row adds
     ``table_warmup_steps`` (steps the first simulator ran; 0 for a policy that reads no table),
     ``table_converged`` and ``table_last_move`` (the largest relative move of an entry in its last
     step)."""
-    from ..sweep import GRID_KEYS
+    from ..sweeps.run import GRID_KEYS
     from ..system import parse_policy_options
 
     kwargs = {k: settings[k] for k in GRID_KEYS if settings.get(k) is not None}

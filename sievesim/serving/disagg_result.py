@@ -24,7 +24,7 @@ from .workload import Requests
 __all__ = ["DisaggResult", "serve_disaggregated"]
 
 
-@dataclass
+@dataclass(repr=False)      # ServingResult's one-line repr, not one of every array
 class DisaggResult(ServingResult):
     """A disaggregated run. ``log`` is the decode pool's iterations; ``pools_log`` holds both pools'
     and the KV transfers; ``pool_info`` the pools' GPUs and KV capacity."""

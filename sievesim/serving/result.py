@@ -93,7 +93,9 @@ class ServingResult:
     def __repr__(self) -> str:
         """One line (the arrays stay in the fields: ``to_dict()`` for everything)."""
         s, done = self.settings, int(np.count_nonzero(~np.isnan(self.log.finish_s)))
-        return (f"<ServingResult {s.get('model')} on {s.get('gpus')} x {s.get('hardware')}, policy {s.get('policy')}, "
+        unit = f"({s['pimoe_unit']})" if s.get("pimoe_unit") else ""
+        return (f"<{type(self).__name__} {s.get('model')} on {s.get('gpus')} x {s.get('hardware')}, "
+                f"policy {s.get('policy')}{unit}, rate {s.get('rate'):.4g}/s, "
                 f"{done}/{len(self.requests)} requests finished, SLOs met by {float(np.mean(self.met)) if self.met.size else 0.0:.0%}, "
                 + (f"{self.energy_j:.4g} J, " if self.energy_j is not None else "")
                 + f"GPU model {s.get('gpu_model')}>")
@@ -165,6 +167,23 @@ class ServingResult:
         for row, e in zip(rows, self.request_energy_j.tolist()):
             row["energy_j"] = e
         return rows
+
+    def to_pandas(self, table: str = "requests") -> Any:
+        """A ``pandas.DataFrame`` of :meth:`request_rows` (``table="requests"``: one row per request,
+        times in seconds, energy in joules) or of :meth:`iteration_rows` (``"iterations"``). pandas
+        is not a dependency of sievesim: without it this raises :class:`ImportError` saying how to
+        install it (the ``*_rows`` methods give the same rows as lists of dicts)."""
+        tables = {"requests": self.request_rows, "iterations": self.iteration_rows}
+        if not isinstance(table, str) or table not in tables:
+            from ..errors import field_error
+            raise field_error("table", table, "'requests' or 'iterations'")
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError(f"{type(self).__name__}.to_pandas needs pandas: pip install pandas (or pip install "
+                              f"'sievesim[pandas]'); without it, {table[:-1]}_rows() gives the same rows as a list "
+                              f"of dicts") from None
+        return pd.DataFrame(tables[table]())
 
     def iteration_rows(self) -> list[dict[str, Any]]:
         """One row per iteration (``--timeline-csv``): start, duration, batch, prefill, queue, KV, energy [J]."""

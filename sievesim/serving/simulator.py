@@ -192,7 +192,8 @@ class ServingSimulator:
         c = self.cfg
         out: dict[str, Any] = {
             "model": self.model.name, "top_k": self.model.top_k, "hardware": self.hw.name, "gpus": self.gpus,
-            "policy": self.pricer.sim.policy_name, "workload": q.description, "rate": rate, "requests": len(q),
+            "policy": self.pricer.sim.policy_name, "pimoe_unit": self.pricer.sim.pimoe_unit,
+            "workload": q.description, "rate": rate, "requests": len(q),
             "seed": self.seed, "max_batch": c.max_batch, "token_budget": c.token_budget,
             "horizon_s": c.horizon_s, "block_size": self.block_size,
             "memory_utilization": self.memory_utilization, "max_model_len": self.max_model_len,
@@ -232,15 +233,20 @@ class ServingSimulator:
 
     def run(self, q: Requests, rate: float | None = None,
             progress: Callable[[int, float], None] | None = None) -> ServingResult:
-        """Serve ``q``; ``rate`` (requests/s) is the workload's, for Little's law (default: the
-        observed rate, requests / last arrival). ``progress(finished, t)``, when given, is called
-        every few iterations and at the end with the requests finished and the simulated time [s]."""
+        """Serve ``q``; ``rate`` [requests/s] is the workload's, for Little's law and the result's
+        settings. Default: the rate ``q`` was drawn at (``q.rate``, set by
+        :func:`~sievesim.serving.workload.poisson_requests`), else (a trace) the observed rate,
+        (requests - 1) / last arrival; so ``sim.run(poisson_requests(100.0, 1000))`` needs no
+        rate. ``progress(finished, t)``, when given, is called every few iterations and at the end
+        with the requests finished and the simulated time [s]."""
         if not isinstance(q, Requests):
             raise TypeError(f"requests = {q!r:.60}: expected a Requests (sievesim.serving.poisson_requests, "
                             f"read_trace or make_requests), got {type(q).__name__}")
         if rate is not None:
             _positive("rate", rate, what="a positive rate in requests per second")
         self.check_requests(q)
+        if rate is None and q.rate is not None:
+            rate = q.rate
         if rate is None:
             rate = (len(q) - 1) / float(q.arrival_s[-1]) if len(q) > 1 and q.arrival_s[-1] > 0 else math.nan
         if self.pools is not None:

@@ -61,6 +61,8 @@ class Requests:
     prompt_tokens: np.ndarray
     output_tokens: np.ndarray
     description: str = ""
+    #: The rate the arrivals were drawn at [requests/s] (:func:`poisson_requests`); None for a trace.
+    rate: float | None = None
 
     def __post_init__(self) -> None:
         from .._validate import type_error
@@ -79,6 +81,9 @@ class Requests:
             arrays[name] = a
         if not isinstance(self.description, str):
             raise type_error("description", self.description, "a string")
+        if self.rate is not None and (isinstance(self.rate, bool) or not isinstance(self.rate, (int, float, np.number))
+                                      or not MIN_RATE <= self.rate <= MAX_RATE):
+            raise field_error("rate", self.rate, f"None or requests per second from {MIN_RATE:g} to {MAX_RATE:g}")
         arr, prompt, out = arrays["arrival_s"], arrays["prompt_tokens"], arrays["output_tokens"]
         if not arr.size == prompt.size == out.size >= 1:
             raise field_error("requests", (arr.size, prompt.size, out.size), "arrival_s, prompt_tokens and "
@@ -103,7 +108,8 @@ class Requests:
 
     def head(self, n: int) -> "Requests":
         """The first ``n`` requests."""
-        return Requests(self.arrival_s[:n], self.prompt_tokens[:n], self.output_tokens[:n], self.description)
+        return Requests(self.arrival_s[:n], self.prompt_tokens[:n], self.output_tokens[:n], self.description,
+                        self.rate)
 
 
 def _lengths(n: int, rng: np.random.Generator, lengths: str | None, prompt_tokens: int | None,
@@ -148,7 +154,7 @@ def poisson_requests(rate: float, n: int, *, seed: int = 0, cv: float = 1.0, len
     prompt, out = _lengths(n, l_rng, lengths, prompt_tokens, output_tokens)
     kind = "poisson" if cv == 1.0 else f"gamma cv={cv:g}"
     what = lengths if prompt_tokens is None or output_tokens is None else f"{prompt_tokens}:{output_tokens}"
-    return Requests(np.cumsum(gaps), prompt, out, f"{kind} {rate:g}/s, lengths {what}")
+    return Requests(np.cumsum(gaps), prompt, out, f"{kind} {rate:g}/s, lengths {what}", float(rate))
 
 
 def read_trace(path: str) -> Requests:
