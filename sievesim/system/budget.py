@@ -1,4 +1,5 @@
-"""What a step needs before it runs: the HBM each GPU holds (weights, KV cache, activations: the
+"""What a step needs before it runs: its sizes checked against the model (G, B, micro-batches,
+redundant experts), the HBM each GPU holds (weights, KV cache, activations: the
 capacity check), the simulator's own memory and time (``--max-memory``, ``--max-work``).
 :class:`StepBudget` is mixed into :class:`~sievesim.system.step.StepSimulator` and reads its fields.
 Sizes in bytes, times in seconds."""
@@ -8,6 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..errors import field_error
+from .parallelism import resolve_redundant
+
 if TYPE_CHECKING:
     from ..capacity import MemoryUse
 
@@ -16,6 +20,43 @@ __all__ = ["StepBudget", "step_work_s"]
 
 class StepBudget:
     """The capacity check and the simulator's work estimates of a ``StepSimulator`` (a mixin)."""
+
+    def _check_sizes(self, gpus: int, batch: int, microbatches: int, seed: int, exact_tokens: int) -> None:
+        """G, B, micro-batches, seed and the exact-token limit, checked against the model."""
+        from .._validate import check_int
+
+        m = self.model
+        for name, value, low in (("gpus", gpus, 1), ("batch", batch, 1), ("microbatches", microbatches, 1)):
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
+                raise field_error(name, value, f"an integer >= {low}")
+        check_int("batch", batch, "batch")
+        check_int("gpus", gpus, "gpus")
+        if self.redundant_experts is None:     # "auto": as many as make E + R a multiple of G (0 when G divides E)
+            self.redundant_experts = resolve_redundant(None, m.num_experts, gpus, self.expert_mode)
+        slots = m.num_experts + self.redundant_experts
+        if slots % gpus and self.expert_mode == "ep":
+            need = -slots % gpus + self.redundant_experts
+            raise field_error("gpus", gpus, f"a divisor of the model's {m.num_experts} routed experts"
+                              + (f" + {self.redundant_experts} redundant" if self.redundant_experts else "")
+                              + f" (expert parallelism puts as many on each GPU; or redundant_experts = {need}: "
+                              "--redundant-experts)")
+        if batch % gpus and not self.tp_attention:
+            raise field_error("batch", batch, f"a multiple of gpus = {gpus} (data-parallel attention "
+                                              f"puts B/G requests on each GPU)")
+        if microbatches not in (1, 2):
+            raise field_error("microbatches", microbatches, "1 or 2")
+        per_gpu = batch if self.tp_attention else batch // gpus
+        if microbatches == 2 and per_gpu < 2:
+            raise field_error("microbatches", microbatches, f"1 when a GPU has fewer than 2 requests ({per_gpu})")
+        if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
+            raise field_error("seed", seed, "a non-negative integer")
+        self.gpus, self.batch, self.seed, self.microbatches = int(gpus), int(batch), int(seed), int(microbatches)
+        if not isinstance(exact_tokens, (int, np.integer)) or isinstance(exact_tokens, bool) or exact_tokens < 2:
+            raise field_error("exact_tokens", exact_tokens, "an integer >= 2")
+        self.exact_tokens = int(exact_tokens)
+        #: Expert slots of the step (the routed experts, and their redundant replicas).
+        self.num_slots = slots
+        self.local_experts = m.num_experts if self.expert_mode == "tp" else slots // self.gpus
 
     def memory_use(self, steps: int = 0) -> "MemoryUse":
         """HBM use of the most loaded GPU [bytes] with contexts ``steps`` tokens longer than now

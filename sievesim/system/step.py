@@ -30,7 +30,7 @@ from . import figure8 as f8
 from .dag import Contention, Schedule, execute
 from .options import parse_policy_options, parse_prefill
 from .parallelism import (ATTENTION_MODES, EXPERT_MODES, check_parallelism, check_pim_formats, check_redundant,
-                          resolve_redundant, sample_loads, with_nodes)
+                          sample_loads, with_nodes)
 from .pim_costs import EngineTimes, LearnedPimCost, _Ema
 from .budget import _BYTES_PER_GPU_LAYER, StepBudget, step_work_s
 from .result import StepResult
@@ -238,43 +238,6 @@ class StepSimulator(StepBudget):
         """Global id of GPU ``g``'s first local expert (every GPU holds every expert's shard under
         tensor-parallel experts)."""
         return 0 if self.expert_mode == "tp" else g * self.local_experts
-
-    def _check_sizes(self, gpus: int, batch: int, microbatches: int, seed: int, exact_tokens: int) -> None:
-        """G, B, micro-batches, seed and the exact-token limit, checked against the model."""
-        from .._validate import check_int
-
-        m = self.model
-        for name, value, low in (("gpus", gpus, 1), ("batch", batch, 1), ("microbatches", microbatches, 1)):
-            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
-                raise field_error(name, value, f"an integer >= {low}")
-        check_int("batch", batch, "batch")
-        check_int("gpus", gpus, "gpus")
-        if self.redundant_experts is None:     # "auto": as many as make E + R a multiple of G (0 when G divides E)
-            self.redundant_experts = resolve_redundant(None, m.num_experts, gpus, self.expert_mode)
-        slots = m.num_experts + self.redundant_experts
-        if slots % gpus and self.expert_mode == "ep":
-            need = -slots % gpus + self.redundant_experts
-            raise field_error("gpus", gpus, f"a divisor of the model's {m.num_experts} routed experts"
-                              + (f" + {self.redundant_experts} redundant" if self.redundant_experts else "")
-                              + f" (expert parallelism puts as many on each GPU; or redundant_experts = {need}: "
-                              "--redundant-experts)")
-        if batch % gpus and not self.tp_attention:
-            raise field_error("batch", batch, f"a multiple of gpus = {gpus} (data-parallel attention "
-                                              f"puts B/G requests on each GPU)")
-        if microbatches not in (1, 2):
-            raise field_error("microbatches", microbatches, "1 or 2")
-        per_gpu = batch if self.tp_attention else batch // gpus
-        if microbatches == 2 and per_gpu < 2:
-            raise field_error("microbatches", microbatches, f"1 when a GPU has fewer than 2 requests ({per_gpu})")
-        if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
-            raise field_error("seed", seed, "a non-negative integer")
-        self.gpus, self.batch, self.seed, self.microbatches = int(gpus), int(batch), int(seed), int(microbatches)
-        if not isinstance(exact_tokens, (int, np.integer)) or isinstance(exact_tokens, bool) or exact_tokens < 2:
-            raise field_error("exact_tokens", exact_tokens, "an integer >= 2")
-        self.exact_tokens = int(exact_tokens)
-        #: Expert slots of the step (the routed experts, and their redundant replicas).
-        self.num_slots = slots
-        self.local_experts = m.num_experts if self.expert_mode == "tp" else slots // self.gpus
 
     def _choose_policy(self, policy: str, pimoe_unit: str | None, policy_options: dict[str, Any] | None,
                        early_loads: bool | str | None, contention: bool) -> None:
