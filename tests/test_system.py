@@ -335,3 +335,26 @@ def test_run_top_k_flag(capsys):
     assert main(["run", "--model", "qwen3-30b-a3b", "--batch", "4", "--top-k", "4", "--policy", "noexp",
                  "--warmup", "0", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["top_k"] == 4
+
+
+def test_attention_on_gpu_keeps_the_pim_experts_and_moves_only_the_attention():
+    from sievesim.errors import ConfigError
+    from sievesim.serving import ServingSimulator
+
+    kw = dict(gpus=1, batch=16, steps=1, warmup=1, energy=False)
+    on_pim = simulate_step("qwen3-30b-a3b", policy="allexp", **kw)
+    on_gpu = simulate_step("qwen3-30b-a3b", policy="allexp", attention_on="gpu", **kw)
+    gpu_only = simulate_step("qwen3-30b-a3b", policy="gpu-only", **kw)
+    assert (on_pim.settings["attention_on"], on_gpu.settings["attention_on"], gpu_only.settings["attention_on"]) == \
+        ("pim", "gpu", "gpu")
+    attn = [n for n in on_gpu.nodes() if n.kind == "attention"]
+    assert attn and all(n.resources == ("g0.gpu", "g0.hbm") for n in attn)
+    assert all(n.resources == ("g0.pim",) for n in on_pim.nodes() if n.kind == "attention")
+    # the same GPU attention as the GPU-only reference, the experts still on PIM
+    assert [n.end_s - n.start_s for n in attn] == pytest.approx(
+        [n.end_s - n.start_s for n in gpu_only.nodes() if n.kind == "attention"], rel=1e-9)
+    assert any(n.kind == "pim_experts" for n in on_gpu.nodes())
+    with pytest.raises(ConfigError, match="attention_on = 'hbm'"):
+        simulate_step("qwen3-30b-a3b", attention_on="hbm", **kw)
+    with pytest.raises(ConfigError, match="attention_on"):
+        ServingSimulator("qwen3-30b-a3b", attention_on="gpu")

@@ -13,7 +13,8 @@ parallel attention and expert parallelism, DeepEP's low-latency kernels across n
 Redundant experts: ``min`` is the fewest replicas that make the experts a multiple of the GPUs
 (``auto``: none at 8 to 32 GPUs for DeepSeek-V3's 256 experts and Kimi-K2's 384, 32 and 48 at 72);
 ``+G`` adds one replica of a hot expert per GPU (EPLB). Policies: ``gpu-only`` (no PIM) and Overlap
-(this project's policy, experts split between GPU and PIM; warmed up ``--warmup`` steps).
+(this project's policy, experts split between GPU and PIM; warmed up ``--warmup`` steps), with decode
+attention on PIM (the Sieve paper's system) and on the GPU (``attention_on="gpu"``).
 
     python -m sievesim.benchmarks scale-study [--models deepseek-v3,kimi-k2] [--gpus 16,72,144]
         [--topologies ib,nvl72] [--per-gpu 8,64] [--context 4096] [--published]
@@ -34,7 +35,8 @@ MODELS = ("deepseek-v3", "kimi-k2")
 GPUS = (16, 72, 144)
 TOPOLOGIES = {"ib": ("b200", 8), "nvl72": ("gb200-nvl72", 72)}
 HEADER = ("| model | GPUs | topology | redundant | requests/GPU | GPU-only TPOT ms | GPU-only tok/s/GPU "
-          "| Overlap TPOT ms | Overlap tok/s/GPU | Overlap / GPU-only |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+          "| Overlap TPOT ms | Overlap / GPU-only | Overlap, attention on GPU: TPOT ms | its / GPU-only |\n"
+          "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 
 #: DeepSeek's decode deployment of DeepSeek-V3/R1 (deepseek-ai/open-infra-index,
 #: "202502OpenSourceWeek/day_6_one_more_thing_deepseekV3R1_inference_system_overview.md", 2025-03-01):
@@ -46,7 +48,7 @@ DEEPSEEK_PUBLISHED = {"gpus": 144, "nodes": 18, "redundant": 32, "context": 4989
 
 
 def point(model: str, gpus: int, topology: str, policy: str, *, extra_redundant: int = 0, per_gpu: int = 64,
-          context: int = 4096, warmup: int = 2, gpu_model: str = "calibrated") -> dict[str, Any]:
+          context: int = 4096, warmup: int = 2, gpu_model: str = "calibrated", attention_on: str = "pim") -> dict[str, Any]:
     """One executed step: ``{"tpot_s", "tokens_per_s_per_gpu", "redundant"}``, or ``{"error": ...}``
     when the point does not fit (the capacity check's words)."""
     from sievesim.models import get_model
@@ -59,7 +61,7 @@ def point(model: str, gpus: int, topology: str, policy: str, *, extra_redundant:
     try:
         r = simulate_step(model, hardware, gpus=gpus, nodes=nodes, policy=policy, batch=per_gpu * gpus,
                           context_len=context, steps=1, warmup=0 if policy == "gpu-only" else warmup,
-                          redundant_experts=redundant, gpu_model=gpu_model, energy=False)
+                          redundant_experts=redundant, gpu_model=gpu_model, energy=False, attention_on=attention_on)
     except ConfigError as exc:
         return {"error": str(exc), "redundant": redundant}
     return {"tpot_s": r.step_time_s, "tokens_per_s_per_gpu": per_gpu / r.step_time_s, "redundant": redundant}
@@ -72,12 +74,13 @@ def row(model: str, gpus: int, topology: str, extra_redundant: int = 0, **kw: An
     head = f"| {model} | {gpus} | {topology} | {red} | {kw.get('per_gpu', 64)} |"
     if "error" in base:
         need = base["error"].split(": needs ")[-1].split(" (")[0] if ": needs " in base["error"] else base["error"]
-        return f"{head} does not fit ({need}) | | | | |"
-    pim = point(model, gpus, topology, "overlap", extra_redundant=extra_redundant, **kw)
-    if "error" in pim:
-        return f"{head} {base['tpot_s'] * 1e3:.2f} | {base['tokens_per_s_per_gpu']:.0f} | {pim['error'][:60]} | | |"
-    return (f"{head} {base['tpot_s'] * 1e3:.2f} | {base['tokens_per_s_per_gpu']:.0f} | {pim['tpot_s'] * 1e3:.2f} | "
-            f"{pim['tokens_per_s_per_gpu']:.0f} | {base['tpot_s'] / pim['tpot_s']:.3f} |")
+        return f"{head} does not fit ({need}) | | | | | |"
+    cells = [f"{base['tpot_s'] * 1e3:.2f}", f"{base['tokens_per_s_per_gpu']:.0f}"]
+    for attention_on in ("pim", "gpu"):
+        pim = point(model, gpus, topology, "overlap", extra_redundant=extra_redundant, attention_on=attention_on, **kw)
+        cells += ([pim["error"][:60], ""] if "error" in pim
+                  else [f"{pim['tpot_s'] * 1e3:.2f}", f"{base['tpot_s'] / pim['tpot_s']:.3f}"])
+    return f"{head} " + " | ".join(cells) + " |"
 
 
 def h800() -> Any:
