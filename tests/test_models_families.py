@@ -244,7 +244,6 @@ REFUSED = {
     # file, the keys the refusal must name
     "deepseek-ai--DeepSeek-V3.2": ("index_n_heads", "index_head_dim"),
     "zai-org--GLM-5": ("index_n_heads", "index_head_dim"),
-    "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16": ("hybrid_override_pattern",),
     "XiaomiMiMo--MiMo-V2-Flash": ("hybrid_layer_pattern", "swa_num_key_value_heads"),
     "google--gemma-4-26B-A4B": ("enable_moe_block", "global_head_dim", "num_global_key_value_heads",
                                 "attention_k_eq_v"),
@@ -401,11 +400,12 @@ def test_kimi_k2_preset_is_the_reading_of_its_config_in_bf16():
 
 
 def test_an_ungated_activation_is_refused_by_name():
-    """Every MLP sievesim counts is gated (gate, up, down); Nemotron's relu2 MLP has two matrices."""
+    """A family's MLP is gated (gate, up, down) unless its reader says otherwise: a relu2 MLP has two
+    matrices (Nemotron-H reads its own: tests/test_models_hybrid.py)."""
     with pytest.raises(ConfigError, match=r"hidden_act = 'relu2': expected the activation of a gated MLP"):
         from_hf_config(dict(OLMOE, hidden_act="relu2"), name="m")
     with pytest.raises(ConfigError, match=r"mlp_hidden_act = 'relu2'"):
-        from_hf_config(_file("nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"), name="n")
+        from_hf_config(dict(OLMOE, mlp_hidden_act="relu2"), name="m")
 
 
 def test_minimax_attention_list_all_softmax_is_read_a_lightning_layer_is_refused():

@@ -110,10 +110,15 @@ def attention_shape(model: Any, layer: int) -> AttentionShape:
     ``sliding_window``, chunked layers at the current chunk. Linear-attention (Gated-DeltaNet) layers read and update a fixed state
     of ``linear_num_value_heads * linear_key_head_dim * linear_value_head_dim`` elements per
     request: ``4 * state_elems`` FLOPs per step (its cost grows with the batch, not the context).
+    Mamba-2 layers likewise: ``6 * state_elems`` (decay, rank-1 update, readout: a multiply per element
+    for the decay, a multiply-add for the update and one for the readout).
     """
     kind = _layer_kind(model, layer)
     heads = float(model.num_attention_heads)
     kv_heads = float(getattr(model, "num_kv_heads", heads) or heads)
+    if kind == "mamba":   # Mamba-2: decay, B x^T update and C readout of a heads x head_dim x N state
+        state = float(model.mamba_num_heads * model.mamba_head_dim * model.mamba_state_size)
+        return AttentionShape(0.0, None, 6.0 * state)
     if kind == "linear":
         nv = float(getattr(model, "linear_num_value_heads", 0) or 0)
         dk = float(getattr(model, "linear_key_head_dim", 0) or 0)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .._inputs import is_int as _is_int
 from ..errors import field_error
-from .kinds import _SOFTMAX_GQA_KINDS, chunked_attended_tokens
+from .kinds import _SOFTMAX_GQA_KINDS, STATE_KINDS, chunked_attended_tokens
 
 
 class CacheSizes:
@@ -54,11 +54,11 @@ class CacheSizes:
         """Tokens whose K/V ``layer`` keeps (and the newest token attends to) for a request of
         ``context_len`` tokens: ``min(context_len, sliding_window)`` for sliding layers,
         ``(context_len - 1) % attention_chunk_size + 1`` for chunked layers (the current chunk),
-        0 for linear layers."""
+        0 for linear and Mamba layers (a fixed state instead)."""
         kind = self.layer_attention[self._check_layer(layer)]
         if not _is_int(context_len) or context_len < 0:
             raise field_error("context_len", context_len, "a non-negative integer (tokens)")
-        if kind == "linear":
+        if kind in STATE_KINDS:
             return 0
         if kind == "sliding":
             return min(context_len, int(self.sliding_window or context_len))
@@ -80,9 +80,23 @@ class CacheSizes:
         return float(recurrent + conv)
 
     @property
+    def mamba_state_bytes_per_layer(self) -> float:
+        """Bytes of one request's Mamba-2 state in one ``mamba`` layer: SSM state
+        ``mamba_num_heads * mamba_head_dim * mamba_state_size`` (state dtype) + convolution state
+        ``(inner + 2 * mamba_groups * mamba_state_size) * (mamba_conv_kernel - 1)`` (model dtype).
+        0 when the model has no Mamba layer."""
+        if "mamba" not in self.layer_attention:
+            return 0.0
+        inner = self.mamba_num_heads * self.mamba_head_dim
+        ssm = inner * self.mamba_state_size * self.state_bytes_per_element
+        conv = (inner + 2 * self.mamba_groups * self.mamba_state_size) * (self.mamba_conv_kernel - 1) * self.dtype_bytes
+        return float(ssm + conv)
+
+    @property
     def linear_state_bytes_per_request(self) -> float:
-        """Bytes of one request's linear-attention state over all linear layers (independent of length)."""
-        return self.linear_state_bytes_per_layer * self.layer_attention.count("linear")
+        """Bytes of one request's fixed state over all linear-attention and Mamba layers (independent of length)."""
+        return (self.linear_state_bytes_per_layer * self.layer_attention.count("linear")
+                + self.mamba_state_bytes_per_layer * self.layer_attention.count("mamba"))
 
     def kv_cache_bytes_per_request(self, context_len: int) -> float:
         """Bytes of one request's KV cache + linear state over all layers at ``context_len`` tokens."""

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from .._inputs import is_int as _is_int, read_text as _read_text
 from ..errors import ConfigError, field_error
-from . import llama4
+from . import llama4, nemotron_h
 from .hf_families import family_attention_problems, family_weights, mtp_layer_count, routing_groups
 from .hf_keys import _EXPERT_COUNT_KEYS, _HF, _HF_LAYER_TYPES, _STRUCTURAL_NAME, _TOP_K_KEYS, _TORCH_DTYPE_BYTES, \
     STRUCTURAL_KEYS, VERIFIED_FAMILIES, is_verified_family, no_decode_effect
@@ -79,9 +79,15 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
     kw: dict[str, Any] = {}
     is_mla = hf.has("kv_lora_rank")
     head_dim = _head_dim(hf, kw, is_mla, hidden, heads)
-    attention = _layer_attention(hf, kw, num_layers, model_type, is_mla, is_llama4)
-    family_attention_problems(hf, model_type, num_layers)
-    mlp = _layer_mlp(hf, num_layers, model_type, is_llama4)
+    if nemotron_h.is_nemotron_h(model_type, cfg):   # hybrid Mamba-2 / attention / MoE blocks
+        attention, mlp = nemotron_h.layer_kinds(hf, num_layers)
+        num_layers = len(attention)
+        _attention_widths(hf, kw, attention, "hybrid")
+        kw.update(nemotron_h.mamba_fields(hf, attention))
+    else:
+        attention = _layer_attention(hf, kw, num_layers, model_type, is_mla, is_llama4)
+        family_attention_problems(hf, model_type, num_layers)
+        mlp = _layer_mlp(hf, num_layers, model_type, is_llama4)
     moe_inter, dense_inter = _mlp_widths(hf, mlp, model_type, is_llama4)
     n_shared, shared_inter, shared_gate = _shared_experts(hf, moe_inter, is_llama4)
     if verified:
@@ -104,7 +110,7 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
     if not is_mla and heads % kv_heads:
         hf.problem("num_key_value_heads", kv_heads, f"a divisor of num_attention_heads = {heads}")
     for key in ("hidden_act", "hidden_activation", "mlp_hidden_act"):
-        if hf.cfg.get(key) in _UNGATED_ACTIVATIONS:  # every MLP sievesim counts is gated (three matrices)
+        if hf.cfg.get(key) in _UNGATED_ACTIVATIONS and key not in hf.used:  # Nemotron-H reads its own  # every MLP sievesim counts is gated (three matrices)
             hf.problem(key, hf.cfg[key], "the activation of a gated MLP (silu, gelu, ...): a "
                        f"{hf.cfg[key]} MLP is not gated (two matrices, not three), which sievesim does not model")
             hf.consider(key)

@@ -29,7 +29,7 @@ def family_weights(hf: _HF, model_type: str) -> dict[str, Any]:
     * Qwen3-Next / Qwen3.5: a gated attention output (unless ``attn_output_gate`` is false);
     * GPT-OSS: attention sinks and expert biases;
     * router bias (one per expert): GPT-OSS; ``topk_method = "noaux_tc"`` (DeepSeek-V3, Kimi-K2,
-      MiMo-V2: the score-correction bias), GLM-4.5 always (its router holds the same bias),
+      MiMo-V2: the score-correction bias), GLM-4.5 and Nemotron-H always (their routers hold the same bias),
       MiniMax-M2 when ``use_routing_bias``, Ling-2.0 when ``moe_router_enable_expert_bias``.
     """
     gpt_oss = model_type == "gpt_oss"
@@ -69,7 +69,7 @@ def family_weights(hf: _HF, model_type: str) -> dict[str, Any]:
         hf.consider("use_qk_norm")     # Llama4TextL2Norm: no weights
 
     hf.consider("topk_method")
-    router_bias = (gpt_oss or glm or hf.cfg.get("topk_method") == "noaux_tc"
+    router_bias = (gpt_oss or glm or model_type == "nemotron_h" or hf.cfg.get("topk_method") == "noaux_tc"
                    or (minimax and hf.bool("use_routing_bias", False))
                    or (bailing and hf.bool("moe_router_enable_expert_bias", False)))
     return dict(attention_bias=attention_bias, qkv_bias=qkv_bias, attention_sinks=gpt_oss, qk_norm=qk_norm,

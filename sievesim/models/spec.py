@@ -133,7 +133,21 @@ class ModelSpec(WeightCounts, CacheSizes):
     linear_value_head_dim: int = 0
     #: Causal depthwise convolution width (taps) over q/k/v.
     linear_conv_kernel_dim: int = 0
+    # --- Mamba-2 state-space layers (``mamba`` kind, Nemotron-H); all 0 when absent ---
+    #: SSM heads of a Mamba layer; its inner width is ``mamba_num_heads * mamba_head_dim``.
+    mamba_num_heads: int = 0
+    #: Elements per SSM head.
+    mamba_head_dim: int = 0
+    #: SSM state size ``N`` per head (elements; the state of one head is ``mamba_head_dim x N``).
+    mamba_state_size: int = 0
+    #: Groups of heads that share the input-dependent B and C projections.
+    mamba_groups: int = 0
+    #: Causal depthwise convolution width (taps) over x, B and C.
+    mamba_conv_kernel: int = 0
     # --- MoE details ---
+    #: Experts, shared experts and dense MLPs are gated (gate, up, down: SwiGLU); false: two
+    #: matrices (up, down) and an elementwise activation (Nemotron-H's squared ReLU).
+    mlp_gated: bool = True
     #: Routed experts carry biases on gate/up (``2I``) and down (``h``) projections (GPT-OSS).
     expert_bias: bool = False
     #: The router has one bias (or score-correction bias, DeepSeek-V3) per expert.
@@ -145,8 +159,13 @@ class ModelSpec(WeightCounts, CacheSizes):
     top_k_groups: int | None = None
     #: A scalar sigmoid gate ``h -> 1`` on the shared-expert output (Qwen2-MoE / Qwen3-Next / 3.5).
     shared_expert_gate: bool = False
-    #: Multi-token-prediction layers shipped with the checkpoint; not simulated and not counted.
+    #: Multi-token-prediction layers shipped with the checkpoint (DeepSeek-V3's ``num_nextn_predict_layers``):
+    #: not in ``total_params`` (the publishers' convention); their weights are ``mtp_params``.
     num_mtp_layers: int = 0
+    #: MTP decoding: draft tokens the MTP layers propose per request per decode step, verified by
+    #: the main model in the next (0: off). When on, the MTP layers' weights are held on the GPUs
+    #: (``total_bytes`` counts ``mtp_bytes``).
+    mtp_tokens: int = 0
     #: Where the values come from (free text, for humans; not part of equality or hashing).
     source: str = field(default="", compare=False)
     #: Keys of the Hugging Face config this spec was read from that change nothing in a decode step,
@@ -211,7 +230,9 @@ class ModelSpec(WeightCounts, CacheSizes):
         for kind, fnames, what in (
                 ("mla", ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"), "MLA"),
                 ("linear", ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
-                            "linear_value_head_dim", "linear_conv_kernel_dim"), "linear-attention")):
+                            "linear_value_head_dim", "linear_conv_kernel_dim"), "linear-attention"),
+                ("mamba", ("mamba_num_heads", "mamba_head_dim", "mamba_state_size", "mamba_groups",
+                           "mamba_conv_kernel"), "Mamba")):
             if kind in kinds_present:
                 for fname in fnames:
                     with problems.check():
@@ -223,6 +244,18 @@ class ModelSpec(WeightCounts, CacheSizes):
                     and self.linear_num_value_heads % self.linear_num_key_heads:
                 raise field_error("linear_num_value_heads", self.linear_num_value_heads,
                                   f"a multiple of linear_num_key_heads = {self.linear_num_key_heads}", source=src)
+        with problems.check():
+            if "mamba" in kinds_present and self.mamba_groups > 0 and self.mamba_num_heads % self.mamba_groups:
+                raise field_error("mamba_num_heads", self.mamba_num_heads,
+                                  f"a multiple of mamba_groups = {self.mamba_groups}", source=src)
+        with problems.check():   # a step prices every non-MoE layer's MLP at dense_intermediate_size
+            if "none" in self.layer_mlp and "dense" in self.layer_mlp:
+                raise field_error("layer_mlp", "<'none' and 'dense' layers>", "layers without an MLP ('none') "
+                                  "only beside MoE layers, not beside dense ones", source=src)
+        with problems.check():
+            if self.mtp_tokens and not self.num_mtp_layers:
+                raise field_error("mtp_tokens", self.mtp_tokens, "0 for a model without MTP layers "
+                                  "(num_mtp_layers = 0)", source=src)
         for fmt_field, bytes_field in _FORMAT_FIELDS.items():   # a format fixes its bytes
             fmt = getattr(self, fmt_field)
             if fmt is None:
@@ -253,8 +286,8 @@ class ModelSpec(WeightCounts, CacheSizes):
 
     @property
     def num_dense_layers(self) -> int:
-        """Number of layers with a dense FFN instead of MoE."""
-        return self.num_layers - self.num_moe_layers
+        """Number of layers with a dense FFN."""
+        return self.layer_mlp.count("dense")
 
     def layers_of_kind(self, kind: str) -> tuple[int, ...]:
         """Indices of the layers whose attention kind is ``kind`` (one of :data:`ATTENTION_KINDS`)."""
@@ -328,6 +361,9 @@ class ModelSpec(WeightCounts, CacheSizes):
             if "linear" in self.layer_attention:
                 split("linear_num_key_heads", "tensor-parallel linear attention splits its heads")
                 split("linear_num_value_heads", "tensor-parallel linear attention splits its heads")
+            if "mamba" in self.layer_attention:
+                split("mamba_num_heads", "tensor-parallel Mamba layers split their heads")
+                split("mamba_groups", "tensor-parallel Mamba layers split their B/C groups")
             split("dense_intermediate_size", "tensor-parallel MLPs split their intermediate size")
             split("shared_expert_intermediate_size", "tensor-parallel shared experts split their intermediate size")
             changes["vocab_size"] = -(-self.vocab_size // shards)
@@ -375,6 +411,7 @@ class ModelSpec(WeightCounts, CacheSizes):
             "total_bytes": self.total_bytes,
             "kv_bytes_per_token_all_layers": self.kv_bytes_per_token_all_layers,
             "linear_state_bytes_per_request": self.linear_state_bytes_per_request,
+            "mtp_params": self.mtp_params,
         })
         return out
 
@@ -399,15 +436,17 @@ _NON_NEGATIVE_INT_FIELDS = (
     "num_shared_experts", "shared_expert_intermediate_size", "dense_intermediate_size", "q_lora_rank",
     "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "linear_num_key_heads",
     "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim",
-    "num_mtp_layers")
+    "mamba_num_heads", "mamba_head_dim", "mamba_state_size", "mamba_groups", "mamba_conv_kernel",
+    "num_mtp_layers", "mtp_tokens")
 # The bound (sievesim._validate.BOUNDS) of each integer field; the others are dimensions.
 _FIELD_BOUND = {"num_layers": "layers", "num_attention_heads": "heads", "num_kv_heads": "heads",
                 "num_experts": "experts", "top_k": "experts", "vocab_size": "vocab",
                 "num_shared_experts": "experts", "linear_num_key_heads": "heads",
-                "linear_num_value_heads": "heads", "num_mtp_layers": "layers"}
+                "linear_num_value_heads": "heads", "num_mtp_layers": "layers", "mamba_num_heads": "heads",
+                "mamba_groups": "heads", "mtp_tokens": "layers"}
 _BOOL_FIELDS = ("tie_word_embeddings", "attention_bias", "qkv_bias", "attention_sinks", "qk_norm",
                 "qk_norm_over_heads", "attention_output_gate",
-                "expert_bias", "router_bias", "shared_expert_gate")
+                "expert_bias", "router_bias", "shared_expert_gate", "mlp_gated")
 _DTYPE_FIELDS = ("dtype_bytes", "expert_dtype_bytes", "kv_dtype_bytes", "state_dtype_bytes", "weight_dtype_bytes")
 #: Each format field and the bytes field it sets.
 _FORMAT_FIELDS = {"expert_format": "expert_dtype_bytes", "weight_format": "weight_dtype_bytes",

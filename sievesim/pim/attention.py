@@ -137,7 +137,9 @@ class AttentionLayer:
     ``mla``: the same over the latent cache (``kv_lora_rank + rope`` wide, all query heads share it).
     ``linear`` (Gated-DeltaNet): per unit, a readout GEMV over the ``key_dim x value_dim`` state and
     one pass of the same shape for the state update (the write-back of the updated state is not
-    modelled: there is no PIM write command), independent of the context length.
+    modelled: there is no PIM write command), independent of the context length. ``mamba``
+    (Mamba-2) layers are priced as ``linear`` ones with a unit per SSM head: the readout GEMV over
+    its ``mamba_state_size x mamba_head_dim`` state (C times the state) and one pass for the update.
     """
 
     kind: str
@@ -162,6 +164,9 @@ class AttentionLayer:
     def from_model(cls, model, layer: int, multi_vector: bool = False, mapping: str = "grouped",
                    balance: str = "tokens") -> "AttentionLayer":
         kind = model.layer_attention[layer]
+        if kind == "mamba":   # Mamba-2: per head, a readout GEMV over its N x head_dim state, and the update
+            return cls("linear", kv_heads=model.mamba_num_heads, head_dim=model.mamba_state_size,
+                       value_dim=model.mamba_head_dim, multi_vector=multi_vector, mapping=mapping, balance=balance)
         if kind == "linear":
             return cls("linear", kv_heads=model.linear_num_value_heads, head_dim=model.linear_key_head_dim,
                        value_dim=model.linear_value_head_dim, multi_vector=multi_vector, mapping=mapping,

@@ -29,6 +29,8 @@ def attention_out_params(model: Any, layer: int) -> int:
     h = model.hidden_size
     if kind == "linear":
         return model.linear_num_value_heads * model.linear_value_head_dim * h
+    if kind == "mamba":
+        return model.mamba_num_heads * model.mamba_head_dim * h
     if kind == "mla":
         return model.num_attention_heads * model.v_head_dim * h
     return model.num_attention_heads * model.head_dim * h + (h if model.attention_bias else 0)
@@ -57,16 +59,20 @@ def post_attention(model: Any, layer: int, tokens: int) -> GpuWork:
 
 
 def dense_mlp(model: Any, tokens: int) -> GpuWork:
-    """The dense SwiGLU FFN of a non-MoE layer (weights read once)."""
+    """The dense SwiGLU FFN of a non-MoE layer (weights read once); nothing for a model whose
+    non-MoE layers have no MLP (``none``: Nemotron-H)."""
+    if "none" in model.layer_mlp:
+        return GpuWork(0.0, 0.0)
     params = model.dense_mlp_params
-    inter = 2.0 * tokens * model.dense_intermediate_size * model.dtype_bytes * 2
+    inter = (model.mlp_matrices - 1) * tokens * model.dense_intermediate_size * model.dtype_bytes * 2
     return GpuWork(2.0 * tokens * params, params * model.dense_bytes_per_param + _act(model, tokens) + inter)
 
 
 def shared_expert_gemm(model: Any, tokens: int) -> GpuWork:
     """The shared experts' GEMMs on ``tokens`` tokens (their weights are loaded by a separate node)."""
     params = model.shared_expert_params
-    inter = 2.0 * tokens * model.num_shared_experts * model.shared_expert_intermediate_size * model.dtype_bytes * 2
+    inter = ((model.mlp_matrices - 1) * tokens * model.num_shared_experts * model.shared_expert_intermediate_size
+             * model.dtype_bytes * 2)
     return GpuWork(2.0 * tokens * params, _act(model, tokens) + inter)
 
 
@@ -103,6 +109,8 @@ def decode_attention_on_gpu(model: Any, layer: int, context_lens) -> GpuWork:
     kind = model.layer_attention[layer]
     if kind == "linear":
         nbytes = 2.0 * model.linear_state_bytes_per_layer * len(lens)
+    elif kind == "mamba":
+        nbytes = 2.0 * model.mamba_state_bytes_per_layer * len(lens)
     else:
         per_token = model.kv_bytes_per_token(layer)
         nbytes = sum(model.kv_tokens_held(layer, L) for L in lens) * per_token
