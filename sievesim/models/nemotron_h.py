@@ -86,6 +86,9 @@ def mamba_fields(hf: _HF, attention: list[str]) -> dict[str, Any]:
     out.update(mamba_num_heads=hf.int("mamba_num_heads"), mamba_head_dim=hf.int("mamba_head_dim"),
                mamba_state_size=hf.int("ssm_state_size"), mamba_groups=hf.int("n_groups", 1),
                mamba_conv_kernel=hf.int("conv_kernel"))
+    if out["mamba_num_heads"] % out["mamba_groups"]:
+        hf.problem("n_groups", out["mamba_groups"], f"a divisor of mamba_num_heads = {out['mamba_num_heads']} "
+                   "(groups of heads sharing B and C)")
     if hf.bool("mamba_proj_bias", False):
         hf.problem("mamba_proj_bias", True, "false (biases on the Mamba projections are not modelled)")
     if not hf.bool("use_conv_bias", True):

@@ -1,0 +1,215 @@
+"""Architectures beyond attention + MoE, read from their own config.json (issue 70): Nemotron-H's hybrid
+Mamba-2 / attention / MoE blocks, multi-token-prediction layers (their weights, and MTP decoding
+holding them). Each family against its publisher's totals, an independent per-tensor count written
+from the config alone, and a finite decode step.
+
+The config files (tests/data/hf_configs/) are public copies; docs/models.md names the source of each.
+"""
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from pathlib import Path
+
+import pytest
+
+from sievesim.errors import ConfigError
+from sievesim.models import ModelSpec, from_hf_config, get_model, load_model_toml, save_model_toml
+
+DATA = Path(__file__).parent / "data" / "hf_configs"
+NEMOTRON = "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"
+
+
+def _file(stem: str) -> dict:
+    return json.loads((DATA / f"{stem}.json").read_text())
+
+
+def _nemotron(**changes) -> ModelSpec:
+    return from_hf_config(dict(_file(NEMOTRON), **changes), name="nemotron-3-nano")
+
+
+# ---------------------------------------------------------------------- Nemotron-H
+def _nemotron_tensors(cfg: dict) -> dict[str, tuple[int, ...]]:
+    """Every tensor of a Nemotron-H checkpoint with its shape, following modeling_nemotron_h.py
+    (NemotronHBlock: a norm and one mixer per character of hybrid_override_pattern), written from
+    the config alone."""
+    h, V = cfg["hidden_size"], cfg["vocab_size"]
+    nh, hd, N, G, K = (cfg["mamba_num_heads"], cfg["mamba_head_dim"], cfg["ssm_state_size"], cfg["n_groups"],
+                       cfg["conv_kernel"])
+    inner, conv_dim = nh * hd, nh * hd + 2 * G * N
+    nq, nkv, d = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+    E, I, S = cfg["n_routed_experts"], cfg["moe_intermediate_size"], cfg["moe_shared_expert_intermediate_size"]
+    out: dict[str, tuple[int, ...]] = {"embeddings": (V, h), "norm_f": (h,), "lm_head": (V, h)}
+    for i, c in enumerate(cfg["hybrid_override_pattern"]):
+        p = f"layers.{i}."
+        out[p + "norm"] = (h,)
+        if c == "M":
+            out.update({p + "in_proj": (2 * inner + 2 * G * N + nh, h), p + "conv1d.weight": (conv_dim, 1, K),
+                        p + "conv1d.bias": (conv_dim,), p + "dt_bias": (nh,), p + "A_log": (nh,), p + "D": (nh,),
+                        p + "norm.weight": (inner,), p + "out_proj": (h, inner)})
+        elif c == "*":
+            out.update({p + "q_proj": (nq * d, h), p + "k_proj": (nkv * d, h), p + "v_proj": (nkv * d, h),
+                        p + "o_proj": (h, nq * d)})
+        elif c == "E":
+            out.update({p + "gate.weight": (E, h), p + "gate.e_score_correction_bias": (E,),
+                        p + "shared_experts.up_proj": (S, h), p + "shared_experts.down_proj": (h, S)})
+            for e in range(E):
+                out.update({f"{p}experts.{e}.up_proj": (I, h), f"{p}experts.{e}.down_proj": (h, I)})
+    return out
+
+
+def test_nemotron_h_against_published_totals_and_a_per_tensor_count():
+    """NVIDIA's Nemotron 3 Nano report and model card: 31.6B total, 3.2B active (3.6B with the
+    embedding); the total equals the per-tensor count of its checkpoint."""
+    spec = _nemotron()
+    assert abs(spec.total_params - 31.6e9) <= 0.03 * 31.6e9
+    assert abs(spec.active_params - 3.2e9) <= 0.03 * 3.2e9
+    assert abs(spec.active_params_with_embedding - 3.6e9) <= 0.03 * 3.6e9
+    assert spec.total_params == sum(math.prod(s) for s in _nemotron_tensors(_file(NEMOTRON)).values())
+    assert "verified family" in spec.source
+    assert [k for k, why in spec.ignored_keys if why.startswith("not read")] == []
+
+
+def test_nemotron_h_layers_state_and_mlps():
+    """52 blocks: 23 Mamba-2, 6 attention, 23 MoE; each mixer with the MoE block after it is one
+    layer (29 layers, 6 of them without an MLP); the Mamba state is fixed per request."""
+    spec = _nemotron()
+    assert spec.num_layers == 29 and spec.layer_attention.count("mamba") == 23
+    assert spec.layer_attention.count("full") == 6 and spec.num_moe_layers == 23
+    assert spec.layer_mlp.count("none") == 6 and spec.num_dense_layers == 0
+    assert spec.layer_attention[:4] == ("mamba", "mamba", "mamba", "full")
+    assert spec.layer_mlp[:4] == ("moe", "moe", "none", "moe")
+    assert not spec.mlp_gated and spec.params_per_expert == 2 * 2688 * 1856 and spec.router_bias
+    assert (spec.num_shared_experts, spec.shared_expert_intermediate_size) == (1, 3712)
+    # SSM state 64 heads x 64 x 128 in fp32 (mamba_ssm_cache_dtype), conv state (4096 + 2*8*128) x 3 in bf16
+    assert spec.state_dtype_bytes == 4.0
+    assert spec.mamba_state_bytes_per_layer == 64 * 64 * 128 * 4 + (4096 + 2 * 8 * 128) * 3 * 2
+    assert spec.linear_state_bytes_per_request == 23 * spec.mamba_state_bytes_per_layer
+    assert spec.kv_bytes_per_token_all_layers == 6 * 2 * 2 * 128 * 2
+    assert spec.kv_cache_bytes_per_request(1000) == 1000 * 6 * 2 * 2 * 128 * 2 + 23 * spec.mamba_state_bytes_per_layer
+    assert spec.kv_tokens_held(0, 1000) == 0 and spec.kv_tokens_held(3, 1000) == 1000
+
+
+def test_nemotron_h_decode_step_on_gpu_and_with_attention_on_pim():
+    from sievesim.system.step import simulate_step
+
+    spec = _nemotron()
+    for policy in ("gpu-only", "sieve"):
+        result = simulate_step(spec, "b200", gpus=1, policy=policy, batch=8, steps=1, warmup=0)
+        assert math.isfinite(result.step_time_s) and result.step_time_s > 0, policy
+
+
+def test_mamba_layer_costs_read_and_write_its_state():
+    """On the GPU a Mamba layer moves its state in and out once per request, whatever the context;
+    on PIM it is priced as the linear layers are, one unit per SSM head."""
+    from sievesim.costs import attention_shape
+    from sievesim.hardware import get_hardware
+    from sievesim.pim.attention import AttentionLayer
+    from sievesim.pim.expert import EnginePimCost
+    from sievesim.system import gpu_ops
+
+    spec = _nemotron()
+    short, long = gpu_ops.decode_attention_on_gpu(spec, 0, [10] * 4), gpu_ops.decode_attention_on_gpu(spec, 0, [10**5] * 4)
+    assert short == long
+    assert short.bytes == 4 * 2 * spec.mamba_state_bytes_per_layer + 4 * 2 * 2688 * 2
+    assert attention_shape(spec, 0).fixed_flops_per_request == 6 * 64 * 64 * 128
+    assert gpu_ops.attention_out_params(spec, 0) == 4096 * 2688
+    layer = AttentionLayer.from_model(spec, 0)
+    assert (layer.kind, layer.kv_heads, layer.head_dim, layer.value_dim) == ("linear", 64, 128, 64)
+    pim = EnginePimCost.for_model(spec, get_hardware("b200"), layer=0)
+    t8, t16 = pim.attention_time_s([100] * 8), pim.attention_time_s([100] * 16)
+    assert 0 < t8 < t16 and pim.attention_time_s([10**5] * 8) == t8
+    assert pim.up_width == 1856    # the ungated experts' first GEMV: up alone
+
+
+def test_nemotron_h_tensor_shard_and_toml_round_trip(tmp_path):
+    spec = _nemotron()
+    shard = spec.tensor_shard(8)
+    assert (shard.mamba_num_heads, shard.mamba_groups) == (8, 1)
+    assert shard.mamba_state_bytes_per_layer * 8 == pytest.approx(spec.mamba_state_bytes_per_layer, rel=0.05)
+    with pytest.raises(ConfigError, match=r"mamba_groups = 8: expected a multiple of the 16 GPUs"):
+        spec.tensor_shard(16)
+    path = tmp_path / "n.toml"
+    save_model_toml(spec, path)
+    again = load_model_toml(path)
+    assert again == spec and again.total_params == spec.total_params
+
+
+@pytest.mark.parametrize("key, value, expected", [
+    ("hybrid_override_pattern", "EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEM", "each MLP block after a mixer"),
+    ("hybrid_override_pattern", "MEME", "52 blocks"),
+    ("hybrid_override_pattern", "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEM-", "no dense MLP block"),
+    ("hybrid_override_pattern", "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEMX", "one of"),
+    ("mlp_hidden_act", "gelu", "relu2"),
+    ("mamba_proj_bias", True, "false"),
+    ("use_conv_bias", False, "true"),
+    ("mlp_bias", True, "false"),
+    ("mamba_ssm_cache_dtype", "float128", "one of"),
+    ("n_groups", 3, "a divisor of mamba_num_heads = 64"),
+])
+def test_nemotron_h_refusals_name_the_key(key, value, expected):
+    with pytest.raises(ConfigError) as exc:
+        _nemotron(**{key: value})
+    assert key in str(exc.value) and expected in str(exc.value), str(exc.value)
+
+
+def test_every_nemotron_structural_key_corrupted_is_refused_by_name():
+    """As tests/test_models_families.py does for the other families: every decisive key of the
+    file, corrupted in every way, refuses, naming the key."""
+    from sievesim.models.hf_keys import _HF_BOOL_KEYS, _HF_INT_KEYS, _HF_LIST_KEYS, _HF_STR_KEYS, STRUCTURAL_KEYS
+
+    decisive = set(STRUCTURAL_KEYS) | set(_HF_INT_KEYS) | set(_HF_BOOL_KEYS) | set(_HF_LIST_KEYS) | set(_HF_STR_KEYS)
+    base = _file(NEMOTRON)
+    missed = []
+    for key in sorted(k for k, v in base.items() if k in decisive and v is not None):
+        for bad in (-1, -4096, 2.5, "two", {"value": 1}, [-1], True):
+            if type(bad) is type(base[key]):
+                continue
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    from_hf_config(dict(base, **{key: bad}), name="n")
+                missed.append((key, bad, "read"))
+            except ConfigError as exc:
+                if key not in str(exc):
+                    missed.append((key, bad, str(exc)))
+    assert not missed
+
+
+def test_layers_without_an_mlp_only_beside_moe_layers():
+    spec = _nemotron()
+    with pytest.raises(ConfigError, match=r"layer_mlp = .*expected layers without an MLP \('none'\) only beside MoE"):
+        spec.replace(layer_mlp=("dense",) + spec.layer_mlp[1:], dense_intermediate_size=1024)
+
+
+# ---------------------------------------------------------------------- multi-token prediction
+def test_deepseek_v3_mtp_module_against_the_published_checkpoint_size():
+    """DeepSeek-V3's model card: 685B on Hugging Face, 671B of the main model and 14B of the MTP
+    module; the checkpoint's MTP layer stores its own copies of the embedding and the LM head,
+    which serving shares with the main model (not in mtp_params)."""
+    spec = from_hf_config(DATA / "deepseek-ai--DeepSeek-V3.json", name="v3")
+    assert spec.num_mtp_layers == 1
+    copies = 2 * spec.vocab_size * spec.hidden_size
+    assert abs(spec.total_params + spec.mtp_params + copies - 685e9) <= 0.03 * 685e9
+    assert abs(spec.mtp_params + copies - 14e9) <= 0.05 * 14e9
+    # one MTP layer: a copy of the last (MoE) layer, the 2h -> h projection and three RMSNorms
+    h = spec.hidden_size
+    assert spec.mtp_params == spec.layer_params(60) + 2 * h * h + 3 * h
+
+
+def test_mtp_decoding_holds_the_mtp_weights():
+    """MTP layers are held (total_bytes) only when MTP decoding is on; the publisher's total is unchanged."""
+    base = get_model("deepseek-v3")
+    on = base.replace(mtp_tokens=2)
+    assert on.total_params == base.total_params and on.mtp_params == base.mtp_params
+    assert on.total_bytes == pytest.approx(base.total_bytes + base.mtp_bytes)
+    assert base.mtp_bytes == 2 * base.mtp_params          # bf16
+    assert (base.num_moe_layers_held, on.num_moe_layers_held) == (58, 59)
+    assert on.summary()["mtp_params"] == base.mtp_params
+    fp8 = on.with_formats({"experts": "fp8"})
+    assert fp8.mtp_bytes < on.mtp_bytes
+    with pytest.raises(ConfigError, match=r"mtp_tokens = 1: expected 0 for a model without MTP layers"):
+        get_model("gpt-oss-120b").replace(mtp_tokens=1)
+    with pytest.raises(ConfigError, match=r"mtp_tokens = -1: expected a non-negative integer"):
+        base.replace(mtp_tokens=-1)
