@@ -213,3 +213,142 @@ def test_mtp_decoding_holds_the_mtp_weights():
         get_model("gpt-oss-120b").replace(mtp_tokens=1)
     with pytest.raises(ConfigError, match=r"mtp_tokens = -1: expected a non-negative integer"):
         base.replace(mtp_tokens=-1)
+
+
+# ---------------------------------------------------------------------- DeepSeek sparse attention
+#   file                          total  active (without emb.)  GPUs (B200) of one decode step
+DSA = {
+    "deepseek-ai--DeepSeek-V3.2": (671e9, 37e9, 8),    # DeepSeek-V3's architecture + DSA: 671B, 37B activated
+    "zai-org--GLM-5": (744e9, 40e9, 16),               # Z.ai: 744B parameters, 40B active
+}
+
+
+def _dsa(stem: str, **changes) -> ModelSpec:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return from_hf_config(dict(_file(stem), **changes), name=stem)
+
+
+def _dsa_tensors(cfg: dict) -> dict[str, tuple[int, ...]]:
+    """Every tensor of a DeepSeek-V3.2 / GLM-5 checkpoint's main model with its shape (DeepSeek's
+    inference/model.py: MLA, the Indexer's wq_b, wk, k_norm (a LayerNorm: weight and bias) and
+    weights_proj, dense then MoE MLPs with the score-correction bias), from the config alone."""
+    h, V, L = cfg["hidden_size"], cfg["vocab_size"], cfg["num_hidden_layers"]
+    nq, qr, kr = cfg["num_attention_heads"], cfg["q_lora_rank"], cfg["kv_lora_rank"]
+    nope, rope, v = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"], cfg["v_head_dim"]
+    nh, hd = cfg["index_n_heads"], cfg["index_head_dim"]
+    E, I, F = cfg["n_routed_experts"], cfg["moe_intermediate_size"], cfg["intermediate_size"]
+    S = cfg["n_shared_experts"] * I
+    out: dict[str, tuple[int, ...]] = {"embed": (V, h), "norm": (h,), "head": (V, h)}
+    for i in range(L):
+        p = f"layers.{i}."
+        out.update({p + "attn_norm": (h,), p + "ffn_norm": (h,), p + "wq_a": (qr, h), p + "q_norm": (qr,),
+                    p + "wq_b": (nq * (nope + rope), qr), p + "wkv_a": (kr + rope, h), p + "kv_norm": (kr,),
+                    p + "wkv_b": (nq * (nope + v), kr), p + "wo": (h, nq * v),
+                    p + "indexer.wq_b": (nh * hd, qr), p + "indexer.wk": (hd, h), p + "indexer.k_norm.weight": (hd,),
+                    p + "indexer.k_norm.bias": (hd,), p + "indexer.weights_proj": (nh, h)})
+        if i < cfg["first_k_dense_replace"]:
+            out.update({p + "mlp.w1": (F, h), p + "mlp.w3": (F, h), p + "mlp.w2": (h, F)})
+            continue
+        out.update({p + "gate.weight": (E, h), p + "gate.bias": (E,), p + "shared.w1": (S, h),
+                    p + "shared.w3": (S, h), p + "shared.w2": (h, S)})
+        for e in range(E):
+            out.update({f"{p}experts.{e}.w1": (I, h), f"{p}experts.{e}.w3": (I, h), f"{p}experts.{e}.w2": (h, I)})
+    return out
+
+
+@pytest.mark.parametrize("stem", sorted(DSA))
+def test_dsa_families_against_published_totals_and_a_per_tensor_count(stem):
+    spec = _dsa(stem)
+    total, active, _ = DSA[stem]
+    assert abs(spec.total_params - total) <= 0.03 * total
+    assert abs(spec.active_params - active) <= 0.03 * active
+    assert spec.total_params == sum(math.prod(s) for s in _dsa_tensors(_file(stem)).values())
+    assert (spec.index_n_heads, spec.index_head_dim, spec.index_topk) == tuple(
+        _file(stem)[k] for k in ("index_n_heads", "index_head_dim", "index_topk"))
+    assert "verified family" in spec.source and spec.num_mtp_layers == 1
+    assert [k for k, why in spec.ignored_keys if why.startswith("not read")] == []
+    # the latent, the rope key and the indexer's key are cached per token
+    assert spec.kv_bytes_per_token(5) == (512 + 64 + 128) * 2
+
+
+def test_deepseek_v32_checkpoint_size_with_its_mtp_module():
+    """Hugging Face lists DeepSeek-V3.2 at 685B: the main model, the MTP layer and its copies of the
+    embedding and LM head."""
+    spec = _dsa("deepseek-ai--DeepSeek-V3.2")
+    copies = 2 * spec.vocab_size * spec.hidden_size
+    assert abs(spec.total_params + spec.mtp_params + copies - 685e9) <= 0.03 * 685e9
+
+
+@pytest.mark.parametrize("stem", sorted(DSA))
+def test_dsa_decode_step_is_finite(stem):
+    from sievesim.system.step import simulate_step
+
+    gpus = DSA[stem][2]
+    bf16 = _dsa(stem).with_formats({"experts": "bf16", "weights": "bf16"})
+    for policy in ("gpu-only", "sieve"):
+        result = simulate_step(bf16, "b200", gpus=gpus, policy=policy, batch=gpus, steps=1, warmup=0)
+        assert math.isfinite(result.step_time_s) and result.step_time_s > 0, policy
+
+
+def test_dsa_attention_reads_the_selected_tokens_after_scoring_them_all():
+    """Beyond index_topk tokens the attention's latent reads and FLOPs stop growing; the indexer's
+    keys and scores grow with the whole context (on the GPU and on PIM)."""
+    from sievesim.costs import attention_shape
+    from sievesim.hardware import get_hardware
+    from sievesim.pim.expert import EnginePimCost
+    from sievesim.system import gpu_ops
+
+    spec = _dsa("deepseek-ai--DeepSeek-V3.2")
+    topk, latent, index = 2048, (512 + 64) * 2, 128 * 2
+    for L in (1000, 2048, 8192):
+        work = gpu_ops.decode_attention_on_gpu(spec, 5, [L])
+        assert work.bytes == min(L, topk) * latent + L * index + 2 * 7168 * 2
+        assert work.flops == 4 * 576 * 128 * min(L, topk) + 2 * 64 * 129 * L
+    shape = attention_shape(spec, 5)
+    assert shape.window == topk and shape.total_flops([8192]) == 4 * 576 * 128 * topk + 2 * 64 * 129 * 8192
+    pim = EnginePimCost.for_model(spec, get_hardware("b200"), layer=5)
+    idx = [pim.attention.indexer_s(pim.device, [L] * 4) for L in (2048, 8192, 65536)]
+    att = [pim.attention_time_s([L] * 4) - i for L, i in zip((2048, 8192, 65536), idx)]
+    assert 0 < idx[0] < idx[1] < idx[2]
+    assert att[0] == pytest.approx(att[1], rel=1e-9) and att[1] == pytest.approx(att[2], rel=1e-9)
+
+
+@pytest.mark.parametrize("key, value, expected", [
+    ("index_topk", 0, "a positive number of selected tokens"),
+    ("qk_head_dim", 128, "qk_nope_head_dim + qk_rope_head_dim = 256"),
+    ("head_dim", 128, "qk_rope_head_dim = 64"),
+])
+def test_dsa_refusals_name_the_key(key, value, expected):
+    with pytest.raises(ConfigError) as exc:
+        _dsa("zai-org--GLM-5", **{key: value})
+    assert key in str(exc.value) and expected in str(exc.value), str(exc.value)
+
+
+def test_an_indexer_without_mla_is_refused_by_name():
+    """The indexer's queries come from MLA's query latent: outside MLA its keys are not read."""
+    olmoe = _file("allenai--OLMoE-1B-7B-0924")
+    with pytest.raises(ConfigError, match=r"index_n_heads.*'<not handled>'"):
+        from_hf_config(dict(olmoe, index_n_heads=8, index_head_dim=64, index_topk=512), name="o")
+    with pytest.raises(ConfigError, match=r"index_n_heads, index_head_dim, index_topk = \[8, 0, 0\]"):
+        get_model("deepseek-v3").replace(index_n_heads=8)
+
+
+@pytest.mark.parametrize("stem", sorted(DSA))
+def test_every_dsa_structural_key_corrupted_is_refused_by_name(stem):
+    from sievesim.models.hf_keys import _HF_BOOL_KEYS, _HF_INT_KEYS, _HF_LIST_KEYS, _HF_STR_KEYS, STRUCTURAL_KEYS
+
+    decisive = set(STRUCTURAL_KEYS) | set(_HF_INT_KEYS) | set(_HF_BOOL_KEYS) | set(_HF_LIST_KEYS) | set(_HF_STR_KEYS)
+    base = _file(stem)
+    missed = []
+    for key in sorted(k for k, v in base.items() if k in decisive and v is not None):
+        for bad in (-1, -4096, 2.5, "two", {"value": 1}, [-1], True):
+            if type(bad) is type(base[key]):
+                continue
+            try:
+                _dsa(stem, **{key: bad})
+                missed.append((key, bad, "read"))
+            except ConfigError as exc:
+                if key not in str(exc):
+                    missed.append((key, bad, str(exc)))
+    assert not missed

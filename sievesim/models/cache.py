@@ -29,15 +29,16 @@ class CacheSizes:
     # ------------------------------------------------------------------ KV cache
     def kv_bytes_per_token(self, layer: int) -> float:
         """KV-cache bytes one token adds at ``layer``: ``2*nkv*d`` elements (full/sliding),
-        ``kv_lora_rank + qk_rope_head_dim`` (MLA), 0 (linear attention keeps a fixed state)."""
+        ``kv_lora_rank + qk_rope_head_dim`` (MLA; ``+ index_head_dim`` with a DSA indexer), 0 (linear
+        attention keeps a fixed state)."""
         kind = self.layer_attention[self._check_layer(layer)]
         return self._kv_elements(kind) * self.kv_bytes_per_element
 
     def _kv_elements(self, kind: str) -> int:
         if kind in _SOFTMAX_GQA_KINDS:
             return 2 * self.num_kv_heads * self.head_dim
-        if kind == "mla":
-            return self.kv_lora_rank + self.qk_rope_head_dim
+        if kind == "mla":   # the latent and rope key (+ the DSA indexer's key)
+            return self.kv_lora_rank + self.qk_rope_head_dim + self.index_head_dim
         return 0
 
     @property

@@ -18,7 +18,8 @@ from typing import Any, Mapping
 from .._inputs import is_int as _is_int, read_text as _read_text
 from ..errors import ConfigError, field_error
 from . import llama4, nemotron_h
-from .hf_families import family_attention_problems, family_weights, mtp_layer_count, routing_groups
+from .hf_families import family_attention_problems, family_weights, mtp_layer_count, routing_groups, \
+    sparse_attention
 from .hf_keys import _EXPERT_COUNT_KEYS, _HF, _HF_LAYER_TYPES, _STRUCTURAL_NAME, _TOP_K_KEYS, _TORCH_DTYPE_BYTES, \
     STRUCTURAL_KEYS, VERIFIED_FAMILIES, is_verified_family, no_decode_effect
 from .spec import ModelSpec, _kind_problems
@@ -103,7 +104,7 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
         num_shared_experts=n_shared, shared_expert_intermediate_size=shared_inter,
         shared_expert_gate=shared_gate, dense_intermediate_size=dense_inter, vocab_size=vocab,
         tie_word_embeddings=hf.bool("tie_word_embeddings", False), dtype_bytes=dtype_bytes,
-        **family_weights(hf, model_type), **routing_groups(hf),
+        **family_weights(hf, model_type), **routing_groups(hf), **sparse_attention(hf, is_mla),
         num_mtp_layers=mtp_layer_count(hf, model_type),
         source=f"Hugging Face config ({source}; model_type {model_type or '?'}; {family})",
     )

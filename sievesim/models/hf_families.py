@@ -97,6 +97,27 @@ def mtp_layer_count(hf: _HF, model_type: str) -> int:
     return count
 
 
+def sparse_attention(hf: _HF, is_mla: bool) -> dict[str, Any]:
+    """DeepSeek sparse attention (DeepSeek-V3.2 ``deepseek_v32``, GLM-5 ``glm_moe_dsa``) on MLA
+    layers: ``index_n_heads``, ``index_head_dim``, ``index_topk``; and GLM-5's MLA head sizes,
+    ``qk_head_dim`` (must be ``qk_nope_head_dim + qk_rope_head_dim``) and ``head_dim`` (the rotary
+    part, ``qk_rope_head_dim``). Outside MLA these keys are left unread (refused by name)."""
+    if not is_mla:
+        return {}
+    out: dict[str, Any] = {}
+    if any(hf.cfg.get(k) is not None for k in ("index_n_heads", "index_head_dim", "index_topk")):
+        out = dict(index_n_heads=hf.int("index_n_heads", why="the config has a sparse-attention indexer"),
+                   index_head_dim=hf.int("index_head_dim", why="the config has a sparse-attention indexer"),
+                   index_topk=hf.int("index_topk", why="the config has a sparse-attention indexer"))
+    qk = hf.int("qk_nope_head_dim", 0) + hf.int("qk_rope_head_dim", 0)
+    if hf.has("qk_head_dim") and hf.int("qk_head_dim") != qk:
+        hf.problem("qk_head_dim", hf.cfg["qk_head_dim"], f"qk_nope_head_dim + qk_rope_head_dim = {qk}")
+    if hf.has("head_dim") and hf.int("head_dim") != hf.int("qk_rope_head_dim", 0):
+        hf.problem("head_dim", hf.cfg["head_dim"], f"qk_rope_head_dim = {hf.cfg.get('qk_rope_head_dim')} (an MLA "
+                   "config's head_dim is its rotary part)")
+    return out
+
+
 def family_attention_problems(hf: _HF, model_type: str, num_layers: int) -> None:
     """Attention a family declares that sievesim does not model: MiniMax's ``attn_type_list`` must
     give softmax attention (1) in every layer (MiniMax-M2 writes one per layer; MiniMax-Text-01 /

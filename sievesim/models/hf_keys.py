@@ -42,6 +42,7 @@ VERIFIED_FAMILIES: dict[str, str] = {
     "olmoe": "OLMoE-1B-7B-0924",
     "qwen2_moe": "Qwen1.5-MoE-A2.7B, Qwen2-57B-A14B",
     "deepseek": "DeepSeekMoE-16B",
+    "deepseek_v32": "DeepSeek-V3.2", "glm_moe_dsa": "GLM-5",
     "nemotron_h": "NVIDIA-Nemotron-3-Nano-30B-A3B",
 }
 
@@ -259,6 +260,10 @@ _HF_INT_KEYS: dict[str, tuple[str, bool]] = {
     "mtp_num_hidden_layers": ("a non-negative number of layers", True),
     "no_rope_layer_interval": ("a positive layer interval", False),
     "n_group": ("a positive number of expert groups", False),
+    "index_n_heads": ("a positive number of indexer heads", False),
+    "index_head_dim": ("a positive indexer head size", False),
+    "index_topk": ("a positive number of selected tokens", False),
+    "qk_head_dim": ("a positive query/key head size", False),
     "mamba_num_heads": ("a positive number of Mamba heads", False),
     "mamba_head_dim": ("a positive Mamba head size", False),
     "ssm_state_size": ("a positive SSM state size", False),

@@ -124,6 +124,13 @@ class ModelSpec(WeightCounts, CacheSizes):
     qk_rope_head_dim: int = 0
     #: Per-head value dimension (elements).
     v_head_dim: int = 0
+    # --- DeepSeek sparse attention (DSA: DeepSeek-V3.2, GLM-5) on MLA layers; all 0 when absent ---
+    #: Indexer heads and their size: the indexer scores every past token (its keys, ``index_head_dim``
+    #: wide, are cached per token) and attention reads only the ``index_topk`` best.
+    index_n_heads: int = 0
+    index_head_dim: int = 0
+    #: Tokens each query attends to (the indexer's top-k).
+    index_topk: int = 0
     # --- Gated DeltaNet linear attention (Qwen3-Next / Qwen3.5); all 0 when absent ---
     linear_num_key_heads: int = 0
     linear_num_value_heads: int = 0
@@ -252,6 +259,12 @@ class ModelSpec(WeightCounts, CacheSizes):
             if "none" in self.layer_mlp and "dense" in self.layer_mlp:
                 raise field_error("layer_mlp", "<'none' and 'dense' layers>", "layers without an MLP ('none') "
                                   "only beside MoE layers, not beside dense ones", source=src)
+        with problems.check():
+            index = (self.index_n_heads, self.index_head_dim, self.index_topk)
+            if any(index) and (not all(index) or "mla" not in kinds_present or not self.q_lora_rank):
+                raise field_error("index_n_heads, index_head_dim, index_topk", list(index), "all 0, or all positive "
+                                  "in a model with MLA layers and a q_lora_rank (the indexer's queries come from "
+                                  "the query latent)", source=src)
         with problems.check():
             if self.mtp_tokens and not self.num_mtp_layers:
                 raise field_error("mtp_tokens", self.mtp_tokens, "0 for a model without MTP layers "
@@ -437,13 +450,15 @@ _NON_NEGATIVE_INT_FIELDS = (
     "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "linear_num_key_heads",
     "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim",
     "mamba_num_heads", "mamba_head_dim", "mamba_state_size", "mamba_groups", "mamba_conv_kernel",
+    "index_n_heads", "index_head_dim", "index_topk",
     "num_mtp_layers", "mtp_tokens")
 # The bound (sievesim._validate.BOUNDS) of each integer field; the others are dimensions.
 _FIELD_BOUND = {"num_layers": "layers", "num_attention_heads": "heads", "num_kv_heads": "heads",
                 "num_experts": "experts", "top_k": "experts", "vocab_size": "vocab",
                 "num_shared_experts": "experts", "linear_num_key_heads": "heads",
                 "linear_num_value_heads": "heads", "num_mtp_layers": "layers", "mamba_num_heads": "heads",
-                "mamba_groups": "heads", "mtp_tokens": "layers"}
+                "mamba_groups": "heads", "mtp_tokens": "layers",
+                "index_n_heads": "heads", "index_topk": "context"}
 _BOOL_FIELDS = ("tie_word_embeddings", "attention_bias", "qkv_bias", "attention_sinks", "qk_norm",
                 "qk_norm_over_heads", "attention_output_gate",
                 "expert_bias", "router_bias", "shared_expert_gate", "mlp_gated")

@@ -80,7 +80,8 @@ class WeightCounts:
         """Weights of the attention block of ``layer`` (projections, biases, sinks, q/k norms).
 
         ``full``/``sliding``: ``h*(nq*d*(2 if output gate)) + 2*h*nkv*d + nq*d*h``;
-        ``mla``: q (low-rank or direct), kv_a (latent + rope key), kv_b, o, latent norms;
+        ``mla``: q (low-rank or direct), kv_a (latent + rope key), kv_b, o, latent norms, and the
+        DSA indexer when there is one (``wq_b``, ``wk``, the keys' LayerNorm, ``weights_proj``);
         ``linear`` (Gated DeltaNet): qkvz and ba input projections, depthwise conv, ``A_log``,
         ``dt_bias``, gated RMSNorm, output projection; ``mamba`` (Mamba-2): the input projection
         to z, x, B, C and dt, the depthwise convolution over x, B and C (with its bias), ``A_log``,
@@ -112,6 +113,9 @@ class WeightCounts:
             kv = (h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank
                   + self.kv_lora_rank * nq * (self.qk_nope_head_dim + self.v_head_dim))
             o = nq * self.v_head_dim * h
+            if self.index_n_heads:   # DSA indexer: wq_b from the query latent, wk, k LayerNorm, head weights
+                nh, hd = self.index_n_heads, self.index_head_dim
+                o += self.q_lora_rank * nh * hd + h * hd + 2 * hd + h * nh
             return q + kv + o
         if kind == "linear":
             nk, nv = self.linear_num_key_heads, self.linear_num_value_heads

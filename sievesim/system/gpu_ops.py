@@ -103,7 +103,8 @@ def lm_head(model: Any, tokens: int) -> GpuWork:
 
 def decode_attention_on_gpu(model: Any, layer: int, context_lens) -> GpuWork:
     """Decode attention of requests with these context lengths, on the GPU (the GPU-only reference):
-    the KV cache (or the linear-attention state, read and written) crosses the HBM bus once."""
+    the KV cache (or the linear-attention or Mamba state, read and written) crosses the HBM bus
+    once; with a DSA indexer, every token's indexer key and the ``index_topk`` selected latents."""
     lens = [int(x) for x in context_lens]
     flops = attention_shape(model, layer).total_flops(lens)
     kind = model.layer_attention[layer]
@@ -111,6 +112,10 @@ def decode_attention_on_gpu(model: Any, layer: int, context_lens) -> GpuWork:
         nbytes = 2.0 * model.linear_state_bytes_per_layer * len(lens)
     elif kind == "mamba":
         nbytes = 2.0 * model.mamba_state_bytes_per_layer * len(lens)
+    elif kind == "mla" and model.index_topk:   # DSA: every indexer key, the selected tokens' latents
+        elem = model.kv_bytes_per_element
+        latent = (model.kv_lora_rank + model.qk_rope_head_dim) * elem
+        nbytes = sum(min(L, model.index_topk) for L in lens) * latent + sum(lens) * model.index_head_dim * elem
     else:
         per_token = model.kv_bytes_per_token(layer)
         nbytes = sum(model.kv_tokens_held(layer, L) for L in lens) * per_token
@@ -133,6 +138,6 @@ def prefill_attention(model: Any, layer: int, prompt_lens) -> GpuWork:
             else:
                 ctx_sum = w * (w + 1) / 2.0 + (L - w) * w
             flops += shape.flops_per_context_token * ctx_sum
-        flops += shape.fixed_flops_per_request * L
+        flops += shape.fixed_flops_per_request * L + shape.flops_per_any_context_token * L * (L + 1) / 2.0
         nbytes += L * model.kv_bytes_per_token(layer)
     return GpuWork(flops, nbytes)
