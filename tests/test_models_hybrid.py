@@ -352,3 +352,40 @@ def test_every_dsa_structural_key_corrupted_is_refused_by_name(stem):
                 if key not in str(exc):
                     missed.append((key, bad, str(exc)))
     assert not missed
+
+
+# ---------------------------------------------------------------------- docs/models.md shows these figures
+DOC = Path(__file__).resolve().parents[1] / "docs" / "models.md"
+#: Each row's file and the published figures it shows: total, active (with the embedding, or None), G.
+DOC_ROWS = {NEMOTRON: ("31.6", "3.2", "3.6", 1), "deepseek-ai--DeepSeek-V3.2": ("671", "37", None, 8),
+            "zai-org--GLM-5": ("744", "40", None, 16)}
+
+
+def test_docs_table_shows_what_the_reader_computes():
+    import re
+
+    text = DOC.read_text()
+    table = text[text.index("### Hybrid Mamba, sparse attention, multi-token prediction"):]
+    table = table[:table.index("Published figures:")]
+    rows = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        match = re.search(r"\(`([^`]+)`\)", cells[0]) if len(cells) > 4 else None
+        if match:
+            rows[match.group(1)] = cells
+    assert set(rows) == set(DOC_ROWS)
+    for stem, (total, active, with_emb, gpus) in DOC_ROWS.items():
+        spec = _dsa(stem)
+        cells = rows[stem]
+        assert cells[1] == f"{spec.total_params / 1e9:.2f} / {total}"
+        shown = f"{spec.active_params / 1e9:.2f} ({spec.active_params_with_embedding / 1e9:.2f}) / {active}"
+        assert cells[2] == shown + (f" ({with_emb})" if with_emb else "")
+        assert int(cells[3]) == gpus == (DSA[stem][2] if stem in DSA else 1)
+    assert f"23 x {_nemotron().mamba_state_bytes_per_layer / 2**20:.2f} MiB" in rows[NEMOTRON][4]
+    v32, v3 = _dsa("deepseek-ai--DeepSeek-V3.2"), get_model("deepseek-v3")
+    copies = 2 * v32.vocab_size * v32.hidden_size
+    for figure in (f"its MTP layer ({v32.mtp_params / 1e9:.2f}, `mtp_params`)", f"LM head ({copies / 1e9:.2f})",
+                   f"{(v32.total_params + v32.mtp_params + copies) / 1e9:.2f} in all",
+                   f"only the indexer, {(v32.total_params - v3.total_params) / 1e9:.2f} B here"):
+        assert figure in text, figure
+    assert f"23 layers of {_nemotron().mamba_state_bytes_per_layer / 2**20:.2f} MiB" in text
