@@ -138,6 +138,8 @@ def attention_shape(model: Any, layer: int) -> AttentionShape:
             return AttentionShape(4.0 * (kv_elems - index) * heads, int(model.index_topk),
                                   flops_per_any_context_token=2.0 * index * nh + 2.0 * nh)
         return AttentionShape(4.0 * kv_elems * heads)
+    if hasattr(model, "attention_dims"):   # per-kind KV heads (MiMo-V2's sliding layers)
+        kv_heads = float(model.attention_dims(kind)[1])
     group = heads / kv_heads if kv_heads > 0 else 1.0
     window = chunk = None
     if kind == "sliding":

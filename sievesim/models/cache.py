@@ -36,7 +36,8 @@ class CacheSizes:
 
     def _kv_elements(self, kind: str) -> int:
         if kind in _SOFTMAX_GQA_KINDS:
-            return 2 * self.num_kv_heads * self.head_dim
+            _, nkv, d, dv = self.attention_dims(kind)
+            return nkv * (d + dv)
         if kind == "mla":   # the latent and rope key (+ the DSA indexer's key)
             return self.kv_lora_rank + self.qk_rope_head_dim + self.index_head_dim
         return 0

@@ -26,6 +26,7 @@ from .._inputs import is_int as _is_int
 from .._validate import BOUNDS, Problems, check_int
 from ..errors import ConfigError, field_error
 from .cache import CacheSizes
+from .structure import structure_problems
 from .kinds import _SOFTMAX_GQA_KINDS, ATTENTION_KINDS, MLP_KINDS
 from .weights import WeightCounts
 
@@ -106,6 +107,10 @@ class ModelSpec(WeightCounts, CacheSizes):
     qkv_bias: bool = False
     #: One learned attention-sink logit per query head per layer (GPT-OSS).
     attention_sinks: bool = False
+    #: Attention sinks on the sliding-window layers only (MiMo-V2's ``add_swa_attention_sink_bias``).
+    sliding_attention_sinks: bool = False
+    #: KV heads of the sliding-window layers when they differ from ``num_kv_heads`` (MiMo-V2); 0: the same.
+    sliding_num_kv_heads: int = 0
     #: RMSNorm on q and k per head (Qwen3): ``2 * head_dim`` weights per layer.
     qk_norm: bool = False
     #: With ``qk_norm``: the q and k RMSNorms span all heads (OLMoE, MiniMax-M2):
@@ -122,7 +127,8 @@ class ModelSpec(WeightCounts, CacheSizes):
     qk_nope_head_dim: int = 0
     #: Per-head q/k rotary dimension (elements; the rope key is shared by all heads and cached).
     qk_rope_head_dim: int = 0
-    #: Per-head value dimension (elements).
+    #: Per-head value dimension (elements); in a model without MLA, the value heads of its softmax
+    #: layers when narrower than their keys (MiMo-V2), 0: ``head_dim``.
     v_head_dim: int = 0
     # --- DeepSeek sparse attention (DSA: DeepSeek-V3.2, GLM-5) on MLA layers; all 0 when absent ---
     #: Indexer heads and their size: the indexer scores every past token (its keys, ``index_head_dim``
@@ -251,24 +257,7 @@ class ModelSpec(WeightCounts, CacheSizes):
                     and self.linear_num_value_heads % self.linear_num_key_heads:
                 raise field_error("linear_num_value_heads", self.linear_num_value_heads,
                                   f"a multiple of linear_num_key_heads = {self.linear_num_key_heads}", source=src)
-        with problems.check():
-            if "mamba" in kinds_present and self.mamba_groups > 0 and self.mamba_num_heads % self.mamba_groups:
-                raise field_error("mamba_num_heads", self.mamba_num_heads,
-                                  f"a multiple of mamba_groups = {self.mamba_groups}", source=src)
-        with problems.check():   # a step prices every non-MoE layer's MLP at dense_intermediate_size
-            if "none" in self.layer_mlp and "dense" in self.layer_mlp:
-                raise field_error("layer_mlp", "<'none' and 'dense' layers>", "layers without an MLP ('none') "
-                                  "only beside MoE layers, not beside dense ones", source=src)
-        with problems.check():
-            index = (self.index_n_heads, self.index_head_dim, self.index_topk)
-            if any(index) and (not all(index) or "mla" not in kinds_present or not self.q_lora_rank):
-                raise field_error("index_n_heads, index_head_dim, index_topk", list(index), "all 0, or all positive "
-                                  "in a model with MLA layers and a q_lora_rank (the indexer's queries come from "
-                                  "the query latent)", source=src)
-        with problems.check():
-            if self.mtp_tokens and not self.num_mtp_layers:
-                raise field_error("mtp_tokens", self.mtp_tokens, "0 for a model without MTP layers "
-                                  "(num_mtp_layers = 0)", source=src)
+        structure_problems(self, problems, src)
         for fmt_field, bytes_field in _FORMAT_FIELDS.items():   # a format fixes its bytes
             fmt = getattr(self, fmt_field)
             if fmt is None:
@@ -371,6 +360,11 @@ class ModelSpec(WeightCounts, CacheSizes):
                                       "(each GPU then keeps one replicated KV head)", source=f"model {self.name!r}")
             else:
                 changes["num_kv_heads"] = changes["num_attention_heads"]
+            if self.sliding_num_kv_heads:
+                n = self.sliding_num_kv_heads
+                changes["sliding_num_kv_heads"] = max(1, n // shards)
+                if n >= shards and n % shards:
+                    split("sliding_num_kv_heads", "tensor-parallel attention splits the KV heads")
             if "linear" in self.layer_attention:
                 split("linear_num_key_heads", "tensor-parallel linear attention splits its heads")
                 split("linear_num_value_heads", "tensor-parallel linear attention splits its heads")
@@ -450,7 +444,7 @@ _NON_NEGATIVE_INT_FIELDS = (
     "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "linear_num_key_heads",
     "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim",
     "mamba_num_heads", "mamba_head_dim", "mamba_state_size", "mamba_groups", "mamba_conv_kernel",
-    "index_n_heads", "index_head_dim", "index_topk",
+    "index_n_heads", "index_head_dim", "index_topk", "sliding_num_kv_heads",
     "num_mtp_layers", "mtp_tokens")
 # The bound (sievesim._validate.BOUNDS) of each integer field; the others are dimensions.
 _FIELD_BOUND = {"num_layers": "layers", "num_attention_heads": "heads", "num_kv_heads": "heads",
@@ -458,10 +452,11 @@ _FIELD_BOUND = {"num_layers": "layers", "num_attention_heads": "heads", "num_kv_
                 "num_shared_experts": "experts", "linear_num_key_heads": "heads",
                 "linear_num_value_heads": "heads", "num_mtp_layers": "layers", "mamba_num_heads": "heads",
                 "mamba_groups": "heads", "mtp_tokens": "layers",
-                "index_n_heads": "heads", "index_topk": "context"}
+                "index_n_heads": "heads", "index_topk": "context", "sliding_num_kv_heads": "heads"}
 _BOOL_FIELDS = ("tie_word_embeddings", "attention_bias", "qkv_bias", "attention_sinks", "qk_norm",
                 "qk_norm_over_heads", "attention_output_gate",
-                "expert_bias", "router_bias", "shared_expert_gate", "mlp_gated")
+                "expert_bias", "router_bias", "shared_expert_gate", "mlp_gated",
+                "sliding_attention_sinks")
 _DTYPE_FIELDS = ("dtype_bytes", "expert_dtype_bytes", "kv_dtype_bytes", "state_dtype_bytes", "weight_dtype_bytes")
 #: Each format field and the bytes field it sets.
 _FORMAT_FIELDS = {"expert_format": "expert_dtype_bytes", "weight_format": "weight_dtype_bytes",

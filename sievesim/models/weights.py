@@ -90,15 +90,23 @@ class WeightCounts:
         kind = self.layer_attention[self._check_layer(layer)]
         return self._attention_params(kind)
 
+    def attention_dims(self, kind: str) -> tuple[int, int, int, int]:
+        """Query heads, KV heads, q/k head size and value head size of a softmax layer of ``kind``
+        (``sliding_num_kv_heads`` on sliding layers when given; ``v_head_dim`` for the values of a
+        model without MLA when given)."""
+        nkv = self.sliding_num_kv_heads if kind == "sliding" and self.sliding_num_kv_heads else self.num_kv_heads
+        dv = self.v_head_dim if self.v_head_dim and "mla" not in self.layer_attention else self.head_dim
+        return self.num_attention_heads, nkv, self.head_dim, dv
+
     def _attention_params(self, kind: str) -> int:
         h = self.hidden_size
         if kind in _SOFTMAX_GQA_KINDS:
-            nq, nkv, d = self.num_attention_heads, self.num_kv_heads, self.head_dim
+            nq, nkv, d, dv = self.attention_dims(kind)
             q_out = nq * d * (2 if self.attention_output_gate else 1)
-            params = h * q_out + 2 * h * nkv * d + nq * d * h
+            params = h * q_out + h * nkv * (d + dv) + nq * dv * h
             if self.attention_bias or self.qkv_bias:
-                params += q_out + 2 * nkv * d + (h if self.attention_bias else 0)
-            if self.attention_sinks:
+                params += q_out + nkv * (d + dv) + (h if self.attention_bias else 0)
+            if self.attention_sinks or (self.sliding_attention_sinks and kind == "sliding"):
                 params += nq
             if self.qk_norm:
                 params += (nq + nkv) * d if self.qk_norm_over_heads else 2 * d

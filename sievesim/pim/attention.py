@@ -183,8 +183,8 @@ class AttentionLayer:
                        multi_vector=multi_vector, mapping=mapping, balance=balance,
                        window=getattr(model, "index_topk", 0) or None,
                        index_heads=getattr(model, "index_n_heads", 0), index_dim=getattr(model, "index_head_dim", 0))
-        return cls(kind, kv_heads=model.num_kv_heads, q_per_kv=max(1, model.num_attention_heads // model.num_kv_heads),
-                   head_dim=model.head_dim, value_dim=model.head_dim,
+        nq, nkv, d, dv = model.attention_dims(kind)
+        return cls(kind, kv_heads=nkv, q_per_kv=max(1, nq // nkv), head_dim=d, value_dim=dv,
                    window=model.sliding_window if kind == "sliding" else None, multi_vector=multi_vector,
                    chunk=getattr(model, "attention_chunk_size", None) if kind == "chunked" else None,
                    mapping=mapping, balance=balance)

@@ -33,7 +33,8 @@ def attention_out_params(model: Any, layer: int) -> int:
         return model.mamba_num_heads * model.mamba_head_dim * h
     if kind == "mla":
         return model.num_attention_heads * model.v_head_dim * h
-    return model.num_attention_heads * model.head_dim * h + (h if model.attention_bias else 0)
+    nq, _, _, dv = model.attention_dims(kind)
+    return nq * dv * h + (h if model.attention_bias else 0)
 
 
 def _act(model: Any, tokens: float, vectors: float = 2.0) -> float:

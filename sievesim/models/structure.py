@@ -1,0 +1,38 @@
+"""What the fields of a :class:`~sievesim.models.ModelSpec` for the architectures beyond attention +
+MoE must mean together (checked at construction, :func:`structure_problems`): Mamba-2 heads in whole
+groups, layers without an MLP only beside MoE layers, a DSA indexer on MLA layers, MTP decoding only
+with MTP layers, per-kind KV heads that divide the query heads."""
+from __future__ import annotations
+
+from typing import Any
+
+from .._validate import Problems
+from ..errors import field_error
+
+
+def structure_problems(spec: Any, problems: Problems, src: str) -> None:
+    """Add to ``problems`` each rule of the hybrid-architecture fields ``spec`` breaks (one problem each)."""
+    kinds = set(spec.layer_attention)
+    with problems.check():
+        if "mamba" in kinds and spec.mamba_groups > 0 and spec.mamba_num_heads % spec.mamba_groups:
+            raise field_error("mamba_num_heads", spec.mamba_num_heads,
+                              f"a multiple of mamba_groups = {spec.mamba_groups}", source=src)
+    with problems.check():   # a step prices every non-MoE layer's MLP at dense_intermediate_size
+        if "none" in spec.layer_mlp and "dense" in spec.layer_mlp:
+            raise field_error("layer_mlp", "<'none' and 'dense' layers>", "layers without an MLP ('none') "
+                              "only beside MoE layers, not beside dense ones", source=src)
+    with problems.check():
+        index = (spec.index_n_heads, spec.index_head_dim, spec.index_topk)
+        if any(index) and (not all(index) or "mla" not in kinds or not spec.q_lora_rank):
+            raise field_error("index_n_heads, index_head_dim, index_topk", list(index), "all 0, or all positive "
+                              "in a model with MLA layers and a q_lora_rank (the indexer's queries come from "
+                              "the query latent)", source=src)
+    with problems.check():
+        if spec.mtp_tokens and not spec.num_mtp_layers:
+            raise field_error("mtp_tokens", spec.mtp_tokens, "0 for a model without MTP layers "
+                              "(num_mtp_layers = 0)", source=src)
+    with problems.check():
+        nkv = spec.sliding_num_kv_heads
+        if nkv and "sliding" in kinds and spec.num_attention_heads % nkv:
+            raise field_error("sliding_num_kv_heads", nkv, f"a divisor of num_attention_heads = "
+                              f"{spec.num_attention_heads}", source=src)
