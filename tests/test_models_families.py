@@ -242,7 +242,6 @@ def test_one_decode_step_is_finite(name):
 # ---------------------------------------------------------------------- what is refused, by name
 REFUSED = {
     # file, the keys the refusal must name
-    "XiaomiMiMo--MiMo-V2-Flash": ("hybrid_layer_pattern", "swa_num_key_value_heads"),
     "google--gemma-4-26B-A4B": ("enable_moe_block", "global_head_dim", "num_global_key_value_heads",
                                 "attention_k_eq_v"),
 }

@@ -110,7 +110,8 @@ def test_mamba_layer_costs_read_and_write_its_state():
     from sievesim.system import gpu_ops
 
     spec = _nemotron()
-    short, long = gpu_ops.decode_attention_on_gpu(spec, 0, [10] * 4), gpu_ops.decode_attention_on_gpu(spec, 0, [10**5] * 4)
+    short = gpu_ops.decode_attention_on_gpu(spec, 0, [10] * 4)
+    long = gpu_ops.decode_attention_on_gpu(spec, 0, [10**5] * 4)
     assert short == long
     assert short.bytes == 4 * 2 * spec.mamba_state_bytes_per_layer + 4 * 2 * 2688 * 2
     assert attention_shape(spec, 0).fixed_flops_per_request == 6 * 64 * 64 * 128
@@ -352,6 +353,96 @@ def test_every_dsa_structural_key_corrupted_is_refused_by_name(stem):
                 if key not in str(exc):
                     missed.append((key, bad, str(exc)))
     assert not missed
+
+
+# ---------------------------------------------------------------------- per-kind attention shapes (MiMo-V2)
+MIMO = "XiaomiMiMo--MiMo-V2-Flash"
+
+
+def _mimo_tensors(cfg: dict) -> dict[str, tuple[int, ...]]:
+    """Every tensor of MiMo-V2-Flash's main model with its shape (q/k/v/o per layer with the full or
+    sliding layers' KV heads, values of v_head_dim, a sink per query head on sliding layers, a dense
+    first layer, MoE layers with the score-correction bias), from the config alone."""
+    h, V = cfg["hidden_size"], cfg["vocab_size"]
+    nq, d, dv = cfg["num_attention_heads"], cfg["head_dim"], cfg["v_head_dim"]
+    E, I, F = cfg["n_routed_experts"], cfg["moe_intermediate_size"], cfg["intermediate_size"]
+    out: dict[str, tuple[int, ...]] = {"embed_tokens": (V, h), "norm": (h,), "lm_head": (V, h)}
+    for i, (swa, moe) in enumerate(zip(cfg["hybrid_layer_pattern"], cfg["moe_layer_freq"])):
+        p = f"layers.{i}."
+        nkv = cfg["swa_num_key_value_heads"] if swa else cfg["num_key_value_heads"]
+        out.update({p + "input_layernorm": (h,), p + "post_attention_layernorm": (h,), p + "q_proj": (nq * d, h),
+                    p + "k_proj": (nkv * d, h), p + "v_proj": (nkv * dv, h), p + "o_proj": (h, nq * dv)})
+        if swa and cfg["add_swa_attention_sink_bias"]:
+            out[p + "attention_sink_bias"] = (nq,)
+        if not moe:
+            out.update({p + "mlp.gate_proj": (F, h), p + "mlp.up_proj": (F, h), p + "mlp.down_proj": (h, F)})
+            continue
+        out.update({p + "gate.weight": (E, h), p + "gate.e_score_correction_bias": (E,)})
+        for e in range(E):
+            out.update({f"{p}experts.{e}.gate_proj": (I, h), f"{p}experts.{e}.up_proj": (I, h),
+                        f"{p}experts.{e}.down_proj": (h, I)})
+    return out
+
+
+def test_mimo_v2_flash_against_published_totals_and_a_per_tensor_count():
+    """Xiaomi's model card: 309B total, 15B active; 9 full layers (4 KV heads) and 39 sliding-window
+    layers of 128 tokens (8 KV heads, sinks), keys of 192 and values of 128 elements per head."""
+    spec = _dsa(MIMO)
+    assert abs(spec.total_params - 309e9) <= 0.03 * 309e9
+    assert abs(spec.active_params - 15e9) <= 0.03 * 15e9
+    assert spec.total_params == sum(math.prod(s) for s in _mimo_tensors(_file(MIMO)).values())
+    assert (spec.layer_attention.count("full"), spec.layer_attention.count("sliding")) == (9, 39)
+    assert spec.attention_dims("full") == (64, 4, 192, 128) and spec.attention_dims("sliding") == (64, 8, 192, 128)
+    assert spec.sliding_attention_sinks and not spec.attention_sinks and spec.num_dense_layers == 1
+    assert spec.kv_bytes_per_token(0) == 4 * (192 + 128) * 2 and spec.kv_bytes_per_token(1) == 8 * (192 + 128) * 2
+    assert spec.kv_tokens_held(1, 10**5) == 128 and "verified family" in spec.source
+    assert [k for k, why in spec.ignored_keys if why.startswith("not read")] == []
+
+
+def test_mimo_v2_flash_decode_step_and_per_kind_costs():
+    from sievesim.costs import attention_shape
+    from sievesim.pim.attention import AttentionLayer
+    from sievesim.system import gpu_ops
+    from sievesim.system.step import simulate_step
+
+    spec = _dsa(MIMO).with_formats({"experts": "bf16", "weights": "bf16"})
+    for policy in ("gpu-only", "sieve"):
+        result = simulate_step(spec, "b200", gpus=8, policy=policy, batch=8, steps=1, warmup=0)
+        assert math.isfinite(result.step_time_s) and result.step_time_s > 0, policy
+    # full layer: 16 query heads per KV head over keys of 192 and values of 128
+    assert attention_shape(spec, 0).flops_per_context_token == 2 * 64 * (192 + 128)
+    assert attention_shape(spec, 1).window == 128
+    assert gpu_ops.attention_out_params(spec, 0) == 64 * 128 * 4096
+    full, swa = AttentionLayer.from_model(spec, 0), AttentionLayer.from_model(spec, 1)
+    assert (full.kv_heads, full.q_per_kv, full.head_dim, full.value_dim) == (4, 16, 192, 128)
+    assert (swa.kv_heads, swa.q_per_kv, swa.window) == (8, 8, 128)
+    shard = spec.tensor_shard(8)
+    assert shard.attention_dims("full")[1] == 1 and shard.attention_dims("sliding")[1] == 1
+
+
+@pytest.mark.parametrize("key, value, expected", [
+    ("hybrid_layer_pattern", [0, 1], "for each of the 48 layers"),
+    ("swa_num_attention_heads", 32, "64, as the full-attention layers"),
+    ("swa_head_dim", 128, "192, as the full-attention layers"),
+    ("swa_num_key_value_heads", 5, "a divisor of num_attention_heads = 64"),
+    ("sliding_window_size", 256, "sliding_window = 128"),
+])
+def test_mimo_v2_refusals_name_the_key(key, value, expected):
+    with pytest.raises(ConfigError) as exc:
+        _dsa(MIMO, **{key: value})
+    assert key in str(exc.value), str(exc.value)
+    assert expected in str(exc.value), str(exc.value)
+
+
+def test_sinks_on_full_layers_alone_are_refused_both_are_read():
+    with pytest.raises(ConfigError, match=r"add_full_attention_sink_bias = True: expected false, or sinks on the"):
+        _dsa(MIMO, add_full_attention_sink_bias=True, add_swa_attention_sink_bias=False)
+    both = _dsa(MIMO, add_full_attention_sink_bias=True)
+    assert both.attention_sinks and both.total_params == _dsa(MIMO).total_params + 9 * 64
+
+
+def test_every_mimo_structural_key_corrupted_is_refused_by_name():
+    test_every_dsa_structural_key_corrupted_is_refused_by_name(MIMO)
 
 
 # ---------------------------------------------------------------------- docs/models.md shows these figures

@@ -18,8 +18,8 @@ from typing import Any, Mapping
 from .._inputs import is_int as _is_int, read_text as _read_text
 from ..errors import ConfigError, field_error
 from . import llama4, nemotron_h
-from .hf_families import family_attention_problems, family_weights, mtp_layer_count, routing_groups, \
-    sparse_attention
+from .hf_families import family_attention_problems, family_weights, hybrid_layer_pattern, mtp_layer_count, \
+    routing_groups, sliding_layer_shapes, sparse_attention
 from .hf_keys import _EXPERT_COUNT_KEYS, _HF, _HF_LAYER_TYPES, _STRUCTURAL_NAME, _TOP_K_KEYS, _TORCH_DTYPE_BYTES, \
     STRUCTURAL_KEYS, VERIFIED_FAMILIES, is_verified_family, no_decode_effect
 from .spec import ModelSpec, _kind_problems
@@ -108,6 +108,7 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
         num_mtp_layers=mtp_layer_count(hf, model_type),
         source=f"Hugging Face config ({source}; model_type {model_type or '?'}; {family})",
     )
+    kw.update(sliding_layer_shapes(hf, attention, is_mla, heads, head_dim))
     if not is_mla and heads % kv_heads:
         hf.problem("num_key_value_heads", kv_heads, f"a divisor of num_attention_heads = {heads}")
     for key in ("hidden_act", "hidden_activation", "mlp_hidden_act"):
@@ -253,6 +254,9 @@ def _layer_attention(hf: _HF, kw: dict[str, Any], num_layers: int, model_type: s
     if layer_types is not None:
         branch = "layer_types"
         attention = _attention_from_layer_types(hf, layer_types, num_layers, is_mla, is_llama4)
+    elif hf.has("hybrid_layer_pattern"):   # MiMo-V2
+        branch = "hybrid_layer_pattern"
+        attention = hybrid_layer_pattern(hf, num_layers)
     elif is_llama4 or hf.has("no_rope_layers"):
         branch = "llama4"
         attention = llama4.attention_kinds(hf, num_layers)

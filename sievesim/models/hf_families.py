@@ -118,6 +118,57 @@ def sparse_attention(hf: _HF, is_mla: bool) -> dict[str, Any]:
     return out
 
 
+def hybrid_layer_pattern(hf: _HF, num_layers: int) -> list[str]:
+    """MiMo-V2's ``hybrid_layer_pattern``: one 1 (sliding-window attention) or 0 (full) per layer."""
+    flags = hf.list("hybrid_layer_pattern") or []
+    if len(flags) != num_layers or any(f not in (0, 1) or isinstance(f, bool) for f in flags):
+        hf.problem("hybrid_layer_pattern", flags, f"one 1 (sliding window) or 0 (full attention) for each of the "
+                   f"{num_layers} layers")
+        return ["full"] * num_layers
+    return ["sliding" if f else "full" for f in flags]
+
+
+def sliding_layer_shapes(hf: _HF, attention: list[str], is_mla: bool, heads: int, head_dim: int) -> dict[str, Any]:
+    """Softmax layers whose shapes differ by kind (MiMo-V2): values narrower than keys (``v_head_dim``
+    outside MLA), the sliding layers' KV heads (``swa_num_key_value_heads``; their query heads and
+    head sizes, ``swa_num_attention_heads``, ``swa_head_dim``, ``swa_v_head_dim``, must be the full
+    layers'), attention sinks on the sliding layers or on all (``add_swa_attention_sink_bias``,
+    ``add_full_attention_sink_bias``; sinks on the full layers alone are not modelled)."""
+    swa_keys = ("swa_num_attention_heads", "swa_num_key_value_heads", "swa_head_dim", "swa_v_head_dim",
+                "sliding_window_size", "add_swa_attention_sink_bias", "add_full_attention_sink_bias")
+    if is_mla:
+        return {}
+    out: dict[str, Any] = {}
+    v = hf.int("v_head_dim", 0)
+    if v and v != head_dim:
+        out["v_head_dim"] = v
+    if "sliding" not in attention:   # no sliding layer: their shapes change nothing
+        hf.consider(*swa_keys[:5], "add_swa_attention_sink_bias")
+    else:
+        same = (("swa_num_attention_heads", heads), ("swa_head_dim", head_dim), ("swa_v_head_dim", v or head_dim))
+        for key, want in same:
+            if hf.has(key) and hf.int(key) != want:
+                hf.problem(key, hf.cfg[key], f"{want}, as the full-attention layers (only the sliding layers' KV "
+                           "heads may differ)")
+        if hf.has("swa_num_key_value_heads"):
+            out["sliding_num_kv_heads"] = hf.int("swa_num_key_value_heads")
+            if heads % out["sliding_num_kv_heads"]:
+                hf.problem("swa_num_key_value_heads", out["sliding_num_kv_heads"],
+                           f"a divisor of num_attention_heads = {heads}")
+        window = hf.cfg.get("sliding_window")
+        if hf.has("sliding_window_size") and window is not None and hf.int("sliding_window_size") != window:
+            hf.problem("sliding_window_size", hf.cfg["sliding_window_size"], f"sliding_window = {window}")
+        if hf.bool("add_swa_attention_sink_bias", False):
+            out["sliding_attention_sinks"] = True
+    if hf.bool("add_full_attention_sink_bias", False):
+        if "sliding" in attention and not out.get("sliding_attention_sinks"):
+            hf.problem("add_full_attention_sink_bias", True, "false, or sinks on the sliding layers too "
+                       "(sinks on the full-attention layers alone are not modelled)")
+        out["attention_sinks"] = True
+        out.pop("sliding_attention_sinks", None)
+    return out
+
+
 def family_attention_problems(hf: _HF, model_type: str, num_layers: int) -> None:
     """Attention a family declares that sievesim does not model: MiniMax's ``attn_type_list`` must
     give softmax attention (1) in every layer (MiniMax-M2 writes one per layer; MiniMax-Text-01 /

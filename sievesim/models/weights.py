@@ -158,7 +158,8 @@ class WeightCounts:
         if mlp == "none":
             return self.hidden_size
         if mlp == "moe":
-            return self.router_params + routed * self.params_per_expert + self.shared_expert_params + 2 * self.hidden_size
+            return (self.router_params + routed * self.params_per_expert + self.shared_expert_params
+                    + 2 * self.hidden_size)
         return self.dense_mlp_params + 2 * self.hidden_size
 
     def layer_params(self, layer: int) -> int:
@@ -188,8 +189,8 @@ class WeightCounts:
         """Bytes of the MTP layers' weights (experts at ``expert_bytes_per_param``, the rest at
         ``dense_bytes_per_param``)."""
         last = self.num_layers - 1
-        expert = (self.routed_expert_params_per_layer + self.shared_expert_params) if self.layer_mlp[last] == "moe" else 0
-        expert *= self.num_mtp_layers
+        per_layer = self.routed_expert_params_per_layer + self.shared_expert_params
+        expert = self.num_mtp_layers * (per_layer if self.layer_mlp[last] == "moe" else 0)
         return expert * self.expert_bytes_per_param + (self.mtp_params - expert) * self.dense_bytes_per_param
 
     @property
