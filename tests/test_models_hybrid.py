@@ -449,7 +449,7 @@ def test_every_mimo_structural_key_corrupted_is_refused_by_name():
 DOC = Path(__file__).resolve().parents[1] / "docs" / "models.md"
 #: Each row's file and the published figures it shows: total, active (with the embedding, or None), G.
 DOC_ROWS = {NEMOTRON: ("31.6", "3.2", "3.6", 1), "deepseek-ai--DeepSeek-V3.2": ("671", "37", None, 8),
-            "zai-org--GLM-5": ("744", "40", None, 16)}
+            "zai-org--GLM-5": ("744", "40", None, 16), MIMO: ("309", "15", None, 8)}
 
 
 def test_docs_table_shows_what_the_reader_computes():
@@ -471,7 +471,7 @@ def test_docs_table_shows_what_the_reader_computes():
         assert cells[1] == f"{spec.total_params / 1e9:.2f} / {total}"
         shown = f"{spec.active_params / 1e9:.2f} ({spec.active_params_with_embedding / 1e9:.2f}) / {active}"
         assert cells[2] == shown + (f" ({with_emb})" if with_emb else "")
-        assert int(cells[3]) == gpus == (DSA[stem][2] if stem in DSA else 1)
+        assert int(cells[3]) == gpus == (DSA[stem][2] if stem in DSA else 1 if stem == NEMOTRON else 8)
     assert f"23 x {_nemotron().mamba_state_bytes_per_layer / 2**20:.2f} MiB" in rows[NEMOTRON][4]
     v32, v3 = _dsa("deepseek-ai--DeepSeek-V3.2"), get_model("deepseek-v3")
     copies = 2 * v32.vocab_size * v32.hidden_size
