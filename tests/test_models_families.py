@@ -1,6 +1,6 @@
 """MoE families read from their own config.json (issue 70): each against its publisher's total and
 active parameters, against an independent per-tensor count of its checkpoint, and through one
-decode step; the families sievesim does not model yet refuse, naming the key that decides it.
+decode step (the hybrid, sparse-attention and per-kind-attention families: tests/test_models_hybrid.py).
 
 The config files (tests/data/hf_configs/) are public copies; docs/models.md ("Families") names the
 source of each.
@@ -240,25 +240,10 @@ def test_one_decode_step_is_finite(name):
 
 
 # ---------------------------------------------------------------------- what is refused, by name
-REFUSED = {
-    # file, the keys the refusal must name
-    "google--gemma-4-26B-A4B": ("enable_moe_block", "global_head_dim", "num_global_key_value_heads",
-                                "attention_k_eq_v"),
-}
-
-
-@pytest.mark.parametrize("name", sorted(REFUSED))
-def test_not_modelled_yet_is_refused_naming_the_key(name):
-    with pytest.raises(ConfigError) as exc:
-        from_hf_config(_file(name), name=name)
-    for key in REFUSED[name]:
-        assert key in str(exc.value), (key, str(exc.value))
-
-
 def test_gemma4_top_k_experts_is_read_not_reported_missing():
-    with pytest.raises(ConfigError) as exc:
-        from_hf_config(_file("google--gemma-4-26B-A4B"), name="g")
-    assert "experts activated per token" not in str(exc.value) and "num_experts_per_tok" not in str(exc.value)
+    """Gemma 4's top-k is top_k_experts (its reading: tests/test_models_hybrid.py); without it the
+    refusal names it."""
+    assert from_hf_config(_file("google--gemma-4-26B-A4B"), name="g").top_k == 8
     cfg = _file("google--gemma-4-26B-A4B")
     del cfg["text_config"]["top_k_experts"]
     with pytest.raises(ConfigError, match=r"top_k_experts = '<missing>'"):

@@ -445,6 +445,109 @@ def test_every_mimo_structural_key_corrupted_is_refused_by_name():
     test_every_dsa_structural_key_corrupted_is_refused_by_name(MIMO)
 
 
+# ---------------------------------------------------------------------- Gemma 4 (global layers' own heads, keys as values)
+GEMMA = "google--gemma-4-26B-A4B"
+
+
+def _gemma_tensors(cfg: dict) -> dict[str, tuple[int, ...]]:
+    """Every tensor of Gemma 4 26B-A4B's language model with its shape (the checkpoint's names: seven
+    RMSNorms, q/k norms, a layer scalar, the dense MLP, the router's scale, per-expert scale and
+    projection, the fused experts; global layers of global_head_dim and num_global_key_value_heads
+    without v_proj when attention_k_eq_v; embedding tied to the LM head), from the config alone."""
+    t = cfg["text_config"]
+    h, V, nq = t["hidden_size"], t["vocab_size"], t["num_attention_heads"]
+    E, Ie, F = t["num_experts"], t["moe_intermediate_size"], t["intermediate_size"]
+    out: dict[str, tuple[int, ...]] = {"embed_tokens": (V, h), "norm": (h,)}
+    for i, kind in enumerate(t["layer_types"]):
+        p = f"layers.{i}."
+        glob = kind == "full_attention"
+        d = t["global_head_dim"] if glob else t["head_dim"]
+        nkv = t["num_global_key_value_heads"] if glob else t["num_key_value_heads"]
+        out.update({p + "layer_scalar": (1,), p + "q_proj": (nq * d, h), p + "k_proj": (nkv * d, h),
+                    p + "o_proj": (h, nq * d), p + "q_norm": (d,), p + "k_norm": (d,),
+                    p + "mlp.gate_proj": (F, h), p + "mlp.up_proj": (F, h), p + "mlp.down_proj": (h, F),
+                    p + "router.scale": (h,), p + "router.per_expert_scale": (E,), p + "router.proj": (E, h),
+                    p + "experts.gate_up_proj": (E, 2 * Ie, h), p + "experts.down_proj": (E, h, Ie)})
+        if not (glob and t["attention_k_eq_v"]):
+            out[p + "v_proj"] = (nkv * d, h)
+        for norm in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                     "post_feedforward_layernorm_1", "pre_feedforward_layernorm_2", "post_feedforward_layernorm_2",
+                     "post_feedforward_layernorm"):
+            out[p + norm] = (h,)
+    return out
+
+
+def test_gemma4_against_published_totals_and_a_per_tensor_count():
+    """Google's Gemma 4 26B A4B: 25.2B total, 3.8B active; 25 sliding layers (8 KV heads of 256) and 5
+    global layers (2 KV heads of 512, keys as values), 210 KiB of KV cache per token."""
+    spec = _dsa(GEMMA)
+    assert abs(spec.total_params - 25.2e9) <= 0.03 * 25.2e9
+    assert abs(spec.active_params - 3.8e9) <= 0.03 * 3.8e9
+    assert spec.total_params == sum(math.prod(s) for s in _gemma_tensors(_file(GEMMA)).values())
+    assert spec.attention_dims("full") == (16, 2, 512, 512) and spec.attention_dims("sliding") == (16, 8, 256, 256)
+    assert spec.full_k_eq_v and spec.kv_bytes_per_token(5) == 2 * 512 * 2 and spec.kv_bytes_per_token(0) == 8 * 512 * 2
+    assert spec.kv_bytes_per_token_all_layers == 210 * 1024
+    assert (spec.num_shared_experts, spec.shared_expert_intermediate_size, spec.top_k) == (1, 2112, 8)
+    assert spec.tie_word_embeddings and "verified family" in spec.source
+    assert [k for k, why in spec.ignored_keys if why.startswith("not read")] == []
+
+
+def test_gemma4_decode_step_and_global_layer_costs():
+    from sievesim.costs import attention_shape
+    from sievesim.pim.attention import AttentionLayer
+    from sievesim.system import gpu_ops
+    from sievesim.system.step import simulate_step
+
+    spec = _dsa(GEMMA)
+    for policy in ("gpu-only", "sieve"):
+        result = simulate_step(spec, "b200", gpus=1, policy=policy, batch=8, steps=1, warmup=0)
+        assert math.isfinite(result.step_time_s) and result.step_time_s > 0, policy
+    # a global layer reads each key once but multiplies it for the scores and again for the values
+    assert attention_shape(spec, 5).flops_per_context_token == 2 * 16 * (512 + 512)
+    assert gpu_ops.decode_attention_on_gpu(spec, 5, [1000]).bytes == 1000 * 2 * 512 * 2 + 2 * 2816 * 2
+    assert spec.attention_params_per_layer(5) == 2816 * (16 * 512 + 2 * 512 + 16 * 512) + 2 * 512
+    glob = AttentionLayer.from_model(spec, 5)
+    assert (glob.kv_heads, glob.q_per_kv, glob.head_dim, glob.value_dim, glob.window) == (2, 8, 512, 512, None)
+
+
+@pytest.mark.parametrize("key, value, expected", [
+    ("enable_moe_block", False, "true"),
+    ("use_double_wide_mlp", True, "false"),
+    ("hidden_size_per_layer_input", 256, "0 (not modelled)"),
+    ("num_kv_shared_layers", 10, "0 (not modelled)"),
+    ("num_global_key_value_heads", 3, "a divisor of num_attention_heads = 16"),
+])
+def test_gemma4_refusals_name_the_key(key, value, expected):
+    cfg = _file(GEMMA)
+    cfg["text_config"][key] = value
+    with pytest.raises(ConfigError) as exc:
+        from_hf_config(cfg, name="g")
+    assert key in str(exc.value) and expected in str(exc.value), str(exc.value)
+
+
+def test_every_gemma4_structural_key_corrupted_is_refused_by_name():
+    from sievesim.models.hf_keys import _HF_BOOL_KEYS, _HF_INT_KEYS, _HF_LIST_KEYS, _HF_STR_KEYS, STRUCTURAL_KEYS
+
+    decisive = set(STRUCTURAL_KEYS) | set(_HF_INT_KEYS) | set(_HF_BOOL_KEYS) | set(_HF_LIST_KEYS) | set(_HF_STR_KEYS)
+    base = _file(GEMMA)
+    missed = []
+    for key in sorted(k for k, v in base["text_config"].items() if k in decisive and v is not None):
+        for bad in (-1, -4096, 2.5, "two", {"value": 1}, [-1], True):
+            if type(bad) is type(base["text_config"][key]):
+                continue
+            cfg = json.loads(json.dumps(base))
+            cfg["text_config"][key] = bad
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    from_hf_config(cfg, name="g")
+                missed.append((key, bad, "read"))
+            except ConfigError as exc:
+                if key not in str(exc):
+                    missed.append((key, bad, str(exc)))
+    assert not missed
+
+
 # ---------------------------------------------------------------------- docs/models.md shows these figures
 DOC = Path(__file__).resolve().parents[1] / "docs" / "models.md"
 #: Each row's file and the published figures it shows: total, active (with the embedding, or None), G.

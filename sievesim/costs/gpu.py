@@ -138,8 +138,9 @@ def attention_shape(model: Any, layer: int) -> AttentionShape:
             return AttentionShape(4.0 * (kv_elems - index) * heads, int(model.index_topk),
                                   flops_per_any_context_token=2.0 * index * nh + 2.0 * nh)
         return AttentionShape(4.0 * kv_elems * heads)
-    if hasattr(model, "attention_dims"):   # per-kind KV heads (MiMo-V2's sliding layers)
-        kv_heads = float(model.attention_dims(kind)[1])
+    if hasattr(model, "attention_dims"):   # per-kind shapes (MiMo-V2, Gemma 4)
+        _, nkv, d, dv = model.attention_dims(kind)
+        kv_heads, kv_elems = float(nkv), float(nkv * (d + dv))   # values read even where keys double as them
     group = heads / kv_heads if kv_heads > 0 else 1.0
     window = chunk = None
     if kind == "sliding":

@@ -36,8 +36,7 @@ class CacheSizes:
 
     def _kv_elements(self, kind: str) -> int:
         if kind in _SOFTMAX_GQA_KINDS:
-            _, nkv, d, dv = self.attention_dims(kind)
-            return nkv * (d + dv)
+            return self.attention_dims(kind)[1] * self.kv_per_head(kind)
         if kind == "mla":   # the latent and rope key (+ the DSA indexer's key)
             return self.kv_lora_rank + self.qk_rope_head_dim + self.index_head_dim
         return 0

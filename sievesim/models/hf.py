@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from .._inputs import is_int as _is_int, read_text as _read_text
 from ..errors import ConfigError, field_error
-from . import llama4, nemotron_h
+from . import gemma4, llama4, nemotron_h
 from .hf_families import family_attention_problems, family_weights, hybrid_layer_pattern, mtp_layer_count, \
     routing_groups, sliding_layer_shapes, sparse_attention
 from .hf_keys import _EXPERT_COUNT_KEYS, _HF, _HF_LAYER_TYPES, _STRUCTURAL_NAME, _TOP_K_KEYS, _TORCH_DTYPE_BYTES, \
@@ -109,6 +109,8 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
         source=f"Hugging Face config ({source}; model_type {model_type or '?'}; {family})",
     )
     kw.update(sliding_layer_shapes(hf, attention, is_mla, heads, head_dim))
+    if gemma4.is_gemma4(model_type, top_type):   # global layers' own heads, the dense MLP beside the experts
+        kw.update(gemma4.gemma4_fields(hf, attention, hidden))
     if not is_mla and heads % kv_heads:
         hf.problem("num_key_value_heads", kv_heads, f"a divisor of num_attention_heads = {heads}")
     for key in ("hidden_act", "hidden_activation", "mlp_hidden_act"):

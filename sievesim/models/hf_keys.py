@@ -43,6 +43,7 @@ VERIFIED_FAMILIES: dict[str, str] = {
     "qwen2_moe": "Qwen1.5-MoE-A2.7B, Qwen2-57B-A14B",
     "deepseek": "DeepSeekMoE-16B",
     "deepseek_v32": "DeepSeek-V3.2", "glm_moe_dsa": "GLM-5", "mimo_v2_flash": "MiMo-V2-Flash",
+    "gemma4": "Gemma-4-26B-A4B", "gemma4_text": "Gemma-4-26B-A4B",
     "nemotron_h": "NVIDIA-Nemotron-3-Nano-30B-A3B",
 }
 
@@ -264,6 +265,8 @@ _HF_INT_KEYS: dict[str, tuple[str, bool]] = {
     "index_head_dim": ("a positive indexer head size", False),
     "index_topk": ("a positive number of selected tokens", False),
     "qk_head_dim": ("a positive query/key head size", False),
+    "global_head_dim": ("a positive head size", False),
+    "num_global_key_value_heads": ("a positive number of KV heads", False),
     "swa_num_attention_heads": ("a positive number of heads", False),
     "swa_num_key_value_heads": ("a positive number of KV heads", False),
     "swa_head_dim": ("a positive head size", False),
@@ -281,7 +284,7 @@ _HF_INT_OR_LIST_KEYS = frozenset({"moe_layer_freq"})
 _HF_BOOL_KEYS = ("use_sliding_window", "tie_word_embeddings", "attention_bias", "attn_output_gate", "use_qk_norm",
                  "use_qkv_bias", "use_bias", "use_routing_bias", "moe_router_enable_expert_bias", "use_mtp",
                  "mamba_proj_bias", "use_conv_bias", "mlp_bias", "add_swa_attention_sink_bias",
-                 "add_full_attention_sink_bias")
+                 "add_full_attention_sink_bias", "attention_k_eq_v", "enable_moe_block", "use_double_wide_mlp")
 _HF_LIST_KEYS = ("layer_types", "mlp_only_layers", "moe_layers", "no_rope_layers", "attn_type_list",
                  "hybrid_layer_pattern")
 _HF_STR_KEYS = {"topk_method": "the routing method, e.g. noaux_tc", "qk_norm_type": "per_layer or per_head",

@@ -111,6 +111,14 @@ class ModelSpec(WeightCounts, CacheSizes):
     sliding_attention_sinks: bool = False
     #: KV heads of the sliding-window layers when they differ from ``num_kv_heads`` (MiMo-V2); 0: the same.
     sliding_num_kv_heads: int = 0
+    #: KV heads and head size of the full-attention layers when they differ (Gemma 4's global layers); 0: the same.
+    full_num_kv_heads: int = 0
+    full_head_dim: int = 0
+    #: The full-attention layers use their keys as values: no value projection, keys alone cached (Gemma 4).
+    full_k_eq_v: bool = False
+    #: Small weights per layer the shapes do not give (Gemma 4: five more RMSNorms, the router's input
+    #: scale, a layer scalar), counted in every layer.
+    extra_layer_params: int = 0
     #: RMSNorm on q and k per head (Qwen3): ``2 * head_dim`` weights per layer.
     qk_norm: bool = False
     #: With ``qk_norm``: the q and k RMSNorms span all heads (OLMoE, MiniMax-M2):
@@ -360,11 +368,12 @@ class ModelSpec(WeightCounts, CacheSizes):
                                       "(each GPU then keeps one replicated KV head)", source=f"model {self.name!r}")
             else:
                 changes["num_kv_heads"] = changes["num_attention_heads"]
-            if self.sliding_num_kv_heads:
-                n = self.sliding_num_kv_heads
-                changes["sliding_num_kv_heads"] = max(1, n // shards)
-                if n >= shards and n % shards:
-                    split("sliding_num_kv_heads", "tensor-parallel attention splits the KV heads")
+            for fname in ("sliding_num_kv_heads", "full_num_kv_heads"):
+                n = getattr(self, fname)
+                if n:
+                    changes[fname] = max(1, n // shards)
+                    if n >= shards and n % shards:
+                        split(fname, "tensor-parallel attention splits the KV heads")
             if "linear" in self.layer_attention:
                 split("linear_num_key_heads", "tensor-parallel linear attention splits its heads")
                 split("linear_num_value_heads", "tensor-parallel linear attention splits its heads")
@@ -444,7 +453,8 @@ _NON_NEGATIVE_INT_FIELDS = (
     "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "linear_num_key_heads",
     "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim",
     "mamba_num_heads", "mamba_head_dim", "mamba_state_size", "mamba_groups", "mamba_conv_kernel",
-    "index_n_heads", "index_head_dim", "index_topk", "sliding_num_kv_heads",
+    "index_n_heads", "index_head_dim", "index_topk", "sliding_num_kv_heads", "full_num_kv_heads", "full_head_dim",
+    "extra_layer_params",
     "num_mtp_layers", "mtp_tokens")
 # The bound (sievesim._validate.BOUNDS) of each integer field; the others are dimensions.
 _FIELD_BOUND = {"num_layers": "layers", "num_attention_heads": "heads", "num_kv_heads": "heads",
@@ -452,11 +462,12 @@ _FIELD_BOUND = {"num_layers": "layers", "num_attention_heads": "heads", "num_kv_
                 "num_shared_experts": "experts", "linear_num_key_heads": "heads",
                 "linear_num_value_heads": "heads", "num_mtp_layers": "layers", "mamba_num_heads": "heads",
                 "mamba_groups": "heads", "mtp_tokens": "layers",
-                "index_n_heads": "heads", "index_topk": "context", "sliding_num_kv_heads": "heads"}
+                "index_n_heads": "heads", "index_topk": "context", "sliding_num_kv_heads": "heads",
+                "full_num_kv_heads": "heads"}
 _BOOL_FIELDS = ("tie_word_embeddings", "attention_bias", "qkv_bias", "attention_sinks", "qk_norm",
                 "qk_norm_over_heads", "attention_output_gate",
                 "expert_bias", "router_bias", "shared_expert_gate", "mlp_gated",
-                "sliding_attention_sinks")
+                "sliding_attention_sinks", "full_k_eq_v")
 _DTYPE_FIELDS = ("dtype_bytes", "expert_dtype_bytes", "kv_dtype_bytes", "state_dtype_bytes", "weight_dtype_bytes")
 #: Each format field and the bytes field it sets.
 _FORMAT_FIELDS = {"expert_format": "expert_dtype_bytes", "weight_format": "weight_dtype_bytes",

@@ -31,8 +31,9 @@ def structure_problems(spec: Any, problems: Problems, src: str) -> None:
         if spec.mtp_tokens and not spec.num_mtp_layers:
             raise field_error("mtp_tokens", spec.mtp_tokens, "0 for a model without MTP layers "
                               "(num_mtp_layers = 0)", source=src)
-    with problems.check():
-        nkv = spec.sliding_num_kv_heads
-        if nkv and "sliding" in kinds and spec.num_attention_heads % nkv:
-            raise field_error("sliding_num_kv_heads", nkv, f"a divisor of num_attention_heads = "
-                              f"{spec.num_attention_heads}", source=src)
+    for fname in ("sliding_num_kv_heads", "full_num_kv_heads"):
+        with problems.check():
+            nkv = getattr(spec, fname)
+            if nkv and spec.num_attention_heads % nkv:
+                raise field_error(fname, nkv, f"a divisor of num_attention_heads = {spec.num_attention_heads}",
+                                  source=src)

@@ -92,20 +92,31 @@ class WeightCounts:
 
     def attention_dims(self, kind: str) -> tuple[int, int, int, int]:
         """Query heads, KV heads, q/k head size and value head size of a softmax layer of ``kind``
-        (``sliding_num_kv_heads`` on sliding layers when given; ``v_head_dim`` for the values of a
-        model without MLA when given)."""
-        nkv = self.sliding_num_kv_heads if kind == "sliding" and self.sliding_num_kv_heads else self.num_kv_heads
-        dv = self.v_head_dim if self.v_head_dim and "mla" not in self.layer_attention else self.head_dim
-        return self.num_attention_heads, nkv, self.head_dim, dv
+        (``sliding_num_kv_heads`` on sliding layers, ``full_num_kv_heads`` and ``full_head_dim`` on
+        full layers, when given; ``v_head_dim`` for the values of a model without MLA when given)."""
+        nkv, d = self.num_kv_heads, self.head_dim
+        if kind == "sliding" and self.sliding_num_kv_heads:
+            nkv = self.sliding_num_kv_heads
+        if kind == "full":
+            nkv, d = self.full_num_kv_heads or nkv, self.full_head_dim or d
+        dv = self.v_head_dim if self.v_head_dim and "mla" not in self.layer_attention else d
+        return self.num_attention_heads, nkv, d, dv
+
+    def kv_per_head(self, kind: str) -> int:
+        """Elements one token keeps per KV head of a softmax layer of ``kind``: its key and value
+        (the key alone where keys double as values: ``full_k_eq_v`` on full layers)."""
+        _, _, d, dv = self.attention_dims(kind)
+        return d if self.full_k_eq_v and kind == "full" else d + dv
 
     def _attention_params(self, kind: str) -> int:
         h = self.hidden_size
         if kind in _SOFTMAX_GQA_KINDS:
             nq, nkv, d, dv = self.attention_dims(kind)
             q_out = nq * d * (2 if self.attention_output_gate else 1)
-            params = h * q_out + h * nkv * (d + dv) + nq * dv * h
+            kv = nkv * self.kv_per_head(kind)
+            params = h * q_out + h * kv + nq * dv * h
             if self.attention_bias or self.qkv_bias:
-                params += q_out + nkv * (d + dv) + (h if self.attention_bias else 0)
+                params += q_out + kv + (h if self.attention_bias else 0)
             if self.attention_sinks or (self.sliding_attention_sinks and kind == "sliding"):
                 params += nq
             if self.qk_norm:
@@ -153,14 +164,15 @@ class WeightCounts:
         return self.vocab_size * self.hidden_size
 
     def _mlp_params(self, mlp: str, routed: int) -> int:
-        """Weights of an MLP of kind ``mlp`` with ``routed`` routed experts, and its layer norms (one
-        before the attention, one before the MLP; a layer without an MLP has one)."""
+        """Weights of an MLP of kind ``mlp`` with ``routed`` routed experts, and its layer's norms (one
+        before the attention, one before the MLP; a layer without an MLP has one) and extra small
+        weights (``extra_layer_params``)."""
         if mlp == "none":
-            return self.hidden_size
+            return self.hidden_size + self.extra_layer_params
+        norms = 2 * self.hidden_size + self.extra_layer_params
         if mlp == "moe":
-            return (self.router_params + routed * self.params_per_expert + self.shared_expert_params
-                    + 2 * self.hidden_size)
-        return self.dense_mlp_params + 2 * self.hidden_size
+            return self.router_params + routed * self.params_per_expert + self.shared_expert_params + norms
+        return self.dense_mlp_params + norms
 
     def layer_params(self, layer: int) -> int:
         """All weights of ``layer``: attention, its RMSNorms (two; one without an MLP), and its MLP (all experts)."""
