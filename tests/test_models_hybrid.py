@@ -96,7 +96,7 @@ def test_nemotron_h_decode_step_on_gpu_and_with_attention_on_pim():
 
     spec = _nemotron()
     for policy in ("gpu-only", "sieve"):
-        result = simulate_step(spec, "b200", gpus=1, policy=policy, batch=8, steps=1, warmup=0)
+        result = simulate_step(spec, "b200", gpus=DOC_ROWS[NEMOTRON][3], policy=policy, batch=8, steps=1, warmup=0)
         assert math.isfinite(result.step_time_s) and result.step_time_s > 0, policy
 
 
@@ -407,7 +407,7 @@ def test_mimo_v2_flash_decode_step_and_per_kind_costs():
 
     spec = _dsa(MIMO).with_formats({"experts": "bf16", "weights": "bf16"})
     for policy in ("gpu-only", "sieve"):
-        result = simulate_step(spec, "b200", gpus=8, policy=policy, batch=8, steps=1, warmup=0)
+        result = simulate_step(spec, "b200", gpus=DOC_ROWS[MIMO][3], policy=policy, batch=8, steps=1, warmup=0)
         assert math.isfinite(result.step_time_s) and result.step_time_s > 0, policy
     # full layer: 16 query heads per KV head over keys of 192 and values of 128
     assert attention_shape(spec, 0).flops_per_context_token == 2 * 64 * (192 + 128)
@@ -500,7 +500,7 @@ def test_gemma4_decode_step_and_global_layer_costs():
 
     spec = _dsa(GEMMA)
     for policy in ("gpu-only", "sieve"):
-        result = simulate_step(spec, "b200", gpus=1, policy=policy, batch=8, steps=1, warmup=0)
+        result = simulate_step(spec, "b200", gpus=DOC_ROWS[GEMMA][3], policy=policy, batch=8, steps=1, warmup=0)
         assert math.isfinite(result.step_time_s) and result.step_time_s > 0, policy
     # a global layer reads each key once but multiplies it for the scores and again for the values
     assert attention_shape(spec, 5).flops_per_context_token == 2 * 16 * (512 + 512)
@@ -552,7 +552,8 @@ def test_every_gemma4_structural_key_corrupted_is_refused_by_name():
 DOC = Path(__file__).resolve().parents[1] / "docs" / "models.md"
 #: Each row's file and the published figures it shows: total, active (with the embedding, or None), G.
 DOC_ROWS = {NEMOTRON: ("31.6", "3.2", "3.6", 1), "deepseek-ai--DeepSeek-V3.2": ("671", "37", None, 8),
-            "zai-org--GLM-5": ("744", "40", None, 16), MIMO: ("309", "15", None, 8)}
+            "zai-org--GLM-5": ("744", "40", None, 16), MIMO: ("309", "15", None, 8),
+            "google--gemma-4-26B-A4B": ("25.2", "3.8", None, 1)}
 
 
 def test_docs_table_shows_what_the_reader_computes():
@@ -574,7 +575,7 @@ def test_docs_table_shows_what_the_reader_computes():
         assert cells[1] == f"{spec.total_params / 1e9:.2f} / {total}"
         shown = f"{spec.active_params / 1e9:.2f} ({spec.active_params_with_embedding / 1e9:.2f}) / {active}"
         assert cells[2] == shown + (f" ({with_emb})" if with_emb else "")
-        assert int(cells[3]) == gpus == (DSA[stem][2] if stem in DSA else 1 if stem == NEMOTRON else 8)
+        assert int(cells[3]) == gpus == (DSA[stem][2] if stem in DSA else gpus)   # the decode tests' G
     assert f"23 x {_nemotron().mamba_state_bytes_per_layer / 2**20:.2f} MiB" in rows[NEMOTRON][4]
     v32, v3 = _dsa("deepseek-ai--DeepSeek-V3.2"), get_model("deepseek-v3")
     copies = 2 * v32.vocab_size * v32.hidden_size
