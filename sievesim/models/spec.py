@@ -2,7 +2,7 @@
 
 A :class:`ModelSpec` carries exactly what the simulator needs about one Mixture-of-Experts
 transformer: the kind of every layer (attention: full / sliding-window / chunked / linear (Gated
-DeltaNet) / MLA; MLP: MoE or dense), the tensor shapes, and the storage widths. Everything else
+DeltaNet) / MLA / Mamba-2; MLP: MoE, dense or none), the tensor shapes, and the storage widths. Everything else
 -- parameter counts, bytes per expert (:mod:`~sievesim.models.weights`), KV-cache bytes,
 linear-attention state (:mod:`~sievesim.models.cache`) -- is *derived* from those shapes by
 properties, never stored.
@@ -155,15 +155,13 @@ class ModelSpec(WeightCounts, CacheSizes):
     #: Causal depthwise convolution width (taps) over q/k/v.
     linear_conv_kernel_dim: int = 0
     # --- Mamba-2 state-space layers (``mamba`` kind, Nemotron-H); all 0 when absent ---
-    #: SSM heads of a Mamba layer; its inner width is ``mamba_num_heads * mamba_head_dim``.
+    #: SSM heads and elements per head (the inner width is their product); state size ``N`` per head
+    #: (a head's state is ``mamba_head_dim x N``); groups of heads sharing the B and C projections;
+    #: causal depthwise convolution width (taps) over x, B and C.
     mamba_num_heads: int = 0
-    #: Elements per SSM head.
     mamba_head_dim: int = 0
-    #: SSM state size ``N`` per head (elements; the state of one head is ``mamba_head_dim x N``).
     mamba_state_size: int = 0
-    #: Groups of heads that share the input-dependent B and C projections.
     mamba_groups: int = 0
-    #: Causal depthwise convolution width (taps) over x, B and C.
     mamba_conv_kernel: int = 0
     # --- MoE details ---
     #: Experts, shared experts and dense MLPs are gated (gate, up, down: SwiGLU); false: two
@@ -346,46 +344,8 @@ class ModelSpec(WeightCounts, CacheSizes):
         intermediate size, the vocabulary split (vocabulary-parallel embedding and LM head); with
         ``experts`` every routed expert split by its intermediate size too. Routing is unchanged.
         Raises :class:`ConfigError` naming a width that does not divide."""
-        from .._validate import check_int
-        check_int("tensor-parallel shards", shards, "gpus")
-        if shards == 1:
-            return self
-        changes: dict[str, Any] = {"name": f"{self.name} (1/{shards} tensor shard)"}
-
-        def split(fname: str, what: str) -> None:
-            value = getattr(self, fname)
-            if value and value % shards:
-                raise field_error(fname, value, f"a multiple of the {shards} GPUs it is split over ({what})",
-                                  source=f"model {self.name!r}")
-            changes[fname] = value // shards
-
-        if attention:
-            split("num_attention_heads", "tensor-parallel attention splits the query heads")
-            if "mla" not in self.layer_attention:
-                changes["num_kv_heads"] = max(1, self.num_kv_heads // shards) if self.num_kv_heads >= shards else 1
-                if self.num_kv_heads >= shards and self.num_kv_heads % shards:
-                    raise field_error("num_kv_heads", self.num_kv_heads, f"a multiple of the {shards} GPUs, or fewer "
-                                      "(each GPU then keeps one replicated KV head)", source=f"model {self.name!r}")
-            else:
-                changes["num_kv_heads"] = changes["num_attention_heads"]
-            for fname in ("sliding_num_kv_heads", "full_num_kv_heads"):
-                n = getattr(self, fname)
-                if n:
-                    changes[fname] = max(1, n // shards)
-                    if n >= shards and n % shards:
-                        split(fname, "tensor-parallel attention splits the KV heads")
-            if "linear" in self.layer_attention:
-                split("linear_num_key_heads", "tensor-parallel linear attention splits its heads")
-                split("linear_num_value_heads", "tensor-parallel linear attention splits its heads")
-            if "mamba" in self.layer_attention:
-                split("mamba_num_heads", "tensor-parallel Mamba layers split their heads")
-                split("mamba_groups", "tensor-parallel Mamba layers split their B/C groups")
-            split("dense_intermediate_size", "tensor-parallel MLPs split their intermediate size")
-            split("shared_expert_intermediate_size", "tensor-parallel shared experts split their intermediate size")
-            changes["vocab_size"] = -(-self.vocab_size // shards)
-        if experts:
-            split("moe_intermediate_size", "tensor-parallel experts split their intermediate size")
-        return dataclasses.replace(self, **changes)
+        from .structure import tensor_shard
+        return tensor_shard(self, shards, attention=attention, experts=experts)
 
     def with_top_k(self, k: int) -> "ModelSpec":
         """A copy that activates ``k`` routed experts per token (validated: ``1 <= k <= num_experts``)."""
