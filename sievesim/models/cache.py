@@ -36,7 +36,10 @@ class CacheSizes:
 
     def _kv_elements(self, kind: str) -> int:
         if kind in _SOFTMAX_GQA_KINDS:
-            return self.attention_dims(kind)[1] * self.kv_per_head(kind)
+            if (self.sliding_num_kv_heads or self.full_num_kv_heads or self.full_head_dim or self.full_k_eq_v
+                    or self.v_head_dim):     # a per-kind shape (else: num_kv_heads keys and values of head_dim)
+                return self.attention_dims(kind)[1] * self.kv_per_head(kind)
+            return 2 * self.num_kv_heads * self.head_dim
         if kind == "mla":   # the latent and rope key (+ the DSA indexer's key)
             return self.kv_lora_rank + self.qk_rope_head_dim + self.index_head_dim
         return 0
@@ -96,8 +99,10 @@ class CacheSizes:
     @property
     def linear_state_bytes_per_request(self) -> float:
         """Bytes of one request's fixed state over all linear-attention and Mamba layers (independent of length)."""
-        return (self.linear_state_bytes_per_layer * self.layer_attention.count("linear")
-                + self.mamba_state_bytes_per_layer * self.layer_attention.count("mamba"))
+        total = self.linear_state_bytes_per_layer * self.layer_attention.count("linear")
+        if "mamba" in self.layer_attention:
+            total += self.mamba_state_bytes_per_layer * self.layer_attention.count("mamba")
+        return total
 
     def kv_cache_bytes_per_request(self, context_len: int) -> float:
         """Bytes of one request's KV cache + linear state over all layers at ``context_len`` tokens."""

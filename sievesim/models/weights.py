@@ -95,12 +95,20 @@ class WeightCounts:
         (``sliding_num_kv_heads`` on sliding layers, ``full_num_kv_heads`` and ``full_head_dim`` on
         full layers, when given; ``v_head_dim`` for the values of a model without MLA when given)."""
         nkv, d = self.num_kv_heads, self.head_dim
+        if not self._per_kind_shapes:
+            return self.num_attention_heads, nkv, d, d
         if kind == "sliding" and self.sliding_num_kv_heads:
             nkv = self.sliding_num_kv_heads
         if kind == "full":
             nkv, d = self.full_num_kv_heads or nkv, self.full_head_dim or d
         dv = self.v_head_dim if self.v_head_dim and "mla" not in self.layer_attention else d
         return self.num_attention_heads, nkv, d, dv
+
+    @property
+    def _per_kind_shapes(self) -> bool:
+        """Whether any softmax layer's shape differs from ``num_kv_heads x head_dim`` keys and values."""
+        return bool(self.sliding_num_kv_heads or self.full_num_kv_heads or self.full_head_dim or self.full_k_eq_v
+                    or (self.v_head_dim and "mla" not in self.layer_attention))
 
     def kv_per_head(self, kind: str) -> int:
         """Elements one token keeps per KV head of a softmax layer of ``kind``: its key and value
