@@ -584,3 +584,18 @@ def test_docs_table_shows_what_the_reader_computes():
                    f"only the indexer, {(v32.total_params - v3.total_params) / 1e9:.2f} B here"):
         assert figure in text, figure
     assert f"23 layers of {_nemotron().mamba_state_bytes_per_layer / 2**20:.2f} MiB" in text
+
+
+@pytest.mark.parametrize("stem", sorted(DOC_ROWS))
+def test_toml_round_trip_keeps_the_new_fields(stem, tmp_path):
+    """Every family above, written to sievesim's TOML and read back, is the same model (the Mamba,
+    per-kind attention, indexer and MTP fields included)."""
+    spec = _dsa(stem)
+    path = tmp_path / "m.toml"
+    save_model_toml(spec, path)
+    again = load_model_toml(path)
+    assert again == spec and again.total_params == spec.total_params
+    assert again.kv_bytes_per_token_all_layers == spec.kv_bytes_per_token_all_layers
+    on = spec.replace(mtp_tokens=1) if spec.num_mtp_layers else spec
+    save_model_toml(on, path)
+    assert load_model_toml(path) == on
