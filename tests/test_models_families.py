@@ -1,6 +1,6 @@
 """MoE families read from their own config.json (issue 70): each against its publisher's total and
 active parameters, against an independent per-tensor count of its checkpoint, and through one
-decode step; the families sievesim does not model yet refuse, naming the key that decides it.
+decode step (the hybrid, sparse-attention and per-kind-attention families: tests/test_models_hybrid.py).
 
 The config files (tests/data/hf_configs/) are public copies; docs/models.md ("Families") names the
 source of each.
@@ -240,29 +240,10 @@ def test_one_decode_step_is_finite(name):
 
 
 # ---------------------------------------------------------------------- what is refused, by name
-REFUSED = {
-    # file, the keys the refusal must name
-    "deepseek-ai--DeepSeek-V3.2": ("index_n_heads", "index_head_dim"),
-    "zai-org--GLM-5": ("index_n_heads", "index_head_dim"),
-    "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16": ("hybrid_override_pattern",),
-    "XiaomiMiMo--MiMo-V2-Flash": ("hybrid_layer_pattern", "swa_num_key_value_heads"),
-    "google--gemma-4-26B-A4B": ("enable_moe_block", "global_head_dim", "num_global_key_value_heads",
-                                "attention_k_eq_v"),
-}
-
-
-@pytest.mark.parametrize("name", sorted(REFUSED))
-def test_not_modelled_yet_is_refused_naming_the_key(name):
-    with pytest.raises(ConfigError) as exc:
-        from_hf_config(_file(name), name=name)
-    for key in REFUSED[name]:
-        assert key in str(exc.value), (key, str(exc.value))
-
-
 def test_gemma4_top_k_experts_is_read_not_reported_missing():
-    with pytest.raises(ConfigError) as exc:
-        from_hf_config(_file("google--gemma-4-26B-A4B"), name="g")
-    assert "experts activated per token" not in str(exc.value) and "num_experts_per_tok" not in str(exc.value)
+    """Gemma 4's top-k is top_k_experts (its reading: tests/test_models_hybrid.py); without it the
+    refusal names it."""
+    assert from_hf_config(_file("google--gemma-4-26B-A4B"), name="g").top_k == 8
     cfg = _file("google--gemma-4-26B-A4B")
     del cfg["text_config"]["top_k_experts"]
     with pytest.raises(ConfigError, match=r"top_k_experts = '<missing>'"):
@@ -401,11 +382,12 @@ def test_kimi_k2_preset_is_the_reading_of_its_config_in_bf16():
 
 
 def test_an_ungated_activation_is_refused_by_name():
-    """Every MLP sievesim counts is gated (gate, up, down); Nemotron's relu2 MLP has two matrices."""
+    """A family's MLP is gated (gate, up, down) unless its reader says otherwise: a relu2 MLP has two
+    matrices (Nemotron-H reads its own: tests/test_models_hybrid.py)."""
     with pytest.raises(ConfigError, match=r"hidden_act = 'relu2': expected the activation of a gated MLP"):
         from_hf_config(dict(OLMOE, hidden_act="relu2"), name="m")
     with pytest.raises(ConfigError, match=r"mlp_hidden_act = 'relu2'"):
-        from_hf_config(_file("nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"), name="n")
+        from_hf_config(dict(OLMOE, mlp_hidden_act="relu2"), name="m")
 
 
 def test_minimax_attention_list_all_softmax_is_read_a_lightning_layer_is_refused():

@@ -41,7 +41,7 @@ def test_verified_family_is_labelled():
 @pytest.mark.parametrize("extra, named", [
     ({"moe_layer_start_index": 1}, "moe_layer_start_index"),          # ERNIE 4.5's layer pattern
     ({"moe_num_shared_experts": 2}, "moe_num_shared_experts"),        # shared experts under another name
-    ({"hybrid_override_pattern": "M-M*"}, "hybrid_override_pattern"),  # Nemotron-H layer kinds
+    ({"attn_layer_period": 8}, "attn_layer_period"),                  # Jamba layer kinds
     ({"sliding_window_pattern": 6, "sliding_window": 512}, "sliding_window_pattern"),
 ])
 def test_unhandled_structural_key_is_named(extra, named):

@@ -106,14 +106,21 @@ def attention_shape(model: Any, layer: int) -> AttentionShape:
     Per context token every KV element is multiplied by each query head of its group (GQA group
     ``num_attention_heads / num_kv_heads``), 2 FLOPs per MAC: ``2 * kv_elems * group``.
     MLA: the latent (``kv_lora_rank + qk_rope_head_dim`` elements) is read by every head for the
-    score and again for the value: ``4 * latent * heads``. Sliding layers cap the context at
+    score and again for the value: ``4 * latent * heads``; with a DSA indexer (DeepSeek-V3.2) over
+    at most ``index_topk`` tokens, plus the indexer's ``2 * index_n_heads * (index_head_dim + 1)``
+    per context token (its heads' scores and their weighted sum). Sliding layers cap the context at
     ``sliding_window``, chunked layers at the current chunk. Linear-attention (Gated-DeltaNet) layers read and update a fixed state
     of ``linear_num_value_heads * linear_key_head_dim * linear_value_head_dim`` elements per
     request: ``4 * state_elems`` FLOPs per step (its cost grows with the batch, not the context).
+    Mamba-2 layers likewise: ``6 * state_elems`` (decay, rank-1 update, readout: a multiply per element
+    for the decay, a multiply-add for the update and one for the readout).
     """
     kind = _layer_kind(model, layer)
     heads = float(model.num_attention_heads)
     kv_heads = float(getattr(model, "num_kv_heads", heads) or heads)
+    if kind == "mamba":   # Mamba-2: decay, B x^T update and C readout of a heads x head_dim x N state
+        state = float(model.mamba_num_heads * model.mamba_head_dim * model.mamba_state_size)
+        return AttentionShape(0.0, None, 6.0 * state)
     if kind == "linear":
         nv = float(getattr(model, "linear_num_value_heads", 0) or 0)
         dk = float(getattr(model, "linear_key_head_dim", 0) or 0)
@@ -125,7 +132,15 @@ def attention_shape(model: Any, layer: int) -> AttentionShape:
     elem = float(getattr(model, "kv_bytes_per_element", getattr(model, "dtype_bytes", 2)))
     kv_elems = float(model.kv_bytes_per_token(layer)) / elem
     if kind == "mla":
+        index = float(getattr(model, "index_head_dim", 0) or 0)
+        if index:   # DSA: the indexer's heads score every token; attention reads the index_topk selected
+            nh = float(model.index_n_heads)
+            return AttentionShape(4.0 * (kv_elems - index) * heads, int(model.index_topk),
+                                  flops_per_any_context_token=2.0 * index * nh + 2.0 * nh)
         return AttentionShape(4.0 * kv_elems * heads)
+    if hasattr(model, "attention_dims"):   # per-kind shapes (MiMo-V2, Gemma 4)
+        _, nkv, d, dv = model.attention_dims(kind)
+        kv_heads, kv_elems = float(nkv), float(nkv * (d + dv))   # values read even where keys double as them
     group = heads / kv_heads if kv_heads > 0 else 1.0
     window = chunk = None
     if kind == "sliding":

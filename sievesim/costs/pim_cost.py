@@ -82,12 +82,15 @@ class AttentionShape:
     ``window=None`` means full attention, linear attention (Gated-DeltaNet) has
     ``flops_per_context_token = 0`` and a fixed state update/readout cost. ``chunk`` (chunked
     attention, Llama 4) replaces ``L`` by the tokens of the current chunk, ``(L - 1) % chunk + 1``.
+    ``flops_per_any_context_token`` is paid for every context token, window or not: a DSA
+    indexer scoring all ``L`` tokens before attention reads the ``window = index_topk`` it selects.
     """
 
     flops_per_context_token: float = 0.0
     window: int | None = None
     fixed_flops_per_request: float = 0.0
     chunk: int | None = None
+    flops_per_any_context_token: float = 0.0
 
     def total_flops(self, batch_context_lens: Sequence[int] | np.ndarray | int) -> float:
         """Summed FLOPs over the requests whose context lengths are given (tokens)."""
@@ -96,12 +99,13 @@ class AttentionShape:
             return 0.0
         if np.any(lens < 0):
             raise field_error("context length", int(lens.min()), "a non-negative number of tokens")
+        everywhere = self.flops_per_any_context_token * lens.sum() if self.flops_per_any_context_token else 0.0
         if self.window is not None:
             lens = np.minimum(lens, float(self.window))
         if self.chunk:
             lens = np.where(lens > 0, np.mod(lens - 1, float(self.chunk)) + 1, 0.0)
         return float(self.flops_per_context_token * lens.sum()
-                     + self.fixed_flops_per_request * lens.size)
+                     + self.fixed_flops_per_request * lens.size + everywhere)
 
 
 class RooflinePimCost:

@@ -2,7 +2,7 @@
 
 A :class:`ModelSpec` carries exactly what the simulator needs about one Mixture-of-Experts
 transformer: the kind of every layer (attention: full / sliding-window / chunked / linear (Gated
-DeltaNet) / MLA; MLP: MoE or dense), the tensor shapes, and the storage widths. Everything else --
+DeltaNet) / MLA / Mamba-2; MLP: MoE, dense or none), the tensor shapes, and the storage widths. Everything else --
 parameter counts, bytes per expert, KV-cache bytes, linear-attention state -- is *derived* from
 those shapes by its properties, never stored.
 
@@ -20,6 +20,7 @@ The package, read top down:
 ==================  ==============================================================================
 ``kinds.py``        the attention and MLP kinds a layer can be
 ``spec.py``         :class:`ModelSpec`: the fields, their checks, what they must mean together
+``structure.py``    the checks of the fields of Mamba, sparse-attention, MTP and per-kind attention
 ``weights.py``      derived: parameter counts and weight bytes (per expert, per layer, in total)
 ``cache.py``        derived: KV-cache bytes per token and per request, linear-attention state
 ``toml.py``         sievesim's own schema: :func:`model_to_dict`, :func:`model_from_dict`, TOML I/O
@@ -27,6 +28,8 @@ The package, read top down:
 ``hf.py``           :func:`from_hf_config`: reading a ``config.json``, stage by stage
 ``hf_families.py``  per-family small weights (biases, q/k norms, router bias) and MTP layers
 ``llama4.py``       Llama 4's own rules (iRoPE chunked attention, interleaved MoE layers)
+``nemotron_h.py``   Nemotron-H's own rules (hybrid Mamba-2 / attention / MoE blocks, ungated MLPs)
+``gemma4.py``       Gemma 4's own rules (global layers' heads, keys as values, dense MLP beside the experts)
 ``presets.py``      the presets in ``sievesim/data/models/`` and :func:`get_model`
 ==================  ==============================================================================
 """

@@ -14,7 +14,7 @@ import numpy as np
 
 from .._inputs import is_int as _is_int
 from ..errors import field_error
-from .kinds import _SOFTMAX_GQA_KINDS, chunked_attended_tokens
+from .kinds import _SOFTMAX_GQA_KINDS, STATE_KINDS, chunked_attended_tokens
 
 
 class CacheSizes:
@@ -34,15 +34,19 @@ class CacheSizes:
     # ------------------------------------------------------------------ KV cache
     def kv_bytes_per_token(self, layer: int) -> float:
         """KV-cache bytes one token adds at ``layer``: ``2*nkv*d`` elements (full/sliding),
-        ``kv_lora_rank + qk_rope_head_dim`` (MLA), 0 (linear attention keeps a fixed state)."""
+        ``kv_lora_rank + qk_rope_head_dim`` (MLA; ``+ index_head_dim`` with a DSA indexer), 0 (linear
+        attention keeps a fixed state)."""
         kind = self.layer_attention[self._check_layer(layer)]
         return self._kv_elements(kind) * self.kv_bytes_per_element
 
     def _kv_elements(self, kind: str) -> int:
         if kind in _SOFTMAX_GQA_KINDS:
+            if (self.sliding_num_kv_heads or self.full_num_kv_heads or self.full_head_dim or self.full_k_eq_v
+                    or self.v_head_dim):     # a per-kind shape (else: num_kv_heads keys and values of head_dim)
+                return self.attention_dims(kind)[1] * self.kv_per_head(kind)
             return 2 * self.num_kv_heads * self.head_dim
-        if kind == "mla":
-            return self.kv_lora_rank + self.qk_rope_head_dim
+        if kind == "mla":   # the latent and rope key (+ the DSA indexer's key)
+            return self.kv_lora_rank + self.qk_rope_head_dim + self.index_head_dim
         return 0
 
     @property
@@ -59,11 +63,11 @@ class CacheSizes:
         """Tokens whose K/V ``layer`` keeps (and the newest token attends to) for a request of
         ``context_len`` tokens: ``min(context_len, sliding_window)`` for sliding layers,
         ``(context_len - 1) % attention_chunk_size + 1`` for chunked layers (the current chunk),
-        0 for linear layers."""
+        0 for linear and Mamba layers (a fixed state instead)."""
         kind = self.layer_attention[self._check_layer(layer)]
         if not _is_int(context_len) or context_len < 0:
             raise field_error("context_len", context_len, "a non-negative integer (tokens)")
-        if kind == "linear":
+        if kind in STATE_KINDS:
             return 0
         if kind == "sliding":
             return min(context_len, int(self.sliding_window or context_len))
@@ -85,9 +89,25 @@ class CacheSizes:
         return float(recurrent + conv)
 
     @property
+    def mamba_state_bytes_per_layer(self) -> float:
+        """Bytes of one request's Mamba-2 state in one ``mamba`` layer: SSM state
+        ``mamba_num_heads * mamba_head_dim * mamba_state_size`` (state dtype) + convolution state
+        ``(inner + 2 * mamba_groups * mamba_state_size) * (mamba_conv_kernel - 1)`` (model dtype).
+        0 when the model has no Mamba layer."""
+        if "mamba" not in self.layer_attention:
+            return 0.0
+        inner = self.mamba_num_heads * self.mamba_head_dim
+        ssm = inner * self.mamba_state_size * self.state_bytes_per_element
+        conv = (inner + 2 * self.mamba_groups * self.mamba_state_size) * (self.mamba_conv_kernel - 1) * self.dtype_bytes
+        return float(ssm + conv)
+
+    @property
     def linear_state_bytes_per_request(self) -> float:
-        """Bytes of one request's linear-attention state over all linear layers (independent of length)."""
-        return self.linear_state_bytes_per_layer * self.layer_attention.count("linear")
+        """Bytes of one request's fixed state over all linear-attention and Mamba layers (independent of length)."""
+        total = self.linear_state_bytes_per_layer * self.layer_attention.count("linear")
+        if "mamba" in self.layer_attention:
+            total += self.mamba_state_bytes_per_layer * self.layer_attention.count("mamba")
+        return total
 
     def kv_cache_bytes_per_request(self, context_len: int) -> float:
         """Bytes of one request's KV cache + linear state over all layers at ``context_len`` tokens."""
@@ -102,7 +122,7 @@ class CacheSizes:
         return self._held(kind, _token_counts(context_lens))
 
     def _held(self, kind: str, lens: np.ndarray) -> np.ndarray:
-        if kind == "linear":
+        if kind in STATE_KINDS:
             return np.zeros_like(lens)
         if kind == "sliding" and self.sliding_window:
             return np.minimum(lens, int(self.sliding_window))
@@ -119,7 +139,7 @@ class CacheSizes:
         total = np.zeros(lens.shape, dtype=np.float64)
         for kind, layers in Counter(self.layer_attention).items():
             elements = self._kv_elements(kind)
-            if kind != "linear" and elements:
+            if kind not in STATE_KINDS and elements:
                 total += self._held(kind, lens) * float(layers * elements * self.kv_bytes_per_element)
         return total + self.linear_state_bytes_per_request
 

@@ -17,8 +17,9 @@ from typing import Any, Mapping
 
 from .._inputs import is_int as _is_int, read_text as _read_text
 from ..errors import ConfigError, field_error
-from . import llama4
-from .hf_families import family_attention_problems, family_weights, mtp_layer_count, routing_groups
+from . import gemma4, llama4, nemotron_h
+from .hf_families import family_attention_problems, family_weights, hybrid_layer_pattern, mtp_layer_count, \
+    routing_groups, sliding_layer_shapes, sparse_attention
 from .hf_keys import _EXPERT_COUNT_KEYS, _HF, _HF_LAYER_TYPES, _STRUCTURAL_NAME, _TOP_K_KEYS, _TORCH_DTYPE_BYTES, \
     STRUCTURAL_KEYS, VERIFIED_FAMILIES, is_verified_family, no_decode_effect
 from .spec import ModelSpec, _kind_problems
@@ -79,9 +80,15 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
     kw: dict[str, Any] = {}
     is_mla = hf.has("kv_lora_rank")
     head_dim = _head_dim(hf, kw, is_mla, hidden, heads)
-    attention = _layer_attention(hf, kw, num_layers, model_type, is_mla, is_llama4)
-    family_attention_problems(hf, model_type, num_layers)
-    mlp = _layer_mlp(hf, num_layers, model_type, is_llama4)
+    if nemotron_h.is_nemotron_h(model_type, cfg):   # hybrid Mamba-2 / attention / MoE blocks
+        attention, mlp = nemotron_h.layer_kinds(hf, num_layers)
+        num_layers = len(attention)
+        _attention_widths(hf, kw, attention, "hybrid")
+        kw.update(nemotron_h.mamba_fields(hf, attention))
+    else:
+        attention = _layer_attention(hf, kw, num_layers, model_type, is_mla, is_llama4)
+        family_attention_problems(hf, model_type, num_layers)
+        mlp = _layer_mlp(hf, num_layers, model_type, is_llama4)
     moe_inter, dense_inter = _mlp_widths(hf, mlp, model_type, is_llama4)
     n_shared, shared_inter, shared_gate = _shared_experts(hf, moe_inter, is_llama4)
     if verified:
@@ -97,14 +104,17 @@ def from_hf_config(path_or_dict: str | os.PathLike[str] | Mapping[str, Any], *, 
         num_shared_experts=n_shared, shared_expert_intermediate_size=shared_inter,
         shared_expert_gate=shared_gate, dense_intermediate_size=dense_inter, vocab_size=vocab,
         tie_word_embeddings=hf.bool("tie_word_embeddings", False), dtype_bytes=dtype_bytes,
-        **family_weights(hf, model_type), **routing_groups(hf),
+        **family_weights(hf, model_type), **routing_groups(hf), **sparse_attention(hf, is_mla),
         num_mtp_layers=mtp_layer_count(hf, model_type),
         source=f"Hugging Face config ({source}; model_type {model_type or '?'}; {family})",
     )
+    kw.update(sliding_layer_shapes(hf, attention, is_mla, heads, head_dim))
+    if gemma4.is_gemma4(model_type, top_type):   # global layers' own heads, the dense MLP beside the experts
+        kw.update(gemma4.gemma4_fields(hf, attention, hidden))
     if not is_mla and heads % kv_heads:
         hf.problem("num_key_value_heads", kv_heads, f"a divisor of num_attention_heads = {heads}")
     for key in ("hidden_act", "hidden_activation", "mlp_hidden_act"):
-        if hf.cfg.get(key) in _UNGATED_ACTIVATIONS:  # every MLP sievesim counts is gated (three matrices)
+        if hf.cfg.get(key) in _UNGATED_ACTIVATIONS and key not in hf.used:  # Nemotron-H reads its own  # every MLP sievesim counts is gated (three matrices)
             hf.problem(key, hf.cfg[key], "the activation of a gated MLP (silu, gelu, ...): a "
                        f"{hf.cfg[key]} MLP is not gated (two matrices, not three), which sievesim does not model")
             hf.consider(key)
@@ -246,6 +256,9 @@ def _layer_attention(hf: _HF, kw: dict[str, Any], num_layers: int, model_type: s
     if layer_types is not None:
         branch = "layer_types"
         attention = _attention_from_layer_types(hf, layer_types, num_layers, is_mla, is_llama4)
+    elif hf.has("hybrid_layer_pattern"):   # MiMo-V2
+        branch = "hybrid_layer_pattern"
+        attention = hybrid_layer_pattern(hf, num_layers)
     elif is_llama4 or hf.has("no_rope_layers"):
         branch = "llama4"
         attention = llama4.attention_kinds(hf, num_layers)

@@ -29,7 +29,7 @@ def family_weights(hf: _HF, model_type: str) -> dict[str, Any]:
     * Qwen3-Next / Qwen3.5: a gated attention output (unless ``attn_output_gate`` is false);
     * GPT-OSS: attention sinks and expert biases;
     * router bias (one per expert): GPT-OSS; ``topk_method = "noaux_tc"`` (DeepSeek-V3, Kimi-K2,
-      MiMo-V2: the score-correction bias), GLM-4.5 always (its router holds the same bias),
+      MiMo-V2: the score-correction bias), GLM-4.5 and Nemotron-H always (their routers hold the same bias),
       MiniMax-M2 when ``use_routing_bias``, Ling-2.0 when ``moe_router_enable_expert_bias``.
     """
     gpt_oss = model_type == "gpt_oss"
@@ -69,7 +69,7 @@ def family_weights(hf: _HF, model_type: str) -> dict[str, Any]:
         hf.consider("use_qk_norm")     # Llama4TextL2Norm: no weights
 
     hf.consider("topk_method")
-    router_bias = (gpt_oss or glm or hf.cfg.get("topk_method") == "noaux_tc"
+    router_bias = (gpt_oss or glm or model_type == "nemotron_h" or hf.cfg.get("topk_method") == "noaux_tc"
                    or (minimax and hf.bool("use_routing_bias", False))
                    or (bailing and hf.bool("moe_router_enable_expert_bias", False)))
     return dict(attention_bias=attention_bias, qkv_bias=qkv_bias, attention_sinks=gpt_oss, qk_norm=qk_norm,
@@ -95,6 +95,78 @@ def mtp_layer_count(hf: _HF, model_type: str) -> int:
     if model_type == "minimax_m2" and hf.bool("use_mtp", False):
         count = hf.int("num_mtp_modules", why="use_mtp is true") * hf.int("mtp_transformer_layers", 1)
     return count
+
+
+def sparse_attention(hf: _HF, is_mla: bool) -> dict[str, Any]:
+    """DeepSeek sparse attention (DeepSeek-V3.2 ``deepseek_v32``, GLM-5 ``glm_moe_dsa``) on MLA
+    layers: ``index_n_heads``, ``index_head_dim``, ``index_topk``; and GLM-5's MLA head sizes,
+    ``qk_head_dim`` (must be ``qk_nope_head_dim + qk_rope_head_dim``) and ``head_dim`` (the rotary
+    part, ``qk_rope_head_dim``). Outside MLA these keys are left unread (refused by name)."""
+    if not is_mla:
+        return {}
+    out: dict[str, Any] = {}
+    if any(hf.cfg.get(k) is not None for k in ("index_n_heads", "index_head_dim", "index_topk")):
+        out = dict(index_n_heads=hf.int("index_n_heads", why="the config has a sparse-attention indexer"),
+                   index_head_dim=hf.int("index_head_dim", why="the config has a sparse-attention indexer"),
+                   index_topk=hf.int("index_topk", why="the config has a sparse-attention indexer"))
+    qk = hf.int("qk_nope_head_dim", 0) + hf.int("qk_rope_head_dim", 0)
+    if hf.has("qk_head_dim") and hf.int("qk_head_dim") != qk:
+        hf.problem("qk_head_dim", hf.cfg["qk_head_dim"], f"qk_nope_head_dim + qk_rope_head_dim = {qk}")
+    if hf.has("head_dim") and hf.int("head_dim") != hf.int("qk_rope_head_dim", 0):
+        hf.problem("head_dim", hf.cfg["head_dim"], f"qk_rope_head_dim = {hf.cfg.get('qk_rope_head_dim')} (an MLA "
+                   "config's head_dim is its rotary part)")
+    return out
+
+
+def hybrid_layer_pattern(hf: _HF, num_layers: int) -> list[str]:
+    """MiMo-V2's ``hybrid_layer_pattern``: one 1 (sliding-window attention) or 0 (full) per layer."""
+    flags = hf.list("hybrid_layer_pattern") or []
+    if len(flags) != num_layers or any(f not in (0, 1) or isinstance(f, bool) for f in flags):
+        hf.problem("hybrid_layer_pattern", flags, f"one 1 (sliding window) or 0 (full attention) for each of the "
+                   f"{num_layers} layers")
+        return ["full"] * num_layers
+    return ["sliding" if f else "full" for f in flags]
+
+
+def sliding_layer_shapes(hf: _HF, attention: list[str], is_mla: bool, heads: int, head_dim: int) -> dict[str, Any]:
+    """Softmax layers whose shapes differ by kind (MiMo-V2): values narrower than keys (``v_head_dim``
+    outside MLA), the sliding layers' KV heads (``swa_num_key_value_heads``; their query heads and
+    head sizes, ``swa_num_attention_heads``, ``swa_head_dim``, ``swa_v_head_dim``, must be the full
+    layers'), attention sinks on the sliding layers or on all (``add_swa_attention_sink_bias``,
+    ``add_full_attention_sink_bias``; sinks on the full layers alone are not modelled)."""
+    swa_keys = ("swa_num_attention_heads", "swa_num_key_value_heads", "swa_head_dim", "swa_v_head_dim",
+                "sliding_window_size", "add_swa_attention_sink_bias", "add_full_attention_sink_bias")
+    if is_mla:
+        return {}
+    out: dict[str, Any] = {}
+    v = hf.int("v_head_dim", 0)
+    if v and v != head_dim:
+        out["v_head_dim"] = v
+    if "sliding" not in attention:   # no sliding layer: their shapes change nothing
+        hf.consider(*swa_keys[:5], "add_swa_attention_sink_bias")
+    else:
+        same = (("swa_num_attention_heads", heads), ("swa_head_dim", head_dim), ("swa_v_head_dim", v or head_dim))
+        for key, want in same:
+            if hf.has(key) and hf.int(key) != want:
+                hf.problem(key, hf.cfg[key], f"{want}, as the full-attention layers (only the sliding layers' KV "
+                           "heads may differ)")
+        if hf.has("swa_num_key_value_heads"):
+            out["sliding_num_kv_heads"] = hf.int("swa_num_key_value_heads")
+            if heads % out["sliding_num_kv_heads"]:
+                hf.problem("swa_num_key_value_heads", out["sliding_num_kv_heads"],
+                           f"a divisor of num_attention_heads = {heads}")
+        window = hf.cfg.get("sliding_window")
+        if hf.has("sliding_window_size") and window is not None and hf.int("sliding_window_size") != window:
+            hf.problem("sliding_window_size", hf.cfg["sliding_window_size"], f"sliding_window = {window}")
+        if hf.bool("add_swa_attention_sink_bias", False):
+            out["sliding_attention_sinks"] = True
+    if hf.bool("add_full_attention_sink_bias", False):
+        if "sliding" in attention and not out.get("sliding_attention_sinks"):
+            hf.problem("add_full_attention_sink_bias", True, "false, or sinks on the sliding layers too "
+                       "(sinks on the full-attention layers alone are not modelled)")
+        out["attention_sinks"] = True
+        out.pop("sliding_attention_sinks", None)
+    return out
 
 
 def family_attention_problems(hf: _HF, model_type: str, num_layers: int) -> None:

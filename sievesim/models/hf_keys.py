@@ -42,6 +42,9 @@ VERIFIED_FAMILIES: dict[str, str] = {
     "olmoe": "OLMoE-1B-7B-0924",
     "qwen2_moe": "Qwen1.5-MoE-A2.7B, Qwen2-57B-A14B",
     "deepseek": "DeepSeekMoE-16B",
+    "deepseek_v32": "DeepSeek-V3.2", "glm_moe_dsa": "GLM-5", "mimo_v2_flash": "MiMo-V2-Flash",
+    "gemma4": "Gemma-4-26B-A4B", "gemma4_text": "Gemma-4-26B-A4B",
+    "nemotron_h": "NVIDIA-Nemotron-3-Nano-30B-A3B",
 }
 
 #: Config keys that change a model's structure (layer pattern, expert placement, shared experts,
@@ -130,7 +133,7 @@ STRUCTURAL_KEYS: dict[str, str] = {
     "v_head_dim": "value head size (MLA; elsewhere values narrower than keys)",
     "qk_head_dim": "query/key head size apart from head_dim (GLM-5)",
     "index_topk": "tokens the sparse-attention indexer selects (DeepSeek-V3.2)",
-    "mlp_hidden_act": "MLP activation (relu2 MLPs are not gated: two matrices, not three; Nemotron-H)",
+    "mlp_hidden_act": "MLP activation (relu2 MLPs are not gated: two matrices, not three; read for Nemotron-H)",
     "pruned_heads": "attention heads removed per layer",
     "qkv_bias": "biases on the q/k/v projections",
     "attn_type_list": "softmax (1) or lightning (0) attention per layer (MiniMax)",
@@ -258,14 +261,35 @@ _HF_INT_KEYS: dict[str, tuple[str, bool]] = {
     "mtp_num_hidden_layers": ("a non-negative number of layers", True),
     "no_rope_layer_interval": ("a positive layer interval", False),
     "n_group": ("a positive number of expert groups", False),
+    "index_n_heads": ("a positive number of indexer heads", False),
+    "index_head_dim": ("a positive indexer head size", False),
+    "index_topk": ("a positive number of selected tokens", False),
+    "qk_head_dim": ("a positive query/key head size", False),
+    "global_head_dim": ("a positive head size", False),
+    "num_global_key_value_heads": ("a positive number of KV heads", False),
+    "swa_num_attention_heads": ("a positive number of heads", False),
+    "swa_num_key_value_heads": ("a positive number of KV heads", False),
+    "swa_head_dim": ("a positive head size", False),
+    "swa_v_head_dim": ("a positive head size", False),
+    "sliding_window_size": ("a positive window (tokens)", False),
+    "mamba_num_heads": ("a positive number of Mamba heads", False),
+    "mamba_head_dim": ("a positive Mamba head size", False),
+    "ssm_state_size": ("a positive SSM state size", False),
+    "n_groups": ("a positive number of Mamba B/C groups", False),
+    "conv_kernel": ("a positive convolution width", False),
     "topk_group": ("a positive number of expert groups", False),
 }
 # Integer keys that may also be given as a list, one entry per layer (MiMo-V2's moe_layer_freq).
 _HF_INT_OR_LIST_KEYS = frozenset({"moe_layer_freq"})
 _HF_BOOL_KEYS = ("use_sliding_window", "tie_word_embeddings", "attention_bias", "attn_output_gate", "use_qk_norm",
-                 "use_qkv_bias", "use_bias", "use_routing_bias", "moe_router_enable_expert_bias", "use_mtp")
-_HF_LIST_KEYS = ("layer_types", "mlp_only_layers", "moe_layers", "no_rope_layers", "attn_type_list")
-_HF_STR_KEYS = {"topk_method": "the routing method, e.g. noaux_tc", "qk_norm_type": "per_layer or per_head"}
+                 "use_qkv_bias", "use_bias", "use_routing_bias", "moe_router_enable_expert_bias", "use_mtp",
+                 "mamba_proj_bias", "use_conv_bias", "mlp_bias", "add_swa_attention_sink_bias",
+                 "add_full_attention_sink_bias", "attention_k_eq_v", "enable_moe_block", "use_double_wide_mlp")
+_HF_LIST_KEYS = ("layer_types", "mlp_only_layers", "moe_layers", "no_rope_layers", "attn_type_list",
+                 "hybrid_layer_pattern")
+_HF_STR_KEYS = {"topk_method": "the routing method, e.g. noaux_tc", "qk_norm_type": "per_layer or per_head",
+                "hybrid_override_pattern": "one block kind per layer: M, *, E or -",
+                "mlp_hidden_act": "the MLP's activation"}
 #: Keys every MoE config gives.
 _HF_REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size")
 # Keys refused at 0 wherever they appear: read by every family, or (sliding_window) never 0 in a

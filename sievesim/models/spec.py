@@ -2,7 +2,7 @@
 
 A :class:`ModelSpec` carries exactly what the simulator needs about one Mixture-of-Experts
 transformer: the kind of every layer (attention: full / sliding-window / chunked / linear (Gated
-DeltaNet) / MLA; MLP: MoE or dense), the tensor shapes, and the storage widths. Everything else
+DeltaNet) / MLA / Mamba-2; MLP: MoE, dense or none), the tensor shapes, and the storage widths. Everything else
 -- parameter counts, bytes per expert (:mod:`~sievesim.models.weights`), KV-cache bytes,
 linear-attention state (:mod:`~sievesim.models.cache`) -- is *derived* from those shapes by
 properties, never stored.
@@ -26,6 +26,7 @@ from .._inputs import is_int as _is_int
 from .._validate import BOUNDS, Problems, check_int
 from ..errors import ConfigError, field_error
 from .cache import CacheSizes
+from .structure import structure_problems
 from .kinds import _SOFTMAX_GQA_KINDS, ATTENTION_KINDS, MLP_KINDS
 from .weights import WeightCounts
 
@@ -106,6 +107,18 @@ class ModelSpec(WeightCounts, CacheSizes):
     qkv_bias: bool = False
     #: One learned attention-sink logit per query head per layer (GPT-OSS).
     attention_sinks: bool = False
+    #: Attention sinks on the sliding-window layers only (MiMo-V2's ``add_swa_attention_sink_bias``).
+    sliding_attention_sinks: bool = False
+    #: KV heads of the sliding-window layers when they differ from ``num_kv_heads`` (MiMo-V2); 0: the same.
+    sliding_num_kv_heads: int = 0
+    #: KV heads and head size of the full-attention layers when they differ (Gemma 4's global layers); 0: the same.
+    full_num_kv_heads: int = 0
+    full_head_dim: int = 0
+    #: The full-attention layers use their keys as values: no value projection, keys alone cached (Gemma 4).
+    full_k_eq_v: bool = False
+    #: Small weights per layer the shapes do not give (Gemma 4: five more RMSNorms, the router's input
+    #: scale, a layer scalar), counted in every layer.
+    extra_layer_params: int = 0
     #: RMSNorm on q and k per head (Qwen3): ``2 * head_dim`` weights per layer.
     qk_norm: bool = False
     #: With ``qk_norm``: the q and k RMSNorms span all heads (OLMoE, MiniMax-M2):
@@ -122,8 +135,16 @@ class ModelSpec(WeightCounts, CacheSizes):
     qk_nope_head_dim: int = 0
     #: Per-head q/k rotary dimension (elements; the rope key is shared by all heads and cached).
     qk_rope_head_dim: int = 0
-    #: Per-head value dimension (elements).
+    #: Per-head value dimension (elements); in a model without MLA, the value heads of its softmax
+    #: layers when narrower than their keys (MiMo-V2), 0: ``head_dim``.
     v_head_dim: int = 0
+    # --- DeepSeek sparse attention (DSA: DeepSeek-V3.2, GLM-5) on MLA layers; all 0 when absent ---
+    #: Indexer heads and their size: the indexer scores every past token (its keys, ``index_head_dim``
+    #: wide, are cached per token) and attention reads only the ``index_topk`` best.
+    index_n_heads: int = 0
+    index_head_dim: int = 0
+    #: Tokens each query attends to (the indexer's top-k).
+    index_topk: int = 0
     # --- Gated DeltaNet linear attention (Qwen3-Next / Qwen3.5); all 0 when absent ---
     linear_num_key_heads: int = 0
     linear_num_value_heads: int = 0
@@ -133,7 +154,19 @@ class ModelSpec(WeightCounts, CacheSizes):
     linear_value_head_dim: int = 0
     #: Causal depthwise convolution width (taps) over q/k/v.
     linear_conv_kernel_dim: int = 0
+    # --- Mamba-2 state-space layers (``mamba`` kind, Nemotron-H); all 0 when absent ---
+    #: SSM heads and elements per head (the inner width is their product); state size ``N`` per head
+    #: (a head's state is ``mamba_head_dim x N``); groups of heads sharing the B and C projections;
+    #: causal depthwise convolution width (taps) over x, B and C.
+    mamba_num_heads: int = 0
+    mamba_head_dim: int = 0
+    mamba_state_size: int = 0
+    mamba_groups: int = 0
+    mamba_conv_kernel: int = 0
     # --- MoE details ---
+    #: Experts, shared experts and dense MLPs are gated (gate, up, down: SwiGLU); false: two
+    #: matrices (up, down) and an elementwise activation (Nemotron-H's squared ReLU).
+    mlp_gated: bool = True
     #: Routed experts carry biases on gate/up (``2I``) and down (``h``) projections (GPT-OSS).
     expert_bias: bool = False
     #: The router has one bias (or score-correction bias, DeepSeek-V3) per expert.
@@ -145,8 +178,13 @@ class ModelSpec(WeightCounts, CacheSizes):
     top_k_groups: int | None = None
     #: A scalar sigmoid gate ``h -> 1`` on the shared-expert output (Qwen2-MoE / Qwen3-Next / 3.5).
     shared_expert_gate: bool = False
-    #: Multi-token-prediction layers shipped with the checkpoint; not simulated and not counted.
+    #: Multi-token-prediction layers shipped with the checkpoint (DeepSeek-V3's ``num_nextn_predict_layers``):
+    #: not in ``total_params`` (the publishers' convention); their weights are ``mtp_params``.
     num_mtp_layers: int = 0
+    #: MTP decoding: draft tokens the MTP layers propose per request per decode step, verified by
+    #: the main model in the next (0: off). When on, the MTP layers' weights are held on the GPUs
+    #: (``total_bytes`` counts ``mtp_bytes``).
+    mtp_tokens: int = 0
     #: Where the values come from (free text, for humans; not part of equality or hashing).
     source: str = field(default="", compare=False)
     #: Keys of the Hugging Face config this spec was read from that change nothing in a decode step,
@@ -211,7 +249,9 @@ class ModelSpec(WeightCounts, CacheSizes):
         for kind, fnames, what in (
                 ("mla", ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"), "MLA"),
                 ("linear", ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
-                            "linear_value_head_dim", "linear_conv_kernel_dim"), "linear-attention")):
+                            "linear_value_head_dim", "linear_conv_kernel_dim"), "linear-attention"),
+                ("mamba", ("mamba_num_heads", "mamba_head_dim", "mamba_state_size", "mamba_groups",
+                           "mamba_conv_kernel"), "Mamba")):
             if kind in kinds_present:
                 for fname in fnames:
                     with problems.check():
@@ -223,6 +263,7 @@ class ModelSpec(WeightCounts, CacheSizes):
                     and self.linear_num_value_heads % self.linear_num_key_heads:
                 raise field_error("linear_num_value_heads", self.linear_num_value_heads,
                                   f"a multiple of linear_num_key_heads = {self.linear_num_key_heads}", source=src)
+        structure_problems(self, problems, src)
         for fmt_field, bytes_field in _FORMAT_FIELDS.items():   # a format fixes its bytes
             fmt = getattr(self, fmt_field)
             if fmt is None:
@@ -253,8 +294,8 @@ class ModelSpec(WeightCounts, CacheSizes):
 
     @property
     def num_dense_layers(self) -> int:
-        """Number of layers with a dense FFN instead of MoE."""
-        return self.num_layers - self.num_moe_layers
+        """Number of layers with a dense FFN."""
+        return self.layer_mlp.count("dense")
 
     def layers_of_kind(self, kind: str) -> tuple[int, ...]:
         """Indices of the layers whose attention kind is ``kind`` (one of :data:`ATTENTION_KINDS`)."""
@@ -303,37 +344,8 @@ class ModelSpec(WeightCounts, CacheSizes):
         intermediate size, the vocabulary split (vocabulary-parallel embedding and LM head); with
         ``experts`` every routed expert split by its intermediate size too. Routing is unchanged.
         Raises :class:`ConfigError` naming a width that does not divide."""
-        from .._validate import check_int
-        check_int("tensor-parallel shards", shards, "gpus")
-        if shards == 1:
-            return self
-        changes: dict[str, Any] = {"name": f"{self.name} (1/{shards} tensor shard)"}
-
-        def split(fname: str, what: str) -> None:
-            value = getattr(self, fname)
-            if value and value % shards:
-                raise field_error(fname, value, f"a multiple of the {shards} GPUs it is split over ({what})",
-                                  source=f"model {self.name!r}")
-            changes[fname] = value // shards
-
-        if attention:
-            split("num_attention_heads", "tensor-parallel attention splits the query heads")
-            if "mla" not in self.layer_attention:
-                changes["num_kv_heads"] = max(1, self.num_kv_heads // shards) if self.num_kv_heads >= shards else 1
-                if self.num_kv_heads >= shards and self.num_kv_heads % shards:
-                    raise field_error("num_kv_heads", self.num_kv_heads, f"a multiple of the {shards} GPUs, or fewer "
-                                      "(each GPU then keeps one replicated KV head)", source=f"model {self.name!r}")
-            else:
-                changes["num_kv_heads"] = changes["num_attention_heads"]
-            if "linear" in self.layer_attention:
-                split("linear_num_key_heads", "tensor-parallel linear attention splits its heads")
-                split("linear_num_value_heads", "tensor-parallel linear attention splits its heads")
-            split("dense_intermediate_size", "tensor-parallel MLPs split their intermediate size")
-            split("shared_expert_intermediate_size", "tensor-parallel shared experts split their intermediate size")
-            changes["vocab_size"] = -(-self.vocab_size // shards)
-        if experts:
-            split("moe_intermediate_size", "tensor-parallel experts split their intermediate size")
-        return dataclasses.replace(self, **changes)
+        from .structure import tensor_shard
+        return tensor_shard(self, shards, attention=attention, experts=experts)
 
     def with_top_k(self, k: int) -> "ModelSpec":
         """A copy that activates ``k`` routed experts per token (validated: ``1 <= k <= num_experts``)."""
@@ -375,6 +387,7 @@ class ModelSpec(WeightCounts, CacheSizes):
             "total_bytes": self.total_bytes,
             "kv_bytes_per_token_all_layers": self.kv_bytes_per_token_all_layers,
             "linear_state_bytes_per_request": self.linear_state_bytes_per_request,
+            "mtp_params": self.mtp_params,
         })
         return out
 
@@ -399,15 +412,22 @@ _NON_NEGATIVE_INT_FIELDS = (
     "num_shared_experts", "shared_expert_intermediate_size", "dense_intermediate_size", "q_lora_rank",
     "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "linear_num_key_heads",
     "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim",
-    "num_mtp_layers")
+    "mamba_num_heads", "mamba_head_dim", "mamba_state_size", "mamba_groups", "mamba_conv_kernel",
+    "index_n_heads", "index_head_dim", "index_topk", "sliding_num_kv_heads", "full_num_kv_heads", "full_head_dim",
+    "extra_layer_params",
+    "num_mtp_layers", "mtp_tokens")
 # The bound (sievesim._validate.BOUNDS) of each integer field; the others are dimensions.
 _FIELD_BOUND = {"num_layers": "layers", "num_attention_heads": "heads", "num_kv_heads": "heads",
                 "num_experts": "experts", "top_k": "experts", "vocab_size": "vocab",
                 "num_shared_experts": "experts", "linear_num_key_heads": "heads",
-                "linear_num_value_heads": "heads", "num_mtp_layers": "layers"}
+                "linear_num_value_heads": "heads", "num_mtp_layers": "layers", "mamba_num_heads": "heads",
+                "mamba_groups": "heads", "mtp_tokens": "layers",
+                "index_n_heads": "heads", "index_topk": "context", "sliding_num_kv_heads": "heads",
+                "full_num_kv_heads": "heads"}
 _BOOL_FIELDS = ("tie_word_embeddings", "attention_bias", "qkv_bias", "attention_sinks", "qk_norm",
                 "qk_norm_over_heads", "attention_output_gate",
-                "expert_bias", "router_bias", "shared_expert_gate")
+                "expert_bias", "router_bias", "shared_expert_gate", "mlp_gated",
+                "sliding_attention_sinks", "full_k_eq_v")
 _DTYPE_FIELDS = ("dtype_bytes", "expert_dtype_bytes", "kv_dtype_bytes", "state_dtype_bytes", "weight_dtype_bytes")
 #: Each format field and the bytes field it sets.
 _FORMAT_FIELDS = {"expert_format": "expert_dtype_bytes", "weight_format": "weight_dtype_bytes",

@@ -54,7 +54,10 @@ def model_to_dict(spec: ModelSpec, *, compact: bool = True) -> dict[str, Any]:
                 out["layer_attention"] = list(value)
             continue
         if fname == "layer_mlp":
-            out["dense_layers"] = [i for i, k in enumerate(value) if k == "dense"]
+            if "none" in value:    # layers without an MLP (Nemotron-H): one kind per layer
+                out["layer_mlp"] = list(value)
+            else:
+                out["dense_layers"] = [i for i, k in enumerate(value) if k == "dense"]
             continue
         out[fname] = list(value) if isinstance(value, tuple) else value
     return out

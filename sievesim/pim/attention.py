@@ -134,10 +134,14 @@ class AttentionLayer:
       2026-12-03), or, with ``multi_vector`` (a multi-vector PU), the group's scores as one
       multi-token GEMV and the values one head at a time.
 
-    ``mla``: the same over the latent cache (``kv_lora_rank + rope`` wide, all query heads share it).
+    ``mla``: the same over the latent cache (``kv_lora_rank + rope`` wide, all query heads share it);
+    with a DSA indexer, over the ``index_topk`` selected tokens (``window``), after the indexer has
+    scored every token (:meth:`indexer_s`).
     ``linear`` (Gated-DeltaNet): per unit, a readout GEMV over the ``key_dim x value_dim`` state and
     one pass of the same shape for the state update (the write-back of the updated state is not
-    modelled: there is no PIM write command), independent of the context length.
+    modelled: there is no PIM write command), independent of the context length. ``mamba``
+    (Mamba-2) layers are priced as ``linear`` ones with a unit per SSM head: the readout GEMV over
+    its ``mamba_state_size x mamba_head_dim`` state (C times the state) and one pass for the update.
     """
 
     kind: str
@@ -151,6 +155,10 @@ class AttentionLayer:
     chunk: int | None = None
     mapping: str = "grouped"
     balance: str = "tokens"
+    #: DSA (DeepSeek-V3.2): the indexer's heads and key size; it scores every context token before
+    #: the attention reads the ``window`` (``index_topk``) tokens it selects. 0: no indexer.
+    index_heads: int = 0
+    index_dim: int = 0
 
     def __post_init__(self) -> None:
         if self.mapping not in ATTENTION_MAPPINGS:
@@ -162,6 +170,9 @@ class AttentionLayer:
     def from_model(cls, model, layer: int, multi_vector: bool = False, mapping: str = "grouped",
                    balance: str = "tokens") -> "AttentionLayer":
         kind = model.layer_attention[layer]
+        if kind == "mamba":   # Mamba-2: per head, a readout GEMV over its N x head_dim state, and the update
+            return cls("linear", kv_heads=model.mamba_num_heads, head_dim=model.mamba_state_size,
+                       value_dim=model.mamba_head_dim, multi_vector=multi_vector, mapping=mapping, balance=balance)
         if kind == "linear":
             return cls("linear", kv_heads=model.linear_num_value_heads, head_dim=model.linear_key_head_dim,
                        value_dim=model.linear_value_head_dim, multi_vector=multi_vector, mapping=mapping,
@@ -169,9 +180,11 @@ class AttentionLayer:
         if kind == "mla":
             return cls("mla", kv_heads=1, q_per_kv=model.num_attention_heads,
                        head_dim=model.kv_lora_rank + model.qk_rope_head_dim, value_dim=model.kv_lora_rank,
-                       multi_vector=multi_vector, mapping=mapping, balance=balance)
-        return cls(kind, kv_heads=model.num_kv_heads, q_per_kv=max(1, model.num_attention_heads // model.num_kv_heads),
-                   head_dim=model.head_dim, value_dim=model.head_dim,
+                       multi_vector=multi_vector, mapping=mapping, balance=balance,
+                       window=getattr(model, "index_topk", 0) or None,
+                       index_heads=getattr(model, "index_n_heads", 0), index_dim=getattr(model, "index_head_dim", 0))
+        nq, nkv, d, dv = model.attention_dims(kind)
+        return cls(kind, kv_heads=nkv, q_per_kv=max(1, nq // nkv), head_dim=d, value_dim=dv,
                    window=model.sliding_window if kind == "sliding" else None, multi_vector=multi_vector,
                    chunk=getattr(model, "attention_chunk_size", None) if kind == "chunked" else None,
                    mapping=mapping, balance=balance)
@@ -265,7 +278,22 @@ class AttentionLayer:
             return 0.0
         cycles = sum(device.program_cycles(r, 1) for r in results)
         softmax, sync = self._gpu_and_sync_s(device, lens)
-        return cycles * device.tck_s + softmax + sync
+        return cycles * device.tck_s + softmax + sync + self.indexer_s(device, batch_context_lens)
+
+    def indexer_s(self, device: PIMDevice, batch_context_lens: Sequence[int]) -> float:
+        """A DSA indexer's scoring of every context token before the attention [s] (0 without one):
+        one grouped score GEMV per request (``index_dim -> L``, all ``index_heads`` heads share the
+        request's indexer keys), the requests' tokens balanced over the pseudo-channels, the busiest
+        one's program; the GPU reads the scores, sums the heads' and selects the top-k (roofline),
+        and hands over to the attention."""
+        lens = [int(x) for x in batch_context_lens if int(x) > 0]
+        if not self.index_heads or not lens:
+            return 0.0
+        busiest = _balanced_busiest(lens, device.unit_pcs("gpu"), float)
+        program = _grouped_sequence(device, tuple((self.index_dim, L, self.index_heads) for L in busiest if L > 0))
+        n_scores = sum(lens) * self.index_heads
+        gpu = device.gpu_step_s(2.0 * n_scores, n_scores * 4 + sum(lens) * 4)
+        return device.program_cycles(program, 1) * device.tck_s + gpu + device.sync_latency_s
 
     def breakdown(self, device: PIMDevice, batch_context_lens: Sequence[int]) -> dict:
         """Where :meth:`time_s` goes, from the engine's command log of the busiest

@@ -45,9 +45,12 @@ class EnginePimCost:
     """
 
     def __init__(self, device: PIMDevice, hidden: int, intermediate: int, *, activation_s: float = 0.0,
-                 attention: "AttentionLayer | None" = None):
+                 attention: "AttentionLayer | None" = None, gated: bool = True):
         self.device = device
         self.hidden, self.intermediate = int(hidden), int(intermediate)
+        #: Output rows of the first GEMV: gate and up (``2 x intermediate``), or up alone for an
+        #: ungated expert (``gated`` false: Nemotron-H's squared-ReLU experts).
+        self.up_width = (2 if gated else 1) * self.intermediate
         self.activation_s = activation_s
         self.attention = attention
 
@@ -57,24 +60,24 @@ class EnginePimCost:
         if layer is None:
             layer = model.moe_layer_indices[0] if model.moe_layer_indices else 0
         device = PIMDevice.from_hardware(hw)
-        return cls(device, model.hidden_size, model.moe_intermediate_size,
+        return cls(device, model.hidden_size, model.moe_intermediate_size, gated=getattr(model, "mlp_gated", True),
                    attention=AttentionLayer.from_model(model, layer, multi_vector=device.multi_vector_pu), **kw)
 
     def expert_result(self, tokens: int, pcs: int) -> tuple[PIMResult, PIMResult]:
-        gate_up = gemv(self.device, self.hidden, 2 * self.intermediate, tokens, pcs)
+        gate_up = gemv(self.device, self.hidden, self.up_width, tokens, pcs)
         down = gemv(self.device, self.intermediate, self.hidden, tokens, pcs)
         return gate_up, down
 
     def _expert_gemvs(self, tokens: int) -> list[tuple]:
         """gate+up then down; with the activation on the PIM the intermediate never leaves it."""
         on_pim = self.device.activation_on_pim
-        return [(self.hidden, 2 * self.intermediate, tokens, True, not on_pim),
+        return [(self.hidden, self.up_width, tokens, True, not on_pim),
                 (self.intermediate, self.hidden, tokens, not on_pim, True)]
 
     def _gpu_between_s(self, token_counts: Sequence[int], pcs: int) -> float:
         """One GPU step for these experts' gate/up results: partial sums added, SwiGLU applied,
         the bf16 intermediate produced (bytes count only with ``gpu_step_via_hbm``) [s]."""
-        h, i2 = self.hidden, 2 * self.intermediate
+        h, i2 = self.hidden, self.up_width
         flops = bytes_moved = 0.0
         for n in token_counts:
             parts = self.device.pcs_in(h, i2, n, pcs)
@@ -142,7 +145,7 @@ class EnginePimCost:
         if dev.activation_on_pim:
             seq = [g for n in counts for g in self._expert_gemvs(n)]
             return dev.program_cycles(gemv_sequence(dev, seq, pcs), pcs) * dev.tck_s
-        gate_up = gemv_sequence(dev, [(self.hidden, 2 * self.intermediate, n) for n in counts], pcs)
+        gate_up = gemv_sequence(dev, [(self.hidden, self.up_width, n) for n in counts], pcs)
         down = gemv_sequence(dev, [(self.intermediate, self.hidden, n) for n in counts], pcs)
         return ((dev.program_cycles(gate_up, pcs) + dev.program_cycles(down, pcs)) * dev.tck_s
                 + self._gpu_between_s(counts, pcs) + dev.sync_latency_s + self._gpu_after_s(counts, pcs))
@@ -162,7 +165,7 @@ class EnginePimCost:
 
     def roofline_expert_s(self, tokens: int) -> float:
         """Operations / PIM peak for one expert (2 FLOP per weight per token)."""
-        params = 3 * self.hidden * self.intermediate
+        params = self.hidden * (self.up_width + self.intermediate)
         return 2.0 * params * tokens / self.device.peak_flops()
 
 #: How the query heads of a GQA group meet their KV head's cache (see :class:`AttentionLayer`).

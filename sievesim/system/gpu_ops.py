@@ -31,9 +31,12 @@ def attention_out_params(model: Any, layer: int) -> int:
     h = model.hidden_size
     if kind == "linear":
         return model.linear_num_value_heads * model.linear_value_head_dim * h
+    if kind == "mamba":
+        return model.mamba_num_heads * model.mamba_head_dim * h
     if kind == "mla":
         return model.num_attention_heads * model.v_head_dim * h
-    return model.num_attention_heads * model.head_dim * h + (h if model.attention_bias else 0)
+    nq, _, _, dv = model.attention_dims(kind)
+    return nq * dv * h + (h if model.attention_bias else 0)
 
 
 def _act(model: Any, tokens: float, vectors: float = 2.0) -> float:
@@ -59,16 +62,20 @@ def post_attention(model: Any, layer: int, tokens: int) -> GpuWork:
 
 
 def dense_mlp(model: Any, tokens: int) -> GpuWork:
-    """The dense SwiGLU FFN of a non-MoE layer (weights read once)."""
+    """The dense SwiGLU FFN of a non-MoE layer (weights read once); nothing for a model whose
+    non-MoE layers have no MLP (``none``: Nemotron-H)."""
+    if "none" in model.layer_mlp:
+        return GpuWork(0.0, 0.0)
     params = model.dense_mlp_params
-    inter = 2.0 * tokens * model.dense_intermediate_size * model.dtype_bytes * 2
+    inter = (model.mlp_matrices - 1) * tokens * model.dense_intermediate_size * model.dtype_bytes * 2
     return GpuWork(2.0 * tokens * params, params * model.dense_bytes_per_param + _act(model, tokens) + inter)
 
 
 def shared_expert_gemm(model: Any, tokens: int) -> GpuWork:
     """The shared experts' GEMMs on ``tokens`` tokens (their weights are loaded by a separate node)."""
     params = model.shared_expert_params
-    inter = 2.0 * tokens * model.num_shared_experts * model.shared_expert_intermediate_size * model.dtype_bytes * 2
+    inter = ((model.mlp_matrices - 1) * tokens * model.num_shared_experts * model.shared_expert_intermediate_size
+             * model.dtype_bytes * 2)
     return GpuWork(2.0 * tokens * params, _act(model, tokens) + inter)
 
 
@@ -99,7 +106,8 @@ def lm_head(model: Any, tokens: int) -> GpuWork:
 
 def decode_attention_on_gpu(model: Any, layer: int, context_lens) -> GpuWork:
     """Decode attention of requests with these context lengths, on the GPU (the GPU-only reference):
-    the KV cache (or the linear-attention state, read and written) crosses the HBM bus once."""
+    the KV cache (or the linear-attention or Mamba state, read and written) crosses the HBM bus
+    once; with a DSA indexer, every token's indexer key and the ``index_topk`` selected latents."""
     lens = np.asarray(context_lens)
     if lens.dtype.kind not in "iu":
         lens = np.asarray([int(x) for x in lens.ravel()], dtype=np.int64)   # as int() reads each
@@ -108,6 +116,13 @@ def decode_attention_on_gpu(model: Any, layer: int, context_lens) -> GpuWork:
     kind = model.layer_attention[layer]
     if kind == "linear":
         nbytes = 2.0 * model.linear_state_bytes_per_layer * lens.size
+    elif kind == "mamba":
+        nbytes = 2.0 * model.mamba_state_bytes_per_layer * lens.size
+    elif kind == "mla" and model.index_topk:   # DSA: every indexer key, the selected tokens' latents
+        elem = model.kv_bytes_per_element
+        latent = (model.kv_lora_rank + model.qk_rope_head_dim) * elem
+        nbytes = (int(np.minimum(lens, model.index_topk).sum()) * latent
+                  + int(lens.sum()) * model.index_head_dim * elem)
     else:
         per_token = model.kv_bytes_per_token(layer)
         nbytes = int(model.kv_tokens_held_many(layer, lens).sum()) * per_token
@@ -130,6 +145,6 @@ def prefill_attention(model: Any, layer: int, prompt_lens) -> GpuWork:
             else:
                 ctx_sum = w * (w + 1) / 2.0 + (L - w) * w
             flops += shape.flops_per_context_token * ctx_sum
-        flops += shape.fixed_flops_per_request * L
+        flops += shape.fixed_flops_per_request * L + shape.flops_per_any_context_token * L * (L + 1) / 2.0
         nbytes += L * model.kv_bytes_per_token(layer)
     return GpuWork(flops, nbytes)
