@@ -71,8 +71,8 @@ def memory_per_gpu(model: Any, hardware: Any, gpus: int, decode_context_lens: Se
     m = model
     if local_experts is None:
         local_experts = m.num_experts // gpus
-    expert = m.num_moe_layers * local_experts * float(m.bytes_per_expert)
-    all_routed = m.num_moe_layers * m.num_experts * float(m.bytes_per_expert)
+    expert = m.num_moe_layers_held * local_experts * float(m.bytes_per_expert)
+    all_routed = m.num_moe_layers_held * m.num_experts * float(m.bytes_per_expert)
     replicated = float(m.total_bytes) - all_routed
     lengths = np.concatenate([np.asarray(decode_context_lens, dtype=np.int64).ravel(),
                               np.asarray(list(prefill_lens), dtype=np.int64)])

@@ -599,3 +599,15 @@ def test_toml_round_trip_keeps_the_new_fields(stem, tmp_path):
     on = spec.replace(mtp_tokens=1) if spec.num_mtp_layers else spec
     save_model_toml(on, path)
     assert load_model_toml(path) == on
+
+
+def test_the_memory_check_splits_the_mtp_layers_experts_over_the_gpus():
+    from sievesim.capacity import memory_per_gpu
+    from sievesim.hardware import get_hardware
+    base = get_model("deepseek-v3")
+    on = base.replace(mtp_tokens=1)
+    hw = get_hardware("b200")
+    off_use, on_use = memory_per_gpu(base, hw, 8, []), memory_per_gpu(on, hw, 8, [])
+    one_layer = 256 // 8 * float(base.bytes_per_expert)
+    assert on_use.expert_weights - off_use.expert_weights == pytest.approx(one_layer)
+    assert on_use.replicated_weights - off_use.replicated_weights == pytest.approx(base.mtp_bytes - 256 * float(base.bytes_per_expert))
