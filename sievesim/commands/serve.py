@@ -181,6 +181,9 @@ def _serve(args: argparse.Namespace) -> int:
         _seconds("--arrival-window", args.arrival_window)
         if args.trace:
             raise field_error("--arrival-window", args.arrival_window, "no window with --trace")
+        if args.rate is not None or bracket:      # at the one rate, or the search's highest
+            requests_for(args.rate if args.rate is not None else bracket[1], args.requests or 1, args.arrival_window,
+                         option="--arrival-window")
     if bracket is None:
         n = args.requests
         if args.arrival_window is not None:
@@ -266,6 +269,11 @@ def _warn_short(records: list[dict[str, Any]], *, trace: bool) -> None:
     """A warning on stderr for each policy whose run is too short to reach its steady-state window
     (``window.reached`` false), naming what to raise."""
     for r in records:
+        if r["finished_requests"] == 0:        # every latency is NaN: say why rather than print the NaNs alone
+            print(f"warning: {r['policy']}: no request finished before the horizon ({r['horizon_s']:.6g} s; "
+                  f"{r['arrived_requests']} arrived): TTFT, TPOT and e2e are not defined; raise --horizon",
+                  file=sys.stderr)
+            continue
         w = r["window"]
         if w["reached"]:
             continue

@@ -240,6 +240,10 @@ class ServingSimulator:
         if rate is not None:
             _positive("rate", rate, what="a positive rate in requests per second")
         self.check_requests(q)
+        horizon = self.cfg.horizon_s
+        if horizon is not None and q.arrival_s[0] >= horizon:
+            raise field_error("horizon_s (--horizon)", horizon, f"a time after the first arrival "
+                              f"({float(q.arrival_s[0]):.6g} s): no request arrives before it, so nothing is served")
         if rate is None:
             rate = (len(q) - 1) / float(q.arrival_s[-1]) if len(q) > 1 and q.arrival_s[-1] > 0 else math.nan
         if self.pools is not None:
@@ -258,6 +262,7 @@ class ServingSimulator:
                 "steps_priced": after["grid_points_priced"] - before["grid_points_priced"]
                 + after["exact_steps"] - before["exact_steps"],
                 "lookups": after["lookups"] - before["lookups"],
+                "outside_grid_exact": after["outside_grid_exact"] - before["outside_grid_exact"],
                 "grid_points_total": after["grid_points_priced"], "corner_hit_rate": after["corner_hit_rate"],
                 "error_vs_exact": MemoError.from_pairs(log.sample_memo, log.sample_exact).as_dict(),
                 "energy_error_vs_exact": MemoError.from_pairs(log.sample_memo_energy,
@@ -301,13 +306,22 @@ def simulate_serving(model: Any, hardware: Any = "b200", *, gpus: int = 1, polic
     return sim.run(q, r)
 
 
-def requests_for(rate: float, requests: int, arrival_window_s: float | None) -> int:
+def requests_for(rate: float, requests: int, arrival_window_s: float | None, *,
+                 option: str = "arrival_window_s") -> int:
     """Requests served at ``rate``: ``requests``, or at least ``rate x arrival_window_s`` (so that an
-    overload lasts long enough to show in the queue)."""
+    overload lasts long enough to show in the queue). A window that would need more than
+    :data:`~sievesim.serving.workload.MAX_REQUESTS` requests at ``rate`` is refused naming ``option``
+    (the window and the rate, not the request count the user never gave)."""
+    from .workload import MAX_REQUESTS
+
     if arrival_window_s is None:
         return int(requests)
-    _positive("arrival_window_s", arrival_window_s)
-    return max(int(requests), int(math.ceil(rate * arrival_window_s)))
+    _positive(option, arrival_window_s)
+    need = rate * arrival_window_s
+    if need > MAX_REQUESTS:
+        raise field_error(option, arrival_window_s, f"at most {MAX_REQUESTS / rate:.6g} s at {rate:g} requests/s "
+                          f"(rate x window = {need:.4g} requests; a run serves at most {MAX_REQUESTS})")
+    return max(int(requests), int(math.ceil(need)))
 
 
 def max_rate_under_slos(sim: ServingSimulator, *, requests: int, lo: float, hi: float, steps: int = 7,
@@ -326,6 +340,7 @@ def max_rate_under_slos(sim: ServingSimulator, *, requests: int, lo: float, hi: 
     if hi <= lo:
         raise field_error("hi", hi, f"a rate above lo = {lo}")
     _int("steps", steps, 1, 40, "bisection steps")
+    requests_for(hi, requests, arrival_window_s)       # a window too long at the top rate, before any probe
     tried: list[dict[str, Any]] = []
 
     def meets(rate: float) -> bool:

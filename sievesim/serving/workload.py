@@ -39,13 +39,15 @@ from ..errors import field_error
 from .tracefile import (ARRIVAL_COLUMNS, MAX_ARRIVAL_S, MAX_TOKENS, OUTPUT_COLUMNS, PROMPT_COLUMNS,  # noqa: F401
                         parse_trace)
 
-__all__ = ["Requests", "poisson_requests", "MIN_RATE", "MAX_RATE", "read_trace", "ARRIVAL_COLUMNS", "PROMPT_COLUMNS", "OUTPUT_COLUMNS"]
+__all__ = ["Requests", "poisson_requests", "MIN_RATE", "MAX_RATE", "MAX_REQUESTS", "read_trace", "ARRIVAL_COLUMNS", "PROMPT_COLUMNS", "OUTPUT_COLUMNS"]
 
 #: The highest arrival rate accepted [requests/s]; far above what one machine serves.
 MAX_RATE = 1e9
 #: The lowest [requests/s] (one request in about 17 minutes): slower arrivals put the clock where a
 #: millisecond iteration no longer moves it in double precision.
 MIN_RATE = 1e-3
+#: The most requests one workload holds (``--requests``; ``rate x --arrival-window``).
+MAX_REQUESTS = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -136,8 +138,8 @@ def poisson_requests(rate: float, n: int, *, seed: int = 0, cv: float = 1.0, len
     if isinstance(cv, bool) or not isinstance(cv, (int, float, np.floating, np.integer)) \
             or not np.isfinite(cv) or not 0.01 <= cv <= 100:
         raise field_error("cv", cv, "a coefficient of variation from 0.01 to 100 (1 = Poisson)")
-    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or not 1 <= n <= 10_000_000:
-        raise field_error("requests", n, "an integer from 1 to 10000000")
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or not 1 <= n <= MAX_REQUESTS:
+        raise field_error("requests", n, f"an integer from 1 to {MAX_REQUESTS}")
     rng = np.random.default_rng([int(seed), 24])
     a_rng, l_rng = rng.spawn(2)
     if cv == 1.0:
