@@ -87,7 +87,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="iterations priced exactly to measure the memo (default 20)")
     p.add_argument("--max-rate", default=None, metavar="LO:HI",
                    help="instead of one rate: the largest rate in [LO, HI] meeting the SLOs, by bisection")
-    p.add_argument("--bisect-steps", type=int_arg("bisect_steps"), default=7, help="bisection steps (0 to 64; default 7)")
+    p.add_argument("--bisect-steps", type=int_arg("bisect_steps"), default=None, help="bisection steps of --max-rate (1 to 40; default 7)")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="with --max-rate: record every probe in DIR as a sweep point (results.jsonl, max_rate.json); "
                         "rerunning the command resumes the search from the probes recorded")
@@ -121,6 +121,14 @@ def _refuse_what_does_not_apply(args: argparse.Namespace, names: list[str]) -> N
             raise field_error(opt, value, f"no {opt} with {other} ({why})")
     if args.lengths is not None and args.prompt_tokens is not None and args.output_tokens is not None:
         raise field_error("--lengths", args.lengths, "no length preset with both --prompt-tokens and --output-tokens")
+    if args.max_rate is not None:      # a search serves many runs: no one run's files
+        for opt, value in (("--requests-csv", args.requests_csv), ("--timeline-csv", args.timeline_csv),
+                           ("--plot", args.plot)):
+            if value is not None:
+                raise field_error(opt, value, f"no {opt} with --max-rate (a run at one rate or of a trace writes it; "
+                                  "a search serves many)")
+    elif args.bisect_steps is not None:
+        raise field_error("--bisect-steps", args.bisect_steps, "only with --max-rate LO:HI")
     if args.pimoe_unit is not None and "pimoe" not in names:
         raise field_error("--pimoe-unit", args.pimoe_unit, "only with policy pimoe (--policy pimoe)")
     import os
@@ -138,6 +146,7 @@ def _refuse_what_does_not_apply(args: argparse.Namespace, names: list[str]) -> N
         from ..plotting import FORMATS
         if os.path.splitext(args.plot)[1].lower().lstrip(".") not in FORMATS:
             raise field_error("--plot", args.plot, "a file ending in " + ", ".join("." + f for f in FORMATS))
+    args.bisect_steps = 7 if args.bisect_steps is None else args.bisect_steps
     args.cv = 1.0 if args.cv is None else args.cv
     args.lengths = "hh-rlhf" if args.lengths is None else args.lengths
 

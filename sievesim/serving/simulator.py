@@ -177,13 +177,13 @@ class ServingSimulator:
         i = int(np.argmax(total))
         if total[i] > self.max_model_len:
             bad = int(np.flatnonzero(total > self.max_model_len)[0])
-            raise field_error(f"request {bad} (row {bad + 1}) prompt + output tokens", int(total[bad]),
+            raise field_error(f"{q.where(bad)}: prompt + output tokens", int(total[bad]),
                               f"at most max_model_len = {self.max_model_len} (--max-model-len)")
         for where, kv, blocks_for in ([("", self.kv, self.blocks_for)] if self.pools is None else
                                       [(f" of the {p.name} pool", p.kv, p.blocks_for) for p in self.pools]):
             need = blocks_for(int(total[i]))
             if need > kv.blocks_per_gpu:
-                raise field_error(f"request {i} (row {i + 1}) prompt + output tokens", int(total[i]),
+                raise field_error(f"{q.where(i)}: prompt + output tokens", int(total[i]),
                                   f"a request whose KV cache fits one GPU{where}: it needs {need} blocks of "
                                   f"{self.block_size} tokens, a GPU holds {kv.blocks_per_gpu}")
 

@@ -29,7 +29,7 @@ twice or two names of one field that disagree is an error naming the file, the l
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -57,12 +57,17 @@ class Requests:
     Checked when made (a :class:`~sievesim.errors.ConfigError` naming the field and the first bad
     entry): one-dimensional arrays of one length, at least one request; arrivals finite, from 0 to
     1e12 s and in order; lengths integers from 1 to 2^24 tokens (a float array is refused even when
-    its values are whole: it is a sign of lengths computed, not counted)."""
+    its values are whole: it is a sign of lengths computed, not counted).
+
+    ``source`` and ``lines``, set by :func:`read_trace`: the trace file and the line of each request
+    in it, which later messages about a request name (``check_requests``)."""
 
     arrival_s: np.ndarray
     prompt_tokens: np.ndarray
     output_tokens: np.ndarray
     description: str = ""
+    source: str | None = field(default=None, repr=False, compare=False)
+    lines: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         from .._validate import type_error
@@ -96,6 +101,13 @@ class Requests:
             if bad.any():
                 i = int(np.argmax(bad))
                 raise field_error(f"{name}[{i}]", arrays[name][i].item(), want)
+        if self.source is not None and not isinstance(self.source, str):
+            raise type_error("source", self.source, "a file path (str) or None")
+        if self.lines is not None:
+            lines = np.asarray(self.lines)
+            if lines.shape != arr.shape or lines.dtype.kind not in "iu":
+                raise type_error("lines", self.lines, f"None or {arr.size} integers (the file line of each request)")
+            object.__setattr__(self, "lines", lines.astype(np.int64, copy=False))
         object.__setattr__(self, "arrival_s", arr)
         object.__setattr__(self, "prompt_tokens", prompt.astype(np.int64, copy=False))
         object.__setattr__(self, "output_tokens", out.astype(np.int64, copy=False))
@@ -105,7 +117,15 @@ class Requests:
 
     def head(self, n: int) -> "Requests":
         """The first ``n`` requests."""
-        return Requests(self.arrival_s[:n], self.prompt_tokens[:n], self.output_tokens[:n], self.description)
+        return Requests(self.arrival_s[:n], self.prompt_tokens[:n], self.output_tokens[:n], self.description,
+                        source=self.source, lines=None if self.lines is None else self.lines[:n])
+
+    def where(self, i: int) -> str:
+        """Request ``i`` as a message names it: its file and line when it came from a trace file,
+        else its index and row."""
+        if self.source is not None and self.lines is not None:
+            return f"{self.source}: line {int(self.lines[i])}: request {i}"
+        return f"request {i} (row {i + 1})"
 
 
 def _lengths(n: int, rng: np.random.Generator, lengths: str | None, prompt_tokens: int | None,
@@ -159,5 +179,6 @@ def read_trace(path: str) -> Requests:
     from .._inputs import show_path
 
     path = str(path)
-    arrival, prompt, out, description = parse_trace(read_text(path, "request trace", "trace"), show_path(path))
-    return Requests(arrival, prompt, out, description)
+    shown = show_path(path)
+    arrival, prompt, out, description, lines = parse_trace(read_text(path, "request trace", "trace"), shown)
+    return Requests(arrival, prompt, out, description, source=shown, lines=lines)
