@@ -8,6 +8,7 @@ tests/test_plot.py: plot text and numbers; tests/test_contract_messages.py: /dev
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -86,6 +87,12 @@ def test_a_token_budget_of_4_agrees_with_exact_steps():
     for key in ("ttft_s", "e2e_s", "tpot_s"):
         assert memo[key]["p50"] == pytest.approx(exact[key]["p50"], rel=5e-3), key
     assert memo["pricing"]["error_vs_exact"]["mean_abs_rel"] < 5e-3
+    doc = " ".join((Path(__file__).parent.parent / "docs" / "serving.md").read_text().split())
+    said = (f"TTFT p50 {memo['ttft_s']['p50'] * 1e3:.3f} ms with the memo and {exact['ttft_s']['p50'] * 1e3:.3f} ms "
+            f"with `--exact`", f"e2e p50 {memo['e2e_s']['p50'] * 1e3:.3f} ms and {exact['e2e_s']['p50'] * 1e3:.3f} ms",
+            f"with {memo['pricing']['outside_grid_exact']} iterations priced exactly")
+    for text in said:
+        assert text in doc, text
 
 
 def test_the_json_says_how_many_iterations_were_priced_exactly(capsys):
