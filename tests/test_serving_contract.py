@@ -209,3 +209,16 @@ def test_the_policy_option_the_issue_named_is_documented_as_valid(capsys):
     assert Sieve.options["scalar_steps"].lo == 0
     rc, err = _cli(["--rate", "5", "--policy-option", "scalar_steps=0", "--json"] + SMALL + FIXED, capsys)
     assert rc == 0, err
+
+
+def test_arrivals_where_the_clock_is_coarse_are_warned_about():
+    # a trace row 1e17 s after the one before is refused as read (above); up to 1e12 s is served, and
+    # past about 8.6e9 s the clock's step passes a microsecond: the run says so
+    sim = ServingSimulator(MODEL, scheduler=SchedulerConfig(2, 32), max_model_len=64, error_samples=0)
+    with pytest.warns(UserWarning, match=r"the last request arrives at 1e\+11 s, where the simulated clock moves in "
+                                         r"steps of 1.5e-05 s \(1.5% of a 1 ms iteration\)"):
+        sim.run(Requests(np.array([0.0, 1e11]), np.array([8, 8]), np.array([2, 2])))
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sim.run(Requests(np.array([0.0, 1e9]), np.array([8, 8]), np.array([2, 2])))

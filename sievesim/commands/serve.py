@@ -297,8 +297,8 @@ def _warn_short(records: list[dict[str, Any]], *, trace: bool) -> None:
         else:
             why = (f"the first 10 % of its arrivals span {w['warmup_s']:.3g} s, less than a request's median time "
                    f"in service ({w['service_s']:.3g} s): the window still sees the batch filling")
-        print(f"warning: {r['policy']}: the run is too short for a steady state ({why}); raise {raise_it}",
-              file=sys.stderr)
+        print(f"warning: {r['policy']}: the run is too short for a steady state ({why}); "
+              f"{'use' if trace else 'raise'} {raise_it}", file=sys.stderr)
 
 
 def _resumable_search(args: argparse.Namespace, names: list[str], per_policy: dict[str, dict[str, Any]],

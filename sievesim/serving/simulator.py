@@ -240,6 +240,7 @@ class ServingSimulator:
         if rate is not None:
             _positive("rate", rate, what="a positive rate in requests per second")
         self.check_requests(q)
+        _warn_coarse_clock(float(q.arrival_s[-1]))
         horizon = self.cfg.horizon_s
         if horizon is not None and q.arrival_s[0] >= horizon:
             raise field_error("horizon_s (--horizon)", horizon, f"a time after the first arrival "
@@ -269,6 +270,24 @@ class ServingSimulator:
                                                               log.sample_exact_energy).as_dict()}
         return ServingResult(self.settings(q, float(rate)), q, log, self.slo, float(rate), self.kv.as_dict(), memo,
                              time.perf_counter() - t0, p.static_power_w)
+
+
+#: The coarsest step of the simulated clock [s] a run is served without a warning: a thousandth of a
+#: millisecond iteration. Double precision resolves a time t to about t x 2.2e-16, so past about
+#: 8.6e9 s (2^33 s) of arrivals an iteration's time is rounded by more than this.
+CLOCK_RESOLUTION_S = 1e-6
+
+
+def _warn_coarse_clock(last_arrival_s: float) -> None:
+    """A warning when the clock at the last arrival moves in steps coarser than CLOCK_RESOLUTION_S
+    (a trace with an idle gap of years: TTFT, TPOT and e2e come out rounded)."""
+    step = float(np.spacing(last_arrival_s))
+    if step > CLOCK_RESOLUTION_S:
+        import warnings
+
+        warnings.warn(f"the last request arrives at {last_arrival_s:.4g} s, where the simulated clock moves in steps "
+                      f"of {step:.2g} s ({step / 1e-3:.1%} of a 1 ms iteration): TTFT, TPOT and e2e there are rounded "
+                      "to that step; cut the trace's idle gaps to keep them exact", stacklevel=3)
 
 
 def make_requests(*, rate: float | None = None, requests: int | None = None, trace: str | None = None,
