@@ -72,7 +72,7 @@ BOUNDS: dict[str, Bound] = {
     "inner": Bound(1, 1_000_000, "calls per timed run"),
     "layer_index": Bound(0, (1 << 12) - 1, "a layer index"),
     "served_requests": Bound(1, 10_000_000, "requests one serving run serves"),
-    "bisect_steps": Bound(0, 64, "halvings of a max-rate bracket"),
+    "bisect_steps": Bound(1, 40, "halvings of a max-rate bracket"),
 }
 
 

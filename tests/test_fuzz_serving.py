@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sievesim.errors import SievesimError, TraceError
@@ -255,7 +255,7 @@ def test_a_damaged_search_resumes_to_the_intact_answer(recorded, damage):
 _TEXT = st.one_of(st.text(max_size=12), st.sampled_from([r"$\foo$", "$", "$$", r"\$", r"$\bad$", "$x^{", "a$b$c",
                                                           r"$\frac{1}{0}$", "%s", "{}"]))
 _FLOATS = st.one_of(st.floats(allow_nan=True, allow_infinity=True),
-                    st.sampled_from([1e308, -1e308, 1e300, 0.0, 10 ** 400, -(10 ** 400), 3]))
+                    st.sampled_from([1e308, -1e308, 1e300, 1e200, 1e90, 1e-90, 1e-300, 0.0, 10 ** 400, -(10 ** 400), 3]))
 
 
 def _drawable(y: Any, logy: bool) -> bool:
@@ -263,12 +263,16 @@ def _drawable(y: Any, logy: bool) -> bool:
         y = float(y)
     except OverflowError:
         return False
-    return math.isfinite(y) and abs(y) <= 1e300 and (y > 0 or not logy)
+    if logy:      # a log axis keeps the decades matplotlib can tick
+        return 1e-90 <= y <= 1e90
+    return math.isfinite(y) and abs(y) <= 1e300
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=_HEALTH)
 @given(title=_TEXT, policies=st.lists(_TEXT, min_size=1, max_size=3), column=_TEXT,
        ys=st.lists(_FLOATS, min_size=1, max_size=4), logy=st.booleans())
+@example(title="", policies=["p"], column="y", ys=[8.048e134, 1e300], logy=True)     # a tick past 1e308 overflowed
+@example(title="", policies=["p"], column="y", ys=[1e200, 1e300], logy=True)
 def test_plot_any_text_and_any_number(title, policies, column, ys, logy):
     pytest.importorskip("matplotlib")
     from sievesim.plotting import plot_results, save_plot

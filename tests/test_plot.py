@@ -132,6 +132,36 @@ def test_values_that_cannot_be_drawn_are_left_out_with_a_warning(tmp_path, bad, 
     assert 3.0 in list(line.get_xdata())
 
 
+@pytest.mark.parametrize("ys", [[8.048e134, 1e300], [1e200, 1e300], [1e-300, 1e300], [1e90, 1e-90, 1e91]])
+@pytest.mark.parametrize("fmt", ["svg", "png"])
+def test_a_log_axis_keeps_the_decades_matplotlib_can_tick(tmp_path, ys, fmt):
+    # 1e200 and 1e300 on one log axis: matplotlib put a tick past 1e308 and its label overflowed
+    # (OverflowError from the log formatter, found by tests/test_fuzz_serving.py)
+    rows = [{"rate": float(i + 1), "goodput_requests_per_s": y, "policy": "sieve"} for i, y in enumerate(ys)]
+    kept = [y for y in ys if 1e-90 <= y <= 1e90]
+    with pytest.warns(UserWarning, match=r"left out of the plot: goodput_requests_per_s outside 1e-90 \.\. 1e90 "
+                                         r"on the logarithmic y axis"):
+        fig = plot_results(rows, logy=True)
+    save_plot(fig, tmp_path / f"p.{fmt}")
+    ax = fig.axes[0]
+    shown = [v for line in ax.get_lines() for v in line.get_ydata()]
+    assert sorted(shown) == sorted(kept)
+    lo, hi = ax.get_ylim()
+    assert all(lo <= v <= hi for v in shown), (lo, hi)      # the view holds them (it fell back to 1 .. 10)
+
+
+def test_the_widest_log_span_is_drawn_in_view_on_every_layout(tmp_path):
+    for panels in (1, 4, 7):
+        rows = [{"rate": x, "goodput_requests_per_s": y, "model": f"m{i % panels}"}
+                for i, (x, y) in enumerate([(1e-90, 1e90), (1e90, 1e-90), (1.0, 1.0)] * panels)]
+        fig = plot_results(rows, logx=True, logy=True)
+        save_plot(fig, tmp_path / "p.svg")
+        for ax in fig.axes:
+            for line in ax.get_lines():
+                (xlo, xhi), (ylo, yhi) = ax.get_xlim(), ax.get_ylim()
+                assert all(xlo <= v <= xhi for v in line.get_xdata()) and all(ylo <= v <= yhi for v in line.get_ydata())
+
+
 def test_zero_on_a_log_axis_is_left_out_with_a_warning():
     rows = [{"rate": 1.0, "goodput_requests_per_s": 0.0}, {"rate": 2.0, "goodput_requests_per_s": 1.0}]
     with pytest.warns(UserWarning, match="not positive on the logarithmic y axis"):

@@ -265,16 +265,21 @@ def test_the_api_takes_prefill_gpus():
     (["--gpus", "2", "--prefill-gpus", "0"], "--prefill-gpus = 0: expected an integer from 1"),
     (["--prefill-gpus", "1"], "gpus (--gpus) = 1: expected at least 2 GPUs"),
     (["--model", "qwen3.5-397b-a17b", "--gpus", "4", "--prefill-gpus", "1"],
-     "prefill pool (--prefill-gpus = 1): qwen3.5-397b-a17b on 1 x b200: needs 738.5 GiB of HBM per GPU"),
+     "prefill pool (--prefill-gpus = 1 GPU): qwen3.5-397b-a17b on 1 x b200: needs 738.5 GiB of HBM per GPU"),
     (["--model", "qwen3.5-397b-a17b", "--gpus", "8", "--prefill-gpus", "7"],
-     "decode pool (--gpus minus --prefill-gpus = 1): qwen3.5-397b-a17b on 1 x b200: needs 738.3 GiB"),
+     "decode pool (--gpus 8 minus --prefill-gpus 7 = 1 GPU): qwen3.5-397b-a17b on 1 x b200: needs 738.3 GiB"),
+    # a pool whose GPU count the model's experts do not divide names the pool and --prefill-gpus
+    (["--gpus", "4", "--prefill-gpus", "1"], "decode pool (--gpus 4 minus --prefill-gpus 1 = 3 GPUs): gpus = 3: "
+                                             "expected a divisor of the model's 128 routed experts"),
+    (["--gpus", "4", "--prefill-gpus", "3"], "prefill pool (--prefill-gpus = 3 GPUs): gpus = 3: "
+                                             "expected a divisor of the model's 128 routed experts"),
 ])
 def test_bad_input_is_one_line_and_exit_2(extra, needle, capsys):
     argv = ["serve", "--model", MODEL, "--rate", "1", "--requests", "3"] + extra
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and needle in err, err
-    if "pool (" in needle:
+    if "GiB" in needle:
         assert "but one GPU holds 172.8 GiB" in err
 
 

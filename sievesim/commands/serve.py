@@ -91,7 +91,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="iterations priced exactly to measure the memo (default 20)")
     p.add_argument("--max-rate", default=None, metavar="LO:HI",
                    help="instead of one rate: the largest rate in [LO, HI] meeting the SLOs, by bisection")
-    p.add_argument("--bisect-steps", type=int_arg("bisect_steps"), default=7, help="bisection steps (0 to 64; default 7)")
+    p.add_argument("--bisect-steps", type=int_arg("bisect_steps"), default=None, help="bisection steps of --max-rate (1 to 40; default 7)")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="with --max-rate: record every probe in DIR as a sweep point (results.jsonl, max_rate.json); "
                         "rerunning the command resumes the search from the probes recorded")
@@ -129,6 +129,14 @@ def _refuse_what_does_not_apply(args: argparse.Namespace, names: list[str]) -> N
             raise field_error(opt, value, f"no {opt} with {other} ({why})")
     if args.lengths is not None and args.prompt_tokens is not None and args.output_tokens is not None:
         raise field_error("--lengths", args.lengths, "no length preset with both --prompt-tokens and --output-tokens")
+    if args.max_rate is not None:      # a search serves many runs: no one run's files
+        for opt, value in (("--requests-csv", args.requests_csv), ("--timeline-csv", args.timeline_csv),
+                           ("--plot", args.plot)):
+            if value is not None:
+                raise field_error(opt, value, f"no {opt} with --max-rate (a run at one rate or of a trace writes it; "
+                                  "a search serves many)")
+    elif args.bisect_steps is not None:
+        raise field_error("--bisect-steps", args.bisect_steps, "only with --max-rate LO:HI")
     if args.pimoe_unit is not None and "pimoe" not in names:
         raise field_error("--pimoe-unit", args.pimoe_unit, "only with policy pimoe (--policy pimoe)")
     import os
@@ -146,6 +154,7 @@ def _refuse_what_does_not_apply(args: argparse.Namespace, names: list[str]) -> N
         from ..sweeps.plotting import FORMATS
         if os.path.splitext(args.plot)[1].lower().lstrip(".") not in FORMATS:
             raise field_error("--plot", args.plot, "a file ending in " + ", ".join("." + f for f in FORMATS))
+    args.bisect_steps = 7 if args.bisect_steps is None else args.bisect_steps
     args.cv = 1.0 if args.cv is None else args.cv
     args.lengths = "hh-rlhf" if args.lengths is None else args.lengths
 
@@ -230,6 +239,10 @@ def _check_args(args: argparse.Namespace, names: list[str]) -> tuple[float, floa
         _seconds("--arrival-window", args.arrival_window)
         if args.trace:
             raise field_error("--arrival-window", args.arrival_window, "no window with --trace")
+        if args.rate is not None or bracket:      # at the one rate, or the search's highest
+            from ..serving.simulator import requests_for
+            requests_for(args.rate if args.rate is not None else bracket[1], args.requests or 1, args.arrival_window,
+                         option="--arrival-window")
     return bracket
 
 
@@ -361,6 +374,11 @@ def _warn_short(records: list[dict[str, Any]], *, trace: bool) -> None:
     """A warning on stderr for each policy whose run is too short to reach its steady-state window
     (``window.reached`` false), naming what to raise."""
     for r in records:
+        if r["finished_requests"] == 0:        # every latency is NaN: say why rather than print the NaNs alone
+            print(f"warning: {r['policy']}: no request finished before the horizon ({r['horizon_s']:.6g} s; "
+                  f"{r['arrived_requests']} arrived): TTFT, TPOT and e2e are not defined; raise --horizon",
+                  file=sys.stderr)
+            continue
         w = r["window"]
         if w["reached"]:
             continue
@@ -375,8 +393,8 @@ def _warn_short(records: list[dict[str, Any]], *, trace: bool) -> None:
         else:
             why = (f"the first 10 % of its arrivals span {w['warmup_s']:.3g} s, less than a request's median time "
                    f"in service ({w['service_s']:.3g} s): the window still sees the batch filling")
-        print(f"warning: {policy_label(r)}: the run is too short for a steady state ({why}); raise {raise_it}",
-              file=sys.stderr)
+        print(f"warning: {policy_label(r)}: the run is too short for a steady state ({why}); "
+              f"{'use' if trace else 'raise'} {raise_it}", file=sys.stderr)
 
 
 def _resumable_search(args: argparse.Namespace, names: list[str], per_policy: dict[str, dict[str, Any]],

@@ -193,7 +193,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--max-rate", default=None, metavar="LO:HI",
                    help="instead of rates: the largest rate in [LO, HI] meeting the SLOs for each point, by "
                         "bisection; every probe is a point of the sweep, so an interrupted search resumes")
-    g.add_argument("--bisect-steps", type=int_arg("batches"), default=None, metavar="N",
+    g.add_argument("--bisect-steps", type=int_arg("bisect_steps"), default=None, metavar="N",
                    help="bisection steps of --max-rate (default 7)")
     p.add_argument("--out", default="sweep-out", metavar="DIR", help="output directory (default sweep-out)")
     p.add_argument("--point", choices=sorted(POINT_FUNCTIONS), default=None,

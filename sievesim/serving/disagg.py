@@ -42,7 +42,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import ConfigError, field_error
+from ..errors import ConfigError, SievesimError, field_error
 from .kv import BlockCounter, KvCapacity, kv_capacity
 from .metrics import summary
 from .pricing import IterationPricer, MemoError
@@ -92,6 +92,11 @@ def build_pools(model: Any, hw: Any, *, prefill_gpus: int, decode_gpus: int, pol
     pool (up to ``cfg.max_batch`` decode requests), each with the model's weights checked against
     its GPUs' HBM."""
     sizes = (("prefill", prefill_gpus, 1, cfg.token_budget), ("decode", decode_gpus, cfg.max_batch, 0))
+    def n(g: int) -> str:
+        return f"{g} GPU" + ("s" if g != 1 else "")
+    pool_of = {"prefill": f"prefill pool (--prefill-gpus = {n(prefill_gpus)})",
+               "decode": f"decode pool (--gpus {prefill_gpus + decode_gpus} minus --prefill-gpus {prefill_gpus} "
+                         f"= {n(decode_gpus)})"}
     kvs = []
     for name, g, batch, budget in sizes:         # both capacities before any pricer's warm-up
         try:
@@ -99,13 +104,15 @@ def build_pools(model: Any, hw: Any, *, prefill_gpus: int, decode_gpus: int, pol
                                    memory_utilization=memory_utilization,
                                    redundant_experts=step_options.get("redundant_experts", "auto")))
         except ConfigError as exc:
-            flag = "--prefill-gpus" if name == "prefill" else "--gpus minus --prefill-gpus"
-            raise ConfigError(f"{name} pool ({flag} = {g}): {exc}") from None
+            raise ConfigError(f"{pool_of[name]}: {exc}") from None
     pools = []
     for (name, g, batch, budget), kv in zip(sizes, kvs):
-        pricer = IterationPricer(model, hw, gpus=g, policy=policy, max_batch=max(batch, g),
-                                 max_prefill_tokens=max(budget, 1), max_context=max_model_len, seed=seed,
-                                 warmup=name, **step_options)
+        try:      # a pool's GPU count must suit the model too (expert parallelism over its GPUs)
+            pricer = IterationPricer(model, hw, gpus=g, policy=policy, max_batch=max(batch, g),
+                                     max_prefill_tokens=max(budget, 1), max_context=max_model_len, seed=seed,
+                                     warmup=name, **step_options)
+        except SievesimError as exc:
+            raise type(exc)(f"{pool_of[name]}: {exc}") from None
         pools.append(Pool(name, g, kv, BlockCounter(model, kv), pricer))
     return pools[0], pools[1]
 
@@ -446,7 +453,7 @@ class _Loop:
 def memo_record(pools: tuple[Pool, Pool], before: list[dict[str, Any]], log: DisaggLog, exact: bool) -> dict[str, Any]:
     """The ``pricing`` record of a disaggregated run: both pools together, and each."""
     per: dict[str, Any] = {}
-    tot = {"steps_priced": 0, "lookups": 0, "grid_points_total": 0}
+    tot = {"steps_priced": 0, "lookups": 0, "outside_grid_exact": 0, "grid_points_total": 0}
     pairs_m: list[float] = []
     pairs_e: list[float] = []
     energy_m: list[float] = []
@@ -455,7 +462,9 @@ def memo_record(pools: tuple[Pool, Pool], before: list[dict[str, Any]], log: Dis
         a = pool.pricer.stats()
         lg = getattr(log, pool.name)
         rec = {"steps_priced": a["grid_points_priced"] - b["grid_points_priced"] + a["exact_steps"] - b["exact_steps"],
-               "lookups": a["lookups"] - b["lookups"], "grid_points_total": a["grid_points_priced"],
+               "lookups": a["lookups"] - b["lookups"],
+               "outside_grid_exact": a["outside_grid_exact"] - b["outside_grid_exact"],
+               "grid_points_total": a["grid_points_priced"],
                "corner_hit_rate": a["corner_hit_rate"],
                "error_vs_exact": MemoError.from_pairs(lg.sample_memo, lg.sample_exact).as_dict(),
                "energy_error_vs_exact": MemoError.from_pairs(lg.sample_memo_energy, lg.sample_exact_energy).as_dict()}

@@ -21,7 +21,10 @@ Two ways, both through the step:
   sliding layers (:meth:`IterationPricer.attention_correction_s`, the engine's attention), and
   chunk offsets (:meth:`IterationPricer.prefill_correction_s`). What is still left out (routing
   draws, uneven GPUs beyond the busiest one) is measured by pricing a sample of iterations
-  exactly (:class:`MemoError`).
+  exactly (:class:`MemoError`). An iteration outside the grid (:meth:`IterationPricer.outside_grid`:
+  a prefill-only iteration of fewer tokens than the grid's smallest prefill point, or decode
+  requests whose context coordinate is below the grid's shortest context) is not extrapolated: it
+  is priced exactly and counted (``outside_grid_exact``).
 
 The pricer is a pure function of the batch: routing is drawn from the model's synthetic routing
 with a generator seeded by the seed and the batch, and the policy's cost table is frozen after a
@@ -86,7 +89,11 @@ def context_grid(max_context: int) -> list[int]:
 def prefill_grid(max_tokens: int) -> list[int]:
     """Prefill tokens per iteration priced by the memo: 0, 8, 16, 24, 32, 48, 64, 80, 96, 128, 160,
     192, 256 (a step's time is concave in few tokens, as experts are activated one by one), then
-    doubling up to the first at or above ``max_tokens``."""
+    doubling up to the first at or above ``max_tokens``. A budget below 8 tokens gets every count
+    from 0 to ``max_tokens``: the grid holds no point an iteration cannot reach (0 and 8 with a
+    budget of 4 interpolated 1 to 3 prefill tokens beside decode far below their step)."""
+    if max_tokens < 8:
+        return list(range(max(int(max_tokens), 1) + 1))
     out = [0, 8, 16, 24, 32, 48, 64, 80, 96, 128, 160, 192, 256]
     while out[-1] < max_tokens:
         out.append(out[-1] * 2)
@@ -278,6 +285,9 @@ class IterationPricer:
         self.corner_hits = 0      # grid points found priced (8 per lookup at most)
         self.corner_misses = 0    # grid points priced now
         self.exact_steps = 0
+        #: Memo lookups outside the grid priced by their exact step instead (:meth:`outside_grid`).
+        self.outside_grid_exact = 0
+        self._outside: dict[tuple, tuple[float, np.ndarray | None]] = {}
         self.warmup = warmup
         self._warm_up(max_batch, max_prefill_tokens)
 
@@ -487,6 +497,33 @@ class IterationPricer:
             best = max(best, extra)
         return best
 
+    def outside_grid(self, dec_ctx: np.ndarray, dec_gpu: np.ndarray, pf_len: np.ndarray) -> str | None:
+        """Why this batch lies outside the memo's grid (None: inside), where interpolation would
+        extrapolate from the grid's end: prefill alone of fewer tokens than the smallest prefill point
+        (``t_grid[1]``, 8: a token budget below it made every prefill-only iteration cost 8 tokens'
+        step), or decode requests at a context coordinate below the shortest context (``c_grid[0]``)."""
+        if dec_ctx.size == 0:
+            tp = int(pf_len.sum())
+            return f"prefill alone of {tp} tokens, below {self.t_grid[1]}" if 0 < tp < self.t_grid[1] else None
+        c = self.context_coordinate(dec_ctx, dec_gpu)
+        return f"decode context {c:.3g} below {self.c_grid[0]} tokens" if c < self.c_grid[0] else None
+
+    def _exact_outside(self, dec_ctx: np.ndarray, dec_gpu: np.ndarray, pf_len: np.ndarray, pf_off: np.ndarray,
+                       pf_gpu: np.ndarray) -> tuple[float, np.ndarray | None]:
+        """The exact step of a batch outside the grid, kept (a batch's price is a function of the
+        batch, so a batch seen again is not simulated again; at most 65,536 kept)."""
+        self.outside_grid_exact += 1
+        order = np.lexsort((dec_ctx, dec_gpu))
+        key = (tuple(dec_gpu[order].tolist()), tuple(dec_ctx[order].tolist()), tuple(pf_len.tolist()),
+               tuple(pf_off.tolist()), tuple(pf_gpu.tolist()))
+        got = self._outside.get(key)
+        if got is None:
+            got = self.exact_priced(dec_ctx, dec_gpu, pf_len, pf_off, pf_gpu)
+            if len(self._outside) < 65536:
+                self._outside[key] = got
+        t, parts = got
+        return t, None if parts is None else parts.copy()
+
     def memo_priced(self, dec_ctx: np.ndarray, dec_gpu: np.ndarray, pf_len: np.ndarray, pf_off: np.ndarray,
                     pf_gpu: np.ndarray) -> tuple[float, np.ndarray | None]:
         """The memoised step of this batch (arguments as for :meth:`exact_s`): its time [s] (see
@@ -498,6 +535,8 @@ class IterationPricer:
         batch, tp = int(dec_ctx.size), int(pf_len.sum())
         if batch == 0 and tp == 0:
             return 0.0, (None if self.static_power_w is None else np.zeros(len(RESOURCE_KINDS)))
+        if self.outside_grid(dec_ctx, dec_gpu, pf_len) is not None:
+            return self._exact_outside(dec_ctx, dec_gpu, pf_len, pf_off, pf_gpu)
         self.lookups += 1
         G = self.gpus
         bi = _bracket(self.b_grid, batch)
@@ -547,8 +586,9 @@ class IterationPricer:
         return self.memo_priced(dec_ctx, dec_gpu, pf_len, pf_off, pf_gpu)[0]
 
     def stats(self) -> dict[str, Any]:
-        """Memo use: lookups, grid points priced, hits among the corners looked up, exact steps."""
+        """Memo use: lookups, grid points priced, hits among the corners looked up, exact steps, and
+        iterations outside the grid priced exactly (``outside_grid_exact``)."""
         corners = self.corner_hits + self.corner_misses
         return {"lookups": self.lookups, "grid_points_priced": self.corner_misses,
                 "corner_hit_rate": (self.corner_hits / corners) if corners else math.nan,
-                "exact_steps": self.exact_steps}
+                "exact_steps": self.exact_steps, "outside_grid_exact": self.outside_grid_exact}

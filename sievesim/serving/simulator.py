@@ -178,13 +178,13 @@ class ServingSimulator:
         i = int(np.argmax(total))
         if total[i] > self.max_model_len:
             bad = int(np.flatnonzero(total > self.max_model_len)[0])
-            raise field_error(f"request {bad} (row {bad + 1}) prompt + output tokens", int(total[bad]),
+            raise field_error(f"{q.where(bad)}: prompt + output tokens", int(total[bad]),
                               f"at most max_model_len = {self.max_model_len} (--max-model-len)")
         for where, kv, blocks_for in ([("", self.kv, self.blocks_for)] if self.pools is None else
                                       [(f" of the {p.name} pool", p.kv, p.blocks_for) for p in self.pools]):
             need = blocks_for(int(total[i]))
             if need > kv.blocks_per_gpu:
-                raise field_error(f"request {i} (row {i + 1}) prompt + output tokens", int(total[i]),
+                raise field_error(f"{q.where(i)}: prompt + output tokens", int(total[i]),
                                   f"a request whose KV cache fits one GPU{where}: it needs {need} blocks of "
                                   f"{self.block_size} tokens, a GPU holds {kv.blocks_per_gpu}")
 
@@ -247,6 +247,11 @@ class ServingSimulator:
         self.check_requests(q)
         if rate is None and q.rate is not None:
             rate = q.rate
+        _warn_coarse_clock(float(q.arrival_s[-1]))
+        horizon = self.cfg.horizon_s
+        if horizon is not None and q.arrival_s[0] >= horizon:
+            raise field_error("horizon_s (--horizon)", horizon, f"a time after the first arrival "
+                              f"({float(q.arrival_s[0]):.6g} s): no request arrives before it, so nothing is served")
         if rate is None:
             rate = (len(q) - 1) / float(q.arrival_s[-1]) if len(q) > 1 and q.arrival_s[-1] > 0 else math.nan
         if self.pools is not None:
@@ -265,12 +270,31 @@ class ServingSimulator:
                 "steps_priced": after["grid_points_priced"] - before["grid_points_priced"]
                 + after["exact_steps"] - before["exact_steps"],
                 "lookups": after["lookups"] - before["lookups"],
+                "outside_grid_exact": after["outside_grid_exact"] - before["outside_grid_exact"],
                 "grid_points_total": after["grid_points_priced"], "corner_hit_rate": after["corner_hit_rate"],
                 "error_vs_exact": MemoError.from_pairs(log.sample_memo, log.sample_exact).as_dict(),
                 "energy_error_vs_exact": MemoError.from_pairs(log.sample_memo_energy,
                                                               log.sample_exact_energy).as_dict()}
         return ServingResult(self.settings(q, float(rate)), q, log, self.slo, float(rate), self.kv.as_dict(), memo,
                              time.perf_counter() - t0, p.static_power_w)
+
+
+#: The coarsest step of the simulated clock [s] a run is served without a warning: a thousandth of a
+#: millisecond iteration. Double precision resolves a time t to about t x 2.2e-16, so past about
+#: 8.6e9 s (2^33 s) of arrivals an iteration's time is rounded by more than this.
+CLOCK_RESOLUTION_S = 1e-6
+
+
+def _warn_coarse_clock(last_arrival_s: float) -> None:
+    """A warning when the clock at the last arrival moves in steps coarser than CLOCK_RESOLUTION_S
+    (a trace with an idle gap of years: TTFT, TPOT and e2e come out rounded)."""
+    step = float(np.spacing(last_arrival_s))
+    if step > CLOCK_RESOLUTION_S:
+        import warnings
+
+        warnings.warn(f"the last request arrives at {last_arrival_s:.4g} s, where the simulated clock moves in steps "
+                      f"of {step:.2g} s ({step / 1e-3:.1%} of a 1 ms iteration): TTFT, TPOT and e2e there are rounded "
+                      "to that step; cut the trace's idle gaps to keep them exact", stacklevel=3)
 
 
 def make_requests(*, rate: float | None = None, requests: int | None = None, trace: str | None = None,
@@ -308,13 +332,22 @@ def simulate_serving(model: Any, hardware: Any = "b200", *, gpus: int = 1, polic
     return sim.run(q, r)
 
 
-def requests_for(rate: float, requests: int, arrival_window_s: float | None) -> int:
+def requests_for(rate: float, requests: int, arrival_window_s: float | None, *,
+                 option: str = "arrival_window_s") -> int:
     """Requests served at ``rate``: ``requests``, or at least ``rate x arrival_window_s`` (so that an
-    overload lasts long enough to show in the queue)."""
+    overload lasts long enough to show in the queue). A window that would need more than
+    :data:`~sievesim.serving.workload.MAX_REQUESTS` requests at ``rate`` is refused naming ``option``
+    (the window and the rate, not the request count the user never gave)."""
+    from .workload import MAX_REQUESTS
+
     if arrival_window_s is None:
         return int(requests)
-    _positive("arrival_window_s", arrival_window_s)
-    return max(int(requests), int(math.ceil(rate * arrival_window_s)))
+    _positive(option, arrival_window_s)
+    need = rate * arrival_window_s
+    if need > MAX_REQUESTS:
+        raise field_error(option, arrival_window_s, f"at most {MAX_REQUESTS / rate:.6g} s at {rate:g} requests/s "
+                          f"(rate x window = {need:.4g} requests; a run serves at most {MAX_REQUESTS})")
+    return max(int(requests), int(math.ceil(need)))
 
 
 def max_rate_under_slos(sim: ServingSimulator, *, requests: int, lo: float, hi: float, steps: int = 7,
@@ -333,6 +366,7 @@ def max_rate_under_slos(sim: ServingSimulator, *, requests: int, lo: float, hi: 
     if hi <= lo:
         raise field_error("hi", hi, f"a rate above lo = {lo}")
     _int("steps", steps, 1, 40, "bisection steps")
+    requests_for(hi, requests, arrival_window_s)       # a window too long at the top rate, before any probe
     tried: list[dict[str, Any]] = []
 
     def meets(rate: float) -> bool:

@@ -238,9 +238,10 @@ def _columns(first: dict[str, Any], path: str) -> list[list[str]]:
     return out
 
 
-def parse_trace(text: str, path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+def parse_trace(text: str, path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, str, np.ndarray]:
     """Arrivals [s] from the first row's, prompt and output tokens of a trace file's ``text`` (read
-    from ``path``, which messages name), and a description; raises :class:`TraceError`."""
+    from ``path``, which messages name), a description, and the file's line of each request (for
+    later messages); raises :class:`TraceError`."""
     text = text.lstrip("\ufeff")
     jsonl = text.lstrip().startswith("{")
     with _field_limit():
@@ -299,7 +300,7 @@ def parse_trace(text: str, path: str) -> tuple[np.ndarray, np.ndarray, np.ndarra
                              "(keep one column)")
     used = ", ".join(c[0] for c in (a_cols, p_cols, o_cols))
     return (arrival, np.frombuffer(prompt, dtype=np.int64).copy(), np.frombuffer(out, dtype=np.int64).copy(),
-            f"trace {path} ({used})")
+            f"trace {path} ({used})", np.frombuffer(lines, dtype=np.int64).copy())
 
 
 def _chain(line: int, row: dict[str, Any], rest: Iterator[tuple[int, dict[str, Any]]]

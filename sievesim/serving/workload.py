@@ -29,7 +29,7 @@ twice or two names of one field that disagree is an error naming the file, the l
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -39,13 +39,15 @@ from ..errors import field_error
 from .tracefile import (ARRIVAL_COLUMNS, MAX_ARRIVAL_S, MAX_TOKENS, OUTPUT_COLUMNS, PROMPT_COLUMNS,  # noqa: F401
                         parse_trace)
 
-__all__ = ["Requests", "poisson_requests", "MIN_RATE", "MAX_RATE", "read_trace", "ARRIVAL_COLUMNS", "PROMPT_COLUMNS", "OUTPUT_COLUMNS"]
+__all__ = ["Requests", "poisson_requests", "MIN_RATE", "MAX_RATE", "MAX_REQUESTS", "read_trace", "ARRIVAL_COLUMNS", "PROMPT_COLUMNS", "OUTPUT_COLUMNS"]
 
 #: The highest arrival rate accepted [requests/s]; far above what one machine serves.
 MAX_RATE = 1e9
 #: The lowest [requests/s] (one request in about 17 minutes): slower arrivals put the clock where a
 #: millisecond iteration no longer moves it in double precision.
 MIN_RATE = 1e-3
+#: The most requests one workload holds (``--requests``; ``rate x --arrival-window``).
+MAX_REQUESTS = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,10 @@ class Requests:
     Checked when made (a :class:`~sievesim.errors.ConfigError` naming the field and the first bad
     entry): one-dimensional arrays of one length, at least one request; arrivals finite, from 0 to
     1e12 s and in order; lengths integers from 1 to 2^24 tokens (a float array is refused even when
-    its values are whole: it is a sign of lengths computed, not counted)."""
+    its values are whole: it is a sign of lengths computed, not counted).
+
+    ``source`` and ``lines``, set by :func:`read_trace`: the trace file and the line of each request
+    in it, which later messages about a request name (``check_requests``)."""
 
     arrival_s: np.ndarray
     prompt_tokens: np.ndarray
@@ -63,6 +68,8 @@ class Requests:
     description: str = ""
     #: The rate the arrivals were drawn at [requests/s] (:func:`poisson_requests`); None for a trace.
     rate: float | None = None
+    source: str | None = field(default=None, repr=False, compare=False)
+    lines: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         from .._validate import type_error
@@ -99,6 +106,13 @@ class Requests:
             if bad.any():
                 i = int(np.argmax(bad))
                 raise field_error(f"{name}[{i}]", arrays[name][i].item(), want)
+        if self.source is not None and not isinstance(self.source, str):
+            raise type_error("source", self.source, "a file path (str) or None")
+        if self.lines is not None:
+            lines = np.asarray(self.lines)
+            if lines.shape != arr.shape or lines.dtype.kind not in "iu":
+                raise type_error("lines", self.lines, f"None or {arr.size} integers (the file line of each request)")
+            object.__setattr__(self, "lines", lines.astype(np.int64, copy=False))
         object.__setattr__(self, "arrival_s", arr)
         object.__setattr__(self, "prompt_tokens", prompt.astype(np.int64, copy=False))
         object.__setattr__(self, "output_tokens", out.astype(np.int64, copy=False))
@@ -109,7 +123,14 @@ class Requests:
     def head(self, n: int) -> "Requests":
         """The first ``n`` requests."""
         return Requests(self.arrival_s[:n], self.prompt_tokens[:n], self.output_tokens[:n], self.description,
-                        self.rate)
+                        self.rate, source=self.source, lines=None if self.lines is None else self.lines[:n])
+
+    def where(self, i: int) -> str:
+        """Request ``i`` as a message names it: its file and line when it came from a trace file,
+        else its index and row."""
+        if self.source is not None and self.lines is not None:
+            return f"{self.source}: line {int(self.lines[i])}: request {i}"
+        return f"request {i} (row {i + 1})"
 
 
 def _lengths(n: int, rng: np.random.Generator, lengths: str | None, prompt_tokens: int | None,
@@ -142,8 +163,8 @@ def poisson_requests(rate: float, n: int, *, seed: int = 0, cv: float = 1.0, len
     if isinstance(cv, bool) or not isinstance(cv, (int, float, np.floating, np.integer)) \
             or not np.isfinite(cv) or not 0.01 <= cv <= 100:
         raise field_error("cv", cv, "a coefficient of variation from 0.01 to 100 (1 = Poisson)")
-    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or not 1 <= n <= 10_000_000:
-        raise field_error("requests", n, "an integer from 1 to 10000000")
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or not 1 <= n <= MAX_REQUESTS:
+        raise field_error("requests", n, f"an integer from 1 to {MAX_REQUESTS}")
     rng = np.random.default_rng([int(seed), 24])
     a_rng, l_rng = rng.spawn(2)
     if cv == 1.0:
@@ -163,5 +184,6 @@ def read_trace(path: str) -> Requests:
     from .._inputs import show_path
 
     path = str(path)
-    arrival, prompt, out, description = parse_trace(read_text(path, "request trace", "trace"), show_path(path))
-    return Requests(arrival, prompt, out, description)
+    shown = show_path(path)
+    arrival, prompt, out, description, lines = parse_trace(read_text(path, "request trace", "trace"), shown)
+    return Requests(arrival, prompt, out, description, source=shown, lines=lines)

@@ -25,7 +25,7 @@ from ..errors import ConfigError, field_error
 from .results import read_results
 
 __all__ = ["plot_results", "save_plot", "columns_of", "DEFAULT_X", "DEFAULT_Y", "SERVE_X", "SERVE_Y", "FORMATS",
-           "MAX_PLOTTED"]
+           "MAX_PLOTTED", "MAX_LOG_DECADES"]
 
 #: The paper's Pareto axes: interactivity (x) and throughput per GPU (y).
 DEFAULT_X = "interactivity_tokens_per_s_per_user"
@@ -82,6 +82,11 @@ def _number(option: str, column: str, value: Any) -> float:
 #: The largest magnitude drawn: past it matplotlib's axis arithmetic overflows (a limit of 1e308
 #: and -1e308 is a range of infinity); such values, NaN and infinities are left out with a warning.
 MAX_PLOTTED = 1e300
+#: On a logarithmic axis only values from 1e-90 to 1e90 are drawn: matplotlib widens the view by 5 %
+#: of its span in decades on each side and may put a tick one whole view span beyond it (two ticks
+#: on a short axis), so 90 decades each side reach at most about 10**297; past about 10**308 a tick
+#: is infinite and its label overflows (1e200 and 1e300 on one log axis raised OverflowError).
+MAX_LOG_DECADES = 90
 
 
 def _text(value: Any) -> str:
@@ -94,10 +99,13 @@ def _drawable(option: str, column: str, value: float, log: bool) -> str | None:
     """Why ``value`` cannot be drawn on its axis (None: it can)."""
     if not math.isfinite(value):
         return "not finite"
-    if abs(value) > MAX_PLOTTED:
+    if log:
+        if value <= 0:
+            return f"not positive on the logarithmic {option[2:]} axis"
+        if not 10.0 ** -MAX_LOG_DECADES <= value <= 10.0 ** MAX_LOG_DECADES:
+            return f"outside 1e-{MAX_LOG_DECADES} .. 1e{MAX_LOG_DECADES} on the logarithmic {option[2:]} axis"
+    elif abs(value) > MAX_PLOTTED:
         return f"beyond +-{MAX_PLOTTED:g}"
-    if log and value <= 0:
-        return f"not positive on the logarithmic {option[2:]} axis"
     return None
 
 
