@@ -227,10 +227,6 @@ def _check_args(args: argparse.Namespace, names: list[str]) -> tuple[float, floa
     if not 0.01 <= args.cv <= 100:
         raise field_error("--cv", args.cv, "a coefficient of variation from 0.01 to 100 (1 = Poisson)")
     bracket = _bracket(args.max_rate) if args.max_rate else None
-    for opt in ("--requests-csv", "--timeline-csv", "--plot"):
-        if bracket and getattr(args, opt[2:].replace("-", "_")) is not None:
-            raise field_error(opt, getattr(args, opt[2:].replace("-", "_")),
-                              "a run at one rate or of a trace (not --max-rate)")
     if bracket and args.trace:
         raise field_error("--max-rate", args.max_rate, "no --max-rate with --trace (the trace sets the arrivals)")
     if bracket is None and args.rate is None and args.trace is None:
