@@ -136,9 +136,8 @@ class StepResult:
     def throughput_tokens_per_s_per_gpu(self) -> float:
         """Decode tokens per second per GPU: ``B / T_step / G`` (times ``tokens_per_request_per_step``
         with MTP decoding: accepted tokens only)."""
-        if self.tokens_per_request_per_step != 1.0:
-            return self.settings["batch"] * self.tokens_per_request_per_step / self.step_time_s / self.settings["gpus"]
-        return self.settings["batch"] / self.step_time_s / self.settings["gpus"]
+        tokens = self.settings["batch"] * self.tokens_per_request_per_step    # B x 1.0 is B, to the bit
+        return tokens / self.step_time_s / self.settings["gpus"]
 
     @property
     def interactivity_tokens_per_s_per_user(self) -> float:
@@ -182,7 +181,8 @@ class StepResult:
             e = self.energy_j
             out["energy_j"] = e["total"]
             out["energy_breakdown_j"] = {k: v for k, v in e.items() if k != "total"}
-            out["tokens_per_joule"] = self.settings["batch"] / e["total"] if e["total"] > 0 else 0.0
+            tokens = self.settings["batch"] * self.tokens_per_request_per_step     # accepted tokens (MTP)
+            out["tokens_per_joule"] = tokens / e["total"] if e["total"] > 0 else 0.0
             out["average_power_w_per_gpu"] = e["total"] / self.step_time_s / self.settings["gpus"]
         return out
 
