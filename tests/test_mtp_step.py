@@ -140,3 +140,19 @@ def test_cli_mtp_flags(capsys):
     d = json.loads(capsys.readouterr().out)
     assert d["mtp_tokens"] == 1 and d["tokens_per_request_per_step"] == pytest.approx(1.9)
 
+
+
+def test_the_models_own_mtp_tokens_turns_it_on(tmp_path):
+    from sievesim.models import load_model_toml, save_model_toml
+    path = tmp_path / "small-mtp.toml"
+    save_model_toml(SMALL.replace(mtp_tokens=1), path)
+    spec = load_model_toml(path)
+    assert spec.mtp_tokens == 1
+    by_field = simulate_step(spec, "b200", gpus=G, policy="gpu-only", batch=B, steps=1, warmup=1, gpu_model="roofline",
+                             context_len=1024)
+    by_option = _run(1)
+    assert by_field.step_times_s == by_option.step_times_s and by_field.tokens_per_request_per_step == 1.85
+    # an explicit 0 turns it off for a model that says 1
+    off = simulate_step(spec, "b200", gpus=G, policy="gpu-only", batch=B, steps=1, warmup=1, gpu_model="roofline",
+                        context_len=1024, mtp_tokens=0)
+    assert off.step_times_s == _run(0).step_times_s
