@@ -54,6 +54,9 @@ def test_attention_reads_the_kv_once_with_1_plus_k_times_the_flops():
     t0 = [n.duration_s for n in _nodes(p0, "attention", 0)]
     t1 = [n.duration_s for n in _nodes(p1, "attention", 0)]
     assert t1 == pytest.approx([2 * t for t in t0], rel=1e-12)
+    e0 = [n.energy_j for n in _nodes(p0, "attention", 0)]
+    e1 = [n.energy_j for n in _nodes(p1, "attention", 0)]
+    assert e0[0] > 0 and e1 == pytest.approx([2 * e for e in e0], rel=1e-12)    # and its PIM energy
 
 
 def test_k_draft_passes_per_gpu_run_before_the_first_layer_and_cost_what_they_hold():
