@@ -66,6 +66,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "(Sieve's variant without attention in T_PIM); repeatable")
     from ._gpu_args import add_gpu_args
     add_gpu_args(p)
+    p.add_argument("--mtp-tokens", type=int_arg("layers", lo=0), default=None, metavar="K",
+                   help="multi-token-prediction decoding: K draft tokens per request per step, verified in the "
+                        "step (default: the model's mtp_tokens, 0; only a model with MTP layers, e.g. deepseek-v3)")
+    p.add_argument("--mtp-acceptance", type=number_arg(lo=0, hi=1, what="acceptance rate"), default=None,
+                   metavar="A", help="acceptance rate of a draft token (default 0.85, DeepSeek-V3 report); "
+                                     "tokens per request per step = 1 + A + ... + A^K")
     p.add_argument("--no-energy", action="store_true",
                    help="leave out energy_j, its breakdown and tokens_per_joule (docs/energy.md)")
     p.add_argument("--json", action="store_true", help="JSON: one object (one policy) or a list")
@@ -191,7 +197,8 @@ def _run(args: argparse.Namespace) -> int:
                       early_loads="off" if args.no_early_loads else args.early_loads,
                       pipelined_gemm=not args.sequential_gemm, microbatches=args.microbatches,
                       contention=not args.no_contention, policy_options=per_policy[name],
-                      scheduler_latency_s=latency_s, energy=not args.no_energy, **gpu_kwargs(args))
+                      scheduler_latency_s=latency_s, energy=not args.no_energy, mtp_tokens=args.mtp_tokens,
+                      mtp_acceptance=args.mtp_acceptance, **gpu_kwargs(args))
         if converge:    # the cost table warmed until it stops moving (docs/usage.md)
             sim, warm = warmed_simulator(WARMUP_LIMIT, model=model, hardware=hw, **kwargs)
             warmups[name] = {"table_warmup_steps": warm.steps, "table_converged": warm.converged,

@@ -96,7 +96,7 @@ class StepBudget:
         macs = per_gpu * longest * kv / m.kv_bytes_per_element * q_per_kv
         pcs = self.org.count("pseudo_channel")
         commands = macs / pcs / (48 * 16) * 2       # 48 bank PUs x 16 MACs per all-bank command
-        routing = (self.batch + self.prefill_requests * self.prefill_len) * m.num_moe_layers * m.top_k * 4 * 6
+        routing = (self.batch * self.mtp_queries + self.prefill_requests * self.prefill_len) * m.num_moe_layers * m.top_k * 4 * 6
         graphs = _BYTES_PER_GPU_LAYER * self.gpus * m.num_layers   # the layer graphs of every GPU
         return 32.0 * commands + routing + graphs
 
@@ -104,7 +104,8 @@ class StepBudget:
         """Estimated seconds of simulator time for ``steps`` steps: per layer, a part per GPU (its
         graph, its decision, its PIM nodes) and a part per routed (token, top-k slot). Constants
         measured on a 2-core x86-64 machine (docs/architecture.md, "Work estimate")."""
-        return step_work_s(self.model, self.gpus, self.batch + self.prefill_requests * self.prefill_len, steps)
+        rows = self.batch * self.mtp_queries + self.prefill_requests * self.prefill_len   # MTP: B (1 + k) rows
+        return step_work_s(self.model, self.gpus, rows, steps)
 
 
 #: Simulator cost per (GPU, layer) of a step and per routed (token, top-k slot) and layer, in

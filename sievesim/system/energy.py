@@ -146,7 +146,8 @@ class StepEnergy:
         if kind == "pim_experts":
             return {"pim": self.experts_j(meta.get("token_counts", ()), meta.get("pim_unit"))}
         if kind == "attention" and "context_lens" in meta:
-            return {"pim": self.attention_j(meta["attention_kind"], meta["context_lens"])}
+            pim = self.attention_j(meta["attention_kind"], meta["context_lens"])
+            return {"pim": pim * meta["queries"] if "queries" in meta else pim}     # MTP: a pass per query
         nbytes = float(meta.get("bytes") or 0.0)
         if kind in LINK_KINDS:
             return {"link": nbytes * 8 * link.energy_pj_per_bit * 1e-12} if nbytes else {}

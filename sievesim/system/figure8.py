@@ -209,6 +209,7 @@ def add_attention(b: StepBuild, lb: LayerBatch) -> list[int]:
     router node of each GPU."""
     sim, m, graph = b.sim, b.sim.model, b.graph
     layer, kind, mb, is_moe = lb.layer, lb.kind, lb.mb, lb.is_moe
+    q = sim.mtp_queries      # query tokens per decode request (1 + mtp_tokens)
     post: list[int] = []
     for g in range(sim.gpus):
         lens, pf_lens, tokens = lb.lens_g[g], lb.pf_g[g], lb.tokens_g[g]
@@ -218,19 +219,19 @@ def add_attention(b: StepBuild, lb: LayerBatch) -> list[int]:
                         kind="pre_attention", microbatch=mb, tokens=tokens, **pre_work)
         deps = [pre]
         if sim.attention_on_gpu:
-            t_att = b.cached(("gpu-attn", kind, mb, g), lambda: b.roof(gpu_ops.decode_attention_on_gpu(m, layer, lens))
-                             if b.roofline else b.gm.attention_s(gpu_ops.decode_attention_on_gpu(m, layer, lens)))
+            att_work = gpu_ops.decode_attention_on_gpu(m, layer, lens, q)
+            t_att = b.cached(("gpu-attn", kind, mb, g), lambda: b.roof(att_work) if b.roofline
+                             else b.gm.attention_s(att_work))
             deps.append(graph.add(f"L{layer} attention g{g}", t_att, b.r_gpu_hbm[g], [pre],
                                   gpu=g, layer=layer, kind="attention", microbatch=mb, tokens=int(lens.size),
-                                  context_tokens=int(lens.sum()),
-                                  **b.work(gpu_ops.decode_attention_on_gpu(m, layer, lens))))
+                                  context_tokens=int(lens.sum()), **b.work(att_work)))
         elif lens.size:
             t_att = b.cached(("pim-attn", kind, mb, g), lambda: sim.engine_times.attention_s(kind, lens))
-            t_att_node = t_att + b.gm.fixed_s("pim_attention")
+            t_att_node = t_att * q + b.gm.fixed_s("pim_attention")    # MTP: one pass per query token
             node = graph.add(f"L{layer} attention (PIM) g{g}", t_att_node, b.r_pim[g], [pre],
                              gpu=g, layer=layer, kind="attention", microbatch=mb, tokens=int(lens.size),
-                             context_tokens=int(lens.sum()), engine_cycles=b.engine_cycles(t_att),
-                             context_lens=lens, attention_kind=kind)
+                             context_tokens=int(lens.sum()), engine_cycles=b.engine_cycles(t_att * q),
+                             context_lens=lens, attention_kind=kind, **({"queries": q} if q > 1 else {}))
             b.unit_attention_nodes.append((g, node))
             deps.append(node)
             roof_att = b.cached(("roof-attn", kind, mb, g), lambda: sim._roof[kind].attention_time_s(lens))
@@ -265,9 +266,9 @@ def add_dense_mlp(b: StepBuild, lb: LayerBatch, post: list[int]) -> None:
         work = (gpu_ops.pre_attention(m, layer, tokens) + gpu_ops.post_attention(m, layer, tokens)
                 + gpu_ops.dense_mlp(m, tokens))
         if sim.attention_on_gpu:
-            est = b.roof(work + gpu_ops.decode_attention_on_gpu(m, layer, lb.lens_g[g]))
+            est = b.roof(work + gpu_ops.decode_attention_on_gpu(m, layer, lb.lens_g[g], sim.mtp_queries))
         else:
-            est = max(b.roof(work), sim._learned[lb.kind].attention_time_s(lb.lens_g[g]))
+            est = max(b.roof(work), sim._learned[lb.kind].attention_time_s(lb.lens_g[g]) * sim.mtp_queries)
         b.layer_est[layer] = max(b.layer_est[layer], est)
     if sim.tp_attention:
         ends = tp.add_allreduce(b, lb, [b.prev[(mb, g)] for g in range(sim.gpus)], "MLP")
@@ -364,11 +365,11 @@ def decide(b: StepBuild, lb: LayerBatch, r: LayerRouting, g: int) -> GpuPartitio
     if base is None:    # the same at every layer of this kind but for T_comm and the layer index
         fixed = non_moe_work(m, layer, lb.tokens_g[g])
         if sim.attention_on_gpu:
-            fixed = fixed + gpu_ops.decode_attention_on_gpu(m, layer, lb.lens_g[g])
+            fixed = fixed + gpu_ops.decode_attention_on_gpu(m, layer, lb.lens_g[g], sim.mtp_queries)
             t_attn_est, pim_model = 0.0, (sim._no_pim if sim.gpu_only else sim._learned[kind])
         else:
             pim_model = sim._learned[kind]
-            t_attn_est = pim_model.attention_time_s(lb.lens_g[g])
+            t_attn_est = pim_model.attention_time_s(lb.lens_g[g]) * sim.mtp_queries
         base = b.memo[("ctx", kind, mb, g)] = CostContext(
             t_comm_s=0.0, t_attention_s=t_attn_est, gpu_fixed=fixed, gpu_flops_per_s=b.flops_s,
             gpu_bytes_per_s=b.bytes_s, expert_bytes=float(m.bytes_per_expert),

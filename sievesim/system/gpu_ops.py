@@ -104,10 +104,12 @@ def lm_head(model: Any, tokens: int) -> GpuWork:
                    params * model.dtype_bytes + _act(model, tokens) + tokens * model.vocab_size * 4.0)
 
 
-def decode_attention_on_gpu(model: Any, layer: int, context_lens) -> GpuWork:
+def decode_attention_on_gpu(model: Any, layer: int, context_lens, queries: int = 1) -> GpuWork:
     """Decode attention of requests with these context lengths, on the GPU (the GPU-only reference):
     the KV cache (or the linear-attention or Mamba state, read and written) crosses the HBM bus
-    once; with a DSA indexer, every token's indexer key and the ``index_topk`` selected latents."""
+    once; with a DSA indexer, every token's indexer key and the ``index_topk`` selected latents.
+    ``queries``: query tokens per request (``1 + mtp_tokens`` when MTP decoding verifies its draft
+    tokens): the FLOPs and the query/output activations scale with it, the KV bytes do not."""
     lens = np.asarray(context_lens)
     if lens.dtype.kind not in "iu":
         lens = np.asarray([int(x) for x in lens.ravel()], dtype=np.int64)   # as int() reads each
@@ -126,7 +128,7 @@ def decode_attention_on_gpu(model: Any, layer: int, context_lens) -> GpuWork:
     else:
         per_token = model.kv_bytes_per_token(layer)
         nbytes = int(model.kv_tokens_held_many(layer, lens).sum()) * per_token
-    return GpuWork(flops, nbytes + _act(model, int(lens.size), 2.0))
+    return GpuWork(flops * queries, nbytes + _act(model, int(lens.size) * queries, 2.0))
 
 
 def prefill_attention(model: Any, layer: int, prompt_lens) -> GpuWork:

@@ -113,6 +113,9 @@ class StepResult:
     #: Energy of a step [J] by resource kind (``gpu_compute``, ``hbm``, ``pim``, ``link``,
     #: ``static``) and ``total``, mean over the measured steps; None without an energy model.
     energy_j: dict[str, float] | None = None
+    #: Tokens each decode request emits per step: 1, or with MTP decoding (``mtp_tokens = k``) its
+    #: own plus the expected accepted drafts, ``1 + a + ... + a^k`` (``a``: ``mtp_acceptance``).
+    tokens_per_request_per_step: float = 1.0
 
     @property
     def step_time_s(self) -> float:
@@ -131,13 +134,15 @@ class StepResult:
 
     @property
     def throughput_tokens_per_s_per_gpu(self) -> float:
-        """Decode tokens per second per GPU: ``B / T_step / G``."""
-        return self.settings["batch"] / self.step_time_s / self.settings["gpus"]
+        """Decode tokens per second per GPU: ``B / T_step / G`` (times ``tokens_per_request_per_step``
+        with MTP decoding: accepted tokens only)."""
+        tokens = self.settings["batch"] * self.tokens_per_request_per_step    # B x 1.0 is B, to the bit
+        return tokens / self.step_time_s / self.settings["gpus"]
 
     @property
     def interactivity_tokens_per_s_per_user(self) -> float:
-        """Tokens per second each request sees: ``1 / T_step``."""
-        return 1.0 / self.step_time_s
+        """Tokens per second each request sees: ``1 / T_step`` (times ``tokens_per_request_per_step``)."""
+        return self.tokens_per_request_per_step / self.step_time_s
 
     def to_dict(self) -> dict[str, Any]:
         """One flat JSON-ready record: the settings, then the results with their units in their names
@@ -151,6 +156,8 @@ class StepResult:
             "estimate_over_executed": self.estimated_step_time_s / self.step_time_s,
             "throughput_tokens_per_s_per_gpu": self.throughput_tokens_per_s_per_gpu,
             "interactivity_tokens_per_s_per_user": self.interactivity_tokens_per_s_per_user,
+            **({"tokens_per_request_per_step": self.tokens_per_request_per_step}
+               if self.tokens_per_request_per_step != 1.0 else {}),
             "step_times_s": list(self.step_times_s),
             "estimated_step_times_s": list(self.estimated_step_times_s),
             "experts_on_gpu": float(sum(self.experts_on_gpu)),
@@ -174,7 +181,8 @@ class StepResult:
             e = self.energy_j
             out["energy_j"] = e["total"]
             out["energy_breakdown_j"] = {k: v for k, v in e.items() if k != "total"}
-            out["tokens_per_joule"] = self.settings["batch"] / e["total"] if e["total"] > 0 else 0.0
+            tokens = self.settings["batch"] * self.tokens_per_request_per_step     # accepted tokens (MTP)
+            out["tokens_per_joule"] = tokens / e["total"] if e["total"] > 0 else 0.0
             out["average_power_w_per_gpu"] = e["total"] / self.step_time_s / self.settings["gpus"]
         return out
 

@@ -148,6 +148,10 @@ class StepSimulator(StepBudget):
         Routed experts per token, overriding the model's (``None``: the model's). The Sieve paper
         evaluates Qwen3-30B-A3B with 4 where its ``config.json`` says 8; the calibrated synthetic
         routing of a preset draws this many experts per token with the preset's fitted shape.
+    mtp_tokens, mtp_acceptance:
+        Multi-token-prediction decoding (:mod:`sievesim.system.mtp`): k draft tokens per request per
+        step (``None``: the model's ``mtp_tokens``; only a model with MTP layers takes k > 0) and the
+        acceptance rate of a draft token (default 0.85, the DeepSeek-V3 report's low end).
     """
 
     def __init__(self, model: ModelLike, hardware: HardwareLike = "b200", *, gpus: int = 1, policy: str = "sieve",
@@ -160,7 +164,8 @@ class StepSimulator(StepBudget):
                  top_k: int | None = None, pipelined_gemm: bool = True, energy: bool = True,
                  gpu_model: str | None = None, weight_format: Any = None, attention: str = "dp",
                  experts: str = "ep", nodes: int | None = None, redundant_experts: int | str = "auto",
-                 dispatch: str = "low-latency", attention_on: str = "pim") -> None:
+                 dispatch: str = "low-latency", attention_on: str = "pim", mtp_tokens: int | None = None,
+                 mtp_acceptance: float | None = None) -> None:
         from ..hardware import get_hardware
         from ..models import get_model
 
@@ -176,6 +181,9 @@ class StepSimulator(StepBudget):
             parts = weight_format if isinstance(weight_format, dict) else parse_weight_formats(weight_format,
                                                                                                "weight_format")
             self.model = self.model.with_formats(parts)
+        from .mtp import check_mtp
+        self.model, self.mtp_tokens, self.mtp_acceptance = check_mtp(self.model, mtp_tokens, mtp_acceptance)
+        self.mtp_queries = 1 + self.mtp_tokens     # token rows per decode request (its own + the drafts)
         self.hw = get_hardware(hardware)   # a HardwareSpec, a preset name or a path
         check_optional_str("context_preset", context_preset, "a request-length preset name")
         contention = check_strict_bool("contention", contention)
@@ -298,7 +306,7 @@ class StepSimulator(StepBudget):
                                 ("MoE layers", src.num_layers, m.num_moe_layers)):
             if have != want:
                 raise field_error(f"routing {fld}", have, f"{want}, as model {m.name!r} has (routing {spec!r})")
-        self.stream = src.stream(self.batch, seed=self.seed)
+        self.stream = src.stream(self.batch * self.mtp_queries, seed=self.seed)
 
     def _request_lengths(self, context_len: int | None, context_preset: str | None, prefill: Any) -> None:
         """Decode context lengths (fixed or drawn from a preset) and the colocated prefill requests."""
@@ -374,6 +382,7 @@ class StepSimulator(StepBudget):
             "kv_format": self.model.kv_format or "bf16",
             "scheduler_latency_us_per_256_experts": self.hw.gpu.scheduler_latency_s * 1e6,
             "sievesim_version": __version__,
+            **({"mtp_tokens": self.mtp_tokens, "mtp_acceptance": self.mtp_acceptance} if self.mtp_tokens else {}),
         }
 
     # ------------------------------------------------------------------ one step
@@ -383,6 +392,8 @@ class StepSimulator(StepBudget):
         step = self.stream.step()
         ids = step.topk_ids
         b, g = self.batch, self.gpus
+        draft_ids = ids[b:] if ids is not None and self.mtp_tokens else None
+        ids = ids[:b] if draft_ids is not None else ids
         local = b if self.tp_attention else b // g
         owner = np.arange(b, dtype=np.int64) // local     # tensor-parallel attention: every row "on GPU 0"
         mb = (np.arange(b) % local) * self.microbatches // local
@@ -393,12 +404,16 @@ class StepSimulator(StepBudget):
             req = np.repeat(np.arange(self.prefill_requests), self.prefill_len)
             owner = np.concatenate([owner, req % g if not self.tp_attention else np.zeros_like(req)])
             mb = np.concatenate([mb, req % self.microbatches])
+        if self.mtp_tokens:    # the k B verification rows, after the decode and prefill rows
+            from .mtp import append_draft_rows
+            ids, owner, mb = append_draft_rows(ids, draft_ids, owner, mb, owner[:b], mb[:b], self.mtp_tokens)
         if ids is None:
             if self.microbatches > 1:
                 raise field_error("microbatches", self.microbatches, "1 with a count-only routing source")
             counts = np.asarray(step.counts, dtype=np.int64)
-            if counts.max(initial=0) > self.batch:
-                raise field_error("routing count", int(counts.max()), f"at most the batch B = {self.batch}")
+            if counts.max(initial=0) > self.batch * self.mtp_queries:
+                raise field_error("routing count", int(counts.max()), f"at most the step's rows "
+                                  f"B (1 + mtp_tokens) = {self.batch * self.mtp_queries}")
         else:
             from ..workload.routing import counts_from_ids
             if self.placement is not None:      # experts -> their replicas' slots
@@ -421,6 +436,9 @@ class StepSimulator(StepBudget):
         G = self.gpus
         for mb in range(self.microbatches):
             f8.add_embedding(b, mb)
+            if self.mtp_tokens:
+                from .mtp import add_draft_passes
+                add_draft_passes(b, mb)
         for lb in self._layer_batches(b):
             post = f8.add_attention(b, lb)
             if not lb.is_moe:
@@ -445,7 +463,7 @@ class StepSimulator(StepBudget):
         pf_owner = np.arange(self.prefill_requests) % G
         if self.tp_attention:
             decode_owner, pf_owner = np.zeros_like(decode_owner), np.zeros_like(pf_owner)
-        f8.add_lm_head(b, decode_owner, pf_owner)
+        f8.add_lm_head(b, np.tile(decode_owner, self.mtp_queries), pf_owner)   # logits of every verified row
         schedule = execute(b.graph, self.contention)
         out = self._step_results(b, schedule, decode_owner)
         self._learn(b)
@@ -482,7 +500,7 @@ class StepSimulator(StepBudget):
             else:
                 lens_g = [b.ctx_lens[dec_rows[decode_owner[dec_rows] == g]] for g in range(G)]
                 pf_g = [[self.prefill_len] * int(np.count_nonzero((pf_owner == g) & (pf_mb == mb))) for g in range(G)]
-            tokens_g = [int(lens_g[g].size) + sum(pf_g[g]) for g in range(G)]
+            tokens_g = [int(lens_g[g].size) * self.mtp_queries + sum(pf_g[g]) for g in range(G)]
             per_mb.append((rows, b.owner[rows], tokens_g, lens_g, pf_g))
         for layer in range(m.num_layers):
             kind, is_moe = m.layer_attention[layer], m.layer_mlp[layer] == "moe"
@@ -499,7 +517,8 @@ class StepSimulator(StepBudget):
             t_end = max(ends[i] for i in b.agg_nodes[layer])
             layer_time.append(t_end - t_prev)
             t_prev = t_end
-        head_est = max(b.roof(f8.gpu_ops.lm_head(m, int(np.count_nonzero(decode_owner == g)))) for g in range(G))
+        head_est = max(b.roof(f8.gpu_ops.lm_head(m, int(np.count_nonzero(decode_owner == g)) * self.mtp_queries))
+                       for g in range(G))
         emb_est = b.roof(f8.gpu_ops.embedding(m, self.batch // G))
         busy = {k: [schedule.busy.get(f"g{g}.{k}", 0.0) for g in range(G)] for k in _RESOURCE_KINDS}
         pim_unit = split_unit(self.pimoe_unit)[0] if self.pimoe_unit else "channel"   # per base unit
@@ -577,6 +596,7 @@ class StepSimulator(StepBudget):
             return np.mean([r[key] for r in raws], axis=0).tolist()
 
         decisions = sum(r["decisions"] for r in raws)
+        from .mtp import tokens_per_request
         return StepResult(
             settings=self.settings(steps, warmup),
             step_times_s=[r["step_time_s"] for r in raws],
@@ -593,6 +613,7 @@ class StepSimulator(StepBudget):
             wall_decision_us=(sum(r["wall_decide_s"] for r in raws) / decisions * 1e6) if decisions else 0.0,
             wall_step_s=float(np.mean([r["wall_step_s"] for r in raws])),
             schedule=raws[-1]["schedule"],
+            tokens_per_request_per_step=tokens_per_request(self.mtp_tokens, self.mtp_acceptance),
             energy_j=({k: float(np.mean([r["energy_j"][k] for r in raws])) for k in raws[0]["energy_j"]}
                       if raws[0]["energy_j"] is not None else None),
         )
