@@ -159,3 +159,13 @@ def test_the_models_own_mtp_tokens_turns_it_on(tmp_path):
     off = simulate_step(spec, "b200", gpus=G, policy="gpu-only", batch=B, steps=1, warmup=1, gpu_model="roofline",
                         context_len=1024, mtp_tokens=0)
     assert off.step_times_s == _run(0).step_times_s
+
+
+def test_serving_refuses_mtp_decoding_by_name():
+    from sievesim.errors import ConfigError
+    from sievesim.models import get_model
+    from sievesim.serving import ServingSimulator
+    with pytest.raises(ConfigError, match=r"mtp_tokens = 1: expected 0: serving prices one token per request"):
+        ServingSimulator(get_model("deepseek-v3").replace(mtp_tokens=1), gpus=8)
+    with pytest.raises(ConfigError, match=r"mtp_tokens = 2: expected 0"):
+        ServingSimulator("deepseek-v3", gpus=8, mtp_tokens=2)

@@ -124,11 +124,18 @@ class ServingSimulator:
             from ..formats import parse_weight_formats
             self.model = self.model.with_formats(weight_format if isinstance(weight_format, dict)
                                                  else parse_weight_formats(weight_format, "weight_format"))
-        for key, only in (("attention", "dp"), ("experts", "ep"), ("attention_on", "pim")):
+        for key, only in (("attention", "dp"), ("experts", "ep")):
             if step_options.get(key, only) != only:
                 raise field_error(key, step_options[key], f"{only!r}: serving prices its iterations with data-parallel "
                                   "attention and expert parallelism (tensor-parallel serving is not modelled; "
                                   "sievesim run --attention tp prices single steps)")
+        if step_options.get("attention_on", "pim") != "pim":
+            raise field_error("attention_on", step_options["attention_on"], "'pim': serving's memo corrects the "
+                              "attention with the engine's PIM times (sievesim run --attention-on gpu prices steps)")
+        mtp = step_options.get("mtp_tokens", self.model.mtp_tokens)
+        if mtp:
+            raise field_error("mtp_tokens", mtp, "0: serving prices one token per request per iteration (sievesim "
+                              "run --mtp-tokens K prices MTP decoding's steps)")
         self.hw = get_hardware(hardware) if isinstance(hardware, str) or hasattr(hardware, "__fspath__") else hardware
         self.cfg = scheduler or SchedulerConfig()
         self.slo = slo or SloTargets()
