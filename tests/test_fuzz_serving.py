@@ -348,3 +348,32 @@ def test_a_full_disk_never_leaves_part_of_a_file(writer, old, new, limit):
             write_csv(str(Path(d) / "want.csv"), [{"x": new.decode("latin1")}])
             new = (Path(d) / "want.csv").read_bytes()
         assert got == new and len(got) <= limit
+
+
+# ------------------------------------------------------------------ the serving API's types
+#: A valid small serving run (two short requests on one GPU) and, for each keyword, what to break.
+_API_OK: dict[str, Any] = {"model": "qwen3-30b-a3b", "hardware": "b200", "gpus": 1, "policy": "noexp", "rate": 5.0,
+                           "requests": 2, "prompt_tokens": 8, "output_tokens": 2, "seed": 0, "max_batch": 8,
+                           "token_budget": 64, "cv": 1.0, "attainment": 0.9, "tpot_slo_s": 0.05,
+                           "exact": False, "block_size": 16, "memory_utilization": 0.9, "error_samples": 0}
+_WRONG_TYPES = st.sampled_from([None, "2", "sieve", 2.5, True, b"x", [], [1], {}, math.nan, -1, math.inf, 1e300,
+                                2**70, object()])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=_HEALTH)
+@given(field=st.sampled_from(sorted(_API_OK)), value=_WRONG_TYPES)
+def test_the_serving_api_names_the_field_of_a_wrong_value(field, value):
+    """``simulate_serving`` with one keyword of a wrong type or out of range: a SievesimError or a
+    TypeError naming that keyword, or (a value that is valid there) a finished run, never an error
+    from deep inside."""
+    from sievesim.serving import simulate_serving
+
+    kw = dict(_API_OK, **{field: value})
+    model, hardware = kw.pop("model"), kw.pop("hardware")
+    try:
+        res = simulate_serving(model, hardware, **kw)
+    except (SievesimError, TypeError) as exc:
+        names = {field, field.removesuffix("_s"), {"tpot_slo_s": "tpot"}.get(field, field)}
+        assert any(n in str(exc) for n in names), f"{field} = {value!r}: {type(exc).__name__}: {exc}"
+    else:
+        assert res.to_dict()["finished_requests"] == len(res.requests), (field, value)

@@ -141,8 +141,8 @@ def _lengths(n: int, rng: np.random.Generator, lengths: str | None, prompt_token
     if preset is None and (prompt_tokens is None or output_tokens is None):
         raise field_error("lengths", lengths, "a length preset (hh-rlhf, math-500) or fixed prompt and output tokens")
     for name, v in (("prompt_tokens", prompt_tokens), ("output_tokens", output_tokens)):
-        if v is not None and (not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1):
-            raise field_error(name, v, "an integer >= 1 (tokens)")
+        if v is not None and (not isinstance(v, (int, np.integer)) or isinstance(v, bool) or not 1 <= v <= MAX_TOKENS):
+            raise field_error(name, v, f"an integer from 1 to {MAX_TOKENS} (tokens)")
     p_rng, o_rng = rng.spawn(2)
     prompt = (np.full(n, int(prompt_tokens), dtype=np.int64) if prompt_tokens is not None
               else preset.sample_prompts(n, p_rng))
@@ -151,18 +151,28 @@ def _lengths(n: int, rng: np.random.Generator, lengths: str | None, prompt_token
     return prompt, out
 
 
+def _number_in(value: Any, lo: float, hi: float) -> bool:
+    """A real number (not a bool) from ``lo`` to ``hi``; an int too large for a float is not."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        return False
+    try:
+        return lo <= float(value) <= hi
+    except OverflowError:
+        return False
+
+
 def poisson_requests(rate: float, n: int, *, seed: int = 0, cv: float = 1.0, lengths: str | None = "hh-rlhf",
                      prompt_tokens: int | None = None, output_tokens: int | None = None) -> Requests:
     """``n`` requests arriving at ``rate`` requests/s: Poisson (``cv`` = 1) or gamma inter-arrival
     times with coefficient of variation ``cv`` (> 1 bursty, < 1 smoother; shape 1/cv^2). The first
     arrives at its first inter-arrival time. Prompt and output lengths from the preset ``lengths``
     unless fixed by ``prompt_tokens`` / ``output_tokens``."""
-    if isinstance(rate, bool) or not isinstance(rate, (int, float, np.floating, np.integer)) \
-            or not np.isfinite(rate) or not MIN_RATE <= rate <= MAX_RATE:
+    if not _number_in(rate, MIN_RATE, MAX_RATE):
         raise field_error("rate", rate, f"requests per second from {MIN_RATE:g} to {MAX_RATE:g}")
-    if isinstance(cv, bool) or not isinstance(cv, (int, float, np.floating, np.integer)) \
-            or not np.isfinite(cv) or not 0.01 <= cv <= 100:
+    if not _number_in(cv, 0.01, 100):
         raise field_error("cv", cv, "a coefficient of variation from 0.01 to 100 (1 = Poisson)")
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or not 0 <= seed < 2**63:
+        raise field_error("seed", seed, "an integer from 0 to 2^63 - 1")
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or not 1 <= n <= MAX_REQUESTS:
         raise field_error("requests", n, f"an integer from 1 to {MAX_REQUESTS}")
     rng = np.random.default_rng([int(seed), 24])
