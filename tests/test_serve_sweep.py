@@ -288,8 +288,8 @@ def test_plot_of_a_serve_sweep_defaults_to_goodput_against_rate(tmp_path):
     (["sweep", "--kind", "serve", "--model", "qwen3-30b-a3b"],
      "rate = None: expected a rate (requests/s), a request trace, or --max-rate LO:HI"),
     (["sweep", "--kind", "serve", "--model", "qwen3-30b-a3b", "--rate", "5", "--policy", "sievee"], "sievee"),
-    (["sweep", "--kind", "serve", "--model", "qwen3-30b-a3b", "--rate", "5", "--gpus", "3"],
-     "gpus = 3: expected a positive divisor of"),
+    (["sweep", "--kind", "serve", "--model", "qwen3-30b-a3b", "--rate", "5", "--gpus", "0"],
+     "--gpus = 0: expected an integer from 1 to 4096"),
     (["serve", "--model", "qwen3-30b-a3b", "--rate", "5", "--out", "d"],
      "--out = 'd': expected only with --max-rate LO:HI"),
 ])

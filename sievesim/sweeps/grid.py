@@ -448,6 +448,34 @@ def check_points(points: Sequence[Mapping[str, Any]], *, point: str = "step", wo
                "grid points", len(points))
 
 
+def model_policy_problems(p: Mapping[str, Any], models: Callable[[Any], Any], hardware: Callable[[Any], Any],
+                          problems: AllProblems, *, unit_only_with_pimoe: bool = False) -> tuple[Any, Any]:
+    """Record the problems of a point's model (its top-k applied), hardware, policy and PIMoE unit in
+    ``problems`` (the unit only under PIMoE with ``unit_only_with_pimoe``); returns the model and the
+    policy class, None for either that failed. Shared by decode-step and serving points."""
+    from ..policies import PIMoE, policy_class
+    from ..system import GPU_ONLY
+
+    model = cls = None
+    with problems.check():
+        model = models(p["model"])
+        if p.get("top_k") is not None:
+            model = model.with_top_k(p["top_k"])
+    with problems.check():
+        hardware(p["hardware"])
+    name = str(p["policy"]).lower()
+    with problems.check():
+        cls = policy_class("noexp" if name == GPU_ONLY else p["policy"], also=(GPU_ONLY,))
+    if p.get("pimoe_unit") is not None and (name == "pimoe" or not unit_only_with_pimoe):
+        with problems.check():
+            try:
+                PIMoE(unit=p["pimoe_unit"])
+            except ConfigError:
+                raise field_error("pimoe_unit", p["pimoe_unit"], "one of pseudo_channel, channel, stack, "
+                                  "or a group BASE*S such as channel*4") from None
+    return model, cls
+
+
 def _step_point_problems(p: Mapping[str, Any], point: str, models: Callable[[Any], Any],
                          hardware: Callable[[Any], Any], problems: AllProblems) -> float:
     """Record the problems of one decode-step point in ``problems``; its estimated work [s] (0 when
@@ -458,28 +486,11 @@ def _step_point_problems(p: Mapping[str, Any], point: str, models: Callable[[Any
     from ..workload.lengths import get_length_preset
 
     before = len(problems.errors)
-    model = policy_cls = None
-    with problems.check():
-        model = models(p["model"])
-        if p.get("top_k") is not None:
-            model = model.with_top_k(p["top_k"])
-    with problems.check():
-        hardware(p["hardware"])
-    with problems.check():
-        policy_cls = policy_class("noexp" if str(p["policy"]).lower() == GPU_ONLY else p["policy"], also=(GPU_ONLY,))
-    if p.get("pimoe_unit") is not None:
-        with problems.check():
-            try:
-                PIMoE(unit=p["pimoe_unit"])
-            except ConfigError:
-                raise field_error("pimoe_unit", p["pimoe_unit"], "one of pseudo_channel, channel, stack, "
-                                  "or a group BASE*S such as channel*4") from None
+    model, policy_cls = model_policy_problems(p, models, hardware, problems)
     gpus = p["gpus"]
-    with problems.check():
-        if gpus < 1 or (model is not None and model.num_experts % gpus):
-            expected = (f"a positive divisor of {model.name}'s {model.num_experts} experts" if model is not None
-                        else "a positive number of GPUs")
-            raise field_error("gpus", gpus, expected)
+    if gpus < 1:      # a G that does not divide the experts takes redundant replicas (auto)
+        with problems.check():
+            raise field_error("gpus", gpus, "a positive number of GPUs")
     for ok, field, expected in ((p["batch"] >= 1, "batch", "an integer >= 1 (requests)"),
                                 (p["steps"] >= 1, "steps", "an integer >= 1"),
                                 (p.get("warmup") is None or p["warmup"] >= 0, "warmup", "an integer >= 0 (steps)"),

@@ -28,7 +28,7 @@ import pathlib
 from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import ConfigError, field_error
-from .grid import SERVE, SERVE_DEFAULTS, SERVE_KEYS, AllProblems
+from .grid import SERVE, SERVE_DEFAULTS, SERVE_KEYS, AllProblems, model_policy_problems
 
 __all__ = ["serve_point", "check_serve_points", "max_rate_search", "MAX_RATE_JSON", "flatten_result"]
 
@@ -141,30 +141,9 @@ def check_serve_points(points: Sequence[Mapping[str, Any]], *, search: bool = Fa
 def _serve_point_problems(p: Mapping[str, Any], search: bool, models: Callable[[Any], Any],
                           hardware: Callable[[Any], Any], problems: AllProblems) -> None:
     """Record the problems of one serving point (all its settings) in ``problems``."""
-    from ..policies import PIMoE, policy_class
-    from ..system import GPU_ONLY
     from ..workload.lengths import get_length_preset
 
-    model = cls = None
-    with problems.check():
-        model = models(p["model"])
-        if p["top_k"] is not None:
-            model = model.with_top_k(p["top_k"])
-    with problems.check():
-        hardware(p["hardware"])
-    name = str(p["policy"]).lower()
-    with problems.check():
-        cls = policy_class("noexp" if name == GPU_ONLY else name, also=(GPU_ONLY,))
-    if p["pimoe_unit"] is not None and name == "pimoe":
-        with problems.check():
-            try:
-                PIMoE(unit=p["pimoe_unit"])
-            except ConfigError:
-                raise field_error("pimoe_unit", p["pimoe_unit"], "one of pseudo_channel, channel, stack, "
-                                  "or a group BASE*S such as channel*4") from None
-    if model is not None and model.num_experts % p["gpus"]:
-        with problems.check():
-            raise field_error("gpus", p["gpus"], f"a positive divisor of {model.name}'s {model.num_experts} experts")
+    _, cls = model_policy_problems(p, models, hardware, problems, unit_only_with_pimoe=True)
     if p["policy_options"] is not None and cls is not None:
         from ..policies.options import check_policy_options
         with problems.check():
