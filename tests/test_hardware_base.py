@@ -122,3 +122,12 @@ def test_dram_config_resolved_when_the_file_is_read(tmp_path, capsys, dram, name
     assert main(["hardware", "show", str(p)]) == 2
     err = capsys.readouterr().err
     assert f"pim.dram_config = '{dram}'" in err and named in err
+
+
+def test_a_ratio_from_the_base_is_derived_again_when_the_file_changes_what_it_depends_on(tmp_path):
+    """The base's internal_bandwidth_ratio belongs to the base's PUs: a file that changes the PU
+    placement and leaves the ratio out gets the ratio the engine derives for its own PUs."""
+    p = _write(tmp_path / "t.toml", 'base = "b200"\n[pim]\npu_placement = "bankgroup"\n')
+    hw = load_hardware_toml(p)
+    assert hw.pim.internal_bandwidth_ratio == pytest.approx(4.096, rel=1e-3)
+    assert get_hardware("b200").pim.internal_bandwidth_ratio == pytest.approx(16.0, rel=0.05)

@@ -169,7 +169,12 @@ def engine_internal_bandwidth_bytes_per_s_per_stack(pim: PIMSpec) -> float:
                                       int(pim.macab_interval_cycles))
 
 
-def _check_engine_ratio(built: dict[str, Any], pim_data: Mapping[str, Any], problems: list[str]) -> None:
+def _check_engine_ratio(built: dict[str, Any], pim_data: Mapping[str, Any], own_pim: Mapping[str, Any],
+                        problems: list[str]) -> None:
+    """``pim_data``: the [pim] table with its base's fields; ``own_pim``: the file's own. A ratio the
+    file leaves out is derived from the engine, unless its base's ratio is within the tolerance of
+    that (a preset's stated ratio is kept); a base's ratio that the file's changes put out of the
+    tolerance is derived again (it belonged to the base's PUs), only the file's own is refused."""
     pim, gpu = built["pim"], built["gpu"]
     try:
         engine_bw = engine_internal_bandwidth_bytes_per_s_per_stack(pim)
@@ -178,9 +183,10 @@ def _check_engine_ratio(built: dict[str, Any], pim_data: Mapping[str, Any], prob
                         f"commands ({exc})")
         return
     derived = engine_bw / gpu.hbm_bandwidth_per_stack
-    if "internal_bandwidth_ratio" not in pim_data:
+    off = abs(pim.internal_bandwidth_ratio - derived) > RATIO_TOLERANCE * derived
+    if "internal_bandwidth_ratio" not in pim_data or (off and "internal_bandwidth_ratio" not in own_pim):
         built["pim"] = dataclasses.replace(pim, internal_bandwidth_ratio=derived)
-    elif abs(pim.internal_bandwidth_ratio - derived) > RATIO_TOLERANCE * derived:
+    elif off:
         problems.append(
             f"pim.internal_bandwidth_ratio = {pim.internal_bandwidth_ratio:g}: expected {derived:.4g} within "
             f"{RATIO_TOLERANCE:.0%}, the ratio the engine derives (pu_placement {pim.pu_placement!r}, "
@@ -207,6 +213,7 @@ def hardware_from_dict(data: Mapping[str, Any], *, source: str | None = None,
             if k not in _TOP_KEYS and k in {f.name for f in dataclasses.fields(cls)}:
                 problems.append(f"{k}: belongs in the [{sec}] table")
     has_base = "base" in data
+    own_pim = data.get("pim") if isinstance(data.get("pim"), Mapping) else {}
     data = _apply_base(data, Path(relative_to) if relative_to is not None else None, (), src)
     if "name" not in data and not has_base:
         problems.append("name = '<missing>': expected a value (required)")
@@ -229,7 +236,7 @@ def hardware_from_dict(data: Mapping[str, Any], *, source: str | None = None,
         except ConfigError as exc:
             problems.append(f"[{key}] {exc}")
     if "pim" in built and "gpu" in built:  # resolve dram_config now, and check (or fill in) the ratio the engine derives
-        _check_engine_ratio(built, data["pim"], problems)
+        _check_engine_ratio(built, data["pim"], own_pim, problems)
     _raise_all(problems, src)
     try:
         return HardwareSpec(name=data.get("name") or Path(src).stem, gpu=built["gpu"], pim=built.get("pim"),
