@@ -304,3 +304,15 @@ def test_max_rate_bisection_names_the_pools(capsys):
     assert (d["prefill_gpus"], d["decode_gpus"]) == (1, 1) and d["tried"] and d["max_rate"] is not None
     assert main(argv) == 0
     assert "(1 prefill + 1 decode, disaggregated)" in capsys.readouterr().out
+
+
+def test_prefill_gpus_0_or_none_is_colocated_as_in_sweeps(capsys):
+    base = ["serve", "--model", MODEL, "--rate", "5", "--requests", "3", "--prompt-tokens", "8", "--output-tokens", "2",
+            "--policy", "noexp", "--json"]
+    outs = []
+    for extra in ([], ["--prefill-gpus", "0"], ["--prefill-gpus", "none"]):
+        assert main(base + extra) == 0
+        row = json.loads(capsys.readouterr().out)
+        row = row[0] if isinstance(row, list) else row
+        outs.append((row["ttft_s"], row.get("prefill_gpus")))
+    assert outs[0] == outs[1] == outs[2]

@@ -47,9 +47,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--hardware", default="b200", help="preset name or .toml (default: b200)")
     p.add_argument("--gpus", type=int_arg("gpus"), default=1, help="GPUs G (default 1)")
     p.add_argument("--policy", default="sieve", help="policy name or comma-separated names (default sieve)")
-    p.add_argument("--prefill-gpus", type=int_arg("gpus"), default=None, metavar="P",
+    p.add_argument("--prefill-gpus", type=_prefill_gpus_arg, default=None, metavar="P",
                    help="disaggregated prefill: P of the --gpus GPUs prefill, the rest decode, the KV cache moved "
-                        "over the interconnect (default: prefill colocated with decode on all GPUs)")
+                        "over the interconnect (default, or 0 or none: prefill colocated with decode on all GPUs, "
+                        "as in sweep --prefill-gpus)")
     p.add_argument("--rate", type=_RATE, default=None, metavar="R", help="arrivals per second")
     p.add_argument("--requests", type=int_arg("served_requests"), default=None, metavar="N",
                    help="requests (default: 100, or as many as an arrival window of 20 median service "
@@ -175,6 +176,13 @@ DEFAULT_WINDOW_MAX_REQUESTS = 10_000
 #: steady-state window (10; the left-out first 10 % of arrivals then span two service times), room
 #: for the service time to grow as the longer run's batch fills.
 DEFAULT_WINDOW_SERVICE_TIMES = 20
+
+
+def _prefill_gpus_arg(text: str) -> int | None:
+    """``--prefill-gpus``: a GPU count, or 0 / ``none`` for colocated prefill (as sweeps read it)."""
+    if text.strip().lower() == "none":
+        return None
+    return int_arg("gpus", lo=0)(text) or None
 
 
 def _serve(args: argparse.Namespace) -> int:
