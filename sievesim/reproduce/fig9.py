@@ -213,7 +213,15 @@ def _claims(records: list[dict[str, Any]], opts: FigureOptions, microbatches: in
         claims.append(judge_not_behind(f"Sieve over {other}, every panel and B", "outperforms all baselines",
                                        ratios, missing="every batch of every panel (the full figure)", why=behind))
 
-    # "For small batch sizes, PIMoE and AllExp achieve performance comparable to Sieve"
+    claims += _small_batch_claims(row, ratio, full_batches)
+    claims.append(_allexp_scaling_claim(row, full_batches))
+    return claims
+
+
+def _small_batch_claims(row: Any, ratio: Any, full_batches: Any) -> list[Claim]:
+    """"For small batch sizes, PIMoE and AllExp achieve performance comparable to Sieve" (``row``,
+    ``ratio`` and ``full_batches`` as :func:`_claims` defines them)."""
+    claims: list[Claim] = []
     for other in ("AllExp", "PIMoE (channel)", "PIMoE (stack)"):
         smallest = {label: full_batches(gpus)[0] for _, label, _, gpus in PANELS}
         ratios = {f"{label} B={smallest[label]}": ratio(panel, other, smallest[label])
@@ -234,8 +242,11 @@ def _claims(records: list[dict[str, Any]], opts: FigureOptions, microbatches: in
             return step_compare(sieve, base, other, where)
         claims.append(_comparable_claim(f"Sieve/{other} at the smallest B", ratios,
                                         "the smallest batch of every panel: " + ", ".join(ratios), why=off))
+    return claims
 
-    # "AllExp ... throughput fails to scale beyond B=32"
+
+def _allexp_scaling_claim(row: Any, full_batches: Any) -> Claim:
+    """"AllExp ... throughput fails to scale beyond B=32" (``row`` and ``full_batches`` as in :func:`_claims`)."""
     grow, active = {}, {}
     for panel, label, _, gpus in PANELS:
         a32, a256 = row(panel, "AllExp", 32), row(panel, "AllExp", 256)
@@ -252,9 +263,8 @@ def _claims(records: list[dict[str, Any]], opts: FigureOptions, microbatches: in
         return (f"AllExp ran {n32:.0f} activated experts on PIM in a step (all layers and GPUs) at B = 32 and "
                 f"{n256:.0f} at B = 256 ({n256 / n32:.2f}x): its PIM work still grows with the experts a step "
                 "activates" if n32 else "")
-    claims.append(_comparable_claim("AllExp throughput B=256 over B=32", grow, "B = 32 and 256 of every panel "
-                                    "(the full figure)", paper="flat (fails to scale past B=32)", why=grows))
-    return claims
+    return _comparable_claim("AllExp throughput B=256 over B=32", grow, "B = 32 and 256 of every panel "
+                             "(the full figure)", paper="flat (fails to scale past B=32)", why=grows)
 
 
 def _comparable_claim(what: str, ratios: dict[str, float | None], missing: str, *, paper: str = "comparable (~1x)",

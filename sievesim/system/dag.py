@@ -263,8 +263,13 @@ def execute_reference(graph: Graph, contention: Sequence[Contention] = ()) -> Sc
         try_start()
     if done != n:  # pragma: no cover - add() only accepts edges to earlier nodes
         raise ConfigError(f"graph has a cycle: {n - done} nodes never became ready")
+    return Schedule(graph, start, end, _busy_by_resource(resources, start, end))
+
+
+def _busy_by_resource(resources: Sequence[tuple[str, ...]], start: list[float], end: list[float]) -> dict[str, float]:
+    """Busy time [s] of every resource: the sum over the nodes that held it, in first-use order."""
     busy: dict[str, float] = {}
     for i, res in enumerate(resources):
         for r in res:
             busy[r] = busy.get(r, 0.0) + (end[i] - start[i])
-    return Schedule(graph, start, end, busy)
+    return busy
