@@ -7,8 +7,6 @@ import pathlib
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "sievesim"
 MAX_LINES = 650
-#: Modules being split right now, each by its own change; remove a name once its split lands.
-LINE_COUNT_PENDING: set[str] = set()
 
 
 def _module_name(path: pathlib.Path) -> str:
@@ -118,19 +116,12 @@ def test_no_module_above_the_line_limit():
         if rel.startswith("sievesim/_core/") and path.suffix == ".pyx":  # the engine: one compiled unit
             continue
         n = len(path.read_text(encoding="utf-8").splitlines())
-        if n > MAX_LINES and rel not in LINE_COUNT_PENDING:
+        if n > MAX_LINES:
             too_long[rel] = n
     assert not too_long, f"modules above {MAX_LINES} lines: {too_long}"
 
 
-def test_the_pending_list_names_existing_modules():
-    for rel in LINE_COUNT_PENDING:
-        assert (PACKAGE.parent / rel).is_file(), rel
-
-
 MAX_FUNCTION_LINES = 120
-#: Functions above the limit that another change splits ("path:name"); remove one once it lands.
-FUNCTION_PENDING: set[str] = set()
 
 
 def _long_functions() -> dict[str, int]:
@@ -146,13 +137,8 @@ def _long_functions() -> dict[str, int]:
 
 
 def test_no_function_above_the_line_limit():
-    too_long = {k: n for k, n in _long_functions().items() if k not in FUNCTION_PENDING}
+    too_long = _long_functions()
     assert not too_long, f"functions above {MAX_FUNCTION_LINES} lines: {too_long}"
-
-
-def test_the_pending_functions_name_existing_modules():
-    for name in FUNCTION_PENDING:
-        assert (PACKAGE.parent / name.split(":")[0]).is_file(), name
 
 
 def test_the_sweep_family_is_one_package():
