@@ -47,3 +47,16 @@ def load_script(path: pathlib.Path):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+import pytest as _pytest
+
+
+@_pytest.fixture(scope="session")
+def reproduction_dir(tmp_path_factory):
+    """One folder for the reproduction page's runs (docs/reproduction.md's blocks write ``figs/``
+    under it) and the quick figures of tests/test_reproduce_step.py: a quick figure's points are
+    points of the full figure (tests/test_reproduce_judge.py), so a quick run after the page's full
+    run resumes from its records instead of simulating them again. Either test alone computes
+    everything itself."""
+    return tmp_path_factory.mktemp("reproduction")

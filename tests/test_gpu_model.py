@@ -279,10 +279,11 @@ def test_calibrate_command_writes_a_hardware_file(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_fig9_side_by_side_in_the_docs_is_what_the_figure_gives(tmp_path):
+def test_fig9_side_by_side_in_the_docs_is_what_the_figure_gives(reproduction_dir):
     from sievesim.benchmarks.fig9_gpu_models import claims_under, side_by_side
-    lines = side_by_side(claims_under("roofline", False, str(tmp_path)),
-                         claims_under("calibrated", False, str(tmp_path)))     # the full figure, as the page shows
+    figs = str(reproduction_dir / "figs")       # the reproduction page's fig9 block resumes these points
+    lines = side_by_side(claims_under("roofline", False, figs),
+                         claims_under("calibrated", False, figs))     # the full figure, as the page shows
     doc = (HERE.parent / "docs" / "reproduction.md").read_text()
     for line in lines:
         assert line in doc, line

@@ -22,8 +22,8 @@ PAGE = docblocks.ROOT / "docs" / "reproduction.md"
 
 
 @pytest.mark.slow
-def test_reproduction_page_blocks_print_what_the_page_shows():
-    results = docblocks.check_file(PAGE)
+def test_reproduction_page_blocks_print_what_the_page_shows(reproduction_dir):
+    results = docblocks.check_file(PAGE, work=reproduction_dir)
     ran = [r for r in results if r.kind.startswith("run")]
     assert len(ran) >= 4, "the four judged figures (fig9, fig9-matching, fig9-mb2, fig11) must run"
     bad = [f"{r.file}:{r.line} {r.kind}\n    " + "\n    ".join(r.problems) for r in results if r.problems]

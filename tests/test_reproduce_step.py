@@ -64,9 +64,9 @@ def test_claims_get_a_verdict_that_follows_the_numbers():
 
 
 @pytest.mark.slow
-def test_every_claim_of_every_figure_has_a_verdict(tmp_path):
+def test_every_claim_of_every_figure_has_a_verdict(reproduction_dir):
     from sievesim.reproduce import VERDICTS, format_report
-    reps = reproduce("all", tmp_path, quick=True, plot=False)
+    reps = reproduce("all", reproduction_dir / "figs", quick=True, plot=False)
     for rep in reps:
         for claim in rep.data.claims:
             assert claim.verdict in VERDICTS, (rep.name, claim)
@@ -81,8 +81,8 @@ def test_every_claim_of_every_figure_has_a_verdict(tmp_path):
 
 
 @pytest.mark.slow
-def test_fig11_speedups_are_over_the_same_readings_noexp(tmp_path):
-    rep = reproduce("fig11", tmp_path, quick=True, plot=False)[0]
+def test_fig11_speedups_are_over_the_same_readings_noexp(reproduction_dir):
+    rep = reproduce("fig11", reproduction_dir / "figs", quick=True, plot=False)[0]
     recs = rep.data.records
     for r in recs:
         for k in RECORD_KEYS:

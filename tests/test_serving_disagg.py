@@ -262,7 +262,7 @@ def test_the_api_takes_prefill_gpus():
 @pytest.mark.parametrize("extra, needle", [
     (["--gpus", "2", "--prefill-gpus", "2"], "prefill_gpus (--prefill-gpus) = 2: expected an integer from 1 to 1"),
     (["--gpus", "4", "--prefill-gpus", "7"], "prefill_gpus (--prefill-gpus) = 7: expected an integer from 1 to 3"),
-    (["--gpus", "2", "--prefill-gpus", "0"], "--prefill-gpus = 0: expected an integer from 1"),
+    (["--gpus", "2", "--prefill-gpus", "-1"], "--prefill-gpus = -1: expected an integer from 0"),
     (["--prefill-gpus", "1"], "gpus (--gpus) = 1: expected at least 2 GPUs"),
     (["--model", "qwen3.5-397b-a17b", "--gpus", "4", "--prefill-gpus", "1"],
      "prefill pool (--prefill-gpus = 1 GPU): qwen3.5-397b-a17b on 1 x b200: needs 738.5 GiB of HBM per GPU"),
