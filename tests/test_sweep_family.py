@@ -205,3 +205,15 @@ def test_an_output_of_one_rate_is_refused_with_max_rate_before_anything_runs(tmp
     err = capsys.readouterr().err
     assert f"{option} = " in err and f"no {option} with --max-rate" in err and "Traceback" not in err
     assert not target.exists()
+
+
+def test_a_gpu_count_that_does_not_divide_the_experts_runs_as_a_step_and_is_refused_as_an_estimate(tmp_path, capsys):
+    from sievesim.cli import main
+    argv = ["sweep", "--model", "qwen3-30b-a3b", "--gpus", "3", "--batch", "6", "--policy", "noexp", "--quiet"]
+    assert main(argv + ["--point", "estimate", "--out", str(tmp_path / "e")]) == 2
+    assert ("gpus = 3: expected a divisor of qwen3-30b-a3b's 128 experts with --point estimate"
+            in capsys.readouterr().err)
+    assert main(argv + ["--warmup", "0", "--out", str(tmp_path / "s")]) == 0
+    rows = (tmp_path / "s" / "results.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    assert len(rows) == 2 and rows[1].split(",")[header.index("redundant_experts")] == "1"

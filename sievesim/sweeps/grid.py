@@ -480,17 +480,19 @@ def _step_point_problems(p: Mapping[str, Any], point: str, models: Callable[[Any
                          hardware: Callable[[Any], Any], problems: AllProblems) -> float:
     """Record the problems of one decode-step point in ``problems``; its estimated work [s] (0 when
     it has a problem: the sweep is refused then)."""
-    from ..policies import PIMoE, policy_class
-    from ..system import GPU_ONLY
     from ..system.step import step_work_s
     from ..workload.lengths import get_length_preset
 
     before = len(problems.errors)
     model, policy_cls = model_policy_problems(p, models, hardware, problems)
     gpus = p["gpus"]
-    if gpus < 1:      # a G that does not divide the experts takes redundant replicas (auto)
+    if gpus < 1:
         with problems.check():
             raise field_error("gpus", gpus, "a positive number of GPUs")
+    elif point == "estimate" and model is not None and model.num_experts % gpus:
+        with problems.check():      # an executed step takes redundant replicas (auto); the estimate does not
+            raise field_error("gpus", gpus, f"a divisor of {model.name}'s {model.num_experts} experts with "
+                              "--point estimate (the executed step, --point step, takes redundant experts)")
     for ok, field, expected in ((p["batch"] >= 1, "batch", "an integer >= 1 (requests)"),
                                 (p["steps"] >= 1, "steps", "an integer >= 1"),
                                 (p.get("warmup") is None or p["warmup"] >= 0, "warmup", "an integer >= 0 (steps)"),
