@@ -14,7 +14,7 @@ import numpy as np
 
 from .._inputs import is_int as _is_int
 from ..errors import field_error
-from .kinds import _SOFTMAX_GQA_KINDS, STATE_KINDS, chunked_attended_tokens
+from .kinds import _SOFTMAX_GQA_KINDS, STATE_KINDS
 
 
 class CacheSizes:
@@ -65,15 +65,9 @@ class CacheSizes:
         ``(context_len - 1) % attention_chunk_size + 1`` for chunked layers (the current chunk),
         0 for linear and Mamba layers (a fixed state instead)."""
         kind = self.layer_attention[self._check_layer(layer)]
-        if not _is_int(context_len) or context_len < 0:
+        if not _is_int(context_len) or not 0 <= context_len < 2**62:
             raise field_error("context_len", context_len, "a non-negative integer (tokens)")
-        if kind in STATE_KINDS:
-            return 0
-        if kind == "sliding":
-            return min(context_len, int(self.sliding_window or context_len))
-        if kind == "chunked":
-            return chunked_attended_tokens(context_len, int(self.attention_chunk_size or 0))
-        return context_len
+        return int(self._held(kind, np.array([context_len], dtype=np.int64))[0])
 
     @property
     def linear_state_bytes_per_layer(self) -> float:
@@ -122,6 +116,8 @@ class CacheSizes:
         return self._held(kind, _token_counts(context_lens))
 
     def _held(self, kind: str, lens: np.ndarray) -> np.ndarray:
+        """Tokens held at a layer of ``kind`` for int64 contexts ``lens`` (as :meth:`kv_tokens_held`;
+        ``chunked_attended_tokens`` of :mod:`~sievesim.models.kinds` over an array)."""
         if kind in STATE_KINDS:
             return np.zeros_like(lens)
         if kind == "sliding" and self.sliding_window:
