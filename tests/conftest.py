@@ -10,6 +10,7 @@ import os
 import pathlib
 import sys
 
+import pytest
 from hypothesis import settings
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
@@ -49,10 +50,7 @@ def load_script(path: pathlib.Path):
     return mod
 
 
-import pytest as _pytest
-
-
-@_pytest.fixture(scope="session")
+@pytest.fixture(scope="session")
 def reproduction_dir(tmp_path_factory):
     """One folder for the reproduction page's runs (docs/reproduction.md's blocks write ``figs/``
     under it) and the quick figures of tests/test_reproduce_step.py: a quick figure's points are
