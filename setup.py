@@ -16,6 +16,8 @@ extensions = [
     _extension("sievesim._core._traceparse"),
     _extension("sievesim._core._prefetch", numpy_api=False),
     _extension("sievesim.policies._sieve_kernel", numpy_api=False),
+    # the grouped router's expert draw, bit for bit the numpy expressions: no fused multiply-add
+    _extension("sievesim.workload._grouped_draw", extra_args=("-ffp-contract=off",)),
     # the list scheduler, bit for bit the Python reference's floats: no fused multiply-add
     _extension("sievesim.system._dag_core", numpy_api=False, extra_args=("-ffp-contract=off",)),
 ]

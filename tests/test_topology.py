@@ -348,3 +348,34 @@ def test_sparse_dispatch_volumes_equal_the_dense_hit_array(data):
     assert np.array_equal(recv, hit.sum(axis=1))
     if nodes > 1:
         assert np.array_equal(recv_far, far.sum(axis=1))
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_compiled_grouped_draw_gives_the_numpy_draws_ids(data):
+    """The compiled expert draw (``sievesim.workload._grouped_draw``) takes the same uniforms and
+    gives the same ids as the numpy expressions it replaces, through whole samples: first tokens,
+    persistence (kept slots), concentrated layers that fall back to the masked draw."""
+    from sievesim.workload import grouped
+    from sievesim.workload.synthetic import _alias_tables
+    if grouped._grouped_draw is None:
+        pytest.skip("the package is not built")
+    groups = data.draw(st.sampled_from([2, 3, 4, 8]), label="groups")
+    size = data.draw(st.integers(1, 6), label="group size")
+    chosen = data.draw(st.integers(1, groups), label="chosen groups")
+    k = data.draw(st.integers(1, chosen * size), label="top k")
+    layers = data.draw(st.integers(1, 3), label="layers")
+    n = data.draw(st.integers(1, 40), label="tokens")
+    seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
+    rng = np.random.default_rng(seed)
+    p = rng.pareto(data.draw(st.sampled_from([0.3, 1.0, 3.0]), label="skew"), size=(layers, groups * size)) + 1e-6
+    p /= p.sum(axis=1, keepdims=True)
+    sampler = grouped.GroupedSampler(p, groups, chosen, k, _alias_tables)
+    prev = sampler.sample(np.random.default_rng(seed), n)
+    keep = np.random.default_rng(seed + 1).random(prev.shape) < 0.5
+    for args in ((), (prev, keep)):
+        compiled = sampler.sample(np.random.default_rng(seed + 2), n, *args)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(grouped, "_grouped_draw", None)
+            reference = sampler.sample(np.random.default_rng(seed + 2), n, *args)
+        assert compiled.dtype == reference.dtype and np.array_equal(compiled, reference)

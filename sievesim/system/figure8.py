@@ -219,12 +219,15 @@ def add_attention(b: StepBuild, lb: LayerBatch) -> list[int]:
                         kind="pre_attention", microbatch=mb, tokens=tokens, **pre_work)
         deps = [pre]
         if sim.attention_on_gpu:
-            att_work = gpu_ops.decode_attention_on_gpu(m, layer, lens, q)
-            t_att = b.cached(("gpu-attn", kind, mb, g), lambda: b.roof(att_work) if b.roofline
-                             else b.gm.attention_s(att_work))
+            att = b.memo.get(("gpu-attn", kind, mb, g))
+            if att is None:    # the same work at every layer of this kind (its shape and KV are the kind's)
+                att_work = gpu_ops.decode_attention_on_gpu(m, layer, lens, q)
+                att = b.memo[("gpu-attn", kind, mb, g)] = (
+                    b.roof(att_work) if b.roofline else b.gm.attention_s(att_work), int(lens.sum()), b.work(att_work))
+            t_att, context_tokens, att_meta = att
             deps.append(graph.add(f"L{layer} attention g{g}", t_att, b.r_gpu_hbm[g], [pre],
                                   gpu=g, layer=layer, kind="attention", microbatch=mb, tokens=int(lens.size),
-                                  context_tokens=int(lens.sum()), **b.work(att_work)))
+                                  context_tokens=context_tokens, **att_meta))
         elif lens.size:
             t_att = b.cached(("pim-attn", kind, mb, g), lambda: sim.engine_times.attention_s(kind, lens))
             t_att_node = t_att * q + b.gm.fixed_s("pim_attention")    # MTP: one pass per query token

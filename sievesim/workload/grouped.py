@@ -24,6 +24,11 @@ from typing import Any
 
 import numpy as np
 
+try:  # compiled with the package (setup.py); _draw_numpy below computes the same ids
+    from ._grouped_draw import grouped_draw as _grouped_draw
+except ImportError:  # pragma: no cover - only when running from an unbuilt source tree
+    _grouped_draw = None
+
 __all__ = ["GroupedSampler"]
 
 _TRIES = 8   # redraws of a repeated expert before the exact masked draw
@@ -94,7 +99,22 @@ class GroupedSampler:
     def _draw(self, rng: np.random.Generator, at: np.ndarray | None, layer: np.ndarray, chosen: np.ndarray,
               cum: np.ndarray) -> np.ndarray:
         """One expert for each row in ``at`` (``None``: k for every row, ``(k, rows)``): a chosen group
-        by mass, then an expert of it by alias."""
+        by mass, then an expert of it by alias. The compiled kernel (``_grouped_draw``) where the
+        package was built: the same uniforms in the same order, the same ids as :meth:`_draw_numpy`."""
+        if _grouped_draw is None:
+            return self._draw_numpy(rng, at, layer, chosen, cum)
+        shape = (self.k, layer.size) if at is None else (at.size,)
+        u = rng.random(shape)
+        v = rng.random(shape)
+        rows = np.tile(np.arange(layer.size, dtype=np.int64), self.k) if at is None else at.astype(np.int64, copy=False)
+        ids = _grouped_draw(u.ravel(), v.ravel(), rows, np.ascontiguousarray(cum, dtype=np.float64),
+                            np.ascontiguousarray(chosen, dtype=np.int64), layer.astype(np.int64, copy=False),
+                            self._prob, self._alias, self.groups, self.size)
+        return ids.reshape(shape)
+
+    def _draw_numpy(self, rng: np.random.Generator, at: np.ndarray | None, layer: np.ndarray, chosen: np.ndarray,
+                    cum: np.ndarray) -> np.ndarray:
+        """:meth:`_draw` over numpy arrays (the reference the compiled kernel is tested against)."""
         if at is None:
             shape, rows = (self.k, layer.size), np.arange(layer.size)[None, :]
             c, lay = cum[None, :, :], layer[None, :]
