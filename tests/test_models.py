@@ -21,7 +21,7 @@ from sievesim.models import (
 )
 
 PRESETS = ["gpt-oss-120b", "gpt-oss-20b", "qwen3-30b-a3b", "qwen3-235b-a22b", "qwen3-next-80b-a3b",
-           "qwen3.5-397b-a17b", "mixtral-8x7b", "mixtral-8x22b", "deepseek-v3"]
+           "qwen3.5-397b-a17b", "mixtral-8x7b", "mixtral-8x22b", "deepseek-v3", "deepseek-r1", "deepseek-v3.1"]
 
 # Published figures (../shared/reference/facts.md section 1b), in billions, as printed by their
 # publishers, and the convention each publisher uses for "active": OpenAI and DeepSeek leave the
@@ -37,6 +37,8 @@ PUBLISHED = {
     "mixtral-8x7b":        (46.7, "12.9", True),
     "mixtral-8x22b":       (141.0, "39", True),
     "deepseek-v3":         (671.0, "37", False),
+    "deepseek-r1":         (671.0, "37", False),      # its README's model table
+    "deepseek-v3.1":       (671.0, "37", False),      # its model card's table
 }
 
 # Independent per-tensor counts of facts.md section 1b ("computed" columns, [I]): params per expert (M),
@@ -51,6 +53,8 @@ COMPUTED_IN_FACTS = {
     "mixtral-8x7b": (176.2, 46.70, 12.75),
     "mixtral-8x22b": (302.0, 140.6, 39.0),
     "deepseek-v3": (44.04, 671.0, 36.6),
+    "deepseek-r1": (44.04, 671.0, 36.6),      # facts.md's column is "DeepSeek-V3/R1"
+    "deepseek-v3.1": (44.04, 671.0, 36.6),    # built on the V3 base checkpoint (test below)
 }
 
 
@@ -85,6 +89,15 @@ def test_counts_match_independent_per_tensor_count_within_one_percent(name):
     assert spec.params_per_expert == pytest.approx(ppe * 1e6, rel=0.01)
     assert spec.total_params == pytest.approx(total * 1e9, rel=0.01)
     assert spec.active_params == pytest.approx(active * 1e9, rel=0.01)
+
+
+@pytest.mark.parametrize("name", ["deepseek-r1", "deepseek-v3.1"])
+def test_deepseek_r1_and_v31_are_deepseek_v3s_shapes(name):
+    """Both are trained from DeepSeek-V3's base checkpoint (R1's README, V3.1's model card): the same
+    spec field for field but the name and the source line."""
+    spec, v3 = get_model(name), get_model("deepseek-v3")
+    assert spec.name == name and "DeepSeek-V3's architecture" in spec.source
+    assert dataclasses.replace(spec, name=v3.name, source=v3.source) == v3
 
 
 def test_counts_are_derived_not_stored():
