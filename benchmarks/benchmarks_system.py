@@ -11,10 +11,11 @@ contention), compiled (``time_execute_compiled``) and the pure-Python reference
 (``time_execute_reference``); ``track_compiled_speedup`` measures both in one run and checks that
 their schedules are the same bit for bit. ``python benchmarks/run.py ExecuteGraph``.
 
-:class:`RackStep`: rack scale (issue: rack scale), warm: DeepSeek-V3 on a GB200 NVL72 rack, 72 GPUs at
-B = 72 x 64 under Sieve (32 redundant experts, the fewest that divide), and on 144 GPUs in two racks;
-target 0.3 s per step and 2 GB of peak memory on this 2-core machine (not met: docs/performance-todo.md).
-``python benchmarks/run.py RackStep``.
+:class:`RackStep`: rack scale (issue: rack scale), warm: DeepSeek-V3 GPU-only on a GB200 NVL72 rack, 72
+GPUs at B = 72 x 64 (32 redundant experts, the fewest that divide), and Qwen3.5 on 8 GPUs at B = 256
+under Sieve; targets 0.3 s and 15 ms per step and 2 GB of peak memory on this 2-core machine (not met:
+docs/performance-todo.md). ``python benchmarks/run.py RackStep``. :class:`RackScaling`: Sieve on 72
+and 144 GPUs (two racks). ``python benchmarks/run.py RackScaling``.
 """
 from __future__ import annotations
 
@@ -58,8 +59,9 @@ class SystemStep:
         return len(self.warm.run_step(grow_contexts=False)["schedule"].graph)
 
 
-class RackStep:
-    """One warm step of DeepSeek-V3 on 72 GPUs (one NVL72 rack) and 144 (two racks), 64 requests per GPU."""
+class RackScaling:
+    """One warm Sieve step of DeepSeek-V3 on 72 GPUs (one NVL72 rack) and 144 (two racks), 64 requests
+    per GPU: how the step's cost grows with the GPUs (``python benchmarks/run.py RackScaling``)."""
 
     params = ([72, 144],)
     param_names = ["gpus"]
