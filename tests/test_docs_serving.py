@@ -57,3 +57,25 @@ def test_the_memo_error_rows_of_qwen3_30b():
     burst = script.burst_ttft(model)
     assert abs(burst["memo"] - burst["exact"]) / burst["exact"] < 0.01
     assert script.burst_row(model, burst) in DOC.read_text(encoding="utf-8").splitlines()
+
+
+@pytest.mark.slow
+def test_the_disaggregated_max_rate_brackets_of_gpt_oss(capsys):
+    """docs/serving.md's largest rates meeting the SLOs on GPT-OSS-120B, colocated and split 2+2, are
+    the brackets the two `serve --max-rate` commands it names print."""
+    import json
+    import re
+
+    from sievesim.cli import main
+
+    common = ["serve", "--model", "gpt-oss-120b", "--gpus", "4", "--policy", "sieve", "--requests", "1000",
+              "--arrival-window", "10", "--bisect-steps", "2", "--gpu-model", "roofline", "--json"]
+    brackets = []
+    for extra in (["--max-rate", "300:400"], ["--prefill-gpus", "2", "--max-rate", "300:600"]):
+        assert main(common + extra) == 0
+        out = json.loads(capsys.readouterr().out)
+        out = out[0] if isinstance(out, list) else out
+        assert out["answer"] == "between"
+        brackets.append("{:g} .. {:g}".format(*out["bracket"]))
+    text = re.sub(r"\s+", " ", DOC.read_text(encoding="utf-8"))
+    assert f"steady-state window): colocated {brackets[0]} requests/s, 2+2 {brackets[1]}." in text, brackets
