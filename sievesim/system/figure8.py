@@ -74,6 +74,7 @@ class StepBuild:
     n_gpu_exp: np.ndarray = field(default=None)
     n_pim_exp: np.ndarray = field(default=None)
     agg_nodes: list[list[int]] = field(default_factory=list)            # last nodes of each layer
+    embedding_nodes: list[int] = field(default_factory=list)            # every GPU's embedding node
     observed: dict[str | None, list[np.ndarray]] = field(default_factory=lambda: {None: []})
     attn_ratio: dict[str, list[float]] = field(default_factory=dict)    # engine / roofline attention
     unit_attention_nodes: list[tuple[int, int]] = field(default_factory=list)
@@ -202,6 +203,7 @@ def add_embedding(b: StepBuild, mb: int) -> None:
         work = gpu_ops.embedding(m, tokens)
         b.prev[(mb, g)] = b.graph.add(f"embedding g{g} mb{mb}", b.kernel(work, "embedding"), b.r_gpu_hbm[g], gpu=g,
                                       layer=-1, kind="embedding", microbatch=mb, tokens=tokens, **b.work(work))
+        b.embedding_nodes.append(b.prev[(mb, g)])
 
 
 def add_attention(b: StepBuild, lb: LayerBatch) -> list[int]:

@@ -511,7 +511,7 @@ class StepSimulator(StepBudget):
         """Executed and estimated times of one step, busy times per resource and per PIM unit."""
         m, G, graph = self.model, self.gpus, b.graph
         ends = schedule.end
-        t_prev = max((ends[i] for i, meta in enumerate(graph.meta) if meta.get("kind") == "embedding"), default=0.0)
+        t_prev = max((ends[i] for i in b.embedding_nodes), default=0.0)
         layer_time = []
         for layer in range(m.num_layers):
             t_end = max(ends[i] for i in b.agg_nodes[layer])
