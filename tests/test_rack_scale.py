@@ -16,6 +16,15 @@ def test_a_scale_study_row_in_the_docs_is_what_the_command_prints():
     assert line in DOC, line
 
 
+@pytest.mark.slow
+def test_a_kimi_k2_row_on_a_rack_in_the_docs_is_what_the_command_prints():
+    """The other model, the other topology and the larger batch per GPU: Kimi-K2 on 16 GPUs of an
+    NVL72 at 64 requests per GPU."""
+    from sievesim.benchmarks.scale_study import row
+    line = row("kimi-k2", 16, "nvl72", 0, per_gpu=64)
+    assert line in DOC, line
+
+
 def test_a_point_that_does_not_fit_says_so_in_its_row():
     from sievesim.benchmarks.scale_study import row
     line = row("kimi-k2", 8, "nvl72", 0, per_gpu=64)
