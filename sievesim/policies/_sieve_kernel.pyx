@@ -117,3 +117,37 @@ def sieve_walk_seconds(const int64_t[::1] counts, const double[::1] pim_time_by_
         raise ValueError("repeat must be >= 1")
     return _run(counts, pim_time_by_count, attention_s, comm_s, off0, off_e, off_t, comp0, comp_t, rel_tol,
                 on_pim, repeat)
+
+
+def sieve_walk_rows(const int64_t[:, ::1] counts, const double[::1] pim_time_by_count,
+                    const double[::1] attention_s, const double[::1] comm_s, const double[::1] off0, double off_e,
+                    double off_t, const double[::1] comp0, double comp_t, double rel_tol,
+                    uint8_t[:, ::1] on_pim):
+    """:func:`sieve_walk` on every row of ``counts`` (one GPU's experts per row) with that row's
+    ``attention_s``, ``comm_s``, ``off0`` and ``comp0`` and the shared table and rates, in one call;
+    fills ``on_pim`` row by row. Raises ValueError when a count exceeds the table."""
+    cdef Py_ssize_t rows = counts.shape[0], n = counts.shape[1], table = pim_time_by_count.shape[0], r, k = 0
+    if on_pim.shape[0] != rows or on_pim.shape[1] != n:
+        raise ValueError(f"on_pim is {on_pim.shape[0]} x {on_pim.shape[1]}, counts {rows} x {n}")
+    for name, arr in (("attention_s", attention_s), ("comm_s", comm_s), ("off0", off0), ("comp0", comp0)):
+        if arr.shape[0] != rows:
+            raise ValueError(f"{name} has {arr.shape[0]} entries, counts {rows} rows")
+    if rows == 0 or n == 0:
+        return
+    cdef Py_ssize_t* start = <Py_ssize_t*> malloc((table + 1) * sizeof(Py_ssize_t))
+    cdef Py_ssize_t* order = <Py_ssize_t*> malloc((n + 1) * sizeof(Py_ssize_t))
+    if start == NULL or order == NULL:
+        free(start); free(order)
+        raise MemoryError()
+    try:
+        with nogil:
+            for r in range(rows):
+                k = _walk(&counts[r, 0], n, &pim_time_by_count[0], table, attention_s[r], comm_s[r], off0[r], off_e,
+                          off_t, comp0[r], comp_t, rel_tol, &on_pim[r, 0], start, order)
+                if k < 0:
+                    break
+    finally:
+        free(start)
+        free(order)
+    if k < 0:
+        raise ValueError("a count exceeds the PIM time table")

@@ -19,7 +19,7 @@ finds it. Policies never import the engine; they see costs only.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Callable, ClassVar, Mapping, TypeVar
+from typing import Any, Callable, ClassVar, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -134,6 +134,13 @@ class Policy(ABC):
         if isinstance(out, Partition):
             return out
         return Partition(c, ids, np.asarray(out, dtype=bool))
+
+    def decide_rows(self, counts: np.ndarray, ctxs: Sequence[CostContext]) -> np.ndarray | None:
+        """Every GPU's decision of one layer at once: ``counts`` (GPUs x local experts, int64, the
+        local ids in order, every count checked by the caller) and one context per row; returns
+        ``on_pim`` (same shape, bool), exactly what :meth:`decide` gives row by row with
+        ``validate=False``, or None where this policy decides row by row only (the default)."""
+        return None
 
     @abstractmethod
     def _decide(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> np.ndarray | Partition:

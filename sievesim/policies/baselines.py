@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 import numpy as np
 
@@ -27,6 +28,9 @@ class NoExp(Policy):
     def _decide(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> np.ndarray:
         return np.zeros(counts.shape, dtype=bool)
 
+    def decide_rows(self, counts: np.ndarray, ctxs: Sequence[CostContext]) -> np.ndarray:
+        return np.zeros(counts.shape, dtype=bool)
+
 
 @register_policy
 class AllExp(Policy):
@@ -38,6 +42,9 @@ class AllExp(Policy):
     options: dict = {}
 
     def _decide(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> np.ndarray:
+        return counts > 0
+
+    def decide_rows(self, counts: np.ndarray, ctxs: Sequence[CostContext]) -> np.ndarray:
         return counts > 0
 
 

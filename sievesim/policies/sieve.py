@@ -1,7 +1,7 @@
 """The Sieve scheduler (paper Section 5): the greedy rule on Equation 1."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -14,9 +14,9 @@ from .base import Partition, Policy, register_policy
 from .options import Option
 
 try:  # compiled with the package (setup.py); the numpy path below computes the same partition
-    from ._sieve_kernel import sieve_walk as _sieve_walk
+    from ._sieve_kernel import sieve_walk as _sieve_walk, sieve_walk_rows as _sieve_walk_rows
 except ImportError:  # pragma: no cover - only when running from an unbuilt source tree
-    _sieve_walk = None
+    _sieve_walk = _sieve_walk_rows = None
 
 __all__ = ["Sieve", "sieve_reference"]
 
@@ -99,6 +99,24 @@ class Sieve(Policy):
         if self.use_kernel:
             return self._decide_kernel(counts, ctx, expert_ids)
         return self._decide_numpy(counts, ctx, expert_ids)
+
+    def decide_rows(self, counts: np.ndarray, ctxs: Sequence[CostContext]) -> np.ndarray | None:
+        """The compiled walk on every row at once (:meth:`Policy.decide_rows`), for the paper's rule
+        (tensor-parallel PIM experts, the compiled walk) on rows that share one PIM time table and
+        one set of GPU rates (a step's GPUs at one layer); None otherwise."""
+        if self.unit is not None or self.experts_only or not self.use_kernel or _sieve_walk_rows is None:
+            return None
+        first = ctxs[0]
+        table = first.pim_times()
+        if any(c.pim is not first.pim or c.batch != first.batch or c._off_e != first._off_e
+               or c._off_t != first._off_t or c._comp_t != first._comp_t for c in ctxs):
+            return None
+        rows = np.ascontiguousarray(counts, dtype=np.int64)
+        out = np.empty(rows.shape, dtype=np.uint8)
+        _sieve_walk_rows(rows, table, np.array([self._attention_s(c) for c in ctxs]),
+                         np.array([c.t_comm_s for c in ctxs]), np.array([c._off0 for c in ctxs]), first._off_e,
+                         first._off_t, np.array([c._comp0 for c in ctxs]), first._comp_t, self.rel_tol, out)
+        return out.view(bool)
 
     def _decide_on_units(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> Partition:
         """See :func:`_unit_walk` (``unit`` set)."""

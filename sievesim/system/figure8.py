@@ -21,177 +21,28 @@ each layer and micro-batch the driver calls, in the figure's order:
 ==========================  =================================================================
 
 Every function adds its nodes to :attr:`StepBuild.graph` from a plain per-layer context
-(:class:`LayerBatch`, :class:`LayerRouting`, :class:`GpuPartition`). Durations are seconds.
+(:class:`LayerBatch`, :class:`LayerRouting`, :class:`GpuPartition`; ``sievesim/system/step_build.py``).
+The decisions (:func:`decide`, and :func:`decide_all` for every GPU of a layer at once) live in
+``sievesim/system/decisions.py``. Durations are seconds.
 """
 from __future__ import annotations
 
-import dataclasses
-import sys
-import time
-from dataclasses import dataclass, field
-from typing import Any, Callable
-
 import numpy as np
 
-from ..costs import CostContext, attention_node_kind, non_moe_work
-from ..costs.gpu import shared_expert_work
+from ..costs import attention_node_kind
 from . import gpu_ops
 from . import routing_volumes as volumes, tensor_parallel as tp
-from .dag import Graph
+from .decisions import account_partition, decide, decide_all, layer_context
 from .early_loads import EarlyLoad, _one_hot, add_early_load, add_early_nodes, hottest_first
-from .oracle_pricing import executed_pricer
+from .step_build import GpuPartition, LayerBatch, LayerRouting, StepBuild
 
 __all__ = ["StepBuild", "LayerBatch", "LayerRouting", "GpuPartition", "add_embedding", "add_attention",
-           "add_dense_mlp", "route", "add_allgather", "add_metadata", "add_dispatch", "decide", "add_decision",
+           "add_dense_mlp", "route", "add_allgather", "add_metadata", "add_dispatch", "decide", "decide_all", "layer_context", "account_partition", "add_decision",
            "add_shared_expert", "EarlyLoad", "add_early_load", "add_early_nodes", "add_gpu_path", "add_pim_path", "add_combine_aggregate",
            "add_lm_head"]
 
 _count = np.count_nonzero
 _sum = np.add.reduce     # ndarray.sum() without its Python wrapper (the same reduction)
-
-
-@dataclass
-class StepBuild:
-    """What every node function of one step shares: the simulator, the graph being built, the
-    step's per-request data, the hardware rates, and the step's accumulators."""
-
-    sim: Any                        # the StepSimulator (its model, hardware, policy, engine times)
-    graph: Graph
-    ids: np.ndarray | None          # routing ids (T, L_moe, K), or None for a count-only source
-    counts_all: np.ndarray          # (L_moe, E) tokens per expert of the whole step
-    owner: np.ndarray               # owner GPU of each token row
-    mb_rows: list[np.ndarray]       # rows of each micro-batch
-    ctx_lens: np.ndarray            # decode context lengths [tokens]
-    flops_s: float                  # GPU FLOP/s (peak x efficiency)
-    bytes_s: float                  # GPU HBM bytes/s (peak x efficiency)
-    link_bw: float                  # bytes/s per direction
-    link_lat: float                 # s
-    dynamic: bool                   # the policy decides at run time (its decision has a latency)
-    gm: Any = None                  # the GPU model (sievesim.costs.gpu_model) pricing GPU and link nodes
-    # accumulators
-    prev: dict[tuple[int, int], int] = field(default_factory=dict)      # last node of (micro-batch, GPU)
-    layer_est: np.ndarray = field(default=None)                         # Equation-1 estimate per layer [s]
-    n_gpu_exp: np.ndarray = field(default=None)
-    n_pim_exp: np.ndarray = field(default=None)
-    agg_nodes: list[list[int]] = field(default_factory=list)            # last nodes of each layer
-    embedding_nodes: list[int] = field(default_factory=list)            # every GPU's embedding node
-    observed: dict[str | None, list[np.ndarray]] = field(default_factory=lambda: {None: []})
-    attn_ratio: dict[str, list[float]] = field(default_factory=dict)    # engine / roofline attention
-    unit_attention_nodes: list[tuple[int, int]] = field(default_factory=list)
-    unit_expert_nodes: list[tuple[int, int, np.ndarray | None]] = field(default_factory=list)
-    decisions: int = 0
-    wall_decide: float = 0.0
-    decision_s: float = 0.0                                             # modelled latencies, summed [s]
-    early_load_bytes: float = 0.0
-    early_load_wasted_bytes: float = 0.0                                # loaded early, then run on PIM
-    memo: dict[tuple, float] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        layers = self.sim.model.num_layers
-        self.layer_est = np.zeros(layers)
-        self.n_gpu_exp = np.zeros(layers)
-        self.n_pim_exp = np.zeros(layers)
-        self.agg_nodes = [[] for _ in range(layers)]
-        gpus = range(self.sim.gpus)
-        # each GPU's resource tuples, built once (every node names one of them)
-        self.r_gpu_hbm = [self.res(g, "gpu", "hbm") for g in gpus]
-        self.r_gpu = [self.res(g, "gpu") for g in gpus]
-        self.r_hbm = [self.res(g, "hbm") for g in gpus]
-        self.r_pim = [self.res(g, "pim") for g in gpus]
-        self.r_link = [self.res(g, "tx", "rx") for g in gpus]
-
-    def res(self, g: int, *kinds: str) -> tuple[str, ...]:
-        """Resource names of GPU ``g`` (``g0.gpu``, ``g0.hbm``, ``g0.pim``, ``g0.tx``, ``g0.rx``)."""
-        names = self.sim._resource_names
-        key = (g, kinds)
-        out = names.get(key)
-        if out is None:
-            out = names[key] = tuple(f"g{g}.{k}" for k in kinds)
-        return out
-
-    def roof(self, work: gpu_ops.GpuWork) -> float:
-        """GPU roofline time [s] of ``work`` (the estimates beside the executed graph)."""
-        return gpu_ops.roofline_s(work, self.sim.hw)
-
-    @property
-    def roofline(self) -> bool:    # the paper's GPU model: its expressions are kept as they were
-        return self.gm.name == "roofline"
-
-    def kernel(self, work: gpu_ops.GpuWork, kind: str, tensor_core: str = "bf16") -> float:
-        """Duration [s] of a GPU node of ``kind`` doing ``work``, under the step's GPU model."""
-        return gpu_ops.roofline_s(work, self.sim.hw) if self.roofline else self.gm.kernel_s(work, kind, tensor_core)
-
-    def work(self, work: gpu_ops.GpuWork) -> dict[str, float]:
-        """Node metadata of GPU work: its FLOPs and HBM bytes (``nodes()``, the Chrome trace)."""
-        return {"flops": float(work.flops), "bytes": float(work.bytes)}
-
-    def engine_cycles(self, seconds: float) -> int:
-        """Engine time [s] of a PIM node in memory command-clock cycles (tCK)."""
-        tck = self.memo.get(("tck",))
-        if tck is None:
-            tck = self.memo[("tck",)] = self.sim.engine_times.device._base.tck_ns * 1e-9
-        return int(round(seconds / tck))
-
-    def cached_work(self, key: tuple, fn: Callable[[], gpu_ops.GpuWork], kind: str,
-                    tensor_core: str = "bf16") -> tuple[float, dict[str, float]]:
-        """GPU work that repeats across the layers of one kind, computed once per step: its
-        time [s] as a node of ``kind`` (:meth:`kernel`) and its node metadata (:meth:`work`)."""
-        value = self.memo.get(key)
-        if value is None:
-            work = fn()
-            value = self.memo[key] = (self.kernel(work, kind, tensor_core), self.work(work))
-        return value
-
-    def cached(self, key: tuple, fn: Callable[[], float]) -> float:
-        """A duration that repeats across the layers of one kind, computed once per step."""
-        value = self.memo.get(key)
-        if value is None:
-            value = self.memo[key] = fn()
-        return value
-
-
-@dataclass
-class LayerBatch:
-    """One micro-batch of one layer: which rows, and per GPU its tokens, decode contexts and prompts."""
-
-    layer: int
-    kind: str                       # attention kind of the layer
-    is_moe: bool
-    mb: int                         # micro-batch index
-    rows: np.ndarray                # token rows of the micro-batch
-    own: np.ndarray                 # owner GPU of each row
-    tokens_g: list[int]             # tokens per GPU (decode requests + prefill tokens)
-    lens_g: list[np.ndarray]        # decode context lengths per GPU [tokens]
-    pf_g: list[list[int]]           # prefill prompt lengths per GPU [tokens]
-
-
-@dataclass
-class LayerRouting:
-    """The routing of one MoE layer's micro-batch and the link times it implies."""
-
-    counts: np.ndarray              # (E,) tokens per expert
-    lid: np.ndarray | None          # (rows, K) expert ids, or None
-    send: np.ndarray                # token vectors each GPU sends (dispatch)
-    recv: np.ndarray                # token vectors each GPU receives
-    comm_ag: float                  # AllGather time in the policy's T_comm [s]
-    t_disp: list[float]             # dispatch (and combine) time per GPU [s]
-    own_counts: np.ndarray | None   # (G, E) tokens of each GPU's own requests per expert (early loads)
-    mb_tokens: int                  # tokens of the micro-batch over all GPUs
-
-
-@dataclass
-class GpuPartition:
-    """The policy's split of one GPU's activated experts at one layer."""
-
-    counts: np.ndarray              # (E/G,) tokens per local expert
-    on_gpu: np.ndarray              # bool mask of activated experts on the GPU
-    on_pim: np.ndarray              # bool mask of activated experts on PIM
-    n_gpu: int
-    n_pim: int
-    gpu_tokens: float               # tokens of the GPU experts
-    part: Any                       # the policy's Partition (its unit and unit_of for PIMoE)
-    ctx: CostContext                # the policy's cost context (its estimate of every term)
-    decision_s: float               # modelled latency of the decision [s]
 
 
 def add_embedding(b: StepBuild, mb: int) -> None:
@@ -358,71 +209,6 @@ def add_dispatch(b: StepBuild, lb: LayerBatch, r: LayerRouting, meta: list[int])
                         bytes=float(max(r.send[g], r.recv[g]) * vec)) for g in range(G)]
 
 
-def decide(b: StepBuild, lb: LayerBatch, r: LayerRouting, g: int) -> GpuPartition:
-    """GPU ``g``'s partition of its local experts, decided by the policy on its own estimate
-    (Equation 1 with the learned cost table); records the estimate and the expert counts."""
-    sim, m = b.sim, b.sim.model
-    El = sim.local_experts
-    layer, kind, mb = lb.layer, lb.kind, lb.mb
-    lo = sim.expert_offset(g)
-    c = np.asarray(r.counts[lo:lo + El], dtype=np.int64)
-    base = b.memo.get(("ctx", kind, mb, g))
-    if base is None:    # the same at every layer of this kind but for T_comm and the layer index
-        fixed = non_moe_work(m, layer, lb.tokens_g[g])
-        if sim.attention_on_gpu:
-            fixed = fixed + gpu_ops.decode_attention_on_gpu(m, layer, lb.lens_g[g], sim.mtp_queries)
-            t_attn_est, pim_model = 0.0, (sim._no_pim if sim.gpu_only else sim._learned[kind])
-        else:
-            pim_model = sim._learned[kind]
-            t_attn_est = pim_model.attention_time_s(lb.lens_g[g]) * sim.mtp_queries
-        base = b.memo[("ctx", kind, mb, g)] = CostContext(
-            t_comm_s=0.0, t_attention_s=t_attn_est, gpu_fixed=fixed, gpu_flops_per_s=b.flops_s,
-            gpu_bytes_per_s=b.bytes_s, expert_bytes=float(m.bytes_per_expert),
-            expert_flops_per_token=2.0 * m.params_per_expert, expert_io_bytes_per_token=_expert_io_bytes_per_token(m),
-            pim=pim_model, batch=max(r.mb_tokens, 1), top_k=m.top_k, num_experts=El, organisation=sim.org,
-            gpus=sim.gpus, microbatches=sim.microbatches, gpu_beside=shared_expert_work(m, lb.tokens_g[g]))
-    ctx = base.for_layer(r.comm_ag + 2.0 * r.t_disp[g], sim._moe_index[layer])
-    t0 = time.perf_counter()
-    pre = None
-    if sim.early_loads == "policy" and r.own_counts is not None:    # the policy names its early loads
-        local = r.own_counts[g, lo:lo + El]
-        pre = np.asarray(sim.policy.early_experts(local, ctx), dtype=bool) & (local > 0)
-    if getattr(sim.policy, "prices_executed", False):     # an oracle: it prices partitions on the executed layer
-        ctx = dataclasses.replace(ctx, executed_s=executed_pricer(b, lb, r, g, ctx, sys.modules[__name__]))
-    part = sim.policy.decide(c, ctx, validate=False, preloaded=pre)
-    if pre is not None:
-        part.info.setdefault("preloaded", pre)
-    b.wall_decide += time.perf_counter() - t0
-    b.decisions += 1
-    active = c > 0
-    for unit in part.info.get("profile", ()):   # placements the policy priced: their engine times are learned too
-        b.observed.setdefault(unit, []).append(c[active])
-    on_pim = part.on_pim & active
-    on_gpu = active ^ on_pim
-    n_gpu, n_pim = _count(on_gpu), _count(on_pim)
-    gpu_tok = float(_sum(c[on_gpu])) if n_gpu else 0.0
-    if part.unit is None:    # Equation 1 of this partition, as CostContext.evaluate computes it
-        est = max(ctx.t_comm_s, ctx.gpu_time_s(n_gpu, gpu_tok)[0],
-                  ctx.t_attention_s + (float(_sum(ctx.pim_times()[c[on_pim]])) if n_pim else 0.0))
-    else:
-        est = part.evaluate(ctx).t_total_s
-    b.layer_est[layer] = max(b.layer_est[layer], est)
-    b.n_gpu_exp[layer] += n_gpu
-    b.n_pim_exp[layer] += n_pim
-    decision_s = 0.0
-    if b.dynamic and part.info.get("decided", True):     # a policy may skip the decision (no latency)
-        activated = n_gpu + n_pim
-        tries = part.info.get("moves_tried", min(n_gpu + 1, activated))
-        decision_s = sim.hw.gpu.decision_time_s(activated, tries)
-        b.decision_s += decision_s
-    return GpuPartition(c, on_gpu, on_pim, n_gpu, n_pim, gpu_tok, part, ctx, decision_s)
-
-
-def _expert_io_bytes_per_token(m: Any) -> float:
-    """Activation bytes one token moves through one expert (in, gate/up out, down in, out)."""
-    return m.dtype_bytes * (2.0 * m.hidden_size + 2.0 * m.moe_intermediate_size)
-
-
 def add_decision(b: StepBuild, lb: LayerBatch, g: int, p: GpuPartition, meta: list[int]) -> int:
     """The decision of GPU ``g`` after its metadata: its modelled latency (``GPUSpec.decision_time_s``
     of the experts it sorts and the moves it tries; 0 for static policies). It holds no resource."""
@@ -461,7 +247,7 @@ def add_gpu_path(b: StepBuild, lb: LayerBatch, g: int, p: GpuPartition, dec: int
         return None
     m, graph = b.sim.model, b.graph
     layer, mb = lb.layer, lb.mb
-    flops, io = 2.0 * m.params_per_expert, _expert_io_bytes_per_token(m)
+    flops, io = 2.0 * m.params_per_expert, gpu_ops.expert_io_bytes_per_token(m)
 
     if b.roofline:
         def compute_s(tokens: float) -> float:

@@ -14,7 +14,7 @@ import numpy as np
 from ..costs import GpuWork, attention_shape
 
 __all__ = ["roofline_s", "attention_out_params", "pre_attention", "post_attention", "dense_mlp",
-           "shared_expert_gemm", "metadata", "aggregate", "embedding", "lm_head",
+           "shared_expert_gemm", "metadata", "aggregate", "embedding", "lm_head", "expert_io_bytes_per_token",
            "decode_attention_on_gpu", "prefill_attention"]
 
 
@@ -90,6 +90,12 @@ def aggregate(model: Any, tokens: int) -> GpuWork:
     """Weighted sum of each token's ``top_k`` expert outputs (+ the shared output) and residual add."""
     vectors = model.top_k + model.num_shared_experts + 2
     return GpuWork(2.0 * tokens * vectors * model.hidden_size, _act(model, tokens, vectors + 1))
+
+
+def expert_io_bytes_per_token(model: Any) -> float:
+    """Activation bytes one token moves through one routed expert [bytes]: its input, the gate/up
+    outputs, the down projection's input and its output."""
+    return model.dtype_bytes * (2.0 * model.hidden_size + 2.0 * model.moe_intermediate_size)
 
 
 def embedding(model: Any, tokens: int) -> GpuWork:

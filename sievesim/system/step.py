@@ -27,7 +27,7 @@ from .._units import split_unit
 from ..costs import DEFAULT_CONTEXT_LEN, PimCostTable, RooflinePimCost, attention_shape, pim_organisation, pim_peak_flops
 from ..errors import field_error
 from . import figure8 as f8
-from .dag import Contention, Schedule, execute
+from .dag import Contention, Graph, Schedule, execute
 from .options import parse_policy_options, parse_prefill
 from .parallelism import (ATTENTION_MODES, EXPERT_MODES, check_parallelism, check_pim_formats, check_redundant,
                           sample_loads, with_nodes)
@@ -449,8 +449,9 @@ class StepSimulator(StepBudget):
             disp = f8.add_dispatch(b, lb, r, meta)
             outs: list[list[int]] = []
             shared_out: list[int | None] = []
+            parts = f8.decide_all(b, lb, r)
             for g in range(G):
-                p = f8.decide(b, lb, r, g)
+                p = parts[g] if parts is not None else f8.decide(b, lb, r, g)
                 dec = f8.add_decision(b, lb, g, p, meta)
                 after_dispatch = [dec] + ([disp[g]] if disp[g] is not None else [])
                 shared_out.append(f8.add_shared_expert(b, lb, g, post))
@@ -477,7 +478,7 @@ class StepSimulator(StepBudget):
         hw = self.hw
         ids, counts_all, owner, mb_rows = self._step_tokens()
         return f8.StepBuild(
-            sim=self, graph=f8.Graph(), ids=ids, counts_all=counts_all, owner=owner, mb_rows=mb_rows,
+            sim=self, graph=Graph(), ids=ids, counts_all=counts_all, owner=owner, mb_rows=mb_rows,
             ctx_lens=self.context + self._step_index,
             flops_s=self.gpu_model.expert_flops_s, bytes_s=self.gpu_model.stream_bytes_s,
             link_bw=float(hw.interconnect.bandwidth_bytes_per_s_per_direction),
