@@ -25,9 +25,10 @@ def _graph(schedule) -> tuple:
 def _steps(monkeypatch, rows: bool, model: str, gpus: int, policy: str, batch: int, steps: int = 3, **options):
     if not rows:
         monkeypatch.setattr(f8, "decide_all", lambda b, lb, r: None)
-    one_by_one = []
-    original = f8.decide
+    one_by_one, gpu_paths = [], []
+    original, original_path = f8.decide, f8.add_gpu_path
     monkeypatch.setattr(f8, "decide", lambda *a: one_by_one.append(1) or original(*a))
+    monkeypatch.setattr(f8, "add_gpu_path", lambda *a: gpu_paths.append(1) or original_path(*a))
     sim = StepSimulator(model, gpus=gpus, policy=policy, batch=batch, **options)
     out = []
     for _ in range(steps):      # the first steps warm the cost table: later ones decide on learned times
@@ -35,6 +36,7 @@ def _steps(monkeypatch, rows: bool, model: str, gpus: int, policy: str, batch: i
         out.append(({k: v for k, v in raw.items() if k not in _WALL}, _graph(raw["schedule"])))
     monkeypatch.undo()
     assert bool(one_by_one) != rows, "the path under test was not the one taken"
+    assert bool(gpu_paths) == (not rows or options.get("pipelined_gemm") is False)
     return out
 
 
@@ -49,6 +51,10 @@ CASES = [
     ("deepseek-v3", 16, "sieve", 128, {"nodes": 2}),
     ("deepseek-v3", 16, "gpu-only", 256, {"weight_format": "fp8-block", "nodes": 2, "redundant_experts": 16}),
     ("gpt-oss-120b", 4, "sieve", 64, {"pipelined_gemm": False, "early_loads": "off"}),
+    ("qwen3-30b-a3b", 2, "sieve", 64, {"early_loads": "paper", "prefill": "2:256"}),
+    ("qwen3-30b-a3b", 2, "noexp", 32, {"attention_on": "gpu", "gpu_model": "roofline"}),
+    ("deepseek-v3", 8, "sieve", 64, {"mtp_tokens": 1}),
+    ("gpt-oss-120b", 4, "sieve", 64, {"attention": "tp"}),
 ]
 
 

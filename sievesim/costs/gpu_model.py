@@ -116,6 +116,12 @@ class GpuModel:
         """Compute of a grouped GEMM over experts with ``tokens[i]`` tokens each (weights apart)."""
         raise NotImplementedError
 
+    def grouped_gemm_rows_s(self, tokens: np.ndarray, flops_per_token: float, io_bytes_per_token: float) -> np.ndarray:
+        """:meth:`grouped_gemm_s` of each row of ``tokens`` (one grouped GEMM per row; a 0 is an
+        expert not in it)."""
+        return np.array([self.grouped_gemm_s(row[row > 0], flops_per_token, io_bytes_per_token)
+                         for row in np.asarray(tokens)], dtype=np.float64)
+
     def fixed_s(self, kind: str) -> float:
         """Fixed cost of a node of ``kind`` (0 for the roofline)."""
         return 0.0
@@ -265,6 +271,14 @@ class CalibratedGpuModel(GpuModel):
         padded = float(np.add.reduce(np.ceil(t / self._tile))) * self._tile
         total = float(np.add.reduce(t))
         return max(flops_per_token * padded / self.expert_flops_s, io_bytes_per_token * total / self.stream_bytes_s)
+
+    def grouped_gemm_rows_s(self, tokens: np.ndarray, flops_per_token: float, io_bytes_per_token: float) -> np.ndarray:
+        """:meth:`grouped_gemm_s` of every row at once (the same floats: the tiles and tokens summed
+        are whole numbers, exact in any order)."""
+        t = np.asarray(tokens, dtype=np.float64)
+        padded = np.add.reduce(np.ceil(t / self._tile), axis=1) * self._tile
+        total = np.add.reduce(t, axis=1)
+        return np.maximum(flops_per_token * padded / self.expert_flops_s, io_bytes_per_token * total / self.stream_bytes_s)
 
     def allgather_s(self, bytes_per_gpu: float, gpus: int) -> float:
         """An all-gather on the all-reduce curve: its latency, and ``(G-1) x bytes`` at the bus

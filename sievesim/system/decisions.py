@@ -17,7 +17,7 @@ from . import gpu_ops
 from .oracle_pricing import executed_pricer
 from .step_build import GpuPartition, LayerBatch, LayerRouting, StepBuild
 
-__all__ = ["decide", "decide_all", "layer_context", "account_partition"]
+__all__ = ["decide", "decide_all", "layer_context", "account_partition", "PartitionRows"]
 
 _count = np.count_nonzero
 _sum = np.add.reduce     # ndarray.sum() without its Python wrapper (the same reduction)
@@ -46,7 +46,16 @@ def decide(b: StepBuild, lb: LayerBatch, r: LayerRouting, g: int) -> GpuPartitio
     return account_partition(b, lb, c, part, ctx)
 
 
-def decide_all(b: StepBuild, lb: LayerBatch, r: LayerRouting) -> list[GpuPartition] | None:
+class PartitionRows(list):
+    """Every GPU's :class:`GpuPartition` of one layer (a list, GPU ``g`` at ``g``), with the arrays
+    they were cut from: ``counts``, ``on_gpu`` and ``on_pim`` (GPUs x local experts)."""
+
+    counts: np.ndarray
+    on_gpu: np.ndarray
+    on_pim: np.ndarray
+
+
+def decide_all(b: StepBuild, lb: LayerBatch, r: LayerRouting) -> PartitionRows | None:
     """Every GPU's partition at this layer in one call of the policy's ``decide_rows`` (the
     partitions :func:`decide` gives GPU by GPU, counted the same way); None where the policy decides
     GPU by GPU only, names its early loads, or prices partitions on the executed layer."""
@@ -71,7 +80,7 @@ def decide_all(b: StepBuild, lb: LayerBatch, r: LayerRouting) -> list[GpuPartiti
 
 
 def _account_rows(b: StepBuild, lb: LayerBatch, counts: np.ndarray, on_pim_raw: np.ndarray,
-                  ctxs: list[CostContext]) -> list[GpuPartition]:
+                  ctxs: list[CostContext]) -> PartitionRows:
     """:func:`account_partition` of every GPU's plain partition (tensor-parallel PIM experts, no
     information beside ``on_pim``) at once: the same counts, estimates and latencies, row by row."""
     sim, layer = b.sim, lb.layer
@@ -83,7 +92,8 @@ def _account_rows(b: StepBuild, lb: LayerBatch, counts: np.ndarray, on_pim_raw: 
     n_pim = np.count_nonzero(on_pim, axis=1).tolist()
     gpu_tok = np.add.reduce(np.where(on_gpu, counts, 0), axis=1).tolist()     # integers: exact in any order
     table = ctxs[0].pim_times()     # one table for every row (decide_rows checked it)
-    out, est_max = [], b.layer_est[layer]
+    out, est_max = PartitionRows(), b.layer_est[layer]
+    out.counts, out.on_gpu, out.on_pim = counts, on_gpu, on_pim
     for g, ctx in enumerate(ctxs):
         ng, npim, tok = n_gpu[g], n_pim[g], float(gpu_tok[g]) if n_gpu[g] else 0.0
         t_gpu = max(ctx._off0 + ctx._off_e * ng + ctx._off_t * tok, ctx._comp0 + ctx._comp_t * tok)
