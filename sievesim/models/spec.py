@@ -25,6 +25,7 @@ from typing import Any, Iterable, Mapping
 from .._inputs import is_int as _is_int
 from .._validate import BOUNDS, Problems, check_int
 from ..errors import ConfigError, field_error
+from ..formats import FORMAT_PARTS, get_format
 from .cache import CacheSizes
 from .structure import structure_problems
 from .kinds import _SOFTMAX_GQA_KINDS, ATTENTION_KINDS, MLP_KINDS
@@ -268,7 +269,6 @@ class ModelSpec(WeightCounts, CacheSizes):
             fmt = getattr(self, fmt_field)
             if fmt is None:
                 continue
-            from ..formats import get_format
             want = get_format(fmt).bytes_per_element
             have = getattr(self, bytes_field)
             object.__setattr__(self, fmt_field, get_format(fmt).name)
@@ -313,7 +313,6 @@ class ModelSpec(WeightCounts, CacheSizes):
     def with_formats(self, formats: Mapping[str, str]) -> "ModelSpec":
         """This model with the storage formats of some parts replaced (``{"experts": "mxfp4",
         "weights": "fp8", "kv": "fp8"}``, :data:`sievesim.formats.FORMAT_PARTS`); the bytes follow."""
-        from ..formats import FORMAT_PARTS, get_format
         changes: dict[str, Any] = {}
         for part, fmt in formats.items():
             if part not in FORMAT_PARTS:
@@ -327,13 +326,11 @@ class ModelSpec(WeightCounts, CacheSizes):
     @property
     def expert_tensor_core(self) -> str:
         """Tensor-core class the experts' format asks for (``bf16``, ``fp8``, ``fp4``)."""
-        from ..formats import get_format
         return get_format(self.expert_format).tensor_core if self.expert_format else "bf16"
 
     @property
     def weight_tensor_core(self) -> str:
         """Tensor-core class the non-expert weights' format asks for."""
-        from ..formats import get_format
         return get_format(self.weight_format).tensor_core if self.weight_format else "bf16"
 
     def tensor_shard(self, shards: int, *, attention: bool = True, experts: bool = False) -> "ModelSpec":
@@ -534,7 +531,6 @@ def _field_problems(values: Mapping[str, Any], problems: Problems, src: str) -> 
     def number_format(fname: str) -> Any:
         def test(value: Any) -> None:
             if value is not None:
-                from ..formats import get_format
                 try:
                     get_format(value, fname)
                 except ConfigError as exc:
