@@ -58,3 +58,26 @@ def reproduction_dir(tmp_path_factory):
     run resumes from its records instead of simulating them again. Either test alone computes
     everything itself."""
     return tmp_path_factory.mktemp("reproduction")
+
+
+_HAVE_XDIST = importlib.util.find_spec("xdist") is not None
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """pyproject's addopts run the suite on pytest-xdist workers (it comes with the test extra).
+    Without pytest-xdist installed, accept the three options addopts gives so that ``pytest`` still
+    runs, in one process (:func:`pytest_configure` says so)."""
+    if _HAVE_XDIST:
+        return
+    group = parser.getgroup("xdist-absent", "pytest-xdist is not installed: these options are ignored")
+    group.addoption("--numprocesses", default=None, help="ignored: pytest-xdist is not installed")
+    # own dests: plugins that look for xdist's "dist" option (pytest-benchmark) must not see one
+    group.addoption("--maxprocesses", dest="xdist_absent_maxprocesses", help="ignored: pytest-xdist is not installed")
+    group.addoption("--dist", dest="xdist_absent_dist", help="ignored: pytest-xdist is not installed")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not _HAVE_XDIST and config.getoption("numprocesses") not in (None, "0"):
+        config.issue_config_time_warning(pytest.PytestConfigWarning(
+            "pytest-xdist is not installed: the tests run in one process "
+            "(pip install pytest-xdist, or the test extra: pip install '.[test]')"), stacklevel=2)

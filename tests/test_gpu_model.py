@@ -279,6 +279,7 @@ def test_calibrate_command_writes_a_hardware_file(tmp_path, capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("reproduction")   # shares reproduction_dir: one worker
 def test_fig9_side_by_side_in_the_docs_is_what_the_figure_gives(reproduction_dir):
     from sievesim.benchmarks.fig9_gpu_models import claims_under, side_by_side
     figs = str(reproduction_dir / "figs")       # the reproduction page's fig9 block resumes these points

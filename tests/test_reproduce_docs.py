@@ -22,6 +22,7 @@ PAGE = docblocks.ROOT / "docs" / "reproduction.md"
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("reproduction")   # shares reproduction_dir: one worker
 def test_reproduction_page_blocks_print_what_the_page_shows(reproduction_dir):
     results = docblocks.check_file(PAGE, work=reproduction_dir)
     ran = [r for r in results if r.kind.startswith("run")]

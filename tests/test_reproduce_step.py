@@ -64,6 +64,7 @@ def test_claims_get_a_verdict_that_follows_the_numbers():
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("reproduction")   # shares reproduction_dir: one worker
 def test_every_claim_of_every_figure_has_a_verdict(reproduction_dir):
     from sievesim.reproduce import VERDICTS, format_report
     reps = reproduce("all", reproduction_dir / "figs", quick=True, plot=False)
@@ -81,6 +82,7 @@ def test_every_claim_of_every_figure_has_a_verdict(reproduction_dir):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("reproduction")   # shares reproduction_dir: one worker
 def test_fig11_speedups_are_over_the_same_readings_noexp(reproduction_dir):
     rep = reproduce("fig11", reproduction_dir / "figs", quick=True, plot=False)[0]
     recs = rep.data.records
