@@ -316,3 +316,24 @@ def test_prefill_gpus_0_or_none_is_colocated_as_in_sweeps(capsys):
         row = row[0] if isinstance(row, list) else row
         outs.append((row["ttft_s"], row.get("prefill_gpus")))
     assert outs[0] == outs[1] == outs[2]
+
+
+def test_serving_prices_redundant_experts_on_their_slots():
+    """With redundant experts (3 GPUs do not divide Qwen3-30B-A3B's 128 experts: one replica, 129
+    slots), a priced iteration routes every token to a slot as the step does: the counts cover every
+    slot and every GPU runs experts."""
+    from sievesim.serving.pricing import IterationPricer
+    from sievesim.system.step import StepSimulator
+
+    pricer = IterationPricer("qwen3-30b-a3b", "b200", gpus=3, policy="gpu-only", max_batch=24,
+                             max_prefill_tokens=256, max_context=600, energy=False)
+    sim = pricer.sim
+    assert sim.num_slots == 129 and sim.placement is not None
+    dec_ctx, dec_gpu = np.full(24, 300), np.arange(24) % 3
+    none = np.zeros(0, dtype=np.int64)
+    sim.set_batch(dec_ctx, dec_gpu, none, none, none, np.random.default_rng(0))
+    ids, counts, owner, _ = sim._step_tokens()
+    assert counts.shape == (48, 129) and int(ids.max()) < 129
+    raw = sim.run_step(grow_contexts=False)
+    assert all(x > 0 for x in raw["busy_s"]["gpu"])
+    assert min(raw["experts_on_gpu"]) > 0

@@ -170,7 +170,9 @@ class _IterationStep(StepSimulator):
         pf_len, _, pf_gpu = self._pf
         owner = np.concatenate([self._dec_owner, np.repeat(pf_gpu, pf_len)])
         ids = self.source.sample_tokens(self._rng, int(owner.size))
-        counts = counts_from_ids(ids, self.model.num_experts)
+        if self.placement is not None:      # experts -> their replicas' slots, as StepSimulator._step_tokens
+            ids = self.placement.to_slots(ids)
+        counts = counts_from_ids(ids, self.num_slots)
         return ids, counts, owner, [np.arange(owner.size)]
 
     def _layer_batches(self, b):  # type: ignore[override]

@@ -25,7 +25,7 @@ import numpy as np
 from .. import __version__
 from .._units import split_unit
 from ..costs import DEFAULT_CONTEXT_LEN, PimCostTable, RooflinePimCost, attention_shape, pim_organisation, pim_peak_flops
-from ..errors import field_error
+from ..errors import ConfigError, field_error
 from . import figure8 as f8
 from .dag import Contention, Graph, Schedule, execute
 from .expert_rows import ExpertRows, add_early_and_gpu_path
@@ -482,6 +482,10 @@ class StepSimulator(StepBudget):
         """The shared state of one step's graph: this step's routing and contexts, the hardware rates."""
         hw = self.hw
         ids, counts_all, owner, mb_rows = self._step_tokens()
+        if counts_all.shape[-1] != self.num_slots:     # a routing of experts where the GPUs hold slots
+            raise ConfigError(f"the step's routing counts {counts_all.shape[-1]} experts per layer, its GPUs "
+                              f"hold {self.num_slots} slots (num_experts + redundant_experts): map the experts "
+                              "to their replicas' slots (Placement.to_slots) first")
         return f8.StepBuild(
             sim=self, graph=Graph(), ids=ids, counts_all=counts_all, owner=owner, mb_rows=mb_rows,
             ctx_lens=self.context + self._step_index,
