@@ -194,3 +194,35 @@ class RackStep:
 
     def track_deepseek_v3_72_gpus_nodes(self) -> int:
         return len(self.rack.run_step(grow_contexts=False)["schedule"].graph)
+
+    def _rows_speedup(self, sim: StepSimulator, repeat: int) -> float:
+        """Best of ``repeat`` warm steps built GPU by GPU (``figure8.decide_all`` off: every GPU decided
+        and its expert path built on its own) over best of ``repeat`` with the layer's rows, in one
+        run; the two steps' graphs must be the same."""
+        from sievesim.system import figure8
+
+        def best(rows: bool):
+            saved = figure8.decide_all
+            if not rows:
+                figure8.decide_all = lambda b, lb, r: None
+            try:
+                times = []
+                for _ in range(repeat):
+                    t0 = time.perf_counter()
+                    raw = sim.run_step(grow_contexts=False)
+                    times.append(time.perf_counter() - t0)
+            finally:
+                figure8.decide_all = saved
+            return min(times), raw["schedule"].graph
+
+        (t_gpu, g_gpu), (t_rows, g_rows) = best(False), best(True)
+        assert (g_gpu.names, g_gpu.durations, g_gpu.deps) == (g_rows.names, g_rows.durations, g_rows.deps)
+        return t_gpu / t_rows
+
+    def track_rows_speedup_deepseek_v3_72_gpus(self) -> float:
+        return self._rows_speedup(self.rack, 3)
+
+    def track_rows_speedup_qwen35_8_gpus(self) -> float:
+        return self._rows_speedup(self.box, 10)
+
+    track_rows_speedup_deepseek_v3_72_gpus.unit = track_rows_speedup_qwen35_8_gpus.unit = "x"

@@ -101,3 +101,25 @@ def test_sieve_rows_are_its_decisions_row_by_row(seed, rows, experts, batch):
     for g in range(rows):
         want = sieve.decide(counts[g].astype(np.int64), ctxs[g], validate=False).on_pim
         assert np.array_equal(got[g], want)
+
+
+@settings(max_examples=80, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), rows=st.integers(1, 9), experts=st.integers(1, 40),
+       high=st.sampled_from([1, 3, 50]))
+def test_compiled_bookkeeping_is_the_numpy_one(seed, rows, experts, high):
+    """The early and late loads' first and last experts, the tail and the node masks of every GPU
+    (``expert_rows.bookkeeping``, compiled) against the numpy reference, on random partitions with
+    ties in the counts (``high`` small) and GPUs without early, late or any GPU experts."""
+    from sievesim.system import expert_rows
+    if expert_rows._expert_rows is None:
+        pytest.skip("the package is not built")
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(0, high + 1, size=(rows, experts))
+    local = np.minimum(counts, rng.integers(0, high + 1, size=(rows, experts)))
+    active = counts > 0
+    on_pim = active & (rng.random((rows, experts)) < rng.random())
+    on_gpu = active & ~on_pim
+    early = (local > 0) & (rng.random((rows, experts)) < rng.random())
+    got = expert_rows.bookkeeping(counts, local, on_gpu, on_pim, early)
+    want = expert_rows.bookkeeping_numpy(counts, local, on_gpu, on_pim, early)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])

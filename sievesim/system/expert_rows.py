@@ -14,10 +14,15 @@ from typing import Any
 import numpy as np
 
 from . import gpu_ops
+
+try:  # compiled with the package (setup.py); bookkeeping_numpy below gives the same arrays
+    from ._expert_rows import expert_rows as _expert_rows
+except ImportError:  # pragma: no cover - only when running from an unbuilt source tree
+    _expert_rows = None
 from .decisions import PartitionRows
 from .step_build import GpuPartition, LayerBatch, LayerRouting, StepBuild
 
-__all__ = ["ExpertRows", "add_early_and_gpu_path"]
+__all__ = ["ExpertRows", "add_early_and_gpu_path", "bookkeeping", "bookkeeping_numpy"]
 
 
 def _ranked(keys: np.ndarray) -> np.ndarray:
@@ -44,6 +49,49 @@ def _one_hot(ids: np.ndarray, n: int) -> np.ndarray:
     out = np.zeros((ids.size, n), dtype=bool)
     out[np.arange(ids.size), ids] = True
     return out
+
+
+def bookkeeping_numpy(counts: np.ndarray, local: np.ndarray, on_gpu: np.ndarray, on_pim: np.ndarray,
+                      early: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`bookkeeping` over numpy arrays (the reference of the compiled kernel)."""
+    G, El = counts.shape
+    rows = np.arange(G)
+    by_local = _ranked(local)         # early loads: in the order of each GPU's own tokens
+    first_early = _first(np.take_along_axis(early, by_local, axis=1), by_local)
+    first_early_mask = _one_hot(first_early, El) & early
+    early_gpu = early & on_gpu
+    last_early_gpu = _last(np.take_along_axis(early_gpu, by_local, axis=1), by_local)
+    late = on_gpu & ~early            # late loads: hottest first over all the step's tokens
+    by_count = _ranked(counts)
+    late_sorted = np.take_along_axis(late, by_count, axis=1)
+    first_late_mask = _one_hot(_first(late_sorted, by_count), El) & late
+    n_late = np.count_nonzero(late, axis=1)
+    n_early_gpu = np.count_nonzero(early_gpu, axis=1)
+    tail = np.where(n_late > 0, _last(late_sorted, by_count), np.where(n_early_gpu > 0, last_early_gpu, -1))
+    tail_mask = _one_hot(np.maximum(tail, 0), El) & on_gpu & (tail >= 0)[:, None]
+    stats = np.stack([np.count_nonzero(early, axis=1), n_early_gpu, np.count_nonzero(early & on_pim, axis=1),
+                      (on_gpu[rows, first_early] & early[rows, first_early]).astype(np.int64), n_late, tail,
+                      np.where(tail >= 0, counts[rows, np.maximum(tail, 0)], 0)], axis=1).astype(np.int64)
+    masks = np.stack([first_early_mask, early & ~first_early_mask, first_late_mask, late & ~first_late_mask,
+                      tail_mask, on_gpu & ~tail_mask])
+    return stats, masks
+
+
+def bookkeeping(counts: np.ndarray, local: np.ndarray, on_gpu: np.ndarray, on_pim: np.ndarray,
+                early: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each GPU's early and late loads and GEMM tail (rows: GPUs; ``counts`` the step's tokens per
+    local expert, ``local`` the GPU's own): ``(stats, masks)``, ``stats`` (GPUs x 7: early experts,
+    of them on the GPU, of them on PIM, whether the first early one runs on the GPU, late experts,
+    the tail expert (-1: none), its tokens) and ``masks`` (6 x GPUs x experts: the first early
+    expert, the other early ones, the first late one, the other late ones, the tail, the GEMM's
+    other experts). Compiled where the package was built (``_expert_rows.pyx``), else
+    :func:`bookkeeping_numpy`; the two give the same arrays."""
+    if _expert_rows is None:
+        return bookkeeping_numpy(counts, local, on_gpu, on_pim, early)
+    u8 = np.uint8
+    return _expert_rows(np.ascontiguousarray(counts, dtype=np.int64), np.ascontiguousarray(local, dtype=np.int64),
+                        np.ascontiguousarray(on_gpu).view(u8), np.ascontiguousarray(on_pim).view(u8),
+                        np.ascontiguousarray(early).view(u8))
 
 
 class ExpertRows:
@@ -73,32 +121,12 @@ class ExpertRows:
                     gpu_s = np.maximum(ctx._off_e + ctx._off_t * n, ctx._comp_t * n)
                     cheaper = b.memo[key] = (n > 0) & (gpu_s < pim)
                 early = cheaper[local]
-        self.early, self.on_gpu, self.counts = early, on_gpu, counts
-        # early loads, in the order of each GPU's own tokens
-        by_local = _ranked(local)
-        early_sorted = np.take_along_axis(early, by_local, axis=1)
-        self.n_early = np.count_nonzero(early, axis=1).tolist()
-        first_early = _first(early_sorted, by_local)
-        self.first_early_mask = _one_hot(first_early, El)
-        self.rest_early_mask = early & ~self.first_early_mask
-        self.first_early_on_gpu = on_gpu[np.arange(G), first_early].tolist()
-        early_gpu = early & on_gpu
-        self.n_early_gpu = np.count_nonzero(early_gpu, axis=1).tolist()
-        last_early_gpu = _last(np.take_along_axis(early_gpu, by_local, axis=1), by_local)
-        self.n_wasted = np.count_nonzero(early & on_pim, axis=1).tolist()
-        # late loads (after the decision), hottest first over all the step's tokens
-        late = on_gpu & ~early
-        by_count = _ranked(counts)
-        late_sorted = np.take_along_axis(late, by_count, axis=1)
-        self.n_late = np.count_nonzero(late, axis=1).tolist()
-        first_late = _first(late_sorted, by_count)
-        self.first_late_mask = _one_hot(first_late, El)
-        self.rest_late_mask = late & ~self.first_late_mask
-        tail = np.where(np.count_nonzero(late, axis=1) > 0, _last(late_sorted, by_count), last_early_gpu)
-        self.tail_mask = _one_hot(tail, El)
-        self.body_mask = on_gpu & ~self.tail_mask
-        tail_tokens = counts[np.arange(G), tail]
-        self.tail_tokens = tail_tokens.tolist()
+        stats, masks = bookkeeping(counts, local, on_gpu, on_pim, early)
+        (self.n_early, self.n_early_gpu, self.n_wasted, self.first_early_on_gpu, self.n_late, _,
+         self.tail_tokens) = stats.T.tolist()
+        (self.first_early_mask, self.rest_early_mask, self.first_late_mask, self.rest_late_mask,
+         self.tail_mask, self.body_mask) = masks
+        tail_tokens = stats[:, 6]
         # the grouped GEMM's durations (figure8.add_gpu_path's compute_s and total_s)
         flops, io = 2.0 * m.params_per_expert, gpu_ops.expert_io_bytes_per_token(m)
         gpu_tokens = np.array([p.gpu_tokens for p in parts])
