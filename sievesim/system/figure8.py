@@ -11,6 +11,7 @@ each layer and micro-batch the driver calls, in the figure's order:
 :func:`add_allgather`        AllGather of the routing maps (link)
 :func:`add_metadata`         dispatch metadata (GPU)
 :func:`add_dispatch`         token dispatch (link), beside the decision
+:func:`add_experts`          for every GPU, GPU after GPU, the five below:
 :func:`decide`               the policy's partition of one GPU's experts (Equation 1)
 :func:`add_decision`         the decision node (its modelled latency)
 :func:`add_shared_expert`    shared-expert weights and GEMM (right after the router)
@@ -34,10 +35,11 @@ from . import gpu_ops
 from . import routing_volumes as volumes, tensor_parallel as tp
 from .decisions import account_partition, decide, decide_all, layer_context
 from .early_loads import EarlyLoad, _one_hot, add_early_load, add_early_nodes, hottest_first
+from .expert_rows import ExpertRows, add_early_and_gpu_path
 from .step_build import GpuPartition, LayerBatch, LayerRouting, StepBuild
 
 __all__ = ["StepBuild", "LayerBatch", "LayerRouting", "GpuPartition", "add_embedding", "add_attention",
-           "add_dense_mlp", "route", "add_allgather", "add_metadata", "add_dispatch", "decide", "decide_all", "layer_context", "account_partition", "add_decision",
+           "add_dense_mlp", "route", "add_allgather", "add_metadata", "add_dispatch", "decide", "decide_all", "layer_context", "account_partition", "add_experts", "add_decision",
            "add_shared_expert", "EarlyLoad", "add_early_load", "add_early_nodes", "add_gpu_path", "add_pim_path", "add_combine_aggregate",
            "add_lm_head"]
 
@@ -207,6 +209,31 @@ def add_dispatch(b: StepBuild, lb: LayerBatch, r: LayerRouting, meta: list[int])
     return [b.graph.add(f"L{lb.layer} dispatch g{g}", r.t_disp[g], b.r_link[g], meta, gpu=g,
                         layer=lb.layer, kind="dispatch", microbatch=lb.mb,
                         bytes=float(max(r.send[g], r.recv[g]) * vec)) for g in range(G)]
+
+
+def add_experts(b: StepBuild, lb: LayerBatch, r: LayerRouting, post: list[int], meta: list[int],
+                disp: list[int | None]) -> tuple[list[list[int]], list[int | None]]:
+    """Every GPU's decision, shared expert, early loads and routed experts (GPU and PIM) at one
+    layer, GPU after GPU; returns each GPU's expert output nodes and its shared expert's last node.
+    Where the policy decides the layer's GPUs at once (:func:`decide_all`) and the grouped GEMM is
+    pipelined, the early loads and the GEMM come from :class:`~sievesim.system.expert_rows.ExpertRows`
+    (the same nodes as :func:`add_early_load` and :func:`add_gpu_path` add)."""
+    outs: list[list[int]] = []
+    shared_out: list[int | None] = []
+    parts = decide_all(b, lb, r)
+    rows = ExpertRows(b, lb, r, parts) if parts is not None and b.sim.pipelined_gemm else None
+    for g in range(b.sim.gpus):
+        p = parts[g] if parts is not None else decide(b, lb, r, g)
+        dec = add_decision(b, lb, g, p, meta)
+        after_dispatch = [dec] + ([disp[g]] if disp[g] is not None else [])
+        shared_out.append(add_shared_expert(b, lb, g, post))
+        if rows is not None:
+            gpu_out = add_early_and_gpu_path(b, lb, g, p, rows, post, dec, after_dispatch)
+        else:
+            gpu_out = add_gpu_path(b, lb, g, p, dec, after_dispatch, add_early_load(b, lb, r, g, p, post))
+        out_nodes = [n for n in (gpu_out, add_pim_path(b, lb, g, p, after_dispatch)) if n is not None]
+        outs.append(out_nodes or after_dispatch)     # no expert of this GPU was activated: after dispatch
+    return outs, shared_out
 
 
 def add_decision(b: StepBuild, lb: LayerBatch, g: int, p: GpuPartition, meta: list[int]) -> int:

@@ -28,7 +28,6 @@ from ..costs import DEFAULT_CONTEXT_LEN, PimCostTable, RooflinePimCost, attentio
 from ..errors import ConfigError, field_error
 from . import figure8 as f8
 from .dag import Contention, Graph, Schedule, execute
-from .expert_rows import ExpertRows, add_early_and_gpu_path
 from .options import parse_policy_options, parse_prefill
 from .parallelism import (ATTENTION_MODES, EXPERT_MODES, check_parallelism, check_pim_formats, check_redundant,
                           sample_loads, with_nodes)
@@ -448,22 +447,7 @@ class StepSimulator(StepBudget):
             r = f8.route(b, lb)
             meta = f8.add_metadata(b, lb, r, f8.add_allgather(b, lb, post) or post)
             disp = f8.add_dispatch(b, lb, r, meta)
-            outs: list[list[int]] = []
-            shared_out: list[int | None] = []
-            parts = f8.decide_all(b, lb, r)
-            rows = ExpertRows(b, lb, r, parts) if parts is not None and self.pipelined_gemm else None
-            for g in range(G):
-                p = parts[g] if parts is not None else f8.decide(b, lb, r, g)
-                dec = f8.add_decision(b, lb, g, p, meta)
-                after_dispatch = [dec] + ([disp[g]] if disp[g] is not None else [])
-                shared_out.append(f8.add_shared_expert(b, lb, g, post))
-                if rows is not None:    # every GPU's early loads and GEMM durations computed at once
-                    gpu_out = add_early_and_gpu_path(b, lb, g, p, rows, post, dec, after_dispatch)
-                else:
-                    early = f8.add_early_load(b, lb, r, g, p, post)
-                    gpu_out = f8.add_gpu_path(b, lb, g, p, dec, after_dispatch, early)
-                out_nodes = [n for n in (gpu_out, f8.add_pim_path(b, lb, g, p, after_dispatch)) if n is not None]
-                outs.append(out_nodes or after_dispatch)     # no expert of this GPU was activated: after dispatch
+            outs, shared_out = f8.add_experts(b, lb, r, post, meta, disp)
             f8.add_combine_aggregate(b, lb, r, outs, shared_out)
         decode_owner = b.owner[:self.batch]
         pf_owner = np.arange(self.prefill_requests) % G
