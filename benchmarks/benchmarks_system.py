@@ -179,11 +179,14 @@ class RackStep:
     8 GPUs at B = 256 under Sieve. Targets (the rack-scale issue): 0.3 s and 15 ms warm on this
     2-core machine; ``track_*_nodes`` is the graph's size. ``python benchmarks/run.py RackStep``."""
 
+    RACK = dict(model="deepseek-v3", hardware="gb200-nvl72", gpus=72, policy="gpu-only", batch=72 * 64,
+                weight_format="fp8-block", redundant_experts=32, energy=False)
+    BOX = dict(model="qwen3.5-397b-a17b", gpus=8, policy="sieve", batch=256)
+
     def setup(self) -> None:
-        self.rack = StepSimulator("deepseek-v3", "gb200-nvl72", gpus=72, policy="gpu-only", batch=72 * 64,
-                                  weight_format="fp8-block", redundant_experts=32, energy=False)
+        self.rack = StepSimulator(**self.RACK)
         self.rack.run_step(grow_contexts=False)
-        self.box = StepSimulator("qwen3.5-397b-a17b", gpus=8, policy="sieve", batch=256)
+        self.box = StepSimulator(**self.BOX)
         self.box.run_step(grow_contexts=False)
 
     def time_deepseek_v3_72_gpus_warm(self) -> None:
@@ -195,10 +198,11 @@ class RackStep:
     def track_deepseek_v3_72_gpus_nodes(self) -> int:
         return len(self.rack.run_step(grow_contexts=False)["schedule"].graph)
 
-    def _rows_speedup(self, sim: StepSimulator, repeat: int) -> float:
+    def _rows_speedup(self, case: dict, repeat: int) -> float:
         """Best of ``repeat`` warm steps built GPU by GPU (``figure8.decide_all`` off: every GPU decided
         and its expert path built on its own) over best of ``repeat`` with the layer's rows, in one
-        run; the two steps' graphs must be the same."""
+        run, each on a new simulator of the case (the same seed: the same steps); the last steps'
+        graphs must be the same."""
         from sievesim.system import figure8
 
         def best(rows: bool):
@@ -206,6 +210,8 @@ class RackStep:
             if not rows:
                 figure8.decide_all = lambda b, lb, r: None
             try:
+                sim = StepSimulator(**case)
+                sim.run_step(grow_contexts=False)
                 times = []
                 for _ in range(repeat):
                     t0 = time.perf_counter()
@@ -220,9 +226,9 @@ class RackStep:
         return t_gpu / t_rows
 
     def track_rows_speedup_deepseek_v3_72_gpus(self) -> float:
-        return self._rows_speedup(self.rack, 3)
+        return self._rows_speedup(self.RACK, 3)
 
     def track_rows_speedup_qwen35_8_gpus(self) -> float:
-        return self._rows_speedup(self.box, 10)
+        return self._rows_speedup(self.BOX, 10)
 
     track_rows_speedup_deepseek_v3_72_gpus.unit = track_rows_speedup_qwen35_8_gpus.unit = "x"
