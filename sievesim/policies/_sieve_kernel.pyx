@@ -65,6 +65,16 @@ cdef Py_ssize_t _walk(const int64_t* counts, Py_ssize_t n, const double* pim_tim
     return k
 
 
+cdef int _scratch(Py_ssize_t table, Py_ssize_t n, Py_ssize_t** start, Py_ssize_t** order) except -1:
+    """The walk's scratch: ``start`` (table + 1 entries) and ``order`` (n + 1); the caller frees both."""
+    start[0] = <Py_ssize_t*> malloc((table + 1) * sizeof(Py_ssize_t))
+    order[0] = <Py_ssize_t*> malloc((n + 1) * sizeof(Py_ssize_t))
+    if start[0] == NULL or order[0] == NULL:
+        free(start[0]); free(order[0])
+        raise MemoryError()
+    return 0
+
+
 def _run(const int64_t[::1] counts, const double[::1] pim_time_by_count, double attention_s, double comm_s,
          double off0, double off_e, double off_t, double comp0, double comp_t, double rel_tol,
          uint8_t[::1] on_pim, Py_ssize_t repeat):
@@ -74,11 +84,9 @@ def _run(const int64_t[::1] counts, const double[::1] pim_time_by_count, double 
         raise ValueError(f"on_pim has {on_pim.shape[0]} entries, counts {n}")
     if n == 0:
         return 0, 0.0
-    cdef Py_ssize_t* start = <Py_ssize_t*> malloc((table + 1) * sizeof(Py_ssize_t))
-    cdef Py_ssize_t* order = <Py_ssize_t*> malloc((n + 1) * sizeof(Py_ssize_t))
-    if start == NULL or order == NULL:
-        free(start); free(order)
-        raise MemoryError()
+    cdef Py_ssize_t* start = NULL
+    cdef Py_ssize_t* order = NULL
+    _scratch(table, n, &start, &order)
     try:
         t0 = perf_counter()
         with nogil:
@@ -134,11 +142,9 @@ def sieve_walk_rows(const int64_t[:, ::1] counts, const double[::1] pim_time_by_
             raise ValueError(f"{name} has {arr.shape[0]} entries, counts {rows} rows")
     if rows == 0 or n == 0:
         return
-    cdef Py_ssize_t* start = <Py_ssize_t*> malloc((table + 1) * sizeof(Py_ssize_t))
-    cdef Py_ssize_t* order = <Py_ssize_t*> malloc((n + 1) * sizeof(Py_ssize_t))
-    if start == NULL or order == NULL:
-        free(start); free(order)
-        raise MemoryError()
+    cdef Py_ssize_t* start = NULL
+    cdef Py_ssize_t* order = NULL
+    _scratch(table, n, &start, &order)
     try:
         with nogil:
             for r in range(rows):
