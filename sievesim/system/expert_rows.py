@@ -14,13 +14,13 @@ from typing import Any
 import numpy as np
 
 from . import gpu_ops
+from .decisions import PartitionRows
+from .step_build import GpuPartition, LayerBatch, LayerRouting, StepBuild
 
 try:  # compiled with the package (setup.py); bookkeeping_numpy below gives the same arrays
     from ._expert_rows import expert_rows as _expert_rows
 except ImportError:  # pragma: no cover - only when running from an unbuilt source tree
     _expert_rows = None
-from .decisions import PartitionRows
-from .step_build import GpuPartition, LayerBatch, LayerRouting, StepBuild
 
 __all__ = ["ExpertRows", "add_early_and_gpu_path", "bookkeeping", "bookkeeping_numpy"]
 
