@@ -138,6 +138,20 @@ class CostContext:
             self._tables[unit] = arr
         return arr
 
+    def gpu_cheaper_alone(self, unit: str | None = None) -> np.ndarray:
+        """For every token count ``n = 0..batch``: True where an expert with ``n`` tokens costs the GPU
+        less by itself (its weights, activations and FLOPs, ``max(off_e + off_t n, comp_t n)``, no
+        fixed work) than PIM (:meth:`pim_times` on ``unit``), and ``n > 0``: the early-load rule
+        ("cheaper") of the executed step and Overlap's. Cached with the PIM time tables."""
+        key = ("gpu-cheaper-alone", unit)
+        out = self._tables.get(key) if getattr(self.pim, "version", None) == self._tables_version else None
+        if out is None:
+            pim = self.pim_times(unit)
+            n = np.arange(pim.size)
+            gpu_s = np.maximum(self._off_e + self._off_t * n, self._comp_t * n)
+            out = self._tables[key] = (n > 0) & (gpu_s < pim)
+        return out
+
     # -- the terms of Equation 1 -----------------------------------------------------------------
     def gpu_time_s(self, n_gpu_experts: int, gpu_tokens: float) -> tuple[float, float, float]:
         """``(T_GPU, T_offchip, T_comp)`` [s] with ``n_gpu_experts`` experts and ``gpu_tokens``

@@ -107,10 +107,8 @@ class Overlap(Policy):
         if unit is not None:
             from .placement import expert_placement
             unit = expert_placement(ctx.num_experts, ctx.organisation, unit, ctx.moe_layer)[0]
-        pim = ctx.pim_times(unit)
-        n = np.minimum(local, pim.size - 1)
-        gpu_s = np.maximum(ctx._off_e + ctx._off_t * n, ctx._comp_t * n)
-        return (n > 0) & (gpu_s < pim[n])
+        cheaper = ctx.gpu_cheaper_alone(unit)
+        return cheaper[np.minimum(local, cheaper.size - 1)]
 
     def _decide(self, counts: np.ndarray, ctx: CostContext, expert_ids: np.ndarray) -> Partition:
         return self._decide_preloaded(counts, ctx, expert_ids, np.zeros(counts.size, dtype=bool))

@@ -60,17 +60,8 @@ def add_early_load(b: Any, lb: Any, r: Any, g: int, p: Any,
         early = local >= 2
     elif b.sim.early_loads == "policy":     # named by the policy before its decision, which kept them on the GPU
         early = p.part.info.get("preloaded", early)
-    else:
-        unit = getattr(p.part, "unit", None)
-        key = ("early", lb.kind, lb.mb, g, unit)
-        cheaper = b.memo.get(key)
-        if cheaper is None:     # the rule for every count a GPU's own tokens can reach (up to the batch)
-            ctx = p.ctx
-            pim = ctx.pim_times(unit) if unit is not None else ctx.pim_times()
-            n = np.arange(pim.size)
-            gpu_s = np.maximum(ctx._off_e + ctx._off_t * n, ctx._comp_t * n)
-            cheaper = b.memo[key] = (n > 0) & (gpu_s < pim)
-        early = cheaper[local]
+    else:     # the rule for every count a GPU's own tokens can reach (up to the batch)
+        early = p.ctx.gpu_cheaper_alone(getattr(p.part, "unit", None))[local]
     return add_early_nodes(b, lb, g, early, p, post, local)
 
 

@@ -112,15 +112,7 @@ class ExpertRows:
             elif sim.early_loads == "paper":
                 early = local >= 2
             else:   # "cheaper": one table for every GPU (their contexts share the table and the rates)
-                key = ("early-rows", lb.kind, lb.mb)
-                cheaper = b.memo.get(key)
-                if cheaper is None:
-                    ctx = parts[0].ctx
-                    pim = ctx.pim_times()
-                    n = np.arange(pim.size)
-                    gpu_s = np.maximum(ctx._off_e + ctx._off_t * n, ctx._comp_t * n)
-                    cheaper = b.memo[key] = (n > 0) & (gpu_s < pim)
-                early = cheaper[local]
+                early = parts[0].ctx.gpu_cheaper_alone()[local]
         stats, masks = bookkeeping(counts, local, on_gpu, on_pim, early)
         (self.n_early, self.n_early_gpu, self.n_wasted, self.first_early_on_gpu, self.n_late, _,
          self.tail_tokens) = stats.T.tolist()
