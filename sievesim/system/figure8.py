@@ -39,9 +39,10 @@ from .expert_rows import ExpertRows, add_early_and_gpu_path
 from .step_build import GpuPartition, LayerBatch, LayerRouting, StepBuild
 
 __all__ = ["StepBuild", "LayerBatch", "LayerRouting", "GpuPartition", "add_embedding", "add_attention",
-           "add_dense_mlp", "route", "add_allgather", "add_metadata", "add_dispatch", "decide", "decide_all", "layer_context", "account_partition", "add_experts", "add_decision",
-           "add_shared_expert", "EarlyLoad", "add_early_load", "add_early_nodes", "add_gpu_path", "add_pim_path", "add_combine_aggregate",
-           "add_lm_head"]
+           "add_dense_mlp", "route", "add_allgather", "allgather_s", "add_metadata", "add_dispatch",
+           "decide", "decide_all", "layer_context", "account_partition", "add_experts", "add_decision",
+           "add_shared_expert", "EarlyLoad", "add_early_load", "add_early_nodes", "add_gpu_path",
+           "add_pim_path", "add_combine_aggregate", "add_lm_head"]
 
 _count = np.count_nonzero
 _sum = np.add.reduce     # ndarray.sum() without its Python wrapper (the same reduction)
@@ -183,12 +184,17 @@ def add_allgather(b: StepBuild, lb: LayerBatch, post: list[int]) -> list[int]:
     nodes = []
     for g in range(sim.gpus):
         local_map = lb.tokens_g[g] * K * 8.0
-        t_ag = (b.link_lat + (sim.gpus - 1) * local_map / b.link_bw if b.roofline
-                else b.gm.allgather_s(local_map, sim.gpus))
-        nodes.append(b.graph.add(f"L{lb.layer} allgather g{g}", t_ag,
+        nodes.append(b.graph.add(f"L{lb.layer} allgather g{g}", allgather_s(b, local_map),
                                  b.r_link[g], post, gpu=g, layer=lb.layer, kind="allgather",
                                  microbatch=lb.mb, bytes=(sim.gpus - 1) * local_map))
     return nodes
+
+
+def allgather_s(b: StepBuild, local_map_bytes: float) -> float:
+    """Time [s] of the AllGather of one GPU's routing map of ``local_map_bytes`` to the other GPUs
+    (the roofline: the link's latency and bandwidth; else the GPU model's collective)."""
+    G = b.sim.gpus
+    return b.link_lat + (G - 1) * local_map_bytes / b.link_bw if b.roofline else b.gm.allgather_s(local_map_bytes, G)
 
 
 def add_metadata(b: StepBuild, lb: LayerBatch, r: LayerRouting, after: list[int]) -> list[int]:

@@ -36,8 +36,7 @@ def executed_pricer(b: Any, lb: Any, r: Any, g: int, ctx: Any, f8: Any) -> Calla
                               "metadata")
     t_ag = 0.0
     if G > 1 and not sim.tp_attention:
-        local_map = lb.tokens_g[g] * m.top_k * 8.0
-        t_ag = b.link_lat + (G - 1) * local_map / b.link_bw if b.roofline else b.gm.allgather_s(local_map, G)
+        t_ag = f8.allgather_s(b, lb.tokens_g[g] * m.top_k * 8.0)
     lo = sim.expert_offset(g)
     local = r.own_counts[g, lo:lo + sim.local_experts] if r.own_counts is not None else None
     memo: dict[bytes, float] = {}
