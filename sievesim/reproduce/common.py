@@ -139,6 +139,20 @@ def point_settings(model: str, gpus: int, policy: str, batch: int, reading: str,
     return p
 
 
+def text_points(policies: Sequence[tuple[str, str | None]], batches: Any, opts: FigureOptions,
+                warmup: int) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every point of the paper's three models (:data:`STEP_MODELS`) in the text reading: each batch of
+    ``batches(gpus, quick)`` and each ``(policy, unit)``, with ``warmup`` warm-up steps; and each
+    point's series name."""
+    points, names = [], []
+    for model, gpus in STEP_MODELS.items():
+        for b in batches(gpus, opts.quick):
+            for pol, unit in policies:
+                points.append(point_settings(model, gpus, pol, b, "text", unit=unit, warmup=warmup, seed=opts.seed))
+                names.append(series_name(pol, unit, "text"))
+    return points, names
+
+
 def with_series(rows: list[dict[str, Any]], meta: list[tuple[str, str]]) -> list[dict[str, Any]]:
     """The CSV rows of executed-step results: each row of ``rows`` with its (series, reading) from
     ``meta``, its panel and the columns Figures 9 and 11 show."""

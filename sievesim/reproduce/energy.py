@@ -8,7 +8,7 @@ from __future__ import annotations
 import pathlib
 from typing import Any, Sequence
 
-from .common import STEP_MODELS, point_settings, series_name, with_series
+from .common import STEP_MODELS, text_points, with_series
 from .plotting import save
 from .registry import Claim, FigureData, FigureOptions, judge, register_figure, step_records
 
@@ -117,13 +117,8 @@ def energy(opts: FigureOptions) -> FigureData:
     """The four policies on the paper's three models (text reading), executed, with their energy."""
     from .warmup import WARMUP_LIMIT, converged_step_point, warmup_note
 
-    points, meta = [], []
-    for model, gpus in STEP_MODELS.items():
-        for b in _batches(gpus, opts.quick):
-            for pol, unit in POLICIES:
-                points.append(point_settings(model, gpus, pol, b, "text", unit=unit, warmup=WARMUP_LIMIT,
-                                             seed=opts.seed))
-                meta.append((series_name(pol, unit, "text"), "text"))
+    points, names = text_points(POLICIES, _batches, opts, WARMUP_LIMIT)
+    meta = [(name, "text") for name in names]
     raw = step_records("energy", points, opts, point_fn=converged_step_point)
     records = _energy_rows(with_series(raw, meta), raw)
     notes = ["executed schedules (the dependency graph with engine-priced PIM nodes) on the b200 preset",

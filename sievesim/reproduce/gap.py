@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .common import STEP_MODELS, point_settings, series_name
+from .common import series_name, text_points
 from .fig9 import _step_batches
 from .registry import FigureData, FigureOptions, judge, register_figure, step_records
 from .warmup import WARMUP_LIMIT, converged_step_point, warmup_note
@@ -21,21 +21,10 @@ POLICIES = (("noexp", None), ("allexp", None), ("pimoe", "channel"), ("pimoe", "
             ("overlap", None), ("oracle", None))
 
 
-def _points(opts: FigureOptions) -> tuple[list[dict[str, Any]], list[str]]:
-    points, names = [], []
-    for model, gpus in STEP_MODELS.items():
-        for b in _step_batches(gpus, opts.quick):
-            for pol, unit in POLICIES:
-                points.append(point_settings(model, gpus, pol, b, "text", unit=unit, warmup=WARMUP_LIMIT,
-                                             seed=opts.seed))
-                names.append(series_name(pol, unit, "text"))
-    return points, names
-
-
 @register_figure("gap", "Every policy's throughput as a share of the oracle's (executed; ours, not the paper's)")
 def gap(opts: FigureOptions) -> FigureData:
     """The share of the oracle's throughput per GPU each policy reaches, per model and batch."""
-    points, names = _points(opts)
+    points, names = text_points(POLICIES, _step_batches, opts, WARMUP_LIMIT)
     raw = step_records("gap", points, opts, point_fn=converged_step_point)
     oracle = {(r["model"], r["batch"]): r["throughput_tokens_per_s_per_gpu"]
               for r, n in zip(raw, names) if n == "Oracle"}
