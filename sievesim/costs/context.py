@@ -143,10 +143,10 @@ class CostContext:
         less by itself (its weights, activations and FLOPs, ``max(off_e + off_t n, comp_t n)``, no
         fixed work) than PIM (:meth:`pim_times` on ``unit``), and ``n > 0``: the early-load rule
         ("cheaper") of the executed step and Overlap's. Cached with the PIM time tables."""
+        pim = self.pim_times(unit)      # (drops every cached table when the cost model changed)
         key = ("gpu-cheaper-alone", unit)
-        out = self._tables.get(key) if getattr(self.pim, "version", None) == self._tables_version else None
+        out = self._tables.get(key)
         if out is None:
-            pim = self.pim_times(unit)
             n = np.arange(pim.size)
             gpu_s = np.maximum(self._off_e + self._off_t * n, self._comp_t * n)
             out = self._tables[key] = (n > 0) & (gpu_s < pim)

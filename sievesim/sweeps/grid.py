@@ -480,7 +480,7 @@ def _step_point_problems(p: Mapping[str, Any], point: str, models: Callable[[Any
                          hardware: Callable[[Any], Any], problems: AllProblems) -> float:
     """Record the problems of one decode-step point in ``problems``; its estimated work [s] (0 when
     it has a problem: the sweep is refused then)."""
-    from ..system.step import step_work_s
+    from ..system.budget import step_work_s
     from ..workload.lengths import get_length_preset
 
     before = len(problems.errors)

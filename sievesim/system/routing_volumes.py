@@ -110,7 +110,6 @@ def _dense_volumes(ids: np.ndarray, own: np.ndarray, G: int, El: int, nodes: int
     node = np.arange(G) // (G // nodes)
     far = hit & (node[own][:, None] != node[None, :])[None, :, :]     # to a GPU of another node
     send_inter = (far.sum(axis=2) @ owner_of).astype(np.float64)
-    recv_inter = far.sum(axis=1).astype(np.float64)
     return _forwarded(hit, far, own, owner_of, nodes, send - send_inter, recv)
 
 

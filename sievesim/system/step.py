@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, Any, Iterator, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
@@ -29,14 +29,12 @@ from ..errors import ConfigError, field_error
 from . import figure8 as f8
 from .dag import Contention, Graph, Schedule, execute
 from .options import parse_policy_options, parse_prefill
-from .parallelism import (ATTENTION_MODES, EXPERT_MODES, check_parallelism, check_pim_formats, check_redundant,
-                          sample_loads, with_nodes)
+from .parallelism import check_parallelism, check_pim_formats, check_redundant, sample_loads, with_nodes
 from .pim_costs import EngineTimes, LearnedPimCost, _Ema
-from .budget import _BYTES_PER_GPU_LAYER, StepBudget, step_work_s
+from .budget import _BYTES_PER_GPU_LAYER, StepBudget
 from .result import StepResult
 
 if TYPE_CHECKING:
-    from ..capacity import MemoryUse
     from ..hardware import HardwareSpec
     from ..models import ModelSpec
 
