@@ -165,14 +165,9 @@ class _IterationStep(StepSimulator):
         self._step_index = 0
 
     def _step_tokens(self):  # type: ignore[override]
-        from ..workload.routing import counts_from_ids
-
         pf_len, _, pf_gpu = self._pf
         owner = np.concatenate([self._dec_owner, np.repeat(pf_gpu, pf_len)])
-        ids = self.source.sample_tokens(self._rng, int(owner.size))
-        if self.placement is not None:      # experts -> their replicas' slots, as StepSimulator._step_tokens
-            ids = self.placement.to_slots(ids)
-        counts = counts_from_ids(ids, self.num_slots)
+        ids, counts = self._on_slots(self.source.sample_tokens(self._rng, int(owner.size)))
         return ids, counts, owner, [np.arange(owner.size)]
 
     def _layer_batches(self, b):  # type: ignore[override]

@@ -413,14 +413,19 @@ class StepSimulator(StepBudget):
                 raise field_error("routing count", int(counts.max()), f"at most the step's rows "
                                   f"B (1 + mtp_tokens) = {self.batch * self.mtp_queries}")
         else:
-            from ..workload.routing import counts_from_ids
-            if self.placement is not None:      # experts -> their replicas' slots
-                ids = self.placement.to_slots(ids)
-            counts = counts_from_ids(ids, self.num_slots)
+            ids, counts = self._on_slots(ids)
         if ids is None and self.placement is not None:
             counts = self.placement.split_counts(counts)
         rows = [np.flatnonzero(mb == k) for k in range(self.microbatches)]
         return ids, counts, owner, rows
+
+    def _on_slots(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Routing ids of experts ``(T, L_moe, K)`` -> ids of the slots the GPUs hold (a replicated
+        expert's tokens over its replicas) and the tokens per slot ``(L_moe, slots)``."""
+        from ..workload.routing import counts_from_ids
+        if self.placement is not None:
+            ids = self.placement.to_slots(ids)
+        return ids, counts_from_ids(ids, self.num_slots)
 
     def run_step(self, *, grow_contexts: bool = True) -> dict[str, Any]:
         """Simulate one step; returns its raw results. The routing stream advances; the contexts
