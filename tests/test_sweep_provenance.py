@@ -13,6 +13,7 @@ from sievesim.cli import main
 from sievesim.provenance import point_inputs
 from sievesim.results import read_results
 from sievesim.sweep import MANIFEST, RESULTS_CSV, RESULTS_JSONL, estimate_point, expand_grid, run_grid
+from sievesim.sweeps.results import csv_bytes
 
 
 def _sweep(out: pathlib.Path, *extra: str) -> list[str]:
@@ -119,3 +120,10 @@ def test_read_results_reads_a_directory_a_jsonl_or_a_csv(tmp_path):
     (tmp_path / "bad.jsonl").write_bytes(b'{"a": 1}\n[2]\n')
     with pytest.warns(UserWarning, match=r"bad.jsonl: line 2 is JSON but not an object \(a list\)"):
         assert read_results(tmp_path / "bad.jsonl") == [{"a": 1}]
+
+
+@pytest.mark.parametrize("point_id", ["56619e299086", "123456789012", "000000000001", "1e1000000000"])
+def test_a_point_id_that_looks_like_a_number_stays_text_in_a_csv(tmp_path, point_id):
+    # 12 hex digits: all digits, or digits around one "e", happen for about 1 id in 250
+    (tmp_path / RESULTS_CSV).write_bytes(csv_bytes([{"point_id": point_id, "batch": 4}]))
+    assert read_results(tmp_path / RESULTS_CSV) == [{"point_id": point_id, "batch": 4}]

@@ -221,6 +221,11 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_locks_in_child)
 
 
+# Columns that are text whatever they look like: a point id is 12 hex digits, and "123456789012"
+# or "56619e299086" would otherwise come back as a number.
+TEXT_COLUMNS = frozenset({"point_id"})
+
+
 def _number(text: str) -> Any:
     """A CSV cell as the value it was written from (:func:`csv_bytes`): empty -> None, true/false,
     integers, floats, JSON lists/objects; anything else stays text."""
@@ -257,7 +262,8 @@ def read_csv_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         raise ConfigError(f"{path}: not UTF-8 text (offset {exc.start}); expected a CSV file") from None
     try:
         reader = csv.DictReader(io.StringIO(text))
-        return [{k: _number(v or "") for k, v in r.items() if k is not None} for r in reader]
+        return [{k: (v if k in TEXT_COLUMNS else _number(v or "")) for k, v in r.items() if k is not None}
+                for r in reader]
     except csv.Error as exc:
         raise ConfigError(f"{path}: not a CSV file ({exc})") from None
 
