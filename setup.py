@@ -21,6 +21,7 @@ extensions = [
     # the list scheduler, bit for bit the Python reference's floats: no fused multiply-add
     _extension("sievesim.system._dag_core", numpy_api=False, extra_args=("-ffp-contract=off",)),
     _extension("sievesim.system._expert_rows"),
+    _extension("sievesim.system._slots"),
 ]
 
 setup(

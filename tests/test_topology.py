@@ -115,6 +115,33 @@ def test_redundant_experts_conserve_tokens_and_never_raise_the_busiest_gpu(seed,
     assert (ours <= plain + 1e-6).all()
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**31), st.sampled_from([(8, 2), (16, 4), (12, 4), (6, 3)]), st.integers(0, 6),
+       st.integers(1, 60), st.booleans())
+def test_compiled_slots_and_counts_are_to_slots_and_its_counts(seed, shape, extra, tokens, empty_slots):
+    """``Placement.slots_and_counts`` (one compiled pass) gives :meth:`Placement.to_slots` and the
+    tokens per slot of ``counts_from_ids`` over them, integer for integer, with empty slots (-1) of a
+    recorded trace; an expert id past the experts is refused, not read out of bounds."""
+    from sievesim.system import eplb
+    from sievesim.workload.routing import counts_from_ids
+    if eplb._slots_and_counts is None:
+        pytest.skip("the package is not built")
+    experts, gpus = shape
+    rng = np.random.default_rng(seed)
+    p = place(rng.multinomial(300, rng.dirichlet(np.ones(experts)), size=3), gpus, extra * gpus)
+    ids = np.stack([np.stack([rng.permutation(experts)[:2] for _ in range(3)]) for _ in range(tokens)])
+    if empty_slots:
+        ids[rng.random(ids.shape) < 0.3] = -1
+    ids = ids.astype(np.int32)
+    slots, counts = p.slots_and_counts(ids)
+    want = p.to_slots(ids)
+    assert slots.dtype == want.dtype == np.int64 and np.array_equal(slots, want)
+    assert np.array_equal(counts, counts_from_ids(want, p.num_slots)) and counts.shape == (3, p.num_slots)
+    ids[0, 0, 0] = experts
+    with pytest.raises(IndexError, match=f"expert id {experts} out of range"):
+        p.slots_and_counts(ids)
+
+
 def test_redundant_experts_in_a_step_hold_more_and_balance_the_busiest_gpu(capsys):
     kw = dict(policy="gpu-only", batch=64 * 64, context_len=2000, steps=1, warmup=0, weight_format="fp8-block",
               energy=False, gpus=64, nodes=8)
@@ -315,7 +342,8 @@ def test_groups_are_read_from_the_hf_config():
 def test_sparse_dispatch_volumes_equal_the_dense_hit_array(data):
     """The step counts each token's distinct destinations (O(rows x layers x K)); a dense (L, R, G)
     array of hits, built independently here, gives the same sends and receives per GPU and level,
-    with empty slots (-1) of a recorded trace."""
+    with empty slots (-1) of a recorded trace; the compiled count gives the same."""
+    from sievesim.system import routing_volumes
     from sievesim.system.routing_volumes import _sparse_volumes
 
     gpus = data.draw(st.sampled_from([1, 2, 4, 8, 16]))
@@ -329,6 +357,11 @@ def test_sparse_dispatch_volumes_equal_the_dense_hit_array(data):
         ids[rng.random(ids.shape) < 0.25] = -1
     own = rng.integers(0, gpus, rows)
     send, recv, send_far, recv_far = _sparse_volumes(ids, own, gpus, per_gpu, nodes)
+    if routing_volumes._dispatch_counts is not None:     # the compiled count: the same integers
+        for dtype in (np.int32, np.int64):
+            compiled = routing_volumes._dispatch_counts(ids.astype(dtype), own.astype(np.int64), gpus, per_gpu, nodes)
+            assert all((a is None and c is None) or (a.dtype == c.dtype and np.array_equal(a, c))
+                       for a, c in zip((send, recv, send_far, recv_far), compiled))
     hit = np.zeros((layers, rows, gpus), dtype=bool)
     for r in range(rows):
         for layer in range(layers):
@@ -353,12 +386,14 @@ def test_sparse_dispatch_volumes_equal_the_dense_hit_array(data):
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
 def test_compiled_grouped_draw_gives_the_numpy_draws_ids(data):
-    """The compiled expert draw (``sievesim.workload._grouped_draw``) takes the same uniforms and
-    gives the same ids as the numpy expressions it replaces, through whole samples: first tokens,
-    persistence (kept slots), concentrated layers that fall back to the masked draw."""
+    """The compiled sampler (``sievesim.workload._grouped_draw``: group keys, draws, clash checks and
+    redraws in C) takes the same random numbers in the same order and gives the same ids as the
+    numpy expressions it replaces, through whole samples: first tokens, persistence (kept slots),
+    concentrated layers that fall back to the masked draw. The draw kernel alone inside the numpy
+    sampler, too; every path leaves the generator in the same state."""
     from sievesim.workload import grouped
     from sievesim.workload.synthetic import _alias_tables
-    if grouped._grouped_draw is None:
+    if grouped._kernels is None:
         pytest.skip("the package is not built")
     groups = data.draw(st.sampled_from([2, 3, 4, 8]), label="groups")
     size = data.draw(st.integers(1, 6), label="group size")
@@ -374,8 +409,15 @@ def test_compiled_grouped_draw_gives_the_numpy_draws_ids(data):
     prev = sampler.sample(np.random.default_rng(seed), n)
     keep = np.random.default_rng(seed + 1).random(prev.shape) < 0.5
     for args in ((), (prev, keep)):
-        compiled = sampler.sample(np.random.default_rng(seed + 2), n, *args)
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(grouped, "_grouped_draw", None)
-            reference = sampler.sample(np.random.default_rng(seed + 2), n, *args)
-        assert compiled.dtype == reference.dtype and np.array_equal(compiled, reference)
+        ran = []
+        for patched in ((), ("_kernels",), ("_kernels", "_grouped_draw")):
+            rng = np.random.default_rng(seed + 2)
+            with pytest.MonkeyPatch.context() as mp:
+                for name in patched:
+                    mp.setattr(grouped, name, None)
+                ids = sampler.sample(rng, n, *args)
+            ran.append((ids, rng.random()))
+        compiled, reference = ran[0][0], ran[2][0]
+        assert compiled.dtype == reference.dtype == np.int32 and compiled.shape == (n, layers, k)
+        for ids, after in ran[1:]:
+            assert np.array_equal(ids, compiled) and after == ran[0][1]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
@@ -326,12 +327,12 @@ class ModelSpec(WeightCounts, CacheSizes):
     @property
     def expert_tensor_core(self) -> str:
         """Tensor-core class the experts' format asks for (``bf16``, ``fp8``, ``fp4``)."""
-        return get_format(self.expert_format).tensor_core if self.expert_format else "bf16"
+        return _tensor_core(self.expert_format)
 
     @property
     def weight_tensor_core(self) -> str:
         """Tensor-core class the non-expert weights' format asks for."""
-        return get_format(self.weight_format).tensor_core if self.weight_format else "bf16"
+        return _tensor_core(self.weight_format)
 
     def tensor_shard(self, shards: int, *, attention: bool = True, experts: bool = False) -> "ModelSpec":
         """One GPU's share of this model under tensor parallelism over ``shards`` GPUs, as a model of
@@ -457,6 +458,12 @@ def _ignored_keys(value: Any, src: str) -> tuple[tuple[str, str], ...]:
             isinstance(p, (tuple, list)) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in pairs):
         raise field_error("ignored_keys", value, "(key, reason) pairs of strings, or a mapping of them", source=src)
     return tuple((k, why) for k, why in pairs)
+
+
+@functools.lru_cache(maxsize=64)
+def _tensor_core(fmt: str | None) -> str:
+    """Tensor-core class of format ``fmt`` (``bf16`` without one): asked per GPU and layer."""
+    return get_format(fmt).tensor_core if fmt else "bf16"
 
 
 def _is_number(value: Any) -> bool:

@@ -25,6 +25,11 @@ import numpy as np
 
 from ..errors import field_error
 
+try:  # compiled with the package (setup.py); to_slots and counts_from_ids give the same integers
+    from ._slots import slots_and_counts as _slots_and_counts
+except ImportError:  # pragma: no cover - only when running from an unbuilt source tree
+    _slots_and_counts = None
+
 __all__ = ["Placement", "place", "gpu_loads"]
 
 
@@ -53,6 +58,17 @@ class Placement:
         pick = np.arange(t)[:, None, None] % reps
         slots = self.slot_table[layer, e, pick]
         return np.where(valid, slots, -1)
+
+    def slots_and_counts(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`to_slots` of ``ids`` (T, L, K) and the tokens per slot ``(L, S)`` (int64), in one
+        compiled pass where the package was built."""
+        ids = np.asarray(ids)
+        if _slots_and_counts is None or ids.dtype != np.int32 or ids.ndim != 3:
+            from ..workload.routing import counts_from_ids
+            slots = self.to_slots(ids)
+            return slots, counts_from_ids(slots, self.num_slots)
+        return _slots_and_counts(np.ascontiguousarray(ids), np.ascontiguousarray(self.replicas, dtype=np.int64),
+                                 np.ascontiguousarray(self.slot_table, dtype=np.int64), self.num_slots)
 
     def split_counts(self, counts: np.ndarray) -> np.ndarray:
         """Counts ``(L, E)`` per expert -> ``(L, S)`` per slot: an expert's tokens split as evenly as

@@ -20,6 +20,11 @@ from typing import Any
 
 import numpy as np
 
+try:  # compiled with the package (setup.py); _sparse_volumes counts the same integers
+    from ._slots import dispatch_counts as _dispatch_counts
+except ImportError:  # pragma: no cover - only when running from an unbuilt source tree
+    _dispatch_counts = None
+
 __all__ = ["Volumes", "of_microbatch"]
 
 
@@ -50,6 +55,10 @@ def of_microbatch(b: Any, lb: Any) -> Volumes:
     n_rows, n_layers, _ = ids.shape
     if getattr(sim, "dispatch", "low-latency") == "normal" and sim.nodes > 1:
         send, recv, send_inter, recv_inter = _dense_volumes(ids, own, G, El, sim.nodes)
+    elif _dispatch_counts is not None and ids.dtype in (np.int32, np.int64) and ids.shape[2] <= 64:
+        send, recv, send_inter, recv_inter = _dispatch_counts(np.ascontiguousarray(ids),
+                                                              np.ascontiguousarray(own, dtype=np.int64),
+                                                              G, El, sim.nodes)
     else:
         send, recv, send_inter, recv_inter = _sparse_volumes(ids, own, G, El, sim.nodes)
     own_counts = None

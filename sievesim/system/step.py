@@ -422,9 +422,9 @@ class StepSimulator(StepBudget):
     def _on_slots(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Routing ids of experts ``(T, L_moe, K)`` -> ids of the slots the GPUs hold (a replicated
         expert's tokens over its replicas) and the tokens per slot ``(L_moe, slots)``."""
-        from ..workload.routing import counts_from_ids
         if self.placement is not None:
-            ids = self.placement.to_slots(ids)
+            return self.placement.slots_and_counts(ids)
+        from ..workload.routing import counts_from_ids
         return ids, counts_from_ids(ids, self.num_slots)
 
     def run_step(self, *, grow_contexts: bool = True) -> dict[str, Any]:

@@ -11,6 +11,7 @@ extension is compiled without fused multiply-add). It replaces five temporary ar
 import numpy as np
 
 cimport numpy as cnp
+from libc.math cimport INFINITY
 
 cnp.import_array()
 
@@ -48,3 +49,132 @@ def grouped_draw(const double[::1] u_raw, const double[::1] v_raw, const cnp.int
         else:
             ids[d] = group * size + alias[at_j]
     return out
+
+
+# -- the whole sample (GroupedSampler._sample_compiled): the same random numbers in the same order
+# as GroupedSampler._sample_numpy, the same ids; rows are (token, layer) pairs, ids (rows, k) int32.
+
+def negate_group_keys(double[:, ::1] noise, const double[:, ::1] log_mass, const cnp.int32_t[:, ::1] prev,
+                      const cnp.uint8_t[:, ::1] keep, Py_ssize_t size):
+    """In place: ``noise[r, g] = -(log_mass[r % L, g] + noise[r, g])`` (the negated Gumbel keys that
+    ``argpartition`` ranks), ``-inf`` for the groups of kept slots (``keep`` with no rows: none)."""
+    cdef Py_ssize_t rows = noise.shape[0], groups = noise.shape[1], layers = log_mass.shape[0]
+    cdef Py_ssize_t r, g, i, k = keep.shape[1], has_keep = keep.shape[0] > 0
+    cdef Py_ssize_t layer = 0
+    with nogil:
+        for r in range(rows):
+            for g in range(groups):
+                noise[r, g] = -(log_mass[layer, g] + noise[r, g])
+            layer += 1
+            if layer == layers:
+                layer = 0
+            if has_keep:
+                for i in range(k):
+                    if keep[r, i]:
+                        noise[r, prev[r, i] // size] = -INFINITY
+    return None
+
+
+cdef inline cnp.int32_t _one_draw(double u_raw, double v_raw, Py_ssize_t r, const double[:, ::1] cum,
+                                  const cnp.int64_t[:, :] chosen, Py_ssize_t layer, const double[::1] prob,
+                                  const cnp.int64_t[::1] alias, Py_ssize_t groups, Py_ssize_t size) noexcept nogil:
+    # grouped_draw's arithmetic, draw for draw
+    cdef Py_ssize_t n_chosen = cum.shape[1], i, pick = 0, j, at_j
+    cdef cnp.int64_t group
+    cdef double u = u_raw * cum[r, n_chosen - 1], v
+    for i in range(n_chosen):
+        pick += cum[r, i] <= u      # branch-free count
+    if pick > n_chosen - 1:
+        pick = n_chosen - 1
+    group = chosen[r, pick]
+    v = v_raw * size
+    j = <Py_ssize_t>v
+    if j > size - 1:
+        j = size - 1
+    at_j = (layer * groups + group) * size + j
+    if v - <double>j < prob[at_j]:
+        return <cnp.int32_t>(group * size + j)
+    return <cnp.int32_t>(group * size + alias[at_j])
+
+
+def first_draws(const double[::1] u, const double[::1] v, const cnp.int64_t[:, :] chosen,
+                const double[:, ::1] mass, const double[::1] prob, const cnp.int64_t[::1] alias,
+                Py_ssize_t size, Py_ssize_t k, const cnp.int32_t[:, ::1] prev, const cnp.uint8_t[:, ::1] keep):
+    """Every slot of every row drawn (draw ``i * rows + r`` is slot ``i`` of row ``r``: the sampler's
+    slot-major order), then the kept slots copied from ``prev``. Returns ``(ids, cum)``: ids (rows,
+    k) int32 and the cumulative mass of each row's chosen groups (rows, chosen), as ``np.cumsum``
+    adds them (left to right)."""
+    cdef Py_ssize_t rows = chosen.shape[0], n_chosen = chosen.shape[1], layers = mass.shape[0]
+    cdef Py_ssize_t groups = mass.shape[1], r, i, layer, has_keep = keep.shape[0] > 0
+    cum_out = np.empty((rows, n_chosen), dtype=np.float64)
+    ids_out = np.empty((rows, k), dtype=np.int32)
+    cdef double[:, ::1] cum = cum_out
+    cdef cnp.int32_t[:, ::1] ids = ids_out
+    cdef double acc
+    with nogil:
+        layer = 0
+        for r in range(rows):
+            acc = mass[layer, chosen[r, 0]]
+            cum[r, 0] = acc
+            for i in range(1, n_chosen):
+                acc = acc + mass[layer, chosen[r, i]]
+                cum[r, i] = acc
+            layer += 1
+            if layer == layers:
+                layer = 0
+        layer = 0
+        for r in range(rows):
+            for i in range(k):
+                ids[r, i] = _one_draw(u[i * rows + r], v[i * rows + r], r, cum, chosen, layer, prob, alias,
+                                      groups, size)
+            layer += 1
+            if layer == layers:
+                layer = 0
+        if has_keep:
+            for r in range(rows):
+                for i in range(k):
+                    if keep[r, i]:
+                        ids[r, i] = prev[r, i]
+    return ids_out, cum_out
+
+
+def clashing_rows(const cnp.int32_t[:, ::1] ids, const cnp.uint8_t[:, ::1] keep, Py_ssize_t j,
+                  const cnp.int64_t[::1] cand):
+    """The rows of ``cand`` (in its order) whose slot ``j`` repeats a final slot: an earlier one, or
+    a kept one; a kept slot ``j`` never clashes. ``keep`` with no rows: nothing kept."""
+    cdef Py_ssize_t n = cand.shape[0], k = ids.shape[1], d, r, i, found = 0, has_keep = keep.shape[0] > 0
+    out = np.empty(n, dtype=np.int64)
+    cdef cnp.int64_t[::1] hits = out
+    cdef const cnp.int32_t *row
+    cdef const cnp.uint8_t *kept
+    cdef cnp.int32_t col
+    cdef int clash
+    with nogil:
+        for d in range(n):
+            r = cand[d]
+            row = &ids[r, 0]
+            col = row[j]
+            clash = 0
+            for i in range(j):              # branch-free: repeats are rare, kept slots random
+                clash = clash | (row[i] == col)
+            if has_keep:
+                kept = &keep[r, 0]
+                for i in range(j + 1, k):
+                    clash = clash | (kept[i] & (row[i] == col))
+                clash = clash & (kept[j] == 0)
+            if clash:
+                hits[found] = r
+                found += 1
+    return out[:found]
+
+
+def redraw(cnp.int32_t[:, ::1] ids, Py_ssize_t j, const cnp.int64_t[::1] cand, const double[::1] u,
+           const double[::1] v, const double[:, ::1] cum, const cnp.int64_t[:, :] chosen, Py_ssize_t layers,
+           const double[::1] prob, const cnp.int64_t[::1] alias, Py_ssize_t groups, Py_ssize_t size):
+    """Slot ``j`` of rows ``cand`` drawn again (``u[d]``, ``v[d]`` for row ``cand[d]``), in place."""
+    cdef Py_ssize_t d, r
+    with nogil:
+        for d in range(cand.shape[0]):
+            r = cand[d]
+            ids[r, j] = _one_draw(u[d], v[d], r, cum, chosen, r % layers, prob, alias, groups, size)
+    return None

@@ -24,10 +24,11 @@ from typing import Any
 
 import numpy as np
 
-try:  # compiled with the package (setup.py); _draw_numpy below computes the same ids
+try:  # compiled with the package (setup.py); _sample_numpy below computes the same ids
+    from . import _grouped_draw as _kernels
     from ._grouped_draw import grouped_draw as _grouped_draw
 except ImportError:  # pragma: no cover - only when running from an unbuilt source tree
-    _grouped_draw = None
+    _kernels = _grouped_draw = None
 
 __all__ = ["GroupedSampler"]
 
@@ -60,7 +61,51 @@ class GroupedSampler:
     def sample(self, rng: np.random.Generator, n: int, prev: np.ndarray | None = None,
                keep: np.ndarray | None = None) -> np.ndarray:
         """(n, L, K) int32 expert ids of ``n`` tokens; ``prev``/``keep`` (n, L, K) as in
-        :meth:`~sievesim.workload.synthetic.SyntheticSource.sample_tokens`."""
+        :meth:`~sievesim.workload.synthetic.SyntheticSource.sample_tokens`. Compiled where the
+        package was built (:meth:`_sample_compiled`), else :meth:`_sample_numpy`: the same random
+        numbers in the same order, the same ids."""
+        if _kernels is None:
+            return self._sample_numpy(rng, n, prev, keep)
+        return self._sample_compiled(rng, n, prev, keep)
+
+    def _sample_compiled(self, rng: np.random.Generator, n: int, prev: np.ndarray | None,
+                         keep: np.ndarray | None) -> np.ndarray:
+        """:meth:`_sample_numpy` with the group keys, the draws and the clash checks in C, over
+        rows of (token, layer) with the slots side by side (no transposes)."""
+        num_layers, k = self.layers, self.k
+        rows = n * num_layers
+        if prev is not None and keep is not None:
+            prev_rows = np.ascontiguousarray(prev, dtype=np.int32).reshape(rows, k)
+            keep_rows = np.ascontiguousarray(keep, dtype=np.bool_).reshape(rows, k).view(np.uint8)
+        else:
+            prev_rows, keep_rows = np.zeros((0, k), dtype=np.int32), np.zeros((0, k), dtype=np.uint8)
+        noise = rng.gumbel(size=(rows, self.groups))
+        _kernels.negate_group_keys(noise, self._log_mass, prev_rows, keep_rows, self.size)
+        chosen = np.argpartition(noise, self.chosen - 1, axis=1)[:, :self.chosen]
+        u = rng.random(k * rows)
+        v = rng.random(k * rows)
+        ids, cum = _kernels.first_draws(u, v, chosen, self.mass, self._prob, self._alias, self.size, k,
+                                        prev_rows, keep_rows)
+        every_row = np.arange(rows, dtype=np.int64)
+        for j in range(1, k) if keep_rows.shape[0] == 0 else range(k):
+            cand = _kernels.clashing_rows(ids, keep_rows, j, every_row)
+            attempt = 0
+            while cand.size:
+                if attempt >= _TRIES:
+                    kept = keep_rows.T.view(np.bool_) if keep_rows.shape[0] else None
+                    ids[cand, j] = self._masked_draw(rng, ids.T, kept, j, cand, every_row % num_layers, chosen)
+                    break
+                u = rng.random(cand.size)
+                v = rng.random(cand.size)
+                _kernels.redraw(ids, j, cand, u, v, cum, chosen, num_layers, self._prob, self._alias, self.groups,
+                                self.size)
+                cand = _kernels.clashing_rows(ids, keep_rows, j, cand)
+                attempt += 1
+        return ids.reshape(n, num_layers, k)
+
+    def _sample_numpy(self, rng: np.random.Generator, n: int, prev: np.ndarray | None,
+                      keep: np.ndarray | None) -> np.ndarray:
+        """:meth:`sample` over numpy arrays (the reference the compiled path is tested against)."""
         num_layers, k = self.layers, self.k
         rows = n * num_layers
         layer = np.tile(np.arange(num_layers, dtype=np.int64), n)                  # (rows,)
