@@ -206,3 +206,38 @@ def test_compiled_add_on_a_real_step_gives_the_same_graph(monkeypatch):
     for field in ("names", "durations", "resources", "deps", "priority"):
         assert getattr(a, field) == getattr(b, field)
     assert [sorted(m) for m in a.meta] == [sorted(m) for m in b.meta]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["add", "append", "pop", "replace", "same value", "bad id", "new list"]),
+                min_size=1, max_size=25), st.integers(9, 14))
+def test_one_dependency_list_passed_again_and_changed_between_adds(ops, width):
+    """A collective's G nodes pass one list of G ids in turn; the compiled add reuses its checked
+    tuple only while the list holds the same objects: a list changed in between (an id appended,
+    removed, replaced, an equal int that is another object, an id not added yet) is checked and
+    stored as the reference stores it, errors included."""
+    compiled, reference = Graph(), Graph()
+    for g in (compiled, reference):
+        for i in range(40):
+            Graph._add_reference(g, f"base{i}", 1.0)
+    shared = list(range(width))
+    for j, op in enumerate(ops):
+        if op == "append":
+            shared.append(len(shared) + 3)
+        elif op == "pop" and shared:
+            shared.pop()
+        elif op == "replace" and shared:
+            shared[0] = 30 - shared[0] % 7
+        elif op == "same value" and shared:
+            shared[-1] = int(str(shared[-1]))          # equal, maybe another object
+        elif op == "bad id":
+            shared.append(10**6)
+        elif op == "new list":
+            shared = list(shared)
+        a = _outcome(compiled, Graph.add, f"n{j}", 0.5, ("r",), shared)
+        b = _outcome(reference, Graph._add_reference, f"n{j}", 0.5, ("r",), shared)
+        assert a == b
+        if op == "bad id":
+            shared.pop()
+    for field in ("names", "durations", "resources", "deps", "priority", "meta"):
+        assert getattr(compiled, field) == getattr(reference, field)

@@ -131,7 +131,8 @@ class GpuModel:
         raise NotImplementedError
 
     def alltoall_s(self, num_bytes: float) -> float:
-        """Dispatch or combine in which this GPU sends (and receives) ``num_bytes``."""
+        """Time [s] of a dispatch or combine in which this GPU sends (and receives) ``num_bytes``
+        (a number, or an array of them for every GPU at once: an array of times)."""
         raise NotImplementedError
 
     def allreduce_s(self, num_bytes: float, gpus: int) -> float:

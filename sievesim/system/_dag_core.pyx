@@ -530,8 +530,7 @@ def graph_add(self, name, duration, resources=(), deps=(), *, priority=None, **m
 
     :meth:`sievesim.system.dag.Graph.add` compiled: the same checks, errors and stored values as
     ``Graph._add_reference`` (a step adds thousands of nodes, and each call was mostly interpreter)."""
-    cdef list names = self.names
-    cdef Py_ssize_t nid = len(names)
+    cdef Py_ssize_t nid = len(<list>self.names)
     cdef Py_ssize_t k, d_int
     cdef double d
     cdef tuple dep_ids
@@ -544,7 +543,27 @@ def graph_add(self, name, duration, resources=(), deps=(), *, priority=None, **m
     if not ok:
         from sievesim.errors import field_error
         raise field_error(f"duration of node {name!r}", duration, "a finite time >= 0 [s]")
+    # the same list again, holding the same objects (a collective's nodes: G ids each, G times): its
+    # checked tuple again, the same stored value without a set and a check per id
+    cdef tuple last = self._last_deps
+    cdef tuple items
+    cdef Py_ssize_t n_items
+    if deps is last[0] and type(deps) is list:
+        items = <tuple>last[1]
+        n_items = len(items)
+        ok = len(<list>deps) == n_items
+        if ok:
+            for k in range(n_items):
+                if (<list>deps)[k] is not items[k]:
+                    ok = False
+                    break
+        if ok:
+            return _append_node(self, name, duration, resources, last[2], nid, priority, meta)
     dep_ids = tuple(deps)
+    if type(deps) is list and len(dep_ids) > 8:
+        items = dep_ids
+    else:
+        items = None
     if len(dep_ids) > 1:
         dep_ids = tuple(set(dep_ids))
     if dep_ids:
@@ -560,6 +579,14 @@ def graph_add(self, name, duration, resources=(), deps=(), *, priority=None, **m
         if not ok and (min(dep_ids) < 0 or max(dep_ids) >= nid):
             bad = next(x for x in dep_ids if not 0 <= x < nid)
             raise ConfigError(f"node {name!r} depends on {bad}, which is not a node added before it")
+    if items is not None:
+        self._last_deps = (deps, items, dep_ids)
+    return _append_node(self, name, duration, resources, dep_ids, nid, priority, meta)
+
+
+cdef object _append_node(self, name, duration, resources, tuple dep_ids, Py_ssize_t nid, priority, dict meta):
+    """The rest of :func:`graph_add` once the node's dependencies are checked: its resources, then
+    every list of the graph appended."""
     # the same few resource tuples come back node after node: check each once
     cdef dict seen = self._resource_tuples
     res = seen.get(resources) if type(resources) is tuple else None
@@ -569,7 +596,7 @@ def graph_add(self, name, duration, resources=(), deps=(), *, priority=None, **m
             res = tuple(dict.fromkeys(res))
         if type(resources) is tuple:
             seen[resources] = res
-    names.append(name)
+    (<list>self.names).append(name)
     (<list>self.durations).append(duration if type(duration) is float else float(duration))
     (<list>self.resources).append(res)
     (<list>self.deps).append(dep_ids)

@@ -72,6 +72,9 @@ class Graph:
         self.priority: list[float] = []
         self.meta: list[dict[str, Any]] = []
         self._resource_tuples: dict[tuple[str, ...], tuple[str, ...]] = {}
+        # the dependency list the compiled add checked last: (the object passed, its items, the
+        # stored tuple); a collective's G nodes pass one list of G ids in turn
+        self._last_deps: tuple[Any, tuple[int, ...], tuple[int, ...]] = (None, (), ())
 
     def __len__(self) -> int:
         return len(self.names)

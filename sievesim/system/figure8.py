@@ -167,12 +167,12 @@ def route(b: StepBuild, lb: LayerBatch) -> LayerRouting:
         comm_ag = b.gm.allgather_s((mb_tokens / G) * K * 8.0, G)
         t_disp = [b.gm.dispatch_s(max(send[g] - inter[0][g], recv[g] - inter[1][g]) * vec_bytes,
                                   max(inter[0][g], inter[1][g]) * vec_bytes) for g in range(G)]
-    elif b.roofline:
+    elif b.roofline:    # over all GPUs at once: numpy's elementwise + and / round as Python's do
         comm_ag = b.link_lat + (G - 1) * (mb_tokens / G) * K * 8.0 / b.link_bw if G > 1 else 0.0
-        t_disp = [b.link_lat + max(send[g], recv[g]) * vec_bytes / b.link_bw if G > 1 else 0.0 for g in range(G)]
+        t_disp = (b.link_lat + np.maximum(send, recv) * vec_bytes / b.link_bw).tolist() if G > 1 else [0.0]
     else:
         comm_ag = b.gm.allgather_s((mb_tokens / G) * K * 8.0, G)
-        t_disp = [b.gm.alltoall_s(max(send[g], recv[g]) * vec_bytes) if G > 1 else 0.0 for g in range(G)]
+        t_disp = b.gm.alltoall_s(np.maximum(send, recv) * vec_bytes).tolist() if G > 1 else [0.0]
     return LayerRouting(counts, lid, send, recv, comm_ag, t_disp, own_counts, mb_tokens)
 
 

@@ -51,7 +51,8 @@ def of_microbatch(b: Any, lb: Any) -> Volumes:
     sim = b.sim
     G, El, E = sim.gpus, sim.local_experts, sim.num_slots
     rows, own = lb.rows, lb.own
-    ids = b.ids[rows]                                   # (R, L, K)
+    every_row = rows.size == b.ids.shape[0] and (rows.size == 0 or (rows[0] == 0 and bool(np.all(np.diff(rows) == 1))))
+    ids = b.ids if every_row else b.ids[rows]           # (R, L, K)
     n_rows, n_layers, _ = ids.shape
     if getattr(sim, "dispatch", "low-latency") == "normal" and sim.nodes > 1:
         send, recv, send_inter, recv_inter = _dense_volumes(ids, own, G, El, sim.nodes)
