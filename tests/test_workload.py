@@ -545,3 +545,26 @@ def test_cli_synthetic_with_model(capsys: pytest.CaptureFixture) -> None:
     routed = m.params_per_expert * m.num_experts * m.num_moe_layers
     expected = (m.total_params - routed + m.params_per_expert * m.top_k * m.num_moe_layers) / m.total_params
     assert r["act_param_ratio"] == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_compiled_counts_of_ids_are_the_bincount(seed):
+    """``counts_from_ids`` counts in one compiled pass where the package was built: the same (L, E)
+    int64 counts as ``np.bincount`` for int32 and int64 ids with empty slots (-1), any shape; an id
+    past the experts is refused with its value."""
+    from sievesim.workload import routing
+    if routing._counts_of_ids is None:
+        pytest.skip("the package is not built")
+    rng = np.random.default_rng(seed)
+    experts = int(rng.integers(1, 40))
+    ids = rng.integers(-1, experts, (int(rng.integers(0, 50)), int(rng.integers(1, 5)), int(rng.integers(1, 9))))
+    for dtype in (np.int32, np.int64):
+        got = counts_from_ids(ids.astype(dtype), experts)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(routing, "_counts_of_ids", None)
+            want = counts_from_ids(ids.astype(dtype), experts)
+        assert got.dtype == want.dtype == np.int64 and np.array_equal(got, want)
+    if ids.size:
+        ids.flat[0] = experts
+        with pytest.raises(ValueError, match=f"expert id {experts} out of range for {experts} experts"):
+            counts_from_ids(ids.astype(np.int32), experts)

@@ -182,9 +182,13 @@ def add_allgather(b: StepBuild, lb: LayerBatch, post: list[int]) -> list[int]:
     if sim.gpus == 1 or sim.tp_attention:
         return []
     nodes = []
+    times: dict[float, float] = {}      # GPUs with as many tokens share their map's time
     for g in range(sim.gpus):
         local_map = lb.tokens_g[g] * K * 8.0
-        nodes.append(b.graph.add(f"L{lb.layer} allgather g{g}", allgather_s(b, local_map),
+        t = times.get(local_map)
+        if t is None:
+            t = times[local_map] = allgather_s(b, local_map)
+        nodes.append(b.graph.add(f"L{lb.layer} allgather g{g}", t,
                                  b.r_link[g], post, gpu=g, layer=lb.layer, kind="allgather",
                                  microbatch=lb.mb, bytes=(sim.gpus - 1) * local_map))
     return nodes
@@ -254,9 +258,12 @@ def add_shared_expert(b: StepBuild, lb: LayerBatch, g: int, post: list[int]) -> 
     m = b.sim.model
     if not m.num_shared_experts:
         return None
-    load = b.graph.add(f"L{lb.layer} shared-expert weights g{g}", m.shared_expert_bytes / b.bytes_s,
+    load_bytes = b.memo.get(("shared bytes",))
+    if load_bytes is None:     # the same at every GPU and layer (a model property summed on each call)
+        load_bytes = b.memo[("shared bytes",)] = (m.shared_expert_bytes / b.bytes_s, float(m.shared_expert_bytes))
+    load = b.graph.add(f"L{lb.layer} shared-expert weights g{g}", load_bytes[0],
                        b.r_hbm[g], [post[g]], gpu=g, layer=lb.layer, kind="shared_load", microbatch=lb.mb,
-                       bytes=float(m.shared_expert_bytes))
+                       bytes=load_bytes[1])
     tokens = lb.tokens_g[g]
     t_gemm, work = b.cached_work(("shared", tokens), lambda: gpu_ops.shared_expert_gemm(m, tokens), "shared_gemm",
                                  m.expert_tensor_core)

@@ -1,12 +1,13 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""The expert draw of :class:`sievesim.workload.grouped.GroupedSampler` in C: one expert per draw,
-a chosen group by mass, then an expert of it through the group's alias table.
+"""The synthetic routing's loops in C: the grouped router's expert draw and its whole sample
+(:class:`sievesim.workload.grouped.GroupedSampler`), and the tokens per expert of routing ids
+(:func:`sievesim.workload.routing.counts_from_ids`).
 
-It takes the uniform numbers the sampler drew from its generator (``u`` then ``v``, in that order)
-and does with them, draw by draw, what the numpy expressions of ``GroupedSampler._draw_numpy`` do
-over arrays: the same products, comparisons and truncations, so the same ids bit for bit (the
-extension is compiled without fused multiply-add). It replaces five temporary arrays of
-(draws x chosen groups) with one pass.
+The draw takes the uniform numbers the sampler drew from its generator (``u`` then ``v``, in that
+order) and does with them, draw by draw, what the numpy expressions of
+``GroupedSampler._draw_numpy`` do over arrays: the same products, comparisons and truncations, so the
+same ids bit for bit (the extension is compiled without fused multiply-add). It replaces five
+temporary arrays of (draws x chosen groups) with one pass.
 """
 import numpy as np
 
@@ -178,3 +179,34 @@ def redraw(cnp.int32_t[:, ::1] ids, Py_ssize_t j, const cnp.int64_t[::1] cand, c
             r = cand[d]
             ids[r, j] = _one_draw(u[d], v[d], r, cum, chosen, r % layers, prob, alias, groups, size)
     return None
+
+
+ctypedef fused routing_id:
+    cnp.int32_t
+    cnp.int64_t
+
+
+def counts_of_ids(const routing_id[:, :, ::1] ids, Py_ssize_t num_experts):
+    """(L, E) int64 tokens per expert and layer of (B, L, K) ids (ids < 0 skipped): what
+    ``routing.counts_from_ids`` counts with ``np.bincount``, in one pass."""
+    cdef Py_ssize_t rows = ids.shape[0], layers = ids.shape[1], k = ids.shape[2], r, layer, i, e, bad = -1
+    out = np.zeros((layers, num_experts), dtype=np.int64)
+    cdef cnp.int64_t[:, ::1] counts = out
+    with nogil:
+        for r in range(rows):
+            for layer in range(layers):
+                for i in range(k):
+                    e = ids[r, layer, i]
+                    if e < 0:
+                        continue
+                    if e >= num_experts:
+                        bad = e
+                        break
+                    counts[layer, e] += 1
+                if bad >= 0:
+                    break
+            if bad >= 0:
+                break
+    if bad >= 0:
+        raise ValueError(f"expert id {bad} out of range for {num_experts} experts")
+    return out

@@ -18,11 +18,19 @@ from typing import Iterator
 
 import numpy as np
 
+try:  # compiled with the package (setup.py); the bincount below counts the same
+    from ._grouped_draw import counts_of_ids as _counts_of_ids
+except ImportError:  # pragma: no cover - only when running from an unbuilt source tree
+    _counts_of_ids = None
+
 __all__ = ["RoutingStep", "RoutingSource", "RoutingStream", "counts_from_ids"]
 
 
 def counts_from_ids(topk_ids: np.ndarray, num_experts: int) -> np.ndarray:
-    """(L, E) int64 tokens per expert per layer from (B, L, K) ids; ids < 0 are ignored."""
+    """(L, E) int64 tokens per expert per layer from (B, L, K) ids; ids < 0 are ignored (one
+    compiled pass where the package was built)."""
+    if _counts_of_ids is not None and topk_ids.dtype in (np.int32, np.int64) and topk_ids.flags.c_contiguous:
+        return _counts_of_ids(topk_ids, num_experts)
     b, num_layers, k = topk_ids.shape
     ids = topk_ids.astype(np.int64, copy=False)
     flat = ids + (np.arange(num_layers, dtype=np.int64) * num_experts)[None, :, None]
