@@ -154,6 +154,55 @@ def test_a_multi_gpu_decode_step_graph_with_contention():
     assert s.makespan == raw["schedule"].makespan
 
 
+@st.composite
+def collective_cases(draw):
+    """Graphs with collectives: runs of nodes that pass one list of more than eight earlier ids
+    (the compiled add stores one tuple for them, the compiled core waits on it as one group), some
+    runs broken by a node between them, on few resources and durations so that ends tie."""
+    g = Graph()
+    for i in range(draw(st.integers(9, 14))):
+        g.add(f"head{i}", draw(st.sampled_from(_DURATIONS)), draw(st.lists(st.sampled_from(_POOL), max_size=2,
+                                                                           unique=True)))
+    for block in range(draw(st.integers(1, 5))):
+        n = len(g)
+        ids = draw(st.lists(st.integers(0, n - 1), min_size=9, max_size=min(n, 16)))
+        shared = list(ids)
+        for j in range(draw(st.integers(1, 6))):
+            if draw(st.integers(0, 4)) == 0:    # a node between the collective's nodes
+                g.add(f"b{block}-aside{j}", draw(st.sampled_from(_DURATIONS)), [draw(st.sampled_from(_POOL))],
+                      [draw(st.integers(0, len(g) - 1))])
+            g.add(f"b{block}-c{j}", draw(st.sampled_from(_DURATIONS)),
+                  draw(st.lists(st.sampled_from(_POOL), max_size=2, unique=True)), shared,
+                  priority=draw(st.one_of(st.none(), st.integers(0, 4))))
+        for j in range(draw(st.integers(0, 3))):
+            g.add(f"b{block}-after{j}", draw(st.sampled_from(_DURATIONS)), [draw(st.sampled_from(_POOL))],
+                  [draw(st.integers(0, len(g) - 1))])
+    pairs = draw(st.lists(st.tuples(st.sampled_from(_POOL), st.sampled_from(_POOL),
+                                    st.sampled_from(_SLOWDOWNS), st.sampled_from(_SLOWDOWNS)), max_size=3))
+    return g, [Contention(a, b, sa, sb) for a, b, sa, sb in pairs if a != b]
+
+
+@settings(max_examples=200, deadline=None)
+@given(collective_cases())
+def test_collectives_waiting_as_one_group_keep_the_reference_schedule(case):
+    """A collective's nodes share one dependency tuple and the compiled core waits on it once (a
+    group): the schedule is still the reference's, bit for bit, with ties and contention."""
+    g, contention = case
+    assert_same(g, contention)
+    assert_same(g, ())
+
+
+def test_a_step_of_twelve_gpus_in_two_micro_batches_shares_its_collectives_tuples():
+    """A real step with collectives over 12 GPUs (groups in the compiled core) and two micro-batches
+    sharing the links: the reference's schedule."""
+    from sievesim.system.step import StepSimulator
+
+    sim = StepSimulator("gpt-oss-120b", gpus=12, batch=96, microbatches=2, redundant_experts=4)
+    g = sim.run_step()["schedule"].graph
+    assert sum(1 for a, b in zip(g.deps, g.deps[1:]) if a is b and len(a) > 8) > 100
+    assert_same(g, sim.contention)
+
+
 # ---------------------------------------------------------------------------------------------
 # Graph.add compiled (_dag_core.graph_add) against Graph._add_reference
 # ---------------------------------------------------------------------------------------------

@@ -358,10 +358,18 @@ def test_sparse_dispatch_volumes_equal_the_dense_hit_array(data):
     own = rng.integers(0, gpus, rows)
     send, recv, send_far, recv_far = _sparse_volumes(ids, own, gpus, per_gpu, nodes)
     if routing_volumes._dispatch_counts is not None:     # the compiled count: the same integers
-        for dtype in (np.int32, np.int64):
-            compiled = routing_volumes._dispatch_counts(ids.astype(dtype), own.astype(np.int64), gpus, per_gpu, nodes)
+        slots = gpus * per_gpu
+        own_counts = routing_volumes._own_counts(ids, own, gpus, slots)
+        for dtype, own_experts in ((np.int32, slots), (np.int64, 0)):
+            compiled = routing_volumes._dispatch_counts(ids.astype(dtype), own.astype(np.int64), gpus, per_gpu, nodes,
+                                                        own_experts)
+            want = (send, recv, send_far, recv_far, own_counts if own_experts else None)
             assert all((a is None and c is None) or (a.dtype == c.dtype and np.array_equal(a, c))
-                       for a, c in zip((send, recv, send_far, recv_far), compiled))
+                       for a, c in zip(want, compiled))
+        bad = ids.astype(np.int64)
+        bad.flat[0] = slots
+        with pytest.raises(IndexError, match=f"slot id {slots} out of range"):
+            routing_volumes._dispatch_counts(bad, own.astype(np.int64), gpus, per_gpu, nodes, slots)
     hit = np.zeros((layers, rows, gpus), dtype=bool)
     for r in range(rows):
         for layer in range(layers):

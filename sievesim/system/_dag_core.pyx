@@ -289,6 +289,32 @@ cdef void* _alloc(Py_ssize_t count, size_t size, list blocks) except NULL:
     return p
 
 
+# dependency tuples longer than this, shared by nodes in a row, become one group (execute_core)
+cdef Py_ssize_t _GROUP_MIN = 8
+
+
+cdef int _add_edges(State* s, object ds, Py_ssize_t to, Py_ssize_t n, Py_ssize_t cap, Py_ssize_t* edge_from,
+                    Py_ssize_t* edge_to, Py_ssize_t* k) except -2:
+    """The edges from every id of ``ds`` to ``to`` (a node, or a group n + g); -1 where an id is not
+    a node's (the reference then decides)."""
+    cdef Py_ssize_t p
+    for dep in ds:
+        if not PyLong_Check(dep) or k[0] >= cap:
+            return -1
+        try:
+            p = dep
+        except OverflowError:
+            return -1
+        if p < 0 or p >= n:
+            return -1
+        edge_from[k[0]] = p
+        edge_to[k[0]] = to
+        s.child_ptr[p + 1] += 1
+        s.waiting[to] += 1
+        k[0] += 1
+    return 0
+
+
 def execute_core(durations, resources, deps, priority, contention):
     """``(start, end, busy)`` of :func:`sievesim.system.dag.execute_reference` on the graph given by
     its lists, or ``None`` where the result could differ from the reference's (see the module
@@ -302,15 +328,33 @@ def execute_core(durations, resources, deps, priority, contention):
     cdef dict index = {}
     cdef list names = []
     cdef list pairs = []
-    cdef Py_ssize_t* dep_ids
+    cdef Py_ssize_t* edge_from
+    cdef Py_ssize_t* edge_to
+    cdef Py_ssize_t* cursor
+    cdef Py_ssize_t g
     if not (type(durations) is list and type(resources) is list and type(deps) is list
             and type(priority) is list):
         return None
     if len(resources) != n or len(deps) != n or len(priority) != n:
         return None
+    # nodes in a row that share one dependency tuple of more than _GROUP_MIN ids (a collective's G
+    # nodes after every GPU's node before it: G^2 edges) wait on one group instead: the group counts
+    # the tuple's ends and releases its members in the same event, so every schedule is the same
+    cdef Py_ssize_t groups = 0, members = 0, ln
+    cdef object last_group = None
     for i in range(n):
         total += len(resources[i])
-        cap += len(deps[i])
+        ds = deps[i]
+        ln = len(ds)
+        if ln > _GROUP_MIN and type(ds) is tuple:
+            members += 1
+            if ds is last_group:
+                continue
+            last_group = ds
+            groups += 1
+        else:
+            last_group = None
+        cap += ln
     s.events.data = NULL
     try:
         s.dur = <double*> _alloc(n, sizeof(double), blocks)
@@ -321,11 +365,11 @@ def execute_core(durations, resources, deps, priority, contention):
         s.start = <double*> _alloc(n, sizeof(double), blocks)
         s.end = <double*> _alloc(n, sizeof(double), blocks)
         s.version = <Py_ssize_t*> _alloc(n, sizeof(Py_ssize_t), blocks)
-        s.waiting = <Py_ssize_t*> _alloc(n, sizeof(Py_ssize_t), blocks)
+        s.waiting = <Py_ssize_t*> _alloc(n + groups, sizeof(Py_ssize_t), blocks)
         s.res_ptr = <Py_ssize_t*> _alloc(n + 1, sizeof(Py_ssize_t), blocks)
         s.res_ids = <Py_ssize_t*> _alloc(total, sizeof(Py_ssize_t), blocks)
-        s.child_ptr = <Py_ssize_t*> _alloc(n + 1, sizeof(Py_ssize_t), blocks)
-        s.child_ids = <Py_ssize_t*> _alloc(cap, sizeof(Py_ssize_t), blocks)
+        s.child_ptr = <Py_ssize_t*> _alloc(n + groups + 1, sizeof(Py_ssize_t), blocks)
+        s.child_ids = <Py_ssize_t*> _alloc(cap + members, sizeof(Py_ssize_t), blocks)
         s.park_next = <Py_ssize_t*> _alloc(n, sizeof(Py_ssize_t), blocks)
         s.seen = <Py_ssize_t*> _alloc(n, sizeof(Py_ssize_t), blocks)
         s.contended = <char*> _alloc(n, sizeof(char), blocks)
@@ -431,40 +475,45 @@ def execute_core(durations, resources, deps, priority, contention):
                     s.contended[i] = 1
                     break
         # dependencies: waiting counts (duplicates count, as in the reference) and children in CSR
-        # (dep_ids: every node's dependencies one after the other, in the order of its tuple)
-        dep_ids = <Py_ssize_t*> _alloc(cap, sizeof(Py_ssize_t), blocks)
-        for i in range(n + 1):
+        # over the nodes and then the groups (group g is source n + g): edge e runs from
+        # edge_from[e] to edge_to[e]; a group's member waits on the group alone
+        edge_from = <Py_ssize_t*> _alloc(cap + members, sizeof(Py_ssize_t), blocks)
+        edge_to = <Py_ssize_t*> _alloc(cap + members, sizeof(Py_ssize_t), blocks)
+        for i in range(n + groups + 1):
             s.child_ptr[i] = 0
         k = 0
+        g = n - 1
+        last_group = None
         for i in range(n):
             ds = deps[i]
             s.waiting[i] = 0
-            for dep in ds:
-                if not PyLong_Check(dep) or k >= cap:
-                    return None
-                try:
-                    p = dep
-                except OverflowError:
-                    return None
-                if p < 0 or p >= n:
-                    return None
-                dep_ids[k] = p
-                s.child_ptr[p + 1] += 1
-                s.waiting[i] += 1
+            if len(ds) > _GROUP_MIN and type(ds) is tuple:
+                if ds is not last_group:
+                    last_group = ds
+                    g += 1
+                    s.waiting[g] = 0
+                    if _add_edges(&s, ds, g, n, cap + members, edge_from, edge_to, &k) < 0:
+                        return None
+                edge_from[k] = g
+                edge_to[k] = i
+                s.child_ptr[g + 1] += 1
+                s.waiting[i] = 1
                 k += 1
-        if k != cap:
+            else:
+                last_group = None
+                if _add_edges(&s, ds, i, n, cap + members, edge_from, edge_to, &k) < 0:
+                    return None
+        if k != cap + members or g != n + groups - 1:
             return None
-        for i in range(n):
+        for i in range(n + groups):
             s.child_ptr[i + 1] += s.child_ptr[i]
-        for i in range(n):
-            s.seen[i] = s.child_ptr[i]        # fill cursor (reset below)
-        k = 0
-        for i in range(n):
-            for a in range(s.waiting[i]):
-                p = dep_ids[k]
-                k += 1
-                s.child_ids[s.seen[p]] = i
-                s.seen[p] += 1
+        cursor = <Py_ssize_t*> _alloc(n + groups, sizeof(Py_ssize_t), blocks)
+        for i in range(n + groups):
+            cursor[i] = s.child_ptr[i]
+        for a in range(k):
+            p = edge_from[a]
+            s.child_ids[cursor[p]] = edge_to[a]
+            cursor[p] += 1
         for i in range(n):
             s.seen[i] = 0
         for i in range(n):
@@ -501,7 +550,14 @@ def execute_core(durations, resources, deps, priority, contention):
                 c = s.child_ids[a]
                 s.waiting[c] -= 1
                 if s.waiting[c] == 0:
-                    rd_push(s.ready, &s.ready_size, s.prio[c], c)
+                    if c < n:
+                        rd_push(s.ready, &s.ready_size, s.prio[c], c)
+                    else:       # a group: its last dependency ended, release its members now
+                        for b in range(s.child_ptr[c], s.child_ptr[c + 1]):
+                            p = s.child_ids[b]
+                            s.waiting[p] -= 1
+                            if s.waiting[p] == 0:
+                                rd_push(s.ready, &s.ready_size, s.prio[p], p)
             try_start(&s)
             if s.nan:
                 return None

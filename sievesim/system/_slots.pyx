@@ -53,13 +53,15 @@ ctypedef fused routing_id:
 
 
 def dispatch_counts(const routing_id[:, :, ::1] ids, const cnp.int64_t[::1] own, Py_ssize_t gpus,
-                    Py_ssize_t per_gpu, Py_ssize_t nodes):
-    """``(send, recv, send_inter, recv_inter)`` per layer and GPU ``(L, G)`` as float64 counts: each
-    row's token once to every distinct GPU (``id // per_gpu``) other than its owner ``own[r]``; the
-    ``*_inter`` pair counts the GPUs of another node (None on one node). The integers that
-    ``routing_volumes._sparse_volumes`` counts over numpy arrays."""
+                    Py_ssize_t per_gpu, Py_ssize_t nodes, Py_ssize_t own_experts=0):
+    """``(send, recv, send_inter, recv_inter, own_counts)``: per layer and GPU ``(L, G)`` as float64
+    counts, each row's token once to every distinct GPU (``id // per_gpu``) other than its owner
+    ``own[r]``; the ``*_inter`` pair counts the GPUs of another node (None on one node);
+    ``own_counts`` (with ``own_experts`` > 0, else None) each GPU's own tokens per expert ``(L, G,
+    own_experts)`` int64. The integers that ``routing_volumes._sparse_volumes`` and the own-count
+    bincount of ``routing_volumes.of_microbatch`` count over numpy arrays."""
     cdef Py_ssize_t rows = ids.shape[0], layers = ids.shape[1], k = ids.shape[2], per_node = gpus // nodes
-    cdef Py_ssize_t r, layer, i, m, d, o, n_dest, far = nodes > 1
+    cdef Py_ssize_t r, layer, i, m, d, o, e, n_dest, far = nodes > 1, with_own = own_experts > 0
     cdef cnp.int64_t dest[64]
     if k > 64:
         raise ValueError(f"top-k {k} above the 64 this kernel counts")
@@ -67,16 +69,30 @@ def dispatch_counts(const routing_id[:, :, ::1] ids, const cnp.int64_t[::1] own,
     recv_out = np.zeros((layers, gpus), dtype=np.int64)
     send_far_out = np.zeros((layers, gpus), dtype=np.int64)
     recv_far_out = np.zeros((layers, gpus), dtype=np.int64)
+    own_out = np.zeros((layers, gpus, own_experts if with_own else 1), dtype=np.int64)
     cdef cnp.int64_t[:, ::1] send = send_out, recv = recv_out, send_far = send_far_out, recv_far = recv_far_out
+    cdef cnp.int64_t[:, :, ::1] own_counts = own_out
+    cdef Py_ssize_t limit = gpus * per_gpu, bad = -1, bad_owner = -1
+    if with_own and own_experts != limit:
+        raise ValueError(f"own_experts = {own_experts}: expected gpus x per_gpu = {limit}")
     with nogil:
         for r in range(rows):
             o = own[r]
+            if o < 0 or o >= gpus:
+                bad_owner = o
+                break
             for layer in range(layers):
                 n_dest = 0
                 for i in range(k):
-                    if ids[r, layer, i] < 0:
+                    e = ids[r, layer, i]
+                    if e < 0:
                         continue
-                    d = ids[r, layer, i] // per_gpu
+                    if e >= limit:
+                        bad = e
+                        break
+                    if with_own:
+                        own_counts[layer, o, e] += 1
+                    d = e // per_gpu
                     if d == o:
                         continue
                     for m in range(n_dest):
@@ -90,7 +106,16 @@ def dispatch_counts(const routing_id[:, :, ::1] ids, const cnp.int64_t[::1] own,
                         if far and d // per_node != o // per_node:
                             send_far[layer, o] += 1
                             recv_far[layer, d] += 1
+                if bad >= 0:
+                    break
+            if bad >= 0:
+                break
+    if bad >= 0:
+        raise IndexError(f"slot id {bad} out of range for {gpus} GPUs of {per_gpu} slots")
+    if bad_owner != -1:
+        raise IndexError(f"owner GPU {bad_owner} out of range for {gpus} GPUs")
+    own_result = own_out if with_own else None
     if not far:
-        return send_out.astype(np.float64), recv_out.astype(np.float64), None, None
+        return send_out.astype(np.float64), recv_out.astype(np.float64), None, None, own_result
     return (send_out.astype(np.float64), recv_out.astype(np.float64), send_far_out.astype(np.float64),
-            recv_far_out.astype(np.float64))
+            recv_far_out.astype(np.float64), own_result)

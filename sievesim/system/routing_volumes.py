@@ -53,24 +53,29 @@ def of_microbatch(b: Any, lb: Any) -> Volumes:
     rows, own = lb.rows, lb.own
     every_row = rows.size == b.ids.shape[0] and (rows.size == 0 or (rows[0] == 0 and bool(np.all(np.diff(rows) == 1))))
     ids = b.ids if every_row else b.ids[rows]           # (R, L, K)
-    n_rows, n_layers, _ = ids.shape
+    own_counts = None
     if getattr(sim, "dispatch", "low-latency") == "normal" and sim.nodes > 1:
         send, recv, send_inter, recv_inter = _dense_volumes(ids, own, G, El, sim.nodes)
-    elif _dispatch_counts is not None and ids.dtype in (np.int32, np.int64) and ids.shape[2] <= 64:
-        send, recv, send_inter, recv_inter = _dispatch_counts(np.ascontiguousarray(ids),
-                                                              np.ascontiguousarray(own, dtype=np.int64),
-                                                              G, El, sim.nodes)
+    elif _dispatch_counts is not None and ids.dtype in (np.int32, np.int64) and ids.shape[2] <= 64 and E == G * El:
+        send, recv, send_inter, recv_inter, own_counts = _dispatch_counts(
+            np.ascontiguousarray(ids), np.ascontiguousarray(own, dtype=np.int64), G, El, sim.nodes,
+            E if sim.early_loads != "off" else 0)
     else:
         send, recv, send_inter, recv_inter = _sparse_volumes(ids, own, G, El, sim.nodes)
-    own_counts = None
-    if sim.early_loads != "off":
-        layers = np.arange(n_layers, dtype=np.int64)[None, :, None]
-        own_at = (layers * G + own[:, None, None]) * E + ids
-        if ids.min(initial=0) < 0:      # a recorded trace's empty slots (-1) route nowhere
-            own_at = own_at[ids >= 0]
-        own_counts = np.bincount(own_at.reshape(-1), minlength=n_layers * G * E).reshape(n_layers, G, E)
+    if own_counts is None and sim.early_loads != "off":
+        own_counts = _own_counts(ids, own, G, E)
     out = b.memo[key] = Volumes(ids, send, recv, own_counts, send_inter, recv_inter)
     return out
+
+
+def _own_counts(ids: np.ndarray, own: np.ndarray, G: int, E: int) -> np.ndarray:
+    """Each GPU's own tokens per expert (slot) and layer ``(L, G, E)``: the counts its early loads see."""
+    n_layers = ids.shape[1]
+    layers = np.arange(n_layers, dtype=np.int64)[None, :, None]
+    own_at = (layers * G + own[:, None, None]) * E + ids
+    if ids.min(initial=0) < 0:      # a recorded trace's empty slots (-1) route nowhere
+        own_at = own_at[ids >= 0]
+    return np.bincount(own_at.reshape(-1), minlength=n_layers * G * E).reshape(n_layers, G, E)
 
 
 def _sparse_volumes(ids: np.ndarray, own: np.ndarray, G: int, El: int, nodes: int) -> tuple[Any, Any, Any, Any]:
