@@ -177,7 +177,9 @@ class RackStep:
     """Rack scale (docs/hardware.md, "Nodes"): one warm GPU-only step of DeepSeek-V3 in FP8 on 72
     GPUs of a GB200 NVL72 at B = 72 x 64 (32 redundant experts: 256 + 32 over 72), and of Qwen3.5 on
     8 GPUs at B = 256 under Sieve. Targets (the rack-scale issue): 0.3 s and 15 ms warm on this
-    2-core machine; ``track_*_nodes`` is the graph's size. ``python benchmarks/run.py RackStep``."""
+    2-core machine, 2 GB peak; ``track_*_nodes`` is the graph's size, ``track_rows_speedup_*`` the
+    GPU-by-GPU build over the rows, ``track_compiled_speedup_*`` the routing's numpy references over
+    its compiled passes. ``python benchmarks/run.py RackStep``."""
 
     RACK = dict(model="deepseek-v3", hardware="gb200-nvl72", gpus=72, policy="gpu-only", batch=72 * 64,
                 weight_format="fp8-block", redundant_experts=32, energy=False)
@@ -232,3 +234,42 @@ class RackStep:
         return self._rows_speedup(self.BOX, 10)
 
     track_rows_speedup_deepseek_v3_72_gpus.unit = track_rows_speedup_qwen35_8_gpus.unit = "x"
+
+    def peakmem_deepseek_v3_72_gpus_warm(self) -> None:
+        self.rack.run_step(grow_contexts=False)
+
+    def track_compiled_speedup_deepseek_v3_72_gpus(self) -> float:
+        """Best of 3 warm steps with the routing's numpy references (the synthetic samplers, the slot
+        mapping and its counts, the dispatch volumes, the tokens per expert) over best of 3 with
+        their compiled passes, in one run, each on a new simulator (the same seed: the same steps);
+        the last steps' graphs must be the same."""
+        from sievesim.system import eplb, routing_volumes
+        from sievesim.workload import grouped, routing, synthetic
+
+        compiled = [(grouped, "_kernels"), (synthetic, "_kernels"), (eplb, "_slots_and_counts"),
+                    (routing_volumes, "_dispatch_counts"), (routing, "_counts_of_ids")]
+
+        def best(numpy_paths: bool):
+            saved = [getattr(mod, name) for mod, name in compiled]
+            if numpy_paths:
+                for mod, name in compiled:
+                    setattr(mod, name, None)
+            try:
+                sim = StepSimulator(**self.RACK)
+                sim.run_step(grow_contexts=False)
+                times = []
+                for _ in range(3):
+                    t0 = time.perf_counter()
+                    raw = sim.run_step(grow_contexts=False)
+                    times.append(time.perf_counter() - t0)
+            finally:
+                for (mod, name), value in zip(compiled, saved):
+                    setattr(mod, name, value)
+            return min(times), raw["schedule"].graph
+
+        (t_numpy, g_numpy), (t_compiled, g_compiled) = best(True), best(False)
+        assert (g_numpy.names, g_numpy.durations, g_numpy.deps) == (g_compiled.names, g_compiled.durations,
+                                                                     g_compiled.deps)
+        return t_numpy / t_compiled
+
+    track_compiled_speedup_deepseek_v3_72_gpus.unit = "x"

@@ -210,3 +210,55 @@ def counts_of_ids(const routing_id[:, :, ::1] ids, Py_ssize_t num_experts):
     if bad >= 0:
         raise ValueError(f"expert id {bad} out of range for {num_experts} experts")
     return out
+
+
+# -- the synthetic source's plain (not group-limited) sample (SyntheticSource._sample_compiled):
+# the same uniforms in the same order as SyntheticSource._sample_numpy, the same ids.
+
+cdef inline cnp.int32_t _plain_draw(double u, Py_ssize_t layer, Py_ssize_t experts, const double[::1] prob,
+                                    const cnp.int64_t[::1] alias) noexcept nogil:
+    # SyntheticSource._draw's arithmetic: u * E, truncated and clipped, its fraction against the
+    # alias table of the layer (alias ids are global: layer * E + expert)
+    cdef Py_ssize_t j, at
+    u = u * experts
+    j = <Py_ssize_t>u
+    if j > experts - 1:
+        j = experts - 1
+    u = u - <double>j
+    at = layer * experts + j
+    if u < prob[at]:
+        return <cnp.int32_t>j
+    return <cnp.int32_t>(alias[at] - layer * experts)
+
+
+def plain_first_draws(const double[::1] u, const double[::1] prob, const cnp.int64_t[::1] alias,
+                      Py_ssize_t layers, Py_ssize_t experts, Py_ssize_t k, const cnp.int32_t[:, ::1] prev,
+                      const cnp.uint8_t[:, ::1] keep):
+    """Every slot of every (token, layer) row drawn (draw ``i * rows + r`` is slot ``i`` of row
+    ``r``), then the kept slots copied from ``prev``; ids (rows, k) int32, experts of the row's layer."""
+    cdef Py_ssize_t rows = u.shape[0] // k if k > 0 else 0, r, i, layer = 0, has_keep = keep.shape[0] > 0
+    ids_out = np.empty((rows, k), dtype=np.int32)
+    cdef cnp.int32_t[:, ::1] ids = ids_out
+    with nogil:
+        for r in range(rows):
+            for i in range(k):
+                ids[r, i] = _plain_draw(u[i * rows + r], layer, experts, prob, alias)
+            if has_keep:
+                for i in range(k):
+                    if keep[r, i]:
+                        ids[r, i] = prev[r, i]
+            layer += 1
+            if layer == layers:
+                layer = 0
+    return ids_out
+
+
+def plain_redraw(cnp.int32_t[:, ::1] ids, Py_ssize_t j, const cnp.int64_t[::1] cand, const double[::1] u,
+                 const double[::1] prob, const cnp.int64_t[::1] alias, Py_ssize_t layers, Py_ssize_t experts):
+    """Slot ``j`` of rows ``cand`` drawn again (``u[d]`` for row ``cand[d]``), in place."""
+    cdef Py_ssize_t d, r
+    with nogil:
+        for d in range(cand.shape[0]):
+            r = cand[d]
+            ids[r, j] = _plain_draw(u[d], r % layers, experts, prob, alias)
+    return None

@@ -43,6 +43,11 @@ from .._validate import check_memory
 _BYTES_PER_ROUTED_SLOT = 48
 from .routing import RoutingSource, RoutingStep, RoutingStream, counts_from_ids
 
+try:  # compiled with the package (setup.py); SyntheticSource._sample_numpy computes the same ids
+    from . import _grouped_draw as _kernels
+except ImportError:  # pragma: no cover - only when running from an unbuilt source tree
+    _kernels = None
+
 __all__ = ["SyntheticParams", "SyntheticSource", "PRESETS", "popularity_shape",
            "layer_popularity", "preset_params", "source_for_model"]
 
@@ -260,6 +265,41 @@ class SyntheticSource(RoutingSource):
         """
         if self._grouped is not None:    # group-limited routing (sievesim.workload.grouped)
             return self._grouped.sample(rng, n, prev, keep)
+        if _kernels is not None:
+            return self._sample_compiled(rng, n, prev, keep)
+        return self._sample_numpy(rng, n, prev, keep)
+
+    def _sample_compiled(self, rng: np.random.Generator, n: int, prev: np.ndarray | None,
+                         keep: np.ndarray | None) -> np.ndarray:
+        """:meth:`_sample_numpy` with the draws and the clash checks in C, over rows of (token,
+        layer) with the slots side by side: the same uniforms in the same order, the same ids."""
+        e, num_layers, k = self.num_experts, self.num_layers, self.top_k
+        rows = n * num_layers
+        if prev is not None and keep is not None:
+            prev_rows = np.ascontiguousarray(prev, dtype=np.int32).reshape(rows, k)
+            keep_rows = np.ascontiguousarray(keep, dtype=np.bool_).reshape(rows, k).view(np.uint8)
+        else:
+            prev_rows, keep_rows = np.zeros((0, k), dtype=np.int32), np.zeros((0, k), dtype=np.uint8)
+        ids = _kernels.plain_first_draws(rng.random((k, rows)).ravel(), self._prob, self._alias, num_layers, e, k,
+                                         prev_rows, keep_rows)
+        every_row = np.arange(rows, dtype=np.int64)
+        for j in range(1, k) if keep_rows.shape[0] == 0 else range(k):
+            cand = _kernels.clashing_rows(ids, keep_rows, j, every_row)
+            attempt = 0
+            while cand.size:
+                if attempt >= 8:  # very concentrated layer: exact masked draw (global ids, slot-major)
+                    base = (every_row % num_layers) * e
+                    kept = keep_rows.T.view(np.bool_) if keep_rows.shape[0] else None
+                    ids[cand, j] = self._masked_draw(rng, ids.T + base[None, :], cand, j, base, kept) - base[cand]
+                    break
+                _kernels.plain_redraw(ids, j, cand, rng.random(cand.size), self._prob, self._alias, num_layers, e)
+                cand = _kernels.clashing_rows(ids, keep_rows, j, cand)
+                attempt += 1
+        return ids.reshape(n, num_layers, k)
+
+    def _sample_numpy(self, rng: np.random.Generator, n: int, prev: np.ndarray | None,
+                      keep: np.ndarray | None) -> np.ndarray:
+        """:meth:`sample_tokens` over numpy arrays (the reference the compiled path is tested against)."""
         e, num_layers, k = self.num_experts, self.num_layers, self.top_k
         rows = n * num_layers
         base = np.tile(np.arange(num_layers, dtype=np.int64) * e, n)  # (rows,) layer offsets
