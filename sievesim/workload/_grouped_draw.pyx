@@ -55,25 +55,40 @@ def grouped_draw(const double[::1] u_raw, const double[::1] v_raw, const cnp.int
 # -- the whole sample (GroupedSampler._sample_compiled): the same random numbers in the same order
 # as GroupedSampler._sample_numpy, the same ids; rows are (token, layer) pairs, ids (rows, k) int32.
 
-def negate_group_keys(double[:, ::1] noise, const double[:, ::1] log_mass, const cnp.int32_t[:, ::1] prev,
-                      const cnp.uint8_t[:, ::1] keep, Py_ssize_t size):
-    """In place: ``noise[r, g] = -(log_mass[r % L, g] + noise[r, g])`` (the negated Gumbel keys that
-    ``argpartition`` ranks), ``-inf`` for the groups of kept slots (``keep`` with no rows: none)."""
+def choose_groups(const double[:, ::1] noise, const double[:, ::1] log_mass, const cnp.int32_t[:, ::1] prev,
+                  const cnp.uint8_t[:, ::1] keep, Py_ssize_t size, Py_ssize_t chosen):
+    """(rows, chosen) int64: each row's ``chosen`` groups of the highest key ``log_mass[r % L, g] +
+    noise[r, g]`` (the groups of kept slots first, as keys of +inf), in falling key order, ties by
+    group id: ``np.argsort(-key, kind="stable")[:, :chosen]`` of the numpy reference, on any machine
+    (``keep`` with no rows: nothing kept)."""
     cdef Py_ssize_t rows = noise.shape[0], groups = noise.shape[1], layers = log_mass.shape[0]
-    cdef Py_ssize_t r, g, i, k = keep.shape[1], has_keep = keep.shape[0] > 0
-    cdef Py_ssize_t layer = 0
+    cdef Py_ssize_t r, g, i, c, best, layer = 0, k = keep.shape[1], has_keep = keep.shape[0] > 0
+    cdef double neg[64]
+    cdef char taken[64]
+    if groups > 64:
+        raise ValueError(f"{groups} expert groups: this kernel ranks at most 64")
+    out = np.empty((rows, chosen), dtype=np.int64)
+    cdef cnp.int64_t[:, ::1] picks = out
     with nogil:
         for r in range(rows):
             for g in range(groups):
-                noise[r, g] = -(log_mass[layer, g] + noise[r, g])
-            layer += 1
-            if layer == layers:
-                layer = 0
+                neg[g] = -(log_mass[layer, g] + noise[r, g])
+                taken[g] = 0
             if has_keep:
                 for i in range(k):
                     if keep[r, i]:
-                        noise[r, prev[r, i] // size] = -INFINITY
-    return None
+                        neg[prev[r, i] // size] = -INFINITY
+            for c in range(chosen):         # the smallest negated key not taken yet, the lower id on a tie
+                best = -1
+                for g in range(groups):
+                    if not taken[g] and (best < 0 or neg[g] < neg[best]):
+                        best = g
+                taken[best] = 1
+                picks[r, c] = best
+            layer += 1
+            if layer == layers:
+                layer = 0
+    return out
 
 
 cdef inline cnp.int32_t _one_draw(double u_raw, double v_raw, Py_ssize_t r, const double[:, ::1] cum,

@@ -7,8 +7,8 @@ router):
 
 1. **Groups**: ``topk_group`` groups drawn without replacement, each in proportion to its mass
    (the sum of ``p`` over its experts; Plackett-Luce, drawn exactly as the top ``topk_group`` of
-   ``log mass + Gumbel noise``). Groups of the slots a request keeps from its previous token
-   (persistence) are always among them.
+   ``log mass + Gumbel noise``, in falling key order, ties by group id). Groups of the slots a
+   request keeps from its previous token (persistence) are always among them, first.
 2. **Experts**: the k slots drawn one after the other in proportion to ``p`` among the experts of the
    chosen groups not yet chosen (a group in proportion to its mass, then an expert of it through
    the group's alias table; a repeat is drawn again, and after 8 tries the draw is exact over the
@@ -79,9 +79,8 @@ class GroupedSampler:
             keep_rows = np.ascontiguousarray(keep, dtype=np.bool_).reshape(rows, k).view(np.uint8)
         else:
             prev_rows, keep_rows = np.zeros((0, k), dtype=np.int32), np.zeros((0, k), dtype=np.uint8)
-        noise = rng.gumbel(size=(rows, self.groups))
-        _kernels.negate_group_keys(noise, self._log_mass, prev_rows, keep_rows, self.size)
-        chosen = np.argpartition(noise, self.chosen - 1, axis=1)[:, :self.chosen]
+        chosen = _kernels.choose_groups(rng.gumbel(size=(rows, self.groups)), self._log_mass, prev_rows, keep_rows,
+                                        self.size, self.chosen)
         u = rng.random(k * rows)
         v = rng.random(k * rows)
         ids, cum = _kernels.first_draws(u, v, chosen, self.mass, self._prob, self._alias, self.size, k,
@@ -133,13 +132,16 @@ class GroupedSampler:
     def _choose_groups(self, rng: np.random.Generator, layer: np.ndarray,
                        kept: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
         """(rows, chosen) groups of each row: the top ``chosen`` of log mass + Gumbel noise, the
-        groups of kept slots first."""
+        groups of kept slots first, in falling key order with ties by group id (the order the
+        expert draw walks them in)."""
         key = self._log_mass[layer] + rng.gumbel(size=(layer.size, self.groups))
         if kept is not None:
             prev_ids, keep = kept
             r, _ = np.nonzero(keep.T)
             key[r, (prev_ids.T[keep.T]) // self.size] = np.inf
-        return np.argpartition(-key, self.chosen - 1, axis=1)[:, :self.chosen]
+        # a stable order on any machine (argpartition's order of its first elements, ties above all,
+        # differs between its compiled and its generic implementation)
+        return np.argsort(-key, axis=1, kind="stable")[:, :self.chosen]
 
     def _draw(self, rng: np.random.Generator, at: np.ndarray | None, layer: np.ndarray, chosen: np.ndarray,
               cum: np.ndarray) -> np.ndarray:
