@@ -62,29 +62,45 @@ def choose_groups(const double[:, ::1] noise, const double[:, ::1] log_mass, con
     group id: ``np.argsort(-key, kind="stable")[:, :chosen]`` of the numpy reference, on any machine
     (``keep`` with no rows: nothing kept)."""
     cdef Py_ssize_t rows = noise.shape[0], groups = noise.shape[1], layers = log_mass.shape[0]
-    cdef Py_ssize_t r, g, i, c, best, layer = 0, k = keep.shape[1], has_keep = keep.shape[0] > 0
+    cdef Py_ssize_t r, g, i, pos, n_best, layer = 0, k = keep.shape[1], has_keep = keep.shape[0] > 0
     cdef double neg[64]
-    cdef char taken[64]
+    cdef double best_key[64]
+    cdef Py_ssize_t best_group[64]
+    cdef double x
     if groups > 64:
         raise ValueError(f"{groups} expert groups: this kernel ranks at most 64")
+    if not 1 <= chosen <= groups:
+        raise ValueError(f"chosen = {chosen}: expected 1 .. {groups} groups")
     out = np.empty((rows, chosen), dtype=np.int64)
     cdef cnp.int64_t[:, ::1] picks = out
     with nogil:
         for r in range(rows):
             for g in range(groups):
                 neg[g] = -(log_mass[layer, g] + noise[r, g])
-                taken[g] = 0
             if has_keep:
                 for i in range(k):
                     if keep[r, i]:
                         neg[prev[r, i] // size] = -INFINITY
-            for c in range(chosen):         # the smallest negated key not taken yet, the lower id on a tie
-                best = -1
-                for g in range(groups):
-                    if not taken[g] and (best < 0 or neg[g] < neg[best]):
-                        best = g
-                taken[best] = 1
-                picks[r, c] = best
+            # insertion into the best `chosen` so far, smallest negated key first; a key equal to
+            # one already in goes after it (groups come in id order: ties by group id)
+            n_best = 0
+            for g in range(groups):
+                x = neg[g]
+                if n_best == chosen:
+                    if not x < best_key[chosen - 1]:
+                        continue
+                    pos = chosen - 1
+                else:
+                    pos = n_best
+                    n_best += 1
+                while pos > 0 and x < best_key[pos - 1]:
+                    best_key[pos] = best_key[pos - 1]
+                    best_group[pos] = best_group[pos - 1]
+                    pos -= 1
+                best_key[pos] = x
+                best_group[pos] = g
+            for pos in range(chosen):
+                picks[r, pos] = best_group[pos]
             layer += 1
             if layer == layers:
                 layer = 0
