@@ -20,6 +20,7 @@ extensions = [
     _extension("sievesim.workload._grouped_draw", extra_args=("-ffp-contract=off",)),
     # the list scheduler, bit for bit the Python reference's floats: no fused multiply-add
     _extension("sievesim.system._dag_core", numpy_api=False, extra_args=("-ffp-contract=off",)),
+    _extension("sievesim.system._graph_add", numpy_api=False),
     _extension("sievesim.system._expert_rows"),
     _extension("sievesim.system._slots"),
 ]

@@ -132,7 +132,7 @@ class ExecuteGraph:
 
 
 class GraphAdd:
-    """``Graph.add`` (compiled, ``_dag_core.graph_add``) against ``Graph._add_reference``: the nodes of
+    """``Graph.add`` (compiled, ``_graph_add.graph_add``) against ``Graph._add_reference``: the nodes of
     one Qwen3.5-397B-A17B step on 8 GPUs at B = 256 under Sieve added again, with their metadata."""
 
     model = "qwen3.5-397b-a17b"

@@ -204,7 +204,7 @@ def test_a_step_of_twelve_gpus_in_two_micro_batches_shares_its_collectives_tuple
 
 
 # ---------------------------------------------------------------------------------------------
-# Graph.add compiled (_dag_core.graph_add) against Graph._add_reference
+# Graph.add compiled (_graph_add.graph_add) against Graph._add_reference
 # ---------------------------------------------------------------------------------------------
 import numpy as np  # noqa: E402
 

@@ -19,8 +19,6 @@ from libc.stdlib cimport malloc, realloc, free
 
 from sievesim.errors import ConfigError
 
-cdef double _INF_C = float("inf")
-
 
 cdef extern from "Python.h":
     bint PyFloat_Check(object o)
@@ -293,10 +291,16 @@ cdef void* _alloc(Py_ssize_t count, size_t size, list blocks) except NULL:
 cdef Py_ssize_t _GROUP_MIN = 8
 
 
+cdef inline int _group_role(object ds, object last):
+    """0: a node with its own edges; 1: a new group's first member; 2: a member of the group before."""
+    if type(ds) is not tuple or len(<tuple>ds) <= _GROUP_MIN:
+        return 0
+    return 2 if ds is last else 1
+
+
 cdef int _add_edges(State* s, object ds, Py_ssize_t to, Py_ssize_t n, Py_ssize_t cap, Py_ssize_t* edge_from,
                     Py_ssize_t* edge_to, Py_ssize_t* k) except -2:
-    """The edges from every id of ``ds`` to ``to`` (a node, or a group n + g); -1 where an id is not
-    a node's (the reference then decides)."""
+    """Edges from every id of ``ds`` to ``to`` (node, or group n + g); -1: an id not a node's."""
     cdef Py_ssize_t p
     for dep in ds:
         if not PyLong_Check(dep) or k[0] >= cap:
@@ -340,21 +344,18 @@ def execute_core(durations, resources, deps, priority, contention):
     # nodes in a row that share one dependency tuple of more than _GROUP_MIN ids (a collective's G
     # nodes after every GPU's node before it: G^2 edges) wait on one group instead: the group counts
     # the tuple's ends and releases its members in the same event, so every schedule is the same
-    cdef Py_ssize_t groups = 0, members = 0, ln
+    cdef Py_ssize_t groups = 0, members = 0
+    cdef int role
     cdef object last_group = None
     for i in range(n):
         total += len(resources[i])
         ds = deps[i]
-        ln = len(ds)
-        if ln > _GROUP_MIN and type(ds) is tuple:
-            members += 1
-            if ds is last_group:
-                continue
-            last_group = ds
-            groups += 1
-        else:
-            last_group = None
-        cap += ln
+        role = _group_role(ds, last_group)
+        last_group = ds if role else None
+        members += role > 0
+        groups += role == 1
+        if role != 2:
+            cap += len(ds)
     s.events.data = NULL
     try:
         s.dur = <double*> _alloc(n, sizeof(double), blocks)
@@ -487,22 +488,21 @@ def execute_core(durations, resources, deps, priority, contention):
         for i in range(n):
             ds = deps[i]
             s.waiting[i] = 0
-            if len(ds) > _GROUP_MIN and type(ds) is tuple:
-                if ds is not last_group:
-                    last_group = ds
-                    g += 1
-                    s.waiting[g] = 0
-                    if _add_edges(&s, ds, g, n, cap + members, edge_from, edge_to, &k) < 0:
-                        return None
+            role = _group_role(ds, last_group)
+            last_group = ds if role else None
+            if role == 1:       # a new group: its edges, then its first member
+                g += 1
+                s.waiting[g] = 0
+                if _add_edges(&s, ds, g, n, cap + members, edge_from, edge_to, &k) < 0:
+                    return None
+            if role:
                 edge_from[k] = g
                 edge_to[k] = i
                 s.child_ptr[g + 1] += 1
                 s.waiting[i] = 1
                 k += 1
-            else:
-                last_group = None
-                if _add_edges(&s, ds, i, n, cap + members, edge_from, edge_to, &k) < 0:
-                    return None
+            elif _add_edges(&s, ds, i, n, cap + members, edge_from, edge_to, &k) < 0:
+                return None
         if k != cap + members or g != n + groups - 1:
             return None
         for i in range(n + groups):
@@ -577,85 +577,3 @@ def execute_core(durations, resources, deps, priority, contention):
         free(s.events.data)
         for block in blocks:
             free(<void*> <size_t> block)
-
-
-def graph_add(self, name, duration, resources=(), deps=(), *, priority=None, **meta):
-    """Add a node; returns its id. ``duration`` in seconds (>= 0); ``deps`` are ids of nodes
-    added before; ``priority`` defaults to the insertion order (lower starts first);
-    ``meta`` is kept for reports (e.g. ``layer=3, gpu=0, kind="attention"``).
-
-    :meth:`sievesim.system.dag.Graph.add` compiled: the same checks, errors and stored values as
-    ``Graph._add_reference`` (a step adds thousands of nodes, and each call was mostly interpreter)."""
-    cdef Py_ssize_t nid = len(<list>self.names)
-    cdef Py_ssize_t k, d_int
-    cdef double d
-    cdef tuple dep_ids
-    cdef bint ok
-    if type(duration) is float:
-        d = duration
-        ok = d >= 0.0 and d < _INF_C
-    else:
-        ok = duration >= 0.0 and duration < float("inf")
-    if not ok:
-        from sievesim.errors import field_error
-        raise field_error(f"duration of node {name!r}", duration, "a finite time >= 0 [s]")
-    # the same list again, holding the same objects (a collective's nodes: G ids each, G times): its
-    # checked tuple again, the same stored value without a set and a check per id
-    cdef tuple last = self._last_deps
-    cdef tuple items
-    cdef Py_ssize_t n_items
-    if deps is last[0] and type(deps) is list:
-        items = <tuple>last[1]
-        n_items = len(items)
-        ok = len(<list>deps) == n_items
-        if ok:
-            for k in range(n_items):
-                if (<list>deps)[k] is not items[k]:
-                    ok = False
-                    break
-        if ok:
-            return _append_node(self, name, duration, resources, last[2], nid, priority, meta)
-    dep_ids = tuple(deps)
-    if type(deps) is list and len(dep_ids) > 8:
-        items = dep_ids
-    else:
-        items = None
-    if len(dep_ids) > 1:
-        dep_ids = tuple(set(dep_ids))
-    if dep_ids:
-        ok = True
-        for dep in dep_ids:
-            if type(dep) is not int:
-                ok = False
-                break
-            d_int = dep
-            if d_int < 0 or d_int >= nid:
-                ok = False
-                break
-        if not ok and (min(dep_ids) < 0 or max(dep_ids) >= nid):
-            bad = next(x for x in dep_ids if not 0 <= x < nid)
-            raise ConfigError(f"node {name!r} depends on {bad}, which is not a node added before it")
-    if items is not None:
-        self._last_deps = (deps, items, dep_ids)
-    return _append_node(self, name, duration, resources, dep_ids, nid, priority, meta)
-
-
-cdef object _append_node(self, name, duration, resources, tuple dep_ids, Py_ssize_t nid, priority, dict meta):
-    """The rest of :func:`graph_add` once the node's dependencies are checked: its resources, then
-    every list of the graph appended."""
-    # the same few resource tuples come back node after node: check each once
-    cdef dict seen = self._resource_tuples
-    res = seen.get(resources) if type(resources) is tuple else None
-    if res is None:
-        res = tuple(resources)
-        if len(set(res)) != len(res):
-            res = tuple(dict.fromkeys(res))
-        if type(resources) is tuple:
-            seen[resources] = res
-    (<list>self.names).append(name)
-    (<list>self.durations).append(duration if type(duration) is float else float(duration))
-    (<list>self.resources).append(res)
-    (<list>self.deps).append(dep_ids)
-    (<list>self.priority).append(float(nid) if priority is None else float(priority))
-    (<list>self.meta).append(meta)
-    return nid

@@ -33,7 +33,7 @@ from ..errors import ConfigError, field_error
 
 try:  # compiled with the package (setup.py); execute_reference below computes the same schedule
     from ._dag_core import execute_core as _execute_core
-    from ._dag_core import graph_add as _graph_add
+    from ._graph_add import graph_add as _graph_add
 except ImportError:  # pragma: no cover - only when running from an unbuilt source tree
     _execute_core = _graph_add = None
 
@@ -85,7 +85,7 @@ class Graph:
         added before; ``priority`` defaults to the insertion order (lower starts first);
         ``meta`` is kept for reports (e.g. ``layer=3, gpu=0, kind="attention"``).
 
-        :meth:`add` is this method compiled (``_dag_core.graph_add``: the same checks, errors and
+        :meth:`add` is this method compiled (``_graph_add.graph_add``: the same checks, errors and
         stored values), where the package was built."""
         if not (duration >= 0.0 and duration < _INF):
             raise field_error(f"duration of node {name!r}", duration, "a finite time >= 0 [s]")
