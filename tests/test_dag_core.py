@@ -290,3 +290,33 @@ def test_one_dependency_list_passed_again_and_changed_between_adds(ops, width):
             shared.pop()
     for field in ("names", "durations", "resources", "deps", "priority", "meta"):
         assert getattr(compiled, field) == getattr(reference, field)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_step_pauses_the_cyclic_collector_and_leaves_it_as_it_found_it(enabled):
+    """``run_step`` builds its graph with the cyclic collector off and restores its state after,
+    also when the step raises."""
+    import gc
+
+    from sievesim.system.step import StepSimulator
+
+    sim = StepSimulator("qwen3-30b-a3b", gpus=1, batch=4)
+    seen = []
+    original = sim._run_step
+
+    def spy(grow_contexts):
+        seen.append(gc.isenabled())
+        return original(grow_contexts)
+
+    sim._run_step = spy
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        sim.run_step()
+        assert seen == [False] and gc.isenabled() == enabled
+        sim._run_step = lambda grow_contexts: 1 / 0
+        with pytest.raises(ZeroDivisionError):
+            sim.run_step()
+        assert gc.isenabled() == enabled
+    finally:
+        (gc.enable if was else gc.disable)()
