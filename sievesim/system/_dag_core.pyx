@@ -287,7 +287,7 @@ cdef void* _alloc(Py_ssize_t count, size_t size, list blocks) except NULL:
     return p
 
 
-# dependency tuples longer than this, shared by nodes in a row, become one group (execute_core)
+# dependency tuples longer than this, shared by nodes, become one group (execute_core)
 cdef Py_ssize_t _GROUP_MIN = 8
 
 
@@ -341,9 +341,10 @@ def execute_core(durations, resources, deps, priority, contention):
         return None
     if len(resources) != n or len(deps) != n or len(priority) != n:
         return None
-    # nodes in a row that share one dependency tuple of more than _GROUP_MIN ids (a collective's G
-    # nodes after every GPU's node before it: G^2 edges) wait on one group instead: the group counts
-    # the tuple's ends and releases its members in the same event, so every schedule is the same
+    # nodes that share one dependency tuple of more than _GROUP_MIN ids, with no other such tuple
+    # between them (a collective's G nodes after every GPU's node before it: G^2 edges), wait on one
+    # group instead: it counts the tuple's ends and releases its members in the same event, so every
+    # schedule is the same
     cdef Py_ssize_t groups = 0, members = 0
     cdef int role
     cdef object last_group = None
@@ -351,7 +352,8 @@ def execute_core(durations, resources, deps, priority, contention):
         total += len(resources[i])
         ds = deps[i]
         role = _group_role(ds, last_group)
-        last_group = ds if role else None
+        if role:
+            last_group = ds
         members += role > 0
         groups += role == 1
         if role != 2:
@@ -489,7 +491,8 @@ def execute_core(durations, resources, deps, priority, contention):
             ds = deps[i]
             s.waiting[i] = 0
             role = _group_role(ds, last_group)
-            last_group = ds if role else None
+            if role:
+                last_group = ds
             if role == 1:       # a new group: its edges, then its first member
                 g += 1
                 s.waiting[g] = 0

@@ -67,10 +67,14 @@ def add_attention(b: StepBuild, lb: LayerBatch) -> list[int]:
     layer, kind, mb, is_moe = lb.layer, lb.kind, lb.mb, lb.is_moe
     q = sim.mtp_queries      # query tokens per decode request (1 + mtp_tokens)
     post: list[int] = []
+    # the same for every GPU of the layer
+    pre_kind = attention_node_kind("pre_attention", kind, m.qk_norm)
+    post_kind = attention_node_kind("post_attention", kind)
+    tensor_core = m.weight_tensor_core
     for g in range(sim.gpus):
         lens, pf_lens, tokens = lb.lens_g[g], lb.pf_g[g], lb.tokens_g[g]
         t_pre, pre_work = b.cached_work(("pre", kind, is_moe, tokens), lambda: gpu_ops.pre_attention(m, layer, tokens),
-                                        attention_node_kind("pre_attention", kind, m.qk_norm), m.weight_tensor_core)
+                                        pre_kind, tensor_core)
         pre = graph.add(f"L{layer} pre-attention g{g}", t_pre, b.r_gpu_hbm[g], [b.prev[(mb, g)]], gpu=g, layer=layer,
                         kind="pre_attention", microbatch=mb, tokens=tokens, **pre_work)
         deps = [pre]
@@ -102,8 +106,7 @@ def add_attention(b: StepBuild, lb: LayerBatch) -> list[int]:
                                   [pre], gpu=g, layer=layer, kind="prefill_attention", microbatch=mb,
                                   tokens=int(sum(pf_lens)), **b.work(pf_work)))
         t_post, post_work = b.cached_work(("post", kind, is_moe, tokens),
-                                          lambda: gpu_ops.post_attention(m, layer, tokens),
-                                          attention_node_kind("post_attention", kind), m.weight_tensor_core)
+                                          lambda: gpu_ops.post_attention(m, layer, tokens), post_kind, tensor_core)
         post.append(graph.add(f"L{layer} o-proj+router g{g}", t_post, b.r_gpu_hbm[g], deps, gpu=g, layer=layer,
                               kind="post_attention", microbatch=mb, tokens=tokens, **post_work))
     return tp.add_allreduce(b, lb, post, "attention") if sim.tp_attention else post
