@@ -66,9 +66,9 @@ def test_a_node_count_that_does_not_divide_the_gpus_is_refused(capsys):
 
 def test_crossing_nodes_costs_the_nic_and_is_in_the_settings():
     kw = dict(policy="gpu-only", batch=256, steps=1, warmup=0, weight_format="fp8-block", energy=False)
-    for gpu_model in ("roofline", "calibrated"):
-        one = simulate_step("deepseek-v3", "h100", gpus=16, gpu_model=gpu_model, **kw)
-        two = simulate_step("deepseek-v3", "h100", gpus=16, nodes=2, gpu_model=gpu_model, **kw)
+    for model_name in ("roofline", "calibrated"):
+        one = simulate_step("deepseek-v3", "h100", gpus=16, gpu_model=model_name, **kw)
+        two = simulate_step("deepseek-v3", "h100", gpus=16, nodes=2, gpu_model=model_name, **kw)
         assert two.settings["nodes"] == 2 and one.settings["nodes"] == 1
         link = lambda r: sum(n.duration_s for n in r.nodes() if n.gpu == 0 and n.kind in ("dispatch", "combine"))
         assert link(two) > link(one) and two.step_time_s > one.step_time_s

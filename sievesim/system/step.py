@@ -67,10 +67,11 @@ def _early_load_rule(value: Any) -> str:
 
 @contextlib.contextmanager
 def _cyclic_gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector off while a step builds and runs its graph: its tens of
-    thousands of small containers (dependency tuples, metadata) would set off collections that scan
-    every live object, a few per cent of a large step. Reference counting still frees what the step
-    drops; the collector runs again afterwards if it was on, and nothing is left uncollected."""
+    """The cyclic garbage collector off while a step builds and runs its graph: the graph's tens of
+    thousands of new containers (dependency tuples, lists) would set off several collections during
+    the step, each scanning them again; paused, the next collection after the step scans them once.
+    Reference counting still frees what the step drops, and the collector is on again afterwards if
+    it was on before."""
     enabled = gc.isenabled()
     gc.disable()
     try:

@@ -20,7 +20,7 @@ its two best experts' affinities; drawing groups by their popularity mass is thi
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -33,6 +33,32 @@ except ImportError:  # pragma: no cover - only when running from an unbuilt sour
 __all__ = ["GroupedSampler"]
 
 _TRIES = 8   # redraws of a repeated expert before the exact masked draw
+
+
+def kept_rows(prev: np.ndarray | None, keep: np.ndarray | None, rows: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``prev`` (int32) and ``keep`` (uint8) as ``(rows, k)`` arrays for the compiled samplers, or
+    two arrays of no rows when nothing is kept."""
+    if prev is None or keep is None:
+        return np.zeros((0, k), dtype=np.int32), np.zeros((0, k), dtype=np.uint8)
+    return (np.ascontiguousarray(prev, dtype=np.int32).reshape(rows, k),
+            np.ascontiguousarray(keep, dtype=np.bool_).reshape(rows, k).view(np.uint8))
+
+
+def redraw_clashes(ids: np.ndarray, keep_rows: np.ndarray, every_row: np.ndarray,
+                   redraw: Callable[[int, np.ndarray], None], masked: Callable[[int, np.ndarray], None]) -> None:
+    """The compiled samplers' repeats, slot by slot: the rows whose slot ``j`` of ``ids`` (rows, k)
+    repeats a final slot drawn again (``redraw(j, rows)``) until none does, after ``_TRIES`` rounds
+    by the exact masked draw (``masked(j, rows)``); the random numbers in the numpy samplers' order."""
+    for j in range(1, ids.shape[1]) if keep_rows.shape[0] == 0 else range(ids.shape[1]):
+        cand = _kernels.clashing_rows(ids, keep_rows, j, every_row)
+        attempt = 0
+        while cand.size:
+            if attempt >= _TRIES:
+                masked(j, cand)
+                break
+            redraw(j, cand)
+            cand = _kernels.clashing_rows(ids, keep_rows, j, cand)
+            attempt += 1
 
 
 class GroupedSampler:
@@ -74,11 +100,7 @@ class GroupedSampler:
         rows of (token, layer) with the slots side by side (no transposes)."""
         num_layers, k = self.layers, self.k
         rows = n * num_layers
-        if prev is not None and keep is not None:
-            prev_rows = np.ascontiguousarray(prev, dtype=np.int32).reshape(rows, k)
-            keep_rows = np.ascontiguousarray(keep, dtype=np.bool_).reshape(rows, k).view(np.uint8)
-        else:
-            prev_rows, keep_rows = np.zeros((0, k), dtype=np.int32), np.zeros((0, k), dtype=np.uint8)
+        prev_rows, keep_rows = kept_rows(prev, keep, rows, k)
         chosen = _kernels.choose_groups(rng.gumbel(size=(rows, self.groups)), self._log_mass, prev_rows, keep_rows,
                                         self.size, self.chosen)
         u = rng.random(k * rows)
@@ -86,20 +108,18 @@ class GroupedSampler:
         ids, cum = _kernels.first_draws(u, v, chosen, self.mass, self._prob, self._alias, self.size, k,
                                         prev_rows, keep_rows)
         every_row = np.arange(rows, dtype=np.int64)
-        for j in range(1, k) if keep_rows.shape[0] == 0 else range(k):
-            cand = _kernels.clashing_rows(ids, keep_rows, j, every_row)
-            attempt = 0
-            while cand.size:
-                if attempt >= _TRIES:
-                    kept = keep_rows.T.view(np.bool_) if keep_rows.shape[0] else None
-                    ids[cand, j] = self._masked_draw(rng, ids.T, kept, j, cand, every_row % num_layers, chosen)
-                    break
-                u = rng.random(cand.size)
-                v = rng.random(cand.size)
-                _kernels.redraw(ids, j, cand, u, v, cum, chosen, num_layers, self._prob, self._alias, self.groups,
-                                self.size)
-                cand = _kernels.clashing_rows(ids, keep_rows, j, cand)
-                attempt += 1
+
+        def redraw(j: int, cand: np.ndarray) -> None:
+            u = rng.random(cand.size)
+            v = rng.random(cand.size)
+            _kernels.redraw(ids, j, cand, u, v, cum, chosen, num_layers, self._prob, self._alias, self.groups,
+                            self.size)
+
+        def masked(j: int, cand: np.ndarray) -> None:
+            kept = keep_rows.T.view(np.bool_) if keep_rows.shape[0] else None
+            ids[cand, j] = self._masked_draw(rng, ids.T, kept, j, cand, every_row % num_layers, chosen)
+
+        redraw_clashes(ids, keep_rows, every_row, redraw, masked)
         return ids.reshape(n, num_layers, k)
 
     def _sample_numpy(self, rng: np.random.Generator, n: int, prev: np.ndarray | None,

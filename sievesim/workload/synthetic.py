@@ -273,28 +273,23 @@ class SyntheticSource(RoutingSource):
                          keep: np.ndarray | None) -> np.ndarray:
         """:meth:`_sample_numpy` with the draws and the clash checks in C, over rows of (token,
         layer) with the slots side by side: the same uniforms in the same order, the same ids."""
+        from .grouped import kept_rows, redraw_clashes
         e, num_layers, k = self.num_experts, self.num_layers, self.top_k
         rows = n * num_layers
-        if prev is not None and keep is not None:
-            prev_rows = np.ascontiguousarray(prev, dtype=np.int32).reshape(rows, k)
-            keep_rows = np.ascontiguousarray(keep, dtype=np.bool_).reshape(rows, k).view(np.uint8)
-        else:
-            prev_rows, keep_rows = np.zeros((0, k), dtype=np.int32), np.zeros((0, k), dtype=np.uint8)
+        prev_rows, keep_rows = kept_rows(prev, keep, rows, k)
         ids = _kernels.plain_first_draws(rng.random((k, rows)).ravel(), self._prob, self._alias, num_layers, e, k,
                                          prev_rows, keep_rows)
         every_row = np.arange(rows, dtype=np.int64)
-        for j in range(1, k) if keep_rows.shape[0] == 0 else range(k):
-            cand = _kernels.clashing_rows(ids, keep_rows, j, every_row)
-            attempt = 0
-            while cand.size:
-                if attempt >= 8:  # very concentrated layer: exact masked draw (global ids, slot-major)
-                    base = (every_row % num_layers) * e
-                    kept = keep_rows.T.view(np.bool_) if keep_rows.shape[0] else None
-                    ids[cand, j] = self._masked_draw(rng, ids.T + base[None, :], cand, j, base, kept) - base[cand]
-                    break
-                _kernels.plain_redraw(ids, j, cand, rng.random(cand.size), self._prob, self._alias, num_layers, e)
-                cand = _kernels.clashing_rows(ids, keep_rows, j, cand)
-                attempt += 1
+
+        def redraw(j: int, cand: np.ndarray) -> None:
+            _kernels.plain_redraw(ids, j, cand, rng.random(cand.size), self._prob, self._alias, num_layers, e)
+
+        def masked(j: int, cand: np.ndarray) -> None:     # a very concentrated layer: global ids, slot-major
+            base = (every_row % num_layers) * e
+            kept = keep_rows.T.view(np.bool_) if keep_rows.shape[0] else None
+            ids[cand, j] = self._masked_draw(rng, ids.T + base[None, :], cand, j, base, kept) - base[cand]
+
+        redraw_clashes(ids, keep_rows, every_row, redraw, masked)
         return ids.reshape(n, num_layers, k)
 
     def _sample_numpy(self, rng: np.random.Generator, n: int, prev: np.ndarray | None,
