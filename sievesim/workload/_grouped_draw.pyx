@@ -1,6 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """The synthetic routing's loops in C: the grouped router's expert draw and its whole sample
-(:class:`sievesim.workload.grouped.GroupedSampler`), and the tokens per expert of routing ids
+(:class:`sievesim.workload.grouped.GroupedSampler`), the plain sample of
+:class:`sievesim.workload.synthetic.SyntheticSource`, and the tokens per expert of routing ids
 (:func:`sievesim.workload.routing.counts_from_ids`).
 
 The draw takes the uniform numbers the sampler drew from its generator (``u`` then ``v``, in that
@@ -17,6 +18,28 @@ from libc.math cimport INFINITY
 cnp.import_array()
 
 
+cdef inline cnp.int32_t _one_draw(double u_raw, double v_raw, Py_ssize_t r, const double[:, ::1] cum,
+                                  const cnp.int64_t[:, :] chosen, Py_ssize_t layer, const double[::1] prob,
+                                  const cnp.int64_t[::1] alias, Py_ssize_t groups, Py_ssize_t size) noexcept nogil:
+    # GroupedSampler._draw_numpy's arithmetic, draw for draw: a chosen group by mass, then its expert by alias
+    cdef Py_ssize_t n_chosen = cum.shape[1], i, pick = 0, j, at_j
+    cdef cnp.int64_t group
+    cdef double u = u_raw * cum[r, n_chosen - 1], v
+    for i in range(n_chosen):
+        pick += cum[r, i] <= u      # branch-free count
+    if pick > n_chosen - 1:
+        pick = n_chosen - 1
+    group = chosen[r, pick]
+    v = v_raw * size
+    j = <Py_ssize_t>v
+    if j > size - 1:
+        j = size - 1
+    at_j = (layer * groups + group) * size + j
+    if v - <double>j < prob[at_j]:
+        return <cnp.int32_t>(group * size + j)
+    return <cnp.int32_t>(group * size + alias[at_j])
+
+
 def grouped_draw(const double[::1] u_raw, const double[::1] v_raw, const cnp.int64_t[::1] rows,
                  const double[:, ::1] cum, const cnp.int64_t[:, ::1] chosen, const cnp.int64_t[::1] layer,
                  const double[::1] prob, const cnp.int64_t[::1] alias, Py_ssize_t groups, Py_ssize_t size):
@@ -25,30 +48,12 @@ def grouped_draw(const double[::1] u_raw, const double[::1] v_raw, const cnp.int
     ``u_raw``, ``v_raw``: uniforms in [0, 1) (one per draw); ``cum``: (rows, chosen) cumulative mass
     of each row's chosen groups; ``chosen``: (rows, chosen) their group ids; ``layer``: each row's
     layer; ``prob``/``alias``: alias tables flattened as ((layer * groups + group) * size + j)."""
-    cdef Py_ssize_t n = u_raw.shape[0], n_chosen = cum.shape[1], d, r, i, pick, j, at_j
-    cdef cnp.int64_t group
-    cdef double u, v
+    cdef Py_ssize_t n = u_raw.shape[0], d, r
     out = np.empty(n, dtype=np.int64)
     cdef cnp.int64_t[::1] ids = out
     for d in range(n):
         r = rows[d]
-        u = u_raw[d] * cum[r, n_chosen - 1]
-        pick = 0
-        for i in range(n_chosen):
-            if cum[r, i] <= u:
-                pick += 1
-        if pick > n_chosen - 1:
-            pick = n_chosen - 1
-        group = chosen[r, pick]
-        v = v_raw[d] * size
-        j = <Py_ssize_t>v
-        if j > size - 1:
-            j = size - 1
-        at_j = (layer[r] * groups + group) * size + j
-        if v - <double>j < prob[at_j]:
-            ids[d] = group * size + j
-        else:
-            ids[d] = group * size + alias[at_j]
+        ids[d] = _one_draw(u_raw[d], v_raw[d], r, cum, chosen, layer[r], prob, alias, groups, size)
     return out
 
 
@@ -105,28 +110,6 @@ def choose_groups(const double[:, ::1] noise, const double[:, ::1] log_mass, con
             if layer == layers:
                 layer = 0
     return out
-
-
-cdef inline cnp.int32_t _one_draw(double u_raw, double v_raw, Py_ssize_t r, const double[:, ::1] cum,
-                                  const cnp.int64_t[:, :] chosen, Py_ssize_t layer, const double[::1] prob,
-                                  const cnp.int64_t[::1] alias, Py_ssize_t groups, Py_ssize_t size) noexcept nogil:
-    # grouped_draw's arithmetic, draw for draw
-    cdef Py_ssize_t n_chosen = cum.shape[1], i, pick = 0, j, at_j
-    cdef cnp.int64_t group
-    cdef double u = u_raw * cum[r, n_chosen - 1], v
-    for i in range(n_chosen):
-        pick += cum[r, i] <= u      # branch-free count
-    if pick > n_chosen - 1:
-        pick = n_chosen - 1
-    group = chosen[r, pick]
-    v = v_raw * size
-    j = <Py_ssize_t>v
-    if j > size - 1:
-        j = size - 1
-    at_j = (layer * groups + group) * size + j
-    if v - <double>j < prob[at_j]:
-        return <cnp.int32_t>(group * size + j)
-    return <cnp.int32_t>(group * size + alias[at_j])
 
 
 def first_draws(const double[::1] u, const double[::1] v, const cnp.int64_t[:, :] chosen,
