@@ -25,9 +25,11 @@ when the package runs from an unbuilt source tree, :func:`execute` runs the refe
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import heapq
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from ..errors import ConfigError, field_error
 
@@ -37,7 +39,7 @@ try:  # compiled with the package (setup.py); execute_reference below computes t
 except ImportError:  # pragma: no cover - only when running from an unbuilt source tree
     _execute_core = _graph_add = None
 
-__all__ = ["Graph", "Contention", "Schedule", "execute", "execute_reference"]
+__all__ = ["Graph", "Contention", "Schedule", "execute", "execute_reference", "cyclic_gc_paused"]
 
 _INF = float("inf")
 
@@ -276,3 +278,18 @@ def _busy_by_resource(resources: Sequence[tuple[str, ...]], start: list[float], 
         for r in res:
             busy[r] = busy.get(r, 0.0) + (end[i] - start[i])
     return busy
+
+
+@contextlib.contextmanager
+def cyclic_gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while a large graph is built and run: its tens of thousands
+    of new containers (dependency tuples, lists) would set off several collections on the way, each
+    scanning them again; paused, the next collection afterwards scans them once. Reference counting
+    still frees what is dropped, and the collector is on again afterwards if it was on before."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

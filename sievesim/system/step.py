@@ -16,11 +16,9 @@ GPU ``j mod G``. Times are in seconds.
 """
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
 import time
-from typing import TYPE_CHECKING, Any, Iterator, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
@@ -29,7 +27,7 @@ from .._units import split_unit
 from ..costs import DEFAULT_CONTEXT_LEN, PimCostTable, RooflinePimCost, attention_shape, pim_organisation, pim_peak_flops
 from ..errors import ConfigError, field_error
 from . import figure8 as f8
-from .dag import Contention, Graph, Schedule, execute
+from .dag import Contention, Graph, Schedule, cyclic_gc_paused, execute
 from .options import parse_policy_options, parse_prefill
 from .parallelism import check_parallelism, check_pim_formats, check_redundant, sample_loads, with_nodes
 from .pim_costs import EngineTimes, LearnedPimCost, _Ema
@@ -63,22 +61,6 @@ def _early_load_rule(value: Any) -> str:
     if isinstance(value, str) and value in EARLY_LOAD_RULES:
         return value
     raise field_error("early_loads", value, f"true, false or one of {', '.join(EARLY_LOAD_RULES)}")
-
-
-@contextlib.contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector off while a step builds and runs its graph: the graph's tens of
-    thousands of new containers (dependency tuples, lists) would set off several collections during
-    the step, each scanning them again; paused, the next collection after the step scans them once.
-    Reference counting still frees what the step drops, and the collector is on again afterwards if
-    it was on before."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class StepSimulator(StepBudget):
@@ -452,8 +434,8 @@ class StepSimulator(StepBudget):
 
         The graph is built layer by layer in Figure 8's order, one :mod:`~sievesim.system.figure8`
         function per node, then executed, with the cyclic garbage collector paused
-        (:func:`_cyclic_gc_paused`)."""
-        with _cyclic_gc_paused():
+        (:func:`~sievesim.system.dag.cyclic_gc_paused`)."""
+        with cyclic_gc_paused():
             return self._run_step(grow_contexts)
 
     def _run_step(self, grow_contexts: bool) -> dict[str, Any]:
