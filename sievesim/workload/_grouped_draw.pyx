@@ -200,27 +200,29 @@ ctypedef fused routing_id:
     cnp.int64_t
 
 
+cdef Py_ssize_t _count_ids(const routing_id[:, :, ::1] ids, cnp.int64_t[:, ::1] counts) noexcept nogil:
+    """:func:`counts_of_ids`'s pass: -1, or the first id past the experts (then stops)."""
+    cdef Py_ssize_t r, layer, i, e
+    for r in range(ids.shape[0]):
+        for layer in range(ids.shape[1]):
+            for i in range(ids.shape[2]):
+                e = ids[r, layer, i]
+                if e < 0:
+                    continue
+                if e >= counts.shape[1]:
+                    return e
+                counts[layer, e] += 1
+    return -1
+
+
 def counts_of_ids(const routing_id[:, :, ::1] ids, Py_ssize_t num_experts):
     """(L, E) int64 tokens per expert and layer of (B, L, K) ids (ids < 0 skipped): what
     ``routing.counts_from_ids`` counts with ``np.bincount``, in one pass."""
-    cdef Py_ssize_t rows = ids.shape[0], layers = ids.shape[1], k = ids.shape[2], r, layer, i, e, bad = -1
-    out = np.zeros((layers, num_experts), dtype=np.int64)
+    out = np.zeros((ids.shape[1], num_experts), dtype=np.int64)
     cdef cnp.int64_t[:, ::1] counts = out
+    cdef Py_ssize_t bad
     with nogil:
-        for r in range(rows):
-            for layer in range(layers):
-                for i in range(k):
-                    e = ids[r, layer, i]
-                    if e < 0:
-                        continue
-                    if e >= num_experts:
-                        bad = e
-                        break
-                    counts[layer, e] += 1
-                if bad >= 0:
-                    break
-            if bad >= 0:
-                break
+        bad = _count_ids(ids, counts)
     if bad >= 0:
         raise ValueError(f"expert id {bad} out of range for {num_experts} experts")
     return out
